@@ -1,0 +1,155 @@
+# hcclD: one Makefile, every library through pkg-config, all output under build/.
+#   make [all] | test | demo | bench | install [PREFIX=/usr/local DESTDIR=] | clean
+#   make test SANITIZE=address,undefined
+
+BUILD    ?= build
+PREFIX   ?= /usr/local
+CC       ?= cc
+SANITIZE ?=
+VERSION  := 0.1.0
+
+PKGS_CORE   := libuv libprotobuf-c hwloc libsystemd inih
+PKGS_CLIENT := libprotobuf-c
+PKGS_TEST   := check
+
+.DEFAULT_GOAL := all
+
+# Missing tools or libraries: install them (Debian packages only) before anything else.
+DEPS_STAMP := $(BUILD)/.deps-ok
+$(DEPS_STAMP):
+	@if ! command -v protoc-c >/dev/null 2>&1 || ! command -v pkg-config >/dev/null 2>&1 || \
+	    ! pkg-config --exists $(PKGS_CORE) $(PKGS_TEST); then \
+	    echo "hcclD: installing missing dependencies (scripts/install-deps.sh)"; \
+	    ./scripts/install-deps.sh; fi
+	@mkdir -p $(@D) && touch $@
+
+ifneq ($(MAKECMDGOALS),clean)
+pc_cflags = $(shell pkg-config --cflags $(1) 2>/dev/null)
+pc_libs   = $(shell pkg-config --libs $(1) 2>/dev/null)
+endif
+
+OPT      ?= -O2
+WARN     := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wstrict-prototypes
+CFLAGS   ?= $(OPT) -g
+ALLCFLAGS = $(CFLAGS) $(WARN) -std=gnu11 -fPIC -pthread -fvisibility=hidden \
+            -D_GNU_SOURCE -DHCCLD_VERSION='"$(VERSION)"' \
+            -Ilibclient/include -Icommon -Idaemon -I$(BUILD)/gen
+LDFLAGS  ?=
+ALLLDFLAGS = $(LDFLAGS) -pthread
+ifneq ($(SANITIZE),)
+ALLCFLAGS  += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
+ALLLDFLAGS += -fsanitize=$(SANITIZE)
+endif
+
+GEN_C  := $(BUILD)/gen/hccld.pb-c.c
+GEN_H  := $(BUILD)/gen/hccld.pb-c.h
+
+COMMON_SRC := $(wildcard common/*.c)
+CLIENT_SRC := $(wildcard libclient/*.c)
+DAEMON_SRC := $(wildcard daemon/*.c daemon/*/*.c)
+UNIT_SRC   := $(wildcard tests/unit/*.c)
+INTEG_SRC  := $(wildcard tests/integration/*.c)
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+COMMON_OBJ := $(call obj,$(COMMON_SRC)) $(BUILD)/obj/gen/hccld.pb-c.o
+CLIENT_OBJ := $(call obj,$(CLIENT_SRC))
+DAEMON_OBJ := $(call obj,$(DAEMON_SRC))
+
+BIN_HCCLD  := $(BUILD)/bin/hccld
+BIN_TOOLS  := $(BUILD)/bin/hccld-ctl $(BUILD)/bin/hccl-run $(BUILD)/bin/hccl_perf_test
+LIB_SO     := $(BUILD)/lib/libhccl.so
+LIB_A      := $(BUILD)/lib/libhccl.a
+LIB_PC     := $(BUILD)/lib/pkgconfig/hccl.pc
+UNIT_BIN   := $(BUILD)/tests/unit_tests
+INTEG_BIN  := $(BUILD)/tests/integration_tests
+
+.PHONY: all test test-unit test-integration demo bench install clean format-check
+all: $(BIN_HCCLD) $(BIN_TOOLS) $(LIB_SO) $(LIB_A) $(LIB_PC)
+
+$(GEN_C) $(GEN_H): proto/hccld.proto | $(DEPS_STAMP)
+	@mkdir -p $(BUILD)/gen
+	protoc-c --proto_path=proto --c_out=$(BUILD)/gen proto/hccld.proto
+
+$(BUILD)/obj/gen/hccld.pb-c.o: $(GEN_C)
+	@mkdir -p $(@D)
+	$(CC) $(ALLCFLAGS) $(call pc_cflags,libprotobuf-c) -c $< -o $@
+
+# SIMD kernels are compiled for their ISA and chosen at run time (common/reduce.c).
+$(BUILD)/obj/common/reduce_avx2.o:   ISAFLAGS := -mavx2 -mfma -mf16c
+$(BUILD)/obj/common/reduce_avx512.o: ISAFLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c
+
+$(BUILD)/obj/%.o: %.c $(GEN_H) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(ALLCFLAGS) $(ISAFLAGS) $(call pc_cflags,$(PKGS_CORE) $(PKGS_TEST)) -MMD -MP -c $< -o $@
+
+$(BUILD)/lib/libhcclcommon.a: $(COMMON_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+$(LIB_SO): $(CLIENT_OBJ) $(COMMON_OBJ)
+	@mkdir -p $(@D)
+	$(CC) -shared -Wl,-soname,libhccl.so.0 -Wl,--no-undefined -o $@ $^ $(ALLLDFLAGS) \
+	    $(call pc_libs,$(PKGS_CLIENT)) -lm
+
+$(LIB_A): $(CLIENT_OBJ) $(COMMON_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+$(LIB_PC): Makefile
+	@mkdir -p $(@D)
+	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: hccl\nDescription: hcclD client library (HCCL API)\nVersion: %s\nRequires.private: libprotobuf-c\nLibs: -L$${libdir} -lhccl\nLibs.private: -pthread -lm\nCflags: -I$${includedir}\n' \
+	    '$(PREFIX)' '$(VERSION)' > $@
+
+$(BIN_HCCLD): $(DAEMON_OBJ) $(BUILD)/lib/libhcclcommon.a
+	@mkdir -p $(@D)
+	$(CC) -o $@ $^ $(ALLLDFLAGS) $(call pc_libs,$(PKGS_CORE)) -lm
+
+# Tools link the client library statically so that they run from the build tree.
+$(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(LIB_A)
+	@mkdir -p $(@D)
+	$(CC) -o $@ $^ $(ALLLDFLAGS) $(call pc_libs,$(PKGS_CLIENT)) -lm
+
+$(UNIT_BIN): $(call obj,$(UNIT_SRC)) $(BUILD)/lib/libhcclcommon.a
+	@mkdir -p $(@D)
+	$(CC) -o $@ $^ $(ALLLDFLAGS) $(call pc_libs,$(PKGS_TEST) $(PKGS_CLIENT)) -lm
+
+$(INTEG_BIN): $(call obj,$(INTEG_SRC)) $(LIB_A)
+	@mkdir -p $(@D)
+	$(CC) -o $@ $^ $(ALLLDFLAGS) $(call pc_libs,$(PKGS_TEST) $(PKGS_CLIENT)) -lm
+
+test: all $(UNIT_BIN) $(INTEG_BIN)
+	./tests/run.sh $(BUILD)
+
+test-unit: $(UNIT_BIN)
+	$(UNIT_BIN)
+
+test-integration: all $(INTEG_BIN)
+	HCCLD_BIN=$(BIN_HCCLD) $(INTEG_BIN)
+
+demo: all
+	./scripts/demo.sh $(BUILD)
+
+bench: all
+	HCCLD_DEPS_BENCH=1 ./scripts/install-deps.sh
+	./bench/run.sh $(BUILD)
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+	    $(DESTDIR)$(PREFIX)/include/hccl
+	install -m 0755 $(BIN_HCCLD) $(BIN_TOOLS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/libhccl.so.0
+	ln -sf libhccl.so.0 $(DESTDIR)$(PREFIX)/lib/libhccl.so
+	install -m 0644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/
+	install -m 0644 $(LIB_PC) $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	install -m 0644 libclient/include/hccl/hccl.h $(DESTDIR)$(PREFIX)/include/hccl/
+	install -d $(DESTDIR)/lib/systemd/system $(DESTDIR)/etc/hccld
+	sed 's|@BINDIR@|$(PREFIX)/bin|g' systemd/hccld.service > $(DESTDIR)/lib/systemd/system/hccld.service
+	[ -e $(DESTDIR)/etc/hccld/hccld.conf ] || install -m 0644 systemd/hccld.conf $(DESTDIR)/etc/hccld/
+
+format-check:
+	clang-format --dry-run --Werror $(COMMON_SRC) $(CLIENT_SRC) $(DAEMON_SRC)
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,19 @@
+/* Environment variables: parsed in one place, bad values reported once and rejected. */
+#ifndef HCCLD_COMMON_ENV_H
+#define HCCLD_COMMON_ENV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Reads an unsigned integer in [min, max]; unset or empty gives def. 0, or -EINVAL (logged). */
+int env_u64(const char *name, uint64_t def, uint64_t min, uint64_t max, uint64_t *val_p);
+/* Parses "123", "4K", "16M", "1G" (binary units); -EINVAL if malformed or overflowing. */
+int parse_size(const char *s, uint64_t *val_p);
+/* Parses a decimal unsigned integer that must consume all of s. */
+int parse_u64(const char *s, uint64_t *val_p);
+/* Hex encoding for root infos in the environment. out needs 2*n+1 bytes. */
+void hex_encode(const void *data, size_t n, char *out);
+/* Returns the number of bytes decoded, or -EINVAL. */
+long hex_decode(const char *hex, void *out, size_t cap);
+
+#endif

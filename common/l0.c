@@ -1,0 +1,143 @@
+#include "l0.h"
+
+#include <string.h>
+
+#include "dtype.h"
+#include "reduce.h"
+#include "shm.h"
+
+#define L0_MAX_FANIN 64      /* lanes with more inputs reduce in rounds */
+#define L0_BLOCK (32u << 10) /* bytes per step: sources and destination stay in L1/L2 */
+
+typedef struct lane {
+    const void *src[L0_MAX_FANIN];
+    unsigned nsrc;
+    int reduce;
+} lane_t;
+
+static unsigned lane_count(const l0_op_t *op)
+{
+    switch (op->kind) {
+    case DESC_ALLREDUCE: case DESC_REDUCE: case DESC_BROADCAST: case DESC_SEND: return 1;
+    case DESC_ALLGATHER: case DESC_REDUCE_SCATTER: case DESC_SCATTER: return op->nranks;
+    case DESC_ALLTOALL: return op->nranks * op->nranks;
+    default: return 0;
+    }
+}
+
+/* Destinations of lane i: writes them to out[] (skipping those identical to the lane's single
+ * copy source) and returns how many. */
+static unsigned lane_dsts(const l0_op_t *op, unsigned i, uint8_t **out)
+{
+    const l0_rank_t *rk = op->ranks;
+    unsigned n = 0;
+
+    switch (op->kind) {
+    case DESC_ALLREDUCE: case DESC_BROADCAST:
+        for (unsigned j = 0; j < op->nranks; j++)
+            out[n++] = rk[j].recv;
+        break;
+    case DESC_REDUCE: out[n++] = rk[op->root].recv; break;
+    case DESC_SEND: out[n++] = rk[1].recv; break;
+    case DESC_REDUCE_SCATTER: case DESC_SCATTER: out[n++] = rk[i].recv; break;
+    case DESC_ALLGATHER:
+        for (unsigned j = 0; j < op->nranks; j++)
+            out[n++] = rk[j].recv + (uint64_t)i * rk[j].recv_stride;
+        break;
+    case DESC_ALLTOALL: {
+        unsigned src = i / op->nranks, dst = i % op->nranks;
+        out[n++] = rk[dst].recv + (uint64_t)src * rk[dst].recv_stride;
+        break;
+    }
+    default: break;
+    }
+    return n;
+}
+
+/* Sources of lane i (all ranks' blocks for reductions, one block for copies). */
+static const uint8_t *lane_src(const l0_op_t *op, unsigned i, unsigned k)
+{
+    const l0_rank_t *rk = op->ranks;
+
+    switch (op->kind) {
+    case DESC_ALLREDUCE: case DESC_REDUCE: return rk[k].send;
+    case DESC_REDUCE_SCATTER: return rk[k].send + (uint64_t)i * rk[k].send_stride;
+    case DESC_BROADCAST: return rk[op->root].send;
+    case DESC_SEND: return rk[0].send;
+    case DESC_ALLGATHER: return rk[i].send;
+    case DESC_SCATTER: return rk[op->root].send + (uint64_t)i * rk[op->root].send_stride;
+    case DESC_ALLTOALL: {
+        unsigned src = i / op->nranks, dst = i % op->nranks;
+        return rk[src].send + (uint64_t)dst * rk[src].send_stride;
+    }
+    default: return NULL;
+    }
+}
+
+uint64_t l0_bytes(const l0_op_t *op)
+{
+    return (uint64_t)lane_count(op) * op->count * dtype_size(op->dtype);
+}
+
+/* Reduces nsrc sources at byte offset off into dst, in rounds of at most L0_MAX_FANIN. */
+static void reduce_span(const l0_op_t *op, unsigned lane, uint8_t *dst, uint64_t off,
+                        uint64_t n)
+{
+    const void *src[L0_MAX_FANIN];
+    size_t es = dtype_size(op->dtype);
+    unsigned k = 0;
+
+    while (k < op->nranks) {
+        unsigned m = 0;
+        if (k > 0)
+            src[m++] = dst; /* the partial result so far */
+        while (m < L0_MAX_FANIN && k < op->nranks)
+            src[m++] = lane_src(op, lane, k++) + off;
+        reduce_n(op->dtype, op->redop, dst, src, m, n / es);
+    }
+}
+
+static void lane_span(const l0_op_t *op, unsigned lane, uint64_t off, uint64_t n)
+{
+    uint8_t *dsts[L0_MAX_FANIN * 4 > 256 ? L0_MAX_FANIN * 4 : 256];
+    unsigned nd = lane_dsts(op, lane, dsts), first = 0;
+    const uint8_t *src;
+
+    if (op->kind == DESC_ALLREDUCE || op->kind == DESC_REDUCE ||
+        op->kind == DESC_REDUCE_SCATTER) {
+        reduce_span(op, lane, dsts[0] + off, off, n);
+        src = dsts[0] + off;
+        first = 1;
+    } else {
+        src = lane_src(op, lane, 0) + off;
+    }
+    for (unsigned j = first; j < nd; j++)
+        if (dsts[j] + off != src)
+            memcpy(dsts[j] + off, src, n);
+}
+
+void l0_run_part(const l0_op_t *op, unsigned part, unsigned nparts)
+{
+    size_t es = dtype_size(op->dtype);
+    uint64_t lane_bytes = op->count * es, total = lane_count(op) * lane_bytes;
+    uint64_t align = 64, begin, end;
+
+    if (total == 0 || op->nranks > 256)
+        return;
+    /* Parts start on cache-line boundaries (and element boundaries) so they share no line. */
+    while (align % es != 0)
+        align += 64;
+    begin = total / nparts * part / align * align;
+    end = part + 1 == nparts ? total : total / nparts * (part + 1) / align * align;
+    while (begin < end) {
+        unsigned lane = (unsigned)(begin / lane_bytes);
+        uint64_t off = begin % lane_bytes;
+        uint64_t n = lane_bytes - off;
+        if (n > end - begin)
+            n = end - begin;
+        if (n > L0_BLOCK)
+            n = L0_BLOCK / es * es;
+        lane_span(op, lane, off, n);
+        begin += n;
+    }
+}

@@ -1,0 +1,59 @@
+#include "log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <strings.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+int log_level_cur = LOG_WARN;
+static char log_who[64] = "hccl";
+
+static const char *const level_names[] = {"ERROR", "WARN", "INFO", "DEBUG"};
+
+void log_init(const char *who, int level)
+{
+    snprintf(log_who, sizeof(log_who), "%s", who);
+    log_level_cur = level;
+}
+
+void log_set_who(const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(log_who, sizeof(log_who), fmt, ap);
+    va_end(ap);
+}
+
+int log_level_parse(const char *s)
+{
+    for (int i = 0; i < 4; i++)
+        if (strcasecmp(s, level_names[i]) == 0)
+            return i;
+    if (strcasecmp(s, "warning") == 0)
+        return LOG_WARN;
+    return -1;
+}
+
+void log_msg(int level, const char *subsys, const char *fmt, ...)
+{
+    char line[1024], stamp[32];
+    struct timeval tv;
+    struct tm tm;
+    va_list ap;
+    int n;
+
+    gettimeofday(&tv, NULL);
+    localtime_r(&tv.tv_sec, &tm);
+    strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
+    n = snprintf(line, sizeof(line), "%s.%03ld %s[%d] %s %s: ", stamp, (long)tv.tv_usec / 1000,
+                 log_who, (int)getpid(), level_names[level], subsys);
+    va_start(ap, fmt);
+    if (n > 0 && (size_t)n < sizeof(line))
+        vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+    va_end(ap);
+    /* One write per line so that lines of concurrent processes do not interleave. */
+    fprintf(stderr, "%s\n", line);
+}

@@ -1,0 +1,106 @@
+/*
+ * The memory a client shares with its daemon: one memfd segment per client holding a header,
+ * a submission ring (client -> daemon), a completion ring (daemon -> client) and the data arena.
+ * The daemon treats everything in here as hostile: it keeps its own copy of the layout and of
+ * its ring indices, copies a descriptor out before it validates it, and never trusts an offset.
+ */
+#ifndef HCCLD_COMMON_SHM_H
+#define HCCLD_COMMON_SHM_H
+
+#include <stdalign.h>
+#include <stdint.h>
+
+#define SHM_MAGIC 0x48434c44u /* "HCLD" */
+#define SHM_CACHELINE 64
+#define SHM_PAGE 4096ull
+
+/* One collective (or one chunk of it), or one point-to-point transfer. */
+enum desc_kind {
+    DESC_ALLREDUCE = 1,
+    DESC_BROADCAST,
+    DESC_ALLGATHER,
+    DESC_REDUCE_SCATTER,
+    DESC_ALLTOALL,
+    DESC_REDUCE,
+    DESC_SCATTER,
+    DESC_BARRIER,
+    DESC_SEND,
+    DESC_RECV,
+    DESC_KIND_MAX
+};
+
+/*
+ * A descriptor names per-rank blocks: block r of the send side lies at send_off + r*send_stride
+ * in the arena (and likewise for recv); `count` is the number of elements in one block. Which
+ * blocks exist depends on the kind (allgather has one send block and nranks recv blocks, ...),
+ * so zero-copy and staged ranks can post the same piece of an operation with different strides.
+ */
+typedef struct desc {
+    uint64_t tag;         /* the client's, echoed in the completion */
+    uint32_t comm_id;     /* from CommInitResp */
+    uint8_t kind;         /* enum desc_kind */
+    uint8_t dtype;        /* HcclDataType */
+    uint8_t redop;        /* HcclReduceOp */
+    uint8_t flags;
+    uint64_t seq;         /* collectives: per comm; send/recv: per (comm, peer, direction) */
+    uint64_t count;
+    uint32_t root;        /* root rank, or peer rank for send/recv */
+    uint32_t rank;        /* the poster's rank in the comm (a process may hold several) */
+    uint64_t send_off;
+    uint64_t send_stride;
+    uint64_t recv_off;
+    uint64_t recv_stride;
+} desc_t;
+
+typedef struct cqe {
+    uint64_t tag;
+    int32_t status;       /* HcclResult */
+    uint32_t reserved;
+} cqe_t;
+
+/*
+ * A single-producer single-consumer ring of fixed-size entries. Indices run freely and wrap at
+ * 2^32; entries is a power of two. `waiting` is set by a consumer that is about to sleep on a
+ * futex on `tail`; the producer wakes it after publishing.
+ */
+typedef struct ring_hdr {
+    alignas(SHM_CACHELINE) uint32_t head;    /* written by the consumer */
+    alignas(SHM_CACHELINE) uint32_t tail;    /* written by the producer */
+    alignas(SHM_CACHELINE) uint32_t waiting; /* consumer sleeps on tail */
+    uint32_t entries;
+} ring_hdr_t;
+
+typedef struct shm_hdr {
+    uint32_t magic;
+    uint32_t version;
+    uint64_t seg_bytes;
+    /* Set by the daemon before it sleeps: a client that publishes work then writes the doorbell
+     * eventfd. Cleared when the daemon wakes. */
+    alignas(SHM_CACHELINE) uint32_t daemon_sleeping;
+} shm_hdr_t;
+
+typedef struct shm_layout {
+    uint64_t seg_bytes;
+    uint64_t sq_off;
+    uint32_t sq_entries;
+    uint64_t cq_off;
+    uint32_t cq_entries;
+    uint64_t arena_off;
+    uint64_t arena_bytes;
+} shm_layout_t;
+
+/* Computes a layout for an arena of arena_bytes (rounded up to pages). */
+void shm_layout_make(uint64_t arena_bytes, uint32_t sq_entries, uint32_t cq_entries,
+                     shm_layout_t *layout_p);
+
+static inline ring_hdr_t *shm_ring(void *base, uint64_t off)
+{
+    return (ring_hdr_t *)((char *)base + off);
+}
+
+static inline void *shm_ring_slots(ring_hdr_t *r)
+{
+    return (char *)r + sizeof(ring_hdr_t);
+}
+
+#endif /* HCCLD_COMMON_SHM_H */

@@ -1,0 +1,204 @@
+/* hccld: the per-node collective communication daemon. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <ini.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "env.h"
+#include "log.h"
+#include "reduce.h"
+#include "server/server.h"
+
+#define DEFAULT_SOCKET "/run/hccld/hccld.sock"
+#define DEFAULT_CHUNK (1ull << 20)
+
+typedef struct opts {
+    char socket_path[256];
+    char admin_path[256];
+    const char *config;
+    int log_level;
+    int foreground;
+    uint64_t workers;
+    uint64_t chunk;
+} opts_t;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: hccld [options]\n"
+            "  --socket PATH        client socket (default " DEFAULT_SOCKET ")\n"
+            "  --admin-socket PATH  admin socket (default hccld-admin.sock beside the socket)\n"
+            "  --config FILE        INI configuration ([daemon] workers, chunk_kib, log_level)\n"
+            "  --log-level LEVEL    error|warn|info|debug (default warn)\n"
+            "  --workers N          executor threads (default: online CPUs)\n"
+            "  --foreground         do not detach (systemd and tests use this)\n"
+            "  --version, --help\n");
+}
+
+static int on_ini(void *user, const char *section, const char *name, const char *value)
+{
+    opts_t *o = user;
+    uint64_t v;
+
+    if (strcmp(section, "daemon") != 0)
+        return 1; /* other sections belong to later features; ignore them */
+    if (strcmp(name, "workers") == 0 && parse_u64(value, &v) == 0 && v <= 256)
+        o->workers = v;
+    else if (strcmp(name, "chunk_kib") == 0 && parse_u64(value, &v) == 0 && v >= 4 && v <= 65536)
+        o->chunk = v << 10;
+    else if (strcmp(name, "log_level") == 0 && log_level_parse(value) >= 0)
+        o->log_level = log_level_parse(value);
+    else {
+        fprintf(stderr, "hccld: config: bad or unknown setting %s=%s\n", name, value);
+        return 0;
+    }
+    return 1;
+}
+
+static void admin_beside(opts_t *o)
+{
+    const char *slash = strrchr(o->socket_path, '/');
+    int dirlen = slash ? (int)(slash - o->socket_path) : 0;
+
+    snprintf(o->admin_path, sizeof(o->admin_path), "%.*s%shccld-admin.sock", dirlen,
+             o->socket_path, slash ? "/" : "");
+}
+
+static int parse_args(int argc, char **argv, opts_t *o)
+{
+    static const struct option lo[] = {
+        {"socket", required_argument, 0, 's'}, {"admin-socket", required_argument, 0, 'a'},
+        {"config", required_argument, 0, 'c'}, {"log-level", required_argument, 0, 'l'},
+        {"workers", required_argument, 0, 'w'}, {"foreground", no_argument, 0, 'f'},
+        {"version", no_argument, 0, 'V'},     {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    int c, level = -1;
+
+    snprintf(o->socket_path, sizeof(o->socket_path), "%s", DEFAULT_SOCKET);
+    o->log_level = LOG_WARN;
+    o->chunk = DEFAULT_CHUNK;
+    while ((c = getopt_long(argc, argv, "s:a:c:l:w:fVh", lo, NULL)) != -1) {
+        switch (c) {
+        case 's': snprintf(o->socket_path, sizeof(o->socket_path), "%s", optarg); break;
+        case 'a': snprintf(o->admin_path, sizeof(o->admin_path), "%s", optarg); break;
+        case 'c': o->config = optarg; break;
+        case 'l':
+            if ((level = log_level_parse(optarg)) < 0) {
+                fprintf(stderr, "hccld: unknown log level '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 'w':
+            if (parse_u64(optarg, &o->workers) != 0 || o->workers > 256) {
+                fprintf(stderr, "hccld: --workers wants 0..256\n");
+                return 2;
+            }
+            break;
+        case 'f': o->foreground = 1; break;
+        case 'V': printf("hccld %s\n", HCCLD_VERSION); exit(0);
+        case 'h': usage(stdout); exit(0);
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        usage(stderr);
+        return 2;
+    }
+    if (o->config != NULL && ini_parse(o->config, on_ini, o) != 0) {
+        fprintf(stderr, "hccld: cannot read config %s\n", o->config);
+        return 2;
+    }
+    if (level >= 0)
+        o->log_level = level; /* the command line wins over the file */
+    if (o->admin_path[0] == '\0')
+        admin_beside(o);
+    return 0;
+}
+
+/* Creates the socket's directory (e.g. /run/hccld outside systemd's RuntimeDirectory). */
+static void make_socket_dir(const char *path)
+{
+    char dir[256];
+    char *slash;
+
+    snprintf(dir, sizeof(dir), "%s", path);
+    slash = strrchr(dir, '/');
+    if (slash == NULL || slash == dir)
+        return;
+    *slash = '\0';
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        WARN("INIT", "mkdir(%s) failed: %s", dir, strerror(errno));
+}
+
+/* Detaches: the parent exits with the child's start-up status, so errors still reach the
+ * shell that started us. */
+static int detach(int *notify_fd)
+{
+    int p[2];
+    char status = 1;
+    pid_t pid;
+
+    if (pipe(p) != 0)
+        return -errno;
+    pid = fork();
+    if (pid < 0)
+        return -errno;
+    if (pid > 0) {
+        close(p[1]);
+        if (read(p[0], &status, 1) != 1)
+            status = 1;
+        _exit(status);
+    }
+    close(p[0]);
+    setsid();
+    *notify_fd = p[1];
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    opts_t o = {0};
+    server_t srv;
+    uv_loop_t *loop;
+    int rc, notify_fd = -1;
+    char ok = 0;
+
+    if ((rc = parse_args(argc, argv, &o)) != 0)
+        return rc;
+    log_init("hccld", o.log_level);
+    signal(SIGPIPE, SIG_IGN);
+    if (!o.foreground && detach(&notify_fd) != 0) {
+        ERR("INIT", "fork() failed: %s", strerror(errno));
+        return 1;
+    }
+    reduce_select(NULL);
+    make_socket_dir(o.socket_path);
+    loop = uv_default_loop();
+    server_config_t cfg = {.socket_path = o.socket_path, .admin_path = o.admin_path,
+                           .workers = (unsigned)o.workers, .chunk_bytes = o.chunk,
+                           .max_arena = SERVER_MAX_ARENA};
+    if (server_start(&srv, loop, &cfg) != 0)
+        return 1;
+    if (notify_fd >= 0) {
+        if (write(notify_fd, &ok, 1) != 1)
+            WARN("INIT", "could not tell the parent we started");
+        close(notify_fd);
+        int devnull = open("/dev/null", O_RDWR);
+        if (devnull >= 0) {
+            dup2(devnull, 0);
+            dup2(devnull, 1);
+            close(devnull);
+        }
+    }
+    uv_run(loop, UV_RUN_DEFAULT);
+    engine_destroy(srv.eng);
+    uv_loop_close(loop);
+    INFO("INIT", "stopped");
+    return 0;
+}

@@ -1,0 +1,390 @@
+#include "sched/engine_int.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "futex.h"
+#include "hccl/hccl.h"
+#include "log.h"
+
+#define ENGINE_SPIN_NS 50000ull /* keep polling this long after the last work, then sleep */
+
+static eng_session_t *session_find(engine_t *eng, uint64_t sid)
+{
+    for (eng_session_t *s = eng->sessions; s != NULL; s = s->next)
+        if (s->sid == sid)
+            return s;
+    return NULL;
+}
+
+static void session_kill(engine_t *eng, eng_session_t *s, const char *why)
+{
+    if (s->dead)
+        return;
+    ERR("IPC", "client %llu broke the ring protocol (%s); ignoring it from now on",
+        (unsigned long long)s->sid, why);
+    s->dead = 1;
+    for (eng_comm_t *c = eng->comms; c != NULL; c = c->next)
+        for (uint32_t r = 0; r < c->nranks; r++)
+            if (c->m[r].s == s)
+                comm_break(eng, c, "a rank's client broke the ring protocol");
+}
+
+void session_complete(engine_t *eng, eng_session_t *s, uint64_t tag, int status)
+{
+    cqe_t e = {.tag = tag, .status = status};
+
+    if (s->outstanding > 0)
+        s->outstanding--;
+    if (s->dead)
+        return;
+    if (ring_push(&s->cq, &e) != 0) {
+        session_kill(eng, s, "completion ring full or corrupt");
+        return;
+    }
+    s->completed++;
+    s->wake = 1;
+}
+
+/* Wakes a client that sleeps on its completion ring. */
+static void session_wake(eng_session_t *s)
+{
+    if (!s->wake)
+        return;
+    s->wake = 0;
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&s->cq.hdr->waiting, __ATOMIC_RELAXED)) {
+        __atomic_store_n(&s->cq.hdr->waiting, 0, __ATOMIC_RELAXED);
+        futex_wake(&s->cq.hdr->tail, INT_MAX);
+    }
+}
+
+/* Takes what the client posted, as far as its completion ring has room for the answers. */
+static int session_intake(engine_t *eng, eng_session_t *s)
+{
+    int n = 0;
+
+    while (!s->dead) {
+        int used = ring_used(&s->cq, 1);
+        desc_t d;
+        if (used < 0) {
+            session_kill(eng, s, "completion ring indices corrupt");
+            break;
+        }
+        if ((uint32_t)used + s->outstanding >= s->cq.entries)
+            break;
+        int rc = ring_pop(&s->sq, &d);
+        if (rc == -EAGAIN)
+            break;
+        if (rc < 0) {
+            session_kill(eng, s, "submission ring indices corrupt");
+            break;
+        }
+        s->outstanding++;
+        s->submitted++;
+        n++;
+        comm_route(eng, s, &d);
+    }
+    return n;
+}
+
+static int engine_pass(engine_t *eng)
+{
+    int work = 0;
+
+    for (eng_session_t *s = eng->sessions; s != NULL; s = s->next)
+        work += session_intake(eng, s);
+    for (eng_comm_t *c = eng->comms; c != NULL; c = c->next)
+        work += comm_progress(eng, c);
+    for (eng_session_t *s = eng->sessions; s != NULL; s = s->next)
+        session_wake(s);
+    return work;
+}
+
+/* Announces sleep in every segment, then looks once more (clients check the flag after they
+ * publish, so either they see it and ring, or this scan sees their work). */
+static int engine_may_sleep(engine_t *eng, uint32_t flag)
+{
+    int busy = 0;
+
+    for (eng_session_t *s = eng->sessions; s != NULL; s = s->next)
+        __atomic_store_n(&s->hdr->daemon_sleeping, flag, __ATOMIC_RELAXED);
+    if (!flag)
+        return 1;
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    for (eng_session_t *s = eng->sessions; s != NULL && !busy; s = s->next)
+        busy = !s->dead && ring_used(&s->sq, 0) != 0;
+    if (busy)
+        engine_may_sleep(eng, 0);
+    return !busy;
+}
+
+static void engine_sleep(engine_t *eng)
+{
+    struct pollfd pfd = {.fd = eng->doorbell, .events = POLLIN};
+    uint64_t v;
+
+    pthread_mutex_unlock(&eng->lock);
+    if (poll(&pfd, 1, 1000) > 0 && read(eng->doorbell, &v, sizeof(v)) < 0 && errno != EAGAIN)
+        WARN("IPC", "read() on the doorbell failed: %s", strerror(errno));
+    pthread_mutex_lock(&eng->lock);
+    engine_may_sleep(eng, 0);
+}
+
+static void *engine_main(void *arg)
+{
+    engine_t *eng = arg;
+    uint64_t idle_since = now_ns();
+
+    pthread_mutex_lock(&eng->lock);
+    while (!eng->stop) {
+        if (engine_pass(eng) > 0) {
+            idle_since = now_ns();
+            continue;
+        }
+        if (now_ns() - idle_since < ENGINE_SPIN_NS) {
+            pthread_mutex_unlock(&eng->lock);
+            for (int i = 0; i < 32; i++)
+                cpu_relax();
+            pthread_mutex_lock(&eng->lock);
+            continue;
+        }
+        if (engine_may_sleep(eng, 1))
+            engine_sleep(eng);
+        idle_since = now_ns();
+    }
+    pthread_mutex_unlock(&eng->lock);
+    return NULL;
+}
+
+static void engine_kick(engine_t *eng)
+{
+    uint64_t one = 1;
+
+    if (write(eng->doorbell, &one, sizeof(one)) < 0 && errno != EAGAIN)
+        WARN("IPC", "write() on the doorbell failed: %s", strerror(errno));
+}
+
+engine_t *engine_create(unsigned workers)
+{
+    engine_t *eng = calloc(1, sizeof(*eng));
+
+    if (eng == NULL)
+        return NULL;
+    pthread_mutex_init(&eng->lock, NULL);
+    eng->doorbell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (eng->doorbell < 0) {
+        ERR("INIT", "eventfd() failed: %s", strerror(errno));
+        goto err_free;
+    }
+    eng->exec = exec_create(workers);
+    if (eng->exec == NULL)
+        goto err_close;
+    if (pthread_create(&eng->thread, NULL, engine_main, eng) != 0) {
+        ERR("INIT", "pthread_create() for the engine failed");
+        goto err_exec;
+    }
+    return eng;
+
+err_exec:
+    exec_destroy(eng->exec);
+err_close:
+    close(eng->doorbell);
+err_free:
+    free(eng);
+    return NULL;
+}
+
+void engine_destroy(engine_t *eng)
+{
+    if (eng == NULL)
+        return;
+    pthread_mutex_lock(&eng->lock);
+    eng->stop = 1;
+    pthread_mutex_unlock(&eng->lock);
+    engine_kick(eng);
+    pthread_join(eng->thread, NULL);
+    while (eng->comms != NULL) {
+        eng_comm_t *c = eng->comms;
+        comm_break(eng, c, "the daemon is shutting down");
+        eng->comms = c->next;
+        comm_free(c);
+    }
+    for (eng_session_t *s = eng->sessions; s != NULL; s = s->next)
+        session_wake(s);
+    while (eng->sessions != NULL) {
+        eng_session_t *s = eng->sessions;
+        eng->sessions = s->next;
+        free(s);
+    }
+    exec_destroy(eng->exec);
+    close(eng->doorbell);
+    pthread_mutex_destroy(&eng->lock);
+    free(eng);
+}
+
+int engine_doorbell_fd(const engine_t *eng)
+{
+    return eng->doorbell;
+}
+
+unsigned engine_workers(const engine_t *eng)
+{
+    return exec_workers(eng->exec);
+}
+
+int engine_session_add(engine_t *eng, uint64_t sid, void *base, const shm_layout_t *layout)
+{
+    eng_session_t *s = calloc(1, sizeof(*s));
+
+    if (s == NULL)
+        return -ENOMEM;
+    s->sid = sid;
+    s->base = base;
+    s->l = *layout;
+    s->hdr = base;
+    s->arena = (uint8_t *)base + layout->arena_off;
+    ring_attach(&s->sq, shm_ring(base, layout->sq_off), layout->sq_entries, sizeof(desc_t));
+    ring_attach(&s->cq, shm_ring(base, layout->cq_off), layout->cq_entries, sizeof(cqe_t));
+    pthread_mutex_lock(&eng->lock);
+    s->next = eng->sessions;
+    eng->sessions = s;
+    pthread_mutex_unlock(&eng->lock);
+    return 0;
+}
+
+void engine_session_remove(engine_t *eng, uint64_t sid)
+{
+    pthread_mutex_lock(&eng->lock);
+    for (eng_session_t **pp = &eng->sessions; *pp != NULL; pp = &(*pp)->next) {
+        eng_session_t *s = *pp;
+        if (s->sid != sid)
+            continue;
+        s->dead = 1;
+        for (eng_comm_t *c = eng->comms; c != NULL; c = c->next)
+            for (uint32_t r = 0; r < c->nranks; r++)
+                if (c->m[r].s == s) {
+                    c->m[r].s = NULL;
+                    c->left++;
+                    comm_break(eng, c, "a rank's process disconnected");
+                }
+        *pp = s->next;
+        free(s);
+        break;
+    }
+    for (eng_comm_t **pp = &eng->comms; *pp != NULL;) {
+        eng_comm_t *c = *pp;
+        if (c->left == c->nranks) {
+            *pp = c->next;
+            comm_free(c);
+        } else {
+            pp = &c->next;
+        }
+    }
+    for (eng_session_t *s = eng->sessions; s != NULL; s = s->next)
+        session_wake(s);
+    pthread_mutex_unlock(&eng->lock);
+}
+
+int engine_comm_create(engine_t *eng, uint32_t comm_id, uint32_t nranks, const uint64_t *members)
+{
+    eng_comm_t *c = calloc(1, sizeof(*c));
+    int rc = 0;
+
+    if (c == NULL)
+        return -ENOMEM;
+    c->id = comm_id;
+    c->nranks = nranks;
+    c->m = calloc(nranks, sizeof(*c->m));
+    c->l0r = calloc(nranks, sizeof(*c->l0r));
+    if (c->m == NULL || c->l0r == NULL) {
+        comm_free(c);
+        return -ENOMEM;
+    }
+    pthread_mutex_lock(&eng->lock);
+    if (comm_find(eng, comm_id) != NULL)
+        rc = -EEXIST;
+    for (uint32_t r = 0; r < nranks && rc == 0; r++) {
+        c->m[r].s = session_find(eng, members[r]);
+        if (c->m[r].s == NULL)
+            rc = -ENOENT;
+    }
+    if (rc == 0) {
+        c->next = eng->comms;
+        eng->comms = c;
+    }
+    pthread_mutex_unlock(&eng->lock);
+    if (rc != 0)
+        comm_free(c);
+    return rc;
+}
+
+void engine_comm_leave(engine_t *eng, uint32_t comm_id, uint32_t rank)
+{
+    pthread_mutex_lock(&eng->lock);
+    for (eng_comm_t **pp = &eng->comms; *pp != NULL; pp = &(*pp)->next) {
+        eng_comm_t *c = *pp;
+        if (c->id != comm_id || rank >= c->nranks || c->m[rank].s == NULL)
+            continue;
+        c->m[rank].s = NULL;
+        c->left++;
+        comm_break(eng, c, "a rank destroyed the communicator");
+        if (c->left == c->nranks) {
+            *pp = c->next;
+            comm_free(c);
+        }
+        break;
+    }
+    for (eng_session_t *s = eng->sessions; s != NULL; s = s->next)
+        session_wake(s);
+    pthread_mutex_unlock(&eng->lock);
+}
+
+void engine_get_stats(engine_t *eng, engine_stats_t *st_p)
+{
+    pthread_mutex_lock(&eng->lock);
+    *st_p = eng->st;
+    st_p->ops_queued = 0;
+    for (eng_comm_t *c = eng->comms; c != NULL; c = c->next)
+        for (uint32_t r = 0; r < c->nranks; r++)
+            st_p->ops_queued += c->m[r].coll.n + c->m[r].p2p.n;
+    pthread_mutex_unlock(&eng->lock);
+}
+
+int engine_get_comm_stats(engine_t *eng, uint32_t comm_id, engine_comm_stats_t *st_p)
+{
+    int rc = -ENOENT;
+
+    pthread_mutex_lock(&eng->lock);
+    eng_comm_t *c = comm_find(eng, comm_id);
+    if (c != NULL) {
+        st_p->ops_done = c->ops_done;
+        st_p->broken = c->broken;
+        st_p->queued = 0;
+        for (uint32_t r = 0; r < c->nranks; r++)
+            st_p->queued += c->m[r].coll.n + c->m[r].p2p.n;
+        rc = 0;
+    }
+    pthread_mutex_unlock(&eng->lock);
+    return rc;
+}
+
+int engine_get_session_stats(engine_t *eng, uint64_t sid, engine_session_stats_t *st_p)
+{
+    int rc = -ENOENT;
+
+    pthread_mutex_lock(&eng->lock);
+    eng_session_t *s = session_find(eng, sid);
+    if (s != NULL) {
+        st_p->submitted = s->submitted;
+        st_p->completed = s->completed;
+        rc = 0;
+    }
+    pthread_mutex_unlock(&eng->lock);
+    return rc;
+}

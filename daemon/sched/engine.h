@@ -1,0 +1,57 @@
+/*
+ * The data-path engine: one thread that takes descriptors from every client's submission ring,
+ * validates them, queues them per communicator and rank, runs an operation once every rank it
+ * needs has posted it (through exec), and posts completions. It sleeps on the doorbell eventfd
+ * when there is nothing to do. The server (control plane, libuv loop) adds and removes sessions
+ * and communicators through the calls below; they are thread-safe.
+ */
+#ifndef HCCLD_SCHED_ENGINE_H
+#define HCCLD_SCHED_ENGINE_H
+
+#include <stdint.h>
+
+#include "shm.h"
+
+typedef struct engine engine_t;
+
+typedef struct engine_stats {
+    uint64_t ops_done;       /* operations (or chunks) completed */
+    uint64_t ops_queued;     /* descriptors waiting for peers */
+    uint64_t descs_rejected; /* descriptors that failed validation */
+} engine_stats_t;
+
+typedef struct engine_comm_stats {
+    uint64_t ops_done;
+    uint32_t queued;
+    int broken;
+} engine_comm_stats_t;
+
+typedef struct engine_session_stats {
+    uint64_t submitted;
+    uint64_t completed;
+} engine_session_stats_t;
+
+/* workers: executor threads including the engine's own (0 = online CPUs). */
+engine_t *engine_create(unsigned workers);
+/* Finishes the operation in progress, fails everything queued, stops the thread. */
+void engine_destroy(engine_t *eng);
+/* The eventfd clients write after publishing work while the engine sleeps. */
+int engine_doorbell_fd(const engine_t *eng);
+unsigned engine_workers(const engine_t *eng);
+
+/* A client's mapped segment; the engine never unmaps it: the caller does so after remove. */
+int engine_session_add(engine_t *eng, uint64_t sid, void *base, const shm_layout_t *layout);
+/* Detaches a session: ops it posted are dropped, communicators it belongs to fail their ops
+ * with HCCL_E_REMOTE. When this returns the engine no longer touches the segment. */
+void engine_session_remove(engine_t *eng, uint64_t sid);
+
+/* members[r] is the session of rank r. 0, or -ENOMEM / -EEXIST / -ENOENT. */
+int engine_comm_create(engine_t *eng, uint32_t comm_id, uint32_t nranks, const uint64_t *members);
+/* Rank `rank` left comm_id (HcclCommDestroy); the comm is freed once every rank left. */
+void engine_comm_leave(engine_t *eng, uint32_t comm_id, uint32_t rank);
+
+void engine_get_stats(engine_t *eng, engine_stats_t *st_p);
+int engine_get_comm_stats(engine_t *eng, uint32_t comm_id, engine_comm_stats_t *st_p);
+int engine_get_session_stats(engine_t *eng, uint64_t sid, engine_session_stats_t *st_p);
+
+#endif

@@ -1,0 +1,73 @@
+/* Engine internals shared by engine.c (thread, sessions, intake) and match.c (communicators). */
+#ifndef HCCLD_SCHED_ENGINE_INT_H
+#define HCCLD_SCHED_ENGINE_INT_H
+
+#include <pthread.h>
+
+#include "exec/exec.h"
+#include "ring.h"
+#include "sched/engine.h"
+
+typedef struct eng_session eng_session_t;
+typedef struct eng_comm eng_comm_t;
+
+/* A FIFO of descriptors waiting for their peers. */
+typedef struct dq {
+    desc_t *v;
+    uint32_t head, n, cap;
+} dq_t;
+
+typedef struct eng_member {
+    eng_session_t *s; /* NULL once the rank left */
+    dq_t coll;        /* collectives, in sequence order */
+    dq_t p2p;         /* sends and receives, in post order */
+} eng_member_t;
+
+struct eng_comm {
+    uint32_t id;
+    uint32_t nranks;
+    uint32_t left;      /* ranks that left */
+    int broken;         /* a rank left or died: every op fails with HCCL_E_REMOTE */
+    uint64_t next_seq;
+    uint64_t ops_done;
+    eng_member_t *m;
+    l0_rank_t *l0r;     /* scratch for exec */
+    eng_comm_t *next;
+};
+
+struct eng_session {
+    uint64_t sid;
+    uint8_t *base;
+    uint8_t *arena;
+    shm_layout_t l;
+    shm_hdr_t *hdr;
+    ring_t sq, cq;
+    uint32_t outstanding; /* descriptors taken and not yet completed */
+    int dead;             /* broke the ring protocol: ignored from now on */
+    int wake;             /* completions posted since the last wake-up check */
+    uint64_t submitted, completed;
+    eng_session_t *next;
+};
+
+struct engine {
+    pthread_mutex_t lock;
+    pthread_t thread;
+    int stop;
+    int doorbell;
+    exec_t *exec;
+    eng_session_t *sessions;
+    eng_comm_t *comms;
+    engine_stats_t st;
+};
+
+/* match.c */
+void comm_route(engine_t *eng, eng_session_t *s, const desc_t *d);
+int comm_progress(engine_t *eng, eng_comm_t *c);
+void comm_break(engine_t *eng, eng_comm_t *c, const char *why);
+void comm_free(eng_comm_t *c);
+eng_comm_t *comm_find(engine_t *eng, uint32_t id);
+
+/* engine.c */
+void session_complete(engine_t *eng, eng_session_t *s, uint64_t tag, int status);
+
+#endif

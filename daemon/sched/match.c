@@ -1,0 +1,294 @@
+/* Communicators in the engine: queues per rank, matching of peers' descriptors, execution. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "desc_check.h"
+#include "dtype.h"
+#include "hccl/hccl.h"
+#include "log.h"
+#include "sched/engine_int.h"
+
+static int dq_push(dq_t *q, const desc_t *d)
+{
+    if (q->n == q->cap) {
+        uint32_t cap = q->cap ? q->cap * 2 : 16;
+        desc_t *v = malloc(cap * sizeof(*v));
+        if (v == NULL)
+            return -1;
+        for (uint32_t i = 0; i < q->n; i++)
+            v[i] = q->v[(q->head + i) % q->cap];
+        free(q->v);
+        q->v = v;
+        q->head = 0;
+        q->cap = cap;
+    }
+    q->v[(q->head + q->n) % q->cap] = *d;
+    q->n++;
+    return 0;
+}
+
+static desc_t *dq_at(dq_t *q, uint32_t i)
+{
+    return &q->v[(q->head + i) % q->cap];
+}
+
+/* Removes entry i, keeping the order of the others. */
+static void dq_remove(dq_t *q, uint32_t i)
+{
+    if (i == 0) {
+        q->head = (q->head + 1) % q->cap;
+        q->n--;
+        return;
+    }
+    for (uint32_t k = i; k + 1 < q->n; k++)
+        *dq_at(q, k) = *dq_at(q, k + 1);
+    q->n--;
+}
+
+eng_comm_t *comm_find(engine_t *eng, uint32_t id)
+{
+    for (eng_comm_t *c = eng->comms; c != NULL; c = c->next)
+        if (c->id == id)
+            return c;
+    return NULL;
+}
+
+void comm_free(eng_comm_t *c)
+{
+    if (c == NULL)
+        return;
+    for (uint32_t r = 0; c->m != NULL && r < c->nranks; r++) {
+        free(c->m[r].coll.v);
+        free(c->m[r].p2p.v);
+    }
+    free(c->m);
+    free(c->l0r);
+    free(c);
+}
+
+static unsigned fail_queue(engine_t *eng, eng_member_t *m, dq_t *q, int status)
+{
+    unsigned n = 0;
+
+    while (q->n > 0) {
+        desc_t *d = dq_at(q, 0);
+        if (m->s != NULL)
+            session_complete(eng, m->s, d->tag, status);
+        dq_remove(q, 0);
+        n++;
+    }
+    return n;
+}
+
+void comm_break(engine_t *eng, eng_comm_t *c, const char *why)
+{
+    unsigned n = 0;
+
+    for (uint32_t r = 0; r < c->nranks; r++) {
+        n += fail_queue(eng, &c->m[r], &c->m[r].coll, HCCL_E_REMOTE);
+        n += fail_queue(eng, &c->m[r], &c->m[r].p2p, HCCL_E_REMOTE);
+    }
+    /* A clean HcclCommDestroy leaves nothing queued and is no news. */
+    if (!c->broken && n > 0)
+        WARN("COLL", "comm %u: %s; %u queued operations fail with HCCL_E_REMOTE", c->id, why, n);
+    else if (!c->broken)
+        INFO("COLL", "comm %u: %s", c->id, why);
+    c->broken = 1;
+}
+
+void comm_route(engine_t *eng, eng_session_t *s, const desc_t *d)
+{
+    eng_comm_t *c = comm_find(eng, d->comm_id);
+    const char *why = NULL;
+    int rc;
+
+    if (c == NULL || d->rank >= c->nranks || c->m[d->rank].s != s) {
+        WARN("IPC", "client %llu: descriptor for comm %u rank %u it is not a member of",
+             (unsigned long long)s->sid, d->comm_id, d->rank);
+        session_complete(eng, s, d->tag, HCCL_E_PARA);
+        eng->st.descs_rejected++;
+        return;
+    }
+    if (c->broken) {
+        session_complete(eng, s, d->tag, HCCL_E_REMOTE);
+        return;
+    }
+    rc = desc_check(d, c->nranks, d->rank, s->l.arena_bytes, &why);
+    if (rc != HCCL_SUCCESS) {
+        WARN("IPC", "client %llu comm %u rank %u: rejected %s descriptor: %s",
+             (unsigned long long)s->sid, c->id, d->rank, desc_kind_name(d->kind), why);
+        session_complete(eng, s, d->tag, rc);
+        eng->st.descs_rejected++;
+        return;
+    }
+    eng_member_t *m = &c->m[d->rank];
+    if (dq_push(desc_is_collective(d->kind) ? &m->coll : &m->p2p, d) != 0) {
+        ERR("COLL", "comm %u: out of memory queueing a descriptor", c->id);
+        session_complete(eng, s, d->tag, HCCL_E_MEMORY);
+    }
+}
+
+static uint8_t *arena_at(eng_member_t *m, uint64_t off)
+{
+    return m->s->arena + off;
+}
+
+static void run_op(engine_t *eng, eng_comm_t *c, const desc_t *d, uint32_t nranks)
+{
+    l0_op_t op = {.kind = d->kind, .dtype = d->dtype, .redop = d->redop, .root = d->root,
+                  .nranks = nranks, .count = d->count, .ranks = c->l0r};
+
+    exec_run(eng->exec, &op);
+}
+
+/* Whether rank r's head descriptor agrees with rank 0's; logs the first difference. */
+static int coll_agrees(eng_comm_t *c, const desc_t *a, const desc_t *b, uint32_t r)
+{
+    const char *what = NULL;
+
+    if (a->kind != b->kind)
+        what = "operation";
+    else if (a->count != b->count)
+        what = "count";
+    else if (a->kind != DESC_BARRIER && a->dtype != b->dtype)
+        what = "data type";
+    else if (desc_is_reduction(a->kind) && a->redop != b->redop)
+        what = "reduce op";
+    else if (a->root != b->root &&
+             (a->kind == DESC_BROADCAST || a->kind == DESC_REDUCE || a->kind == DESC_SCATTER))
+        what = "root";
+    if (what == NULL)
+        return 1;
+    ERR("COLL",
+        "comm %u seq %llu: ranks disagree on the %s: rank 0 posted %s(count %llu, %s, root %u), "
+        "rank %u posted %s(count %llu, %s, root %u)",
+        c->id, (unsigned long long)a->seq, what, desc_kind_name(a->kind),
+        (unsigned long long)a->count, dtype_name(a->dtype), a->root, r, desc_kind_name(b->kind),
+        (unsigned long long)b->count, dtype_name(b->dtype), b->root);
+    return 0;
+}
+
+static void coll_complete_all(engine_t *eng, eng_comm_t *c, int status)
+{
+    for (uint32_t r = 0; r < c->nranks; r++) {
+        eng_member_t *m = &c->m[r];
+        session_complete(eng, m->s, dq_at(&m->coll, 0)->tag, status);
+        dq_remove(&m->coll, 0);
+    }
+    c->next_seq++;
+}
+
+/* Runs the next collective if every rank posted it. Returns 1 if it did something. */
+static int coll_progress(engine_t *eng, eng_comm_t *c)
+{
+    desc_t *d0;
+
+    for (uint32_t r = 0; r < c->nranks; r++) {
+        eng_member_t *m = &c->m[r];
+        if (m->coll.n == 0)
+            return 0;
+        desc_t *d = dq_at(&m->coll, 0);
+        if (d->seq != c->next_seq) {
+            ERR("COLL", "comm %u rank %u: sequence %llu posted where %llu was due", c->id, r,
+                (unsigned long long)d->seq, (unsigned long long)c->next_seq);
+            session_complete(eng, m->s, d->tag, HCCL_E_PARA);
+            dq_remove(&m->coll, 0);
+            return 1;
+        }
+    }
+    d0 = dq_at(&c->m[0].coll, 0);
+    for (uint32_t r = 1; r < c->nranks; r++)
+        if (!coll_agrees(c, d0, dq_at(&c->m[r].coll, 0), r)) {
+            /* The ranks' later pieces no longer line up either: end the comm cleanly. */
+            coll_complete_all(eng, c, HCCL_E_PARA);
+            comm_break(eng, c, "ranks posted different collectives");
+            return 1;
+        }
+    for (uint32_t r = 0; r < c->nranks; r++) {
+        eng_member_t *m = &c->m[r];
+        desc_t *d = dq_at(&m->coll, 0);
+        c->l0r[r] = (l0_rank_t){.send = arena_at(m, d->send_off), .recv = arena_at(m, d->recv_off),
+                                .send_stride = d->send_stride, .recv_stride = d->recv_stride};
+    }
+    run_op(eng, c, d0, c->nranks);
+    coll_complete_all(eng, c, HCCL_SUCCESS);
+    c->ops_done++;
+    eng->st.ops_done++;
+    return 1;
+}
+
+/* Index of the first entry of kind `kind` with peer `peer` in q, or -1. */
+static int p2p_first(dq_t *q, uint8_t kind, uint32_t peer)
+{
+    for (uint32_t i = 0; i < q->n; i++) {
+        desc_t *d = dq_at(q, i);
+        if (d->kind == kind && d->root == peer)
+            return (int)i;
+    }
+    return -1;
+}
+
+static void p2p_run(engine_t *eng, eng_comm_t *c, uint32_t src, int si, uint32_t dst, int ri)
+{
+    eng_member_t *ms = &c->m[src], *md = &c->m[dst];
+    desc_t s = *dq_at(&ms->p2p, (uint32_t)si), r = *dq_at(&md->p2p, (uint32_t)ri);
+    int status = HCCL_SUCCESS;
+
+    if (s.seq != r.seq || s.count != r.count || s.dtype != r.dtype) {
+        ERR("COLL",
+            "comm %u: rank %u sends %llu x %s to rank %u, which receives %llu x %s from it",
+            c->id, src, (unsigned long long)s.seq, dtype_name(s.dtype), dst,
+            (unsigned long long)r.seq, dtype_name(r.dtype));
+        status = HCCL_E_PARA;
+    } else {
+        c->l0r[0] = (l0_rank_t){.send = arena_at(ms, s.send_off)};
+        c->l0r[1] = (l0_rank_t){.recv = arena_at(md, r.recv_off)};
+        run_op(eng, c, &s, 2);
+        c->ops_done++;
+        eng->st.ops_done++;
+    }
+    /* Remove the later index first when both sit in the same queue (send to self). */
+    if (src == dst && ri > si) {
+        dq_remove(&md->p2p, (uint32_t)ri);
+        dq_remove(&ms->p2p, (uint32_t)si);
+    } else {
+        dq_remove(&ms->p2p, (uint32_t)si);
+        dq_remove(&md->p2p, (uint32_t)ri);
+    }
+    session_complete(eng, ms->s, s.tag, status);
+    session_complete(eng, md->s, r.tag, status);
+    if (status != HCCL_SUCCESS)
+        comm_break(eng, c, "a sender and its receiver disagree");
+}
+
+/* Matches the oldest send from each rank to each peer with that peer's oldest receive. */
+static int p2p_progress(engine_t *eng, eng_comm_t *c)
+{
+    for (uint32_t src = 0; src < c->nranks; src++) {
+        dq_t *q = &c->m[src].p2p;
+        for (uint32_t i = 0; i < q->n; i++) {
+            desc_t *d = dq_at(q, i);
+            if (d->kind != DESC_SEND || p2p_first(q, DESC_SEND, d->root) != (int)i)
+                continue;
+            int ri = p2p_first(&c->m[d->root].p2p, DESC_RECV, src);
+            if (ri >= 0) {
+                p2p_run(eng, c, src, (int)i, d->root, ri);
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+int comm_progress(engine_t *eng, eng_comm_t *c)
+{
+    int n = 0;
+
+    if (c->broken)
+        return 0;
+    while (coll_progress(eng, c))
+        n++;
+    while (p2p_progress(eng, c))
+        n++;
+    return n;
+}

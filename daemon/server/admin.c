@@ -1,0 +1,111 @@
+/* The admin socket: hccld-ctl asks, the daemon answers (status now; QoS in its own issue). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "reduce.h"
+#include "server/server.h"
+
+static uint64_t now_ms(server_t *srv)
+{
+    return uv_now(srv->loop);
+}
+
+static void fill_clients(server_t *srv, Hccld__StatusResp *r, Hccld__ClientStatus *cs,
+                         Hccld__ClientStatus **csp)
+{
+    size_t n = 0;
+
+    for (session_t *s = srv->sessions; s != NULL; s = s->next) {
+        engine_session_stats_t st = {0};
+        if (s->kind != SESSION_CLIENT || s->state != SESSION_READY)
+            continue;
+        engine_get_session_stats(srv->eng, s->sid, &st);
+        hccld__client_status__init(&cs[n]);
+        cs[n].client_id = s->sid;
+        cs[n].pid = (uint32_t)s->pid;
+        cs[n].uid = (uint32_t)s->uid;
+        cs[n].job_name = s->job_name;
+        cs[n].ops_submitted = st.submitted;
+        cs[n].ops_completed = st.completed;
+        csp[n] = &cs[n];
+        n++;
+    }
+    r->n_clients = n;
+    r->clients = csp;
+}
+
+static void fill_comms(server_t *srv, Hccld__StatusResp *r, Hccld__CommStatus *cm,
+                       Hccld__CommStatus **cmp)
+{
+    size_t n = 0;
+
+    for (scomm_t *c = srv->comms; c != NULL; c = c->next) {
+        engine_comm_stats_t st = {0};
+        engine_get_comm_stats(srv->eng, c->id, &st);
+        hccld__comm_status__init(&cm[n]);
+        cm[n].comm_id = c->id;
+        cm[n].nranks = c->nranks;
+        cm[n].joined = c->nranks - c->left;
+        cm[n].ops_done = st.ops_done;
+        cm[n].ops_in_flight = st.queued;
+        cm[n].job_id = c->job_hex;
+        cmp[n] = &cm[n];
+        n++;
+    }
+    r->n_comms = n;
+    r->comms = cmp;
+}
+
+static void send_status(server_t *srv, session_t *s, uint64_t req_id)
+{
+    Hccld__Msg m = HCCLD__MSG__INIT;
+    Hccld__StatusResp r = HCCLD__STATUS_RESP__INIT;
+    size_t ns = srv->nsessions + 1, nc = 1;
+    engine_stats_t st;
+
+    for (scomm_t *c = srv->comms; c != NULL; c = c->next)
+        nc++;
+    Hccld__ClientStatus *cs = calloc(ns, sizeof(*cs));
+    Hccld__ClientStatus **csp = calloc(ns, sizeof(*csp));
+    Hccld__CommStatus *cm = calloc(nc, sizeof(*cm));
+    Hccld__CommStatus **cmp = calloc(nc, sizeof(*cmp));
+    if (cs == NULL || csp == NULL || cm == NULL || cmp == NULL)
+        goto out;
+    engine_get_stats(srv->eng, &st);
+    r.version = HCCLD_VERSION;
+    r.uptime_ms = now_ms(srv) - srv->started_ms;
+    r.socket = (char *)srv->cfg.socket_path;
+    r.ops_in_flight = st.ops_queued;
+    r.ops_done = st.ops_done;
+    r.workers = engine_workers(srv->eng);
+    r.simd = (char *)reduce_isa();
+    fill_clients(srv, &r, cs, csp);
+    fill_comms(srv, &r, cm, cmp);
+    m.req_id = req_id;
+    m.body_case = HCCLD__MSG__BODY_STATUS_RESP;
+    m.status_resp = &r;
+    /* A status of many clients may not fit one frame; then it is cut to what fits. */
+    while (session_send(s, &m) != 0 && (r.n_clients > 0 || r.n_comms > 0)) {
+        r.n_clients /= 2;
+        r.n_comms /= 2;
+    }
+out:
+    free(cs);
+    free(csp);
+    free(cm);
+    free(cmp);
+}
+
+void admin_handle(server_t *srv, session_t *s, const Hccld__Msg *m)
+{
+    switch (m->body_case) {
+    case HCCLD__MSG__BODY_STATUS_REQ:
+        send_status(srv, s, m->req_id);
+        break;
+    default:
+        WARN("IPC", "admin pid %d sent an unknown request (%d)", (int)s->pid, (int)m->body_case);
+        session_close(s);
+        break;
+    }
+}

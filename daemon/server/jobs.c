@@ -1,0 +1,340 @@
+/*
+ * Jobs and communicators. HcclGetRootInfo opens a job (random id and key); ranks join it with
+ * HcclCommInitRootInfo; when all nranks joined, the communicator forms and every rank gets its
+ * answer. A job that does not fill up within its timeout fails every joined rank with
+ * HCCL_E_TIMEOUT, naming the ranks that never arrived.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "env.h"
+#include "hccl/hccl.h"
+#include "log.h"
+#include "rootinfo.h"
+#include "server/server.h"
+
+typedef struct join {
+    session_t *s;       /* NULL: not joined */
+    uint64_t req_id;
+} join_t;
+
+struct job {
+    server_t *srv;
+    uint8_t id[ROOTINFO_ID_BYTES];
+    uint8_t key[ROOTINFO_KEY_BYTES];
+    char hex[33];
+    uint32_t nranks;    /* 0 until the first rank joins */
+    uint32_t joined;
+    join_t *ranks;
+    uv_timer_t timer;
+    job_t *next;
+};
+
+static void job_unlink(server_t *srv, job_t *j)
+{
+    for (job_t **pp = &srv->jobs; *pp != NULL; pp = &(*pp)->next)
+        if (*pp == j) {
+            *pp = j->next;
+            return;
+        }
+}
+
+static void job_freed(uv_handle_t *h)
+{
+    job_t *j = h->data;
+
+    free(j->ranks);
+    free(j);
+}
+
+static void job_free(job_t *j)
+{
+    job_unlink(j->srv, j);
+    uv_close((uv_handle_t *)&j->timer, job_freed);
+}
+
+static void send_init_resp(session_t *s, uint64_t req_id, int result, const char *why,
+                           uint32_t comm_id, uint32_t nranks, uint32_t rank, uint64_t chunk)
+{
+    Hccld__Msg m = HCCLD__MSG__INIT;
+    Hccld__CommInitResp r = HCCLD__COMM_INIT_RESP__INIT;
+
+    r.result = result;
+    r.message = (char *)(why ? why : "");
+    r.comm_id = comm_id;
+    r.nranks = nranks;
+    r.rank = rank;
+    r.chunk_bytes = chunk;
+    m.req_id = req_id;
+    m.body_case = HCCLD__MSG__BODY_COMM_INIT_RESP;
+    m.comm_init_resp = &r;
+    session_send(s, &m);
+}
+
+static void missing_ranks(const job_t *j, char *buf, size_t cap)
+{
+    size_t n = 0;
+    uint32_t shown = 0;
+
+    buf[0] = '\0';
+    for (uint32_t r = 0; r < j->nranks && n + 16 < cap; r++)
+        if (j->ranks[r].s == NULL) {
+            n += (size_t)snprintf(buf + n, cap - n, "%s%u", shown ? "," : "", r);
+            if (++shown == 32 && r + 1 < j->nranks) {
+                snprintf(buf + n, cap - n, ",...");
+                break;
+            }
+        }
+}
+
+static void on_job_timeout(uv_timer_t *t)
+{
+    job_t *j = t->data;
+    char missing[256], why[320];
+
+    if (j->nranks == 0) {
+        INFO("INIT", "job %s: root info expired unused", j->hex);
+    } else {
+        missing_ranks(j, missing, sizeof(missing));
+        snprintf(why, sizeof(why), "timed out: %u of %u ranks joined; never arrived: %s",
+                 j->joined, j->nranks, missing);
+        ERR("INIT", "job %s: %s", j->hex, why);
+        for (uint32_t r = 0; r < j->nranks; r++)
+            if (j->ranks[r].s != NULL)
+                send_init_resp(j->ranks[r].s, j->ranks[r].req_id, HCCL_E_TIMEOUT, why, 0,
+                               j->nranks, r, 0);
+    }
+    job_free(j);
+}
+
+void jobs_root_info(server_t *srv, session_t *s, uint64_t req_id, const Hccld__RootInfoReq *req)
+{
+    Hccld__Msg m = HCCLD__MSG__INIT;
+    Hccld__RootInfoResp resp = HCCLD__ROOT_INFO_RESP__INIT;
+    Hccld__RootInfo ri = HCCLD__ROOT_INFO__INIT;
+    job_t *j = calloc(1, sizeof(*j));
+    uint32_t timeout_s = req->timeout_s ? req->timeout_s : 120;
+
+    m.req_id = req_id;
+    m.body_case = HCCLD__MSG__BODY_ROOT_INFO_RESP;
+    m.root_info_resp = &resp;
+    if (j == NULL || getrandom(j->id, sizeof(j->id), 0) != sizeof(j->id) ||
+        getrandom(j->key, sizeof(j->key), 0) != sizeof(j->key)) {
+        ERR("INIT", "getrandom() or allocation for a new job failed");
+        free(j);
+        resp.result = HCCL_E_INTERNAL;
+        session_send(s, &m);
+        return;
+    }
+    j->srv = srv;
+    hex_encode(j->id, sizeof(j->id), j->hex);
+    uv_timer_init(srv->loop, &j->timer);
+    j->timer.data = j;
+    uv_timer_start(&j->timer, on_job_timeout, (uint64_t)timeout_s * 1000, 0);
+    j->next = srv->jobs;
+    srv->jobs = j;
+    ri.version = 1;
+    ri.job_id.data = j->id;
+    ri.job_id.len = sizeof(j->id);
+    ri.job_key.data = j->key;
+    ri.job_key.len = sizeof(j->key);
+    ri.root_addr = "";
+    ri.root_socket = (char *)srv->cfg.socket_path;
+    resp.info = &ri;
+    session_send(s, &m);
+    INFO("INIT", "job %s opened for pid %d (joins accepted for %u s)", j->hex, (int)s->pid,
+         timeout_s);
+}
+
+static job_t *job_find(server_t *srv, const uint8_t *id)
+{
+    for (job_t *j = srv->jobs; j != NULL; j = j->next)
+        if (memcmp(j->id, id, sizeof(j->id)) == 0)
+            return j;
+    return NULL;
+}
+
+/* Compares keys in constant time so that timing reveals nothing about the key. */
+static int key_equal(const uint8_t *a, const uint8_t *b)
+{
+    uint8_t diff = 0;
+
+    for (int i = 0; i < ROOTINFO_KEY_BYTES; i++)
+        diff |= (uint8_t)(a[i] ^ b[i]);
+    return diff == 0;
+}
+
+static uint64_t comm_chunk(server_t *srv, const job_t *j)
+{
+    uint64_t chunk = srv->cfg.chunk_bytes;
+
+    /* Four chunks in flight must fit in the smallest arena of the comm. */
+    for (uint32_t r = 0; r < j->nranks; r++) {
+        uint64_t cap = j->ranks[r].s->layout.arena_bytes / 4 / 4096 * 4096;
+        if (cap < chunk)
+            chunk = cap;
+    }
+    return chunk < 4096 ? 4096 : chunk;
+}
+
+static void job_complete(server_t *srv, job_t *j)
+{
+    scomm_t *c = calloc(1, sizeof(*c));
+    uint64_t chunk = comm_chunk(srv, j);
+    int rc = -ENOMEM;
+
+    if (c != NULL && (c->sids = calloc(j->nranks, sizeof(*c->sids))) != NULL) {
+        c->id = ++srv->next_comm_id;
+        c->nranks = j->nranks;
+        memcpy(c->job_hex, j->hex, sizeof(c->job_hex));
+        for (uint32_t r = 0; r < j->nranks; r++)
+            c->sids[r] = j->ranks[r].s->sid;
+        rc = engine_comm_create(srv->eng, c->id, c->nranks, c->sids);
+    }
+    if (rc != 0) {
+        ERR("INIT", "job %s: creating the communicator failed (%d)", j->hex, rc);
+        if (c != NULL)
+            free(c->sids);
+        free(c);
+        c = NULL;
+    } else {
+        c->next = srv->comms;
+        srv->comms = c;
+        INFO("INIT", "job %s: comm %u formed with %u ranks, chunk %llu KiB", j->hex, c->id,
+             c->nranks, (unsigned long long)(chunk >> 10));
+    }
+    for (uint32_t r = 0; r < j->nranks; r++)
+        send_init_resp(j->ranks[r].s, j->ranks[r].req_id, c ? HCCL_SUCCESS : HCCL_E_INTERNAL,
+                       c ? NULL : "the daemon could not create the communicator", c ? c->id : 0,
+                       j->nranks, r, chunk);
+    job_free(j);
+}
+
+void jobs_comm_init(server_t *srv, session_t *s, uint64_t req_id, const Hccld__CommInitReq *req)
+{
+    const char *why = NULL;
+    int result = HCCL_E_PARA;
+    job_t *j = NULL;
+
+    if (req->info == NULL || req->info->job_id.len != ROOTINFO_ID_BYTES ||
+        req->info->job_key.len != ROOTINFO_KEY_BYTES)
+        why = "malformed root info";
+    else if ((j = job_find(srv, req->info->job_id.data)) == NULL)
+        why = "unknown, expired or already used root info", result = HCCL_E_NOT_FOUND;
+    else if (!key_equal(j->key, req->info->job_key.data))
+        why = "wrong job key for this root info";
+    else if (req->nranks == 0 || req->nranks > SERVER_MAX_LOCAL_RANKS)
+        why = "nRanks out of range for one node";
+    else if (j->nranks != 0 && req->nranks != j->nranks)
+        why = "nRanks differs from the other ranks' value";
+    else if (req->rank >= req->nranks)
+        why = "rank out of range";
+    else if (j->nranks != 0 && j->ranks[req->rank].s != NULL)
+        why = "this rank already joined";
+    if (why != NULL) {
+        WARN("INIT", "pid %d: comm init refused: %s", (int)s->pid, why);
+        send_init_resp(s, req_id, result, why, 0, req->nranks, req->rank, 0);
+        return;
+    }
+    if (j->nranks == 0) {
+        j->ranks = calloc(req->nranks, sizeof(*j->ranks));
+        if (j->ranks == NULL) {
+            send_init_resp(s, req_id, HCCL_E_MEMORY, "out of memory", 0, 0, 0, 0);
+            return;
+        }
+        j->nranks = req->nranks;
+    }
+    j->ranks[req->rank] = (join_t){.s = s, .req_id = req_id};
+    j->joined++;
+    DBG("INIT", "job %s: rank %u of %u joined (pid %d)", j->hex, req->rank, j->nranks,
+        (int)s->pid);
+    if (j->joined == j->nranks)
+        job_complete(srv, j);
+}
+
+static scomm_t *scomm_find(server_t *srv, uint32_t id)
+{
+    for (scomm_t *c = srv->comms; c != NULL; c = c->next)
+        if (c->id == id)
+            return c;
+    return NULL;
+}
+
+static void scomm_leave(server_t *srv, scomm_t *c, uint32_t rank)
+{
+    c->sids[rank] = 0;
+    c->left++;
+    engine_comm_leave(srv->eng, c->id, rank);
+    if (c->left < c->nranks)
+        return;
+    for (scomm_t **pp = &srv->comms; *pp != NULL; pp = &(*pp)->next)
+        if (*pp == c) {
+            *pp = c->next;
+            break;
+        }
+    free(c->sids);
+    free(c);
+}
+
+void jobs_comm_destroy(server_t *srv, session_t *s, uint64_t req_id,
+                       const Hccld__CommDestroyReq *req)
+{
+    Hccld__Msg m = HCCLD__MSG__INIT;
+    Hccld__CommDestroyResp r = HCCLD__COMM_DESTROY_RESP__INIT;
+    scomm_t *c = scomm_find(srv, req->comm_id);
+
+    if (c == NULL || req->rank >= c->nranks || c->sids[req->rank] != s->sid) {
+        r.result = HCCL_E_PARA;
+    } else {
+        scomm_leave(srv, c, req->rank);
+        r.result = HCCL_SUCCESS;
+    }
+    m.req_id = req_id;
+    m.body_case = HCCLD__MSG__BODY_COMM_DESTROY_RESP;
+    m.comm_destroy_resp = &r;
+    session_send(s, &m);
+}
+
+void jobs_session_gone(server_t *srv, session_t *s)
+{
+    for (job_t *j = srv->jobs; j != NULL; j = j->next)
+        for (uint32_t r = 0; r < j->nranks; r++)
+            if (j->ranks[r].s == s) {
+                j->ranks[r].s = NULL;
+                j->joined--;
+            }
+    for (scomm_t *c = srv->comms, *next; c != NULL; c = next) {
+        next = c->next;
+        for (uint32_t r = 0; r < c->nranks; r++)
+            if (c->sids[r] == s->sid) {
+                WARN("COLL", "comm %u: rank %u (pid %d) went away", c->id, r, (int)s->pid);
+                c->sids[r] = 0;
+                c->left++;
+            }
+        if (c->left == c->nranks) {
+            /* The engine frees its half when the last session leaves; forget ours. */
+            for (scomm_t **pp = &srv->comms; *pp != NULL; pp = &(*pp)->next)
+                if (*pp == c) {
+                    *pp = c->next;
+                    break;
+                }
+            free(c->sids);
+            free(c);
+        }
+    }
+}
+
+void jobs_stop(server_t *srv)
+{
+    while (srv->jobs != NULL)
+        job_free(srv->jobs);
+    while (srv->comms != NULL) {
+        scomm_t *c = srv->comms;
+        srv->comms = c->next;
+        free(c->sids);
+        free(c);
+    }
+}

@@ -1,0 +1,134 @@
+/* Listening sockets, signals and orderly shutdown. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "server/server.h"
+#include "uds.h"
+
+static void on_client_conn(uv_stream_t *listener, int status)
+{
+    server_t *srv = listener->data;
+
+    if (status == 0 && !srv->stopping)
+        session_accept(srv, listener, SESSION_CLIENT);
+}
+
+static void on_admin_conn(uv_stream_t *listener, int status)
+{
+    server_t *srv = listener->data;
+
+    if (status == 0 && !srv->stopping)
+        session_accept(srv, listener, SESSION_ADMIN);
+}
+
+/* Refuses to steal the socket of a live daemon; removes a stale one. */
+static int socket_claim(const char *path)
+{
+    int fd = uds_connect(path);
+
+    if (fd >= 0) {
+        close(fd);
+        ERR("INIT", "another hccld is listening on %s", path);
+        return -EADDRINUSE;
+    }
+    if (unlink(path) != 0 && errno != ENOENT) {
+        ERR("INIT", "unlink(%s) failed: %s", path, strerror(errno));
+        return -errno;
+    }
+    return 0;
+}
+
+static int listen_on(server_t *srv, uv_pipe_t *p, const char *path, int mode, uv_connection_cb cb)
+{
+    int rc;
+
+    if ((rc = socket_claim(path)) != 0)
+        return rc;
+    uv_pipe_init(srv->loop, p, 0);
+    p->data = srv;
+    if ((rc = uv_pipe_bind(p, path)) != 0 || (rc = uv_listen((uv_stream_t *)p, 128, cb)) != 0) {
+        ERR("INIT", "listening on %s failed: %s", path, uv_strerror(rc));
+        return rc;
+    }
+    if (chmod(path, (mode_t)mode) != 0)
+        WARN("INIT", "chmod(%s) failed: %s", path, strerror(errno));
+    return 0;
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    server_t *srv = h->data;
+
+    if (signum == SIGHUP) {
+        INFO("INIT", "SIGHUP: nothing to reload yet");
+        return;
+    }
+    INFO("INIT", "signal %d: shutting down", signum);
+    server_stop(srv);
+}
+
+static void signal_watch(server_t *srv, uv_signal_t *h, int signum)
+{
+    uv_signal_init(srv->loop, h);
+    h->data = srv;
+    uv_signal_start(h, on_signal, signum);
+}
+
+int server_start(server_t *srv, uv_loop_t *loop, const server_config_t *cfg)
+{
+    int rc;
+
+    memset(srv, 0, sizeof(*srv));
+    srv->loop = loop;
+    srv->cfg = *cfg;
+    srv->started_ms = uv_now(loop);
+    srv->eng = engine_create(cfg->workers);
+    if (srv->eng == NULL)
+        return -ENOMEM;
+    /* Any local user may run jobs (tenants are told apart by SO_PEERCRED); the admin socket
+     * is for root and the admin group only. */
+    if ((rc = listen_on(srv, &srv->listener, cfg->socket_path, 0666, on_client_conn)) != 0)
+        return rc;
+    if ((rc = listen_on(srv, &srv->admin, cfg->admin_path, 0660, on_admin_conn)) != 0) {
+        unlink(cfg->socket_path);
+        return rc;
+    }
+    signal_watch(srv, &srv->sigterm, SIGTERM);
+    signal_watch(srv, &srv->sigint, SIGINT);
+    signal_watch(srv, &srv->sighup, SIGHUP);
+    INFO("INIT", "listening on %s (admin %s), %u workers", cfg->socket_path, cfg->admin_path,
+         engine_workers(srv->eng));
+    sd_notify(0, "READY=1");
+    return 0;
+}
+
+void server_stop(server_t *srv)
+{
+    if (srv->stopping)
+        return;
+    srv->stopping = 1;
+    sd_notify(0, "STOPPING=1");
+    uv_close((uv_handle_t *)&srv->listener, NULL);
+    uv_close((uv_handle_t *)&srv->admin, NULL);
+    unlink(srv->cfg.socket_path);
+    unlink(srv->cfg.admin_path);
+    /* Queued operations fail with HCCL_E_REMOTE; then the clients see the sockets close. */
+    for (session_t *s = srv->sessions; s != NULL; s = s->next)
+        if (s->in_engine) {
+            engine_session_remove(srv->eng, s->sid);
+            s->in_engine = 0;
+        }
+    for (session_t *s = srv->sessions, *next; s != NULL; s = next) {
+        next = s->next;
+        session_close(s);
+    }
+    jobs_stop(srv);
+    uv_close((uv_handle_t *)&srv->sigterm, NULL);
+    uv_close((uv_handle_t *)&srv->sigint, NULL);
+    uv_close((uv_handle_t *)&srv->sighup, NULL);
+}

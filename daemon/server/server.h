@@ -1,0 +1,105 @@
+/*
+ * The control plane: a libuv loop that owns the client and admin sockets, the sessions (one per
+ * client connection, each with its memfd segment), the jobs that root infos name and the
+ * communicators formed from them. The data path runs in sched/engine.
+ */
+#ifndef HCCLD_SERVER_SERVER_H
+#define HCCLD_SERVER_SERVER_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "frame.h"
+#include "sched/engine.h"
+#include "shm.h"
+
+#define SERVER_MAX_CLIENTS 1024
+#define SERVER_MAX_LOCAL_RANKS 256
+#define SERVER_HELLO_TIMEOUT_MS 5000
+#define SERVER_SQ_ENTRIES 256
+#define SERVER_MAX_ARENA (16ull << 30)
+
+typedef struct server_config {
+    const char *socket_path;
+    const char *admin_path;
+    unsigned workers;
+    uint64_t chunk_bytes;     /* staging chunk agreed by a comm's ranks */
+    uint64_t max_arena;
+} server_config_t;
+
+typedef struct job job_t;
+typedef struct scomm scomm_t;
+typedef struct session session_t;
+
+typedef struct server {
+    uv_loop_t *loop;
+    server_config_t cfg;
+    uv_pipe_t listener;
+    uv_pipe_t admin;
+    uv_signal_t sigterm, sigint, sighup;
+    engine_t *eng;
+    session_t *sessions;
+    unsigned nsessions;
+    job_t *jobs;
+    scomm_t *comms;
+    uint64_t next_sid;
+    uint32_t next_comm_id;
+    uint64_t started_ms;
+    int stopping;
+} server_t;
+
+enum session_kind { SESSION_CLIENT, SESSION_ADMIN };
+enum session_state { SESSION_HELLO_WAIT, SESSION_READY, SESSION_CLOSING };
+
+struct session {
+    server_t *srv;
+    uv_pipe_t pipe;
+    uv_timer_t hello_timer;
+    frame_dec_t *dec;
+    enum session_kind kind;
+    enum session_state state;
+    uint64_t sid;
+    pid_t pid;
+    uid_t uid;
+    gid_t gid;
+    char job_name[64];
+    int memfd;
+    void *seg;
+    shm_layout_t layout;
+    int in_engine;
+    int closes_pending;
+    session_t *next;
+};
+
+/* A communicator as the control plane knows it (the engine has the data-path half). */
+struct scomm {
+    uint32_t id;
+    uint32_t nranks;
+    uint32_t left;
+    char job_hex[33];
+    uint64_t *sids;  /* per rank; 0 once the rank left */
+    scomm_t *next;
+};
+
+int server_start(server_t *srv, uv_loop_t *loop, const server_config_t *cfg);
+void server_stop(server_t *srv);
+
+/* session.c */
+void session_accept(server_t *srv, uv_stream_t *listener, enum session_kind kind);
+int session_send(session_t *s, const Hccld__Msg *m);
+void session_close(session_t *s);
+
+/* jobs.c */
+void jobs_root_info(server_t *srv, session_t *s, uint64_t req_id, const Hccld__RootInfoReq *req);
+void jobs_comm_init(server_t *srv, session_t *s, uint64_t req_id, const Hccld__CommInitReq *req);
+void jobs_comm_destroy(server_t *srv, session_t *s, uint64_t req_id,
+                       const Hccld__CommDestroyReq *req);
+/* The session is going away: leave pending joins and communicators. */
+void jobs_session_gone(server_t *srv, session_t *s);
+void jobs_stop(server_t *srv);
+
+/* admin.c */
+void admin_handle(server_t *srv, session_t *s, const Hccld__Msg *m);
+
+#endif

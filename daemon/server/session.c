@@ -1,0 +1,316 @@
+/* One connection: a client (Hello, then requests) or an admin tool. Any protocol error closes
+ * the connection; nothing a client sends can harm the daemon or other clients. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "ring.h"
+#include "server/server.h"
+#include "uds.h"
+
+typedef struct write_req {
+    uv_write_t req;
+    uv_buf_t buf;
+} write_req_t;
+
+static void on_write(uv_write_t *req, int status)
+{
+    write_req_t *w = (write_req_t *)req;
+
+    free(w->buf.base);
+    free(w);
+}
+
+int session_send(session_t *s, const Hccld__Msg *m)
+{
+    size_t cap = FRAME_HDR + FRAME_MAX;
+    write_req_t *w;
+
+    if (s->state == SESSION_CLOSING)
+        return -EPIPE;
+    w = malloc(sizeof(*w));
+    if (w == NULL || (w->buf.base = malloc(cap)) == NULL) {
+        free(w);
+        return -ENOMEM;
+    }
+    w->buf.len = frame_encode(m, (uint8_t *)w->buf.base, cap);
+    if (w->buf.len == 0 ||
+        uv_write(&w->req, (uv_stream_t *)&s->pipe, &w->buf, 1, on_write) != 0) {
+        free(w->buf.base);
+        free(w);
+        return -EIO;
+    }
+    return 0;
+}
+
+static void session_free(session_t *s)
+{
+    server_t *srv = s->srv;
+
+    for (session_t **pp = &srv->sessions; *pp != NULL; pp = &(*pp)->next)
+        if (*pp == s) {
+            *pp = s->next;
+            break;
+        }
+    srv->nsessions--;
+    if (s->in_engine)
+        engine_session_remove(srv->eng, s->sid);
+    if (s->seg != NULL)
+        munmap(s->seg, s->layout.seg_bytes);
+    if (s->memfd >= 0)
+        close(s->memfd);
+    free(s->dec);
+    free(s);
+}
+
+static void on_closed(uv_handle_t *h)
+{
+    session_t *s = h->data;
+
+    if (--s->closes_pending == 0)
+        session_free(s);
+}
+
+void session_close(session_t *s)
+{
+    if (s->state == SESSION_CLOSING)
+        return;
+    s->state = SESSION_CLOSING;
+    DBG("IPC", "client %llu (pid %d) disconnected", (unsigned long long)s->sid, (int)s->pid);
+    jobs_session_gone(s->srv, s);
+    s->closes_pending = 2;
+    uv_close((uv_handle_t *)&s->pipe, on_closed);
+    uv_close((uv_handle_t *)&s->hello_timer, on_closed);
+}
+
+/* Creates the client's segment: sealed so the client cannot shrink it under the daemon. */
+static int segment_create(session_t *s, uint64_t arena_bytes)
+{
+    shm_layout_t l;
+    shm_hdr_t *hdr;
+
+    shm_layout_make(arena_bytes, SERVER_SQ_ENTRIES, SERVER_SQ_ENTRIES, &l);
+    s->memfd = memfd_create("hccld-client", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (s->memfd < 0) {
+        ERR("IPC", "memfd_create() failed: %s", strerror(errno));
+        return -errno;
+    }
+    if (ftruncate(s->memfd, (off_t)l.seg_bytes) != 0 ||
+        fcntl(s->memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+        ERR("IPC", "ftruncate()/F_ADD_SEALS on the client segment failed: %s", strerror(errno));
+        return -errno;
+    }
+    s->seg = mmap(NULL, l.seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, s->memfd, 0);
+    if (s->seg == MAP_FAILED) {
+        s->seg = NULL;
+        ERR("IPC", "mmap() of %llu bytes failed: %s", (unsigned long long)l.seg_bytes,
+            strerror(errno));
+        return -errno;
+    }
+    hdr = s->seg;
+    hdr->magic = SHM_MAGIC;
+    hdr->version = PROTO_VERSION;
+    hdr->seg_bytes = l.seg_bytes;
+    ring_format(shm_ring(s->seg, l.sq_off), l.sq_entries);
+    ring_format(shm_ring(s->seg, l.cq_off), l.cq_entries);
+    s->layout = l;
+    return 0;
+}
+
+static void welcome_fail(session_t *s, uint64_t req_id, int result, const char *why)
+{
+    Hccld__Msg m = HCCLD__MSG__INIT;
+    Hccld__Welcome w = HCCLD__WELCOME__INIT;
+
+    w.result = result;
+    w.version = PROTO_VERSION;
+    w.message = (char *)why;
+    m.req_id = req_id;
+    m.body_case = HCCLD__MSG__BODY_WELCOME;
+    m.welcome = &w;
+    session_send(s, &m);
+}
+
+static void on_hello(session_t *s, uint64_t req_id, const Hccld__Hello *h)
+{
+    server_t *srv = s->srv;
+    Hccld__Msg m = HCCLD__MSG__INIT;
+    Hccld__Welcome w = HCCLD__WELCOME__INIT;
+    uv_os_fd_t fd;
+    int fds[2];
+
+    if (h->version != PROTO_VERSION) {
+        WARN("IPC", "client pid %d speaks protocol %u, this daemon %u", (int)s->pid, h->version,
+             PROTO_VERSION);
+        welcome_fail(s, req_id, 5 /* HCCL_E_NOT_SUPPORT */, "protocol version mismatch");
+        return;
+    }
+    if (h->arena_bytes == 0 || h->arena_bytes > srv->cfg.max_arena) {
+        welcome_fail(s, req_id, 1 /* HCCL_E_PARA */, "arena size (HCCL_BUFFSIZE) out of range");
+        return;
+    }
+    if (segment_create(s, h->arena_bytes) != 0 ||
+        engine_session_add(srv->eng, s->sid, s->seg, &s->layout) != 0) {
+        welcome_fail(s, req_id, 3 /* HCCL_E_MEMORY */, "the daemon could not create the segment");
+        return;
+    }
+    s->in_engine = 1;
+    snprintf(s->job_name, sizeof(s->job_name), "%s", h->job_name);
+    w.version = PROTO_VERSION;
+    w.client_id = s->sid;
+    w.seg_bytes = s->layout.seg_bytes;
+    w.sq_off = s->layout.sq_off;
+    w.sq_entries = s->layout.sq_entries;
+    w.cq_off = s->layout.cq_off;
+    w.cq_entries = s->layout.cq_entries;
+    w.arena_off = s->layout.arena_off;
+    w.arena_bytes = s->layout.arena_bytes;
+    w.max_frame = FRAME_MAX;
+    m.req_id = req_id;
+    m.body_case = HCCLD__MSG__BODY_WELCOME;
+    m.welcome = &w;
+    fds[0] = s->memfd;
+    fds[1] = engine_doorbell_fd(srv->eng);
+    /* Nothing else has been written on this connection yet, so sending directly keeps order. */
+    if (uv_fileno((uv_handle_t *)&s->pipe, &fd) != 0 || uds_send(fd, &m, fds, 2) != 0) {
+        WARN("IPC", "sending the segment to client pid %d failed", (int)s->pid);
+        session_close(s);
+        return;
+    }
+    s->state = SESSION_READY;
+    uv_timer_stop(&s->hello_timer);
+    INFO("IPC", "client %llu: pid %d uid %d job '%s', arena %llu MiB",
+         (unsigned long long)s->sid, (int)s->pid, (int)s->uid, s->job_name,
+         (unsigned long long)(s->layout.arena_bytes >> 20));
+}
+
+static int dispatch_client(session_t *s, const Hccld__Msg *m)
+{
+    if (s->state == SESSION_HELLO_WAIT) {
+        if (m->body_case != HCCLD__MSG__BODY_HELLO)
+            return -EPROTO;
+        on_hello(s, m->req_id, m->hello);
+        return 0;
+    }
+    switch (m->body_case) {
+    case HCCLD__MSG__BODY_ROOT_INFO_REQ:
+        jobs_root_info(s->srv, s, m->req_id, m->root_info_req);
+        return 0;
+    case HCCLD__MSG__BODY_COMM_INIT_REQ:
+        jobs_comm_init(s->srv, s, m->req_id, m->comm_init_req);
+        return 0;
+    case HCCLD__MSG__BODY_COMM_DESTROY_REQ:
+        jobs_comm_destroy(s->srv, s, m->req_id, m->comm_destroy_req);
+        return 0;
+    default:
+        return -EPROTO;
+    }
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    session_t *s = h->data;
+    uint8_t *p;
+    size_t n;
+
+    frame_dec_space(s->dec, &p, &n);
+    buf->base = (char *)p;
+    buf->len = n;
+}
+
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+    session_t *s = stream->data;
+    Hccld__Msg *m;
+    int rc;
+
+    if (nread < 0) {
+        session_close(s);
+        return;
+    }
+    frame_dec_commit(s->dec, (size_t)nread);
+    while (s->state != SESSION_CLOSING && (rc = frame_dec_next(s->dec, &m)) != 0) {
+        if (rc < 0) {
+            WARN("IPC", "pid %d sent a malformed frame (%s); closing the connection", (int)s->pid,
+                 rc == -EMSGSIZE ? "too large" : "undecodable");
+            session_close(s);
+            return;
+        }
+        if (s->kind == SESSION_ADMIN)
+            admin_handle(s->srv, s, m), rc = 0;
+        else
+            rc = dispatch_client(s, m);
+        if (rc != 0) {
+            WARN("IPC", "pid %d sent an unexpected message (%d); closing the connection",
+                 (int)s->pid, (int)m->body_case);
+            session_close(s);
+        }
+        frame_msg_free(m);
+    }
+}
+
+static void on_hello_timeout(uv_timer_t *t)
+{
+    session_t *s = t->data;
+
+    WARN("IPC", "pid %d connected but sent no Hello within %d ms; closing", (int)s->pid,
+         SERVER_HELLO_TIMEOUT_MS);
+    session_close(s);
+}
+
+static void peer_creds(session_t *s)
+{
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    uv_os_fd_t fd;
+
+    if (uv_fileno((uv_handle_t *)&s->pipe, &fd) == 0 &&
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+        s->pid = cred.pid;
+        s->uid = cred.uid;
+        s->gid = cred.gid;
+    }
+}
+
+void session_accept(server_t *srv, uv_stream_t *listener, enum session_kind kind)
+{
+    session_t *s = calloc(1, sizeof(*s));
+
+    if (s == NULL || (s->dec = malloc(sizeof(*s->dec))) == NULL) {
+        free(s);
+        ERR("IPC", "out of memory accepting a connection");
+        return;
+    }
+    s->srv = srv;
+    s->kind = kind;
+    s->memfd = -1;
+    s->sid = ++srv->next_sid;
+    frame_dec_init(s->dec);
+    uv_pipe_init(srv->loop, &s->pipe, 0);
+    uv_timer_init(srv->loop, &s->hello_timer);
+    s->pipe.data = s;
+    s->hello_timer.data = s;
+    s->next = srv->sessions;
+    srv->sessions = s;
+    srv->nsessions++;
+    if (uv_accept(listener, (uv_stream_t *)&s->pipe) != 0) {
+        session_close(s);
+        return;
+    }
+    peer_creds(s);
+    if (kind == SESSION_CLIENT && srv->nsessions > SERVER_MAX_CLIENTS) {
+        WARN("IPC", "refusing pid %d: %d clients already", (int)s->pid, SERVER_MAX_CLIENTS);
+        session_close(s);
+        return;
+    }
+    if (kind == SESSION_ADMIN)
+        s->state = SESSION_READY;
+    else
+        uv_timer_start(&s->hello_timer, on_hello_timeout, SERVER_HELLO_TIMEOUT_MS, 0);
+    uv_read_start((uv_stream_t *)&s->pipe, on_alloc, on_read);
+}

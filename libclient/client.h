@@ -1,0 +1,117 @@
+/* libhccl internals: the process's connection to its daemon, communicators and operations. */
+#ifndef HCCLD_LIBCLIENT_CLIENT_H
+#define HCCLD_LIBCLIENT_CLIENT_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "hccl/hccl.h"
+#include "ring.h"
+#include "uds.h"
+
+#define HC_COMM_MAGIC 0x68636f6du /* "hcom" */
+#define HC_PIPELINE 4             /* staged chunks in flight per operation */
+
+typedef struct hc_slot {
+    uint32_t gen;
+    int busy;
+    int done;
+    int abandoned; /* its waiter gave up (timeout); free it when the completion comes */
+    int status;
+} hc_slot_t;
+
+typedef struct hc_blk {
+    uint64_t off, len;
+    int used;
+} hc_blk_t;
+
+typedef struct hc_arena {
+    pthread_mutex_t lock;
+    hc_blk_t *v;
+    uint32_t n, cap;
+} hc_arena_t;
+
+typedef struct hc_client {
+    pid_t pid;
+    /* control socket: requests are sent under ctl_lock; one thread at a time reads and
+     * parks answers meant for others */
+    pthread_mutex_t ctl_lock;
+    pthread_cond_t ctl_cv;
+    uds_conn_t conn;
+    uint64_t next_req;
+    int reader_active;
+    Hccld__Msg *parked[16];
+    /* data path */
+    uint8_t *seg;
+    shm_layout_t l;
+    shm_hdr_t *hdr;
+    uint8_t *arena;
+    ring_t sq, cq;
+    pthread_mutex_t sq_lock;
+    pthread_mutex_t cq_lock;
+    hc_slot_t *slots;
+    uint32_t nslots;
+    int doorbell;
+    hc_arena_t alloc;
+    int dead;
+    uint64_t spin_ns;
+    uint64_t exec_timeout_ns;
+} hc_client_t;
+
+typedef struct hc_comm {
+    uint32_t magic;
+    hc_client_t *c;
+    uint32_t id;
+    uint32_t nranks;
+    uint32_t rank;
+    uint64_t chunk_bytes;
+    uint64_t coll_seq;
+    HcclResult async_err;
+} hc_comm_t;
+
+/* One collective or point-to-point transfer as the user described it. */
+typedef struct hc_op {
+    uint8_t kind;
+    uint8_t dtype;
+    uint8_t redop;
+    uint32_t root;         /* root, or peer for send/recv */
+    uint64_t count;        /* elements per block */
+    const uint8_t *send;
+    uint64_t send_stride;  /* bytes between the user's send blocks */
+    uint8_t *recv;
+    uint64_t recv_stride;
+} hc_op_t;
+
+/* conn.c */
+/* The process's client, connecting on first use; NULL and *err_p when the daemon is away. */
+hc_client_t *hc_client_get(HcclResult *err_p);
+/* Sends req and waits for the answer with the same id; HCCL_E_TIMEOUT or HCCL_E_UNAVAIL. */
+HcclResult hc_ctl_call(hc_client_t *c, Hccld__Msg *req, Hccld__Msg **resp_p, int timeout_ms);
+int hc_daemon_gone(hc_client_t *c);
+uint64_t hc_env_connect_timeout_s(void);
+
+/* arena.c */
+int hc_arena_init(hc_arena_t *a, uint64_t bytes);
+/* Offset of a new block of len bytes (page aligned), or UINT64_MAX. */
+uint64_t hc_arena_alloc(hc_arena_t *a, uint64_t len);
+int hc_arena_free(hc_arena_t *a, uint64_t off);
+/* Whether [p, p+len) lies inside the arena; then *off_p is its offset. */
+int hc_in_arena(const hc_client_t *c, const void *p, uint64_t len, uint64_t *off_p);
+
+/* submit.c */
+int hc_slots_init(hc_client_t *c);
+HcclResult hc_submit(hc_client_t *c, desc_t *d, uint32_t *slot_p);
+HcclResult hc_wait(hc_client_t *c, uint32_t slot);
+
+/* coll.c */
+HcclResult hc_ops_run(hc_comm_t *comm, const hc_op_t *ops, unsigned nops);
+HcclResult hc_alltoallv_run(hc_comm_t *comm, const uint8_t *send, const uint64_t *scounts,
+                            const uint64_t *sdispls, uint8_t *recv, const uint64_t *rcounts,
+                            const uint64_t *rdispls, uint8_t dtype);
+
+/* comm.c */
+HcclResult hc_comm_check(HcclComm comm, hc_comm_t **c_p);
+void hc_comm_set_error(hc_comm_t *comm, HcclResult rc);
+
+#endif

@@ -1,0 +1,242 @@
+/*
+ * Running operations: each is cut into pieces of P elements per block (P is the same on every
+ * rank: it depends only on the comm's chunk size, the kind and the rank count), each piece is
+ * one descriptor. A side of the operation that lies in the arena (HcclMemAlloc) is used where it
+ * is; any other side is staged through arena slots, with up to HC_PIPELINE pieces in flight so
+ * that copying in and out overlaps the daemon's work.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+#include "desc_check.h"
+#include "dtype.h"
+#include "log.h"
+
+#define HC_MAX_OPS 2
+
+typedef struct op_plan {
+    const hc_op_t *op;
+    desc_side_t s, r;     /* blocks of this rank's descriptor */
+    uint64_t s_off, r_off; /* arena offsets when zero-copy */
+    int s_zc, r_zc;
+    uint64_t piece;       /* elements per block per descriptor */
+    uint64_t npieces;
+    uint64_t slot_bytes;  /* staging bytes per piece */
+    uint64_t stage_off;   /* HC_PIPELINE slots of slot_bytes */
+    uint64_t next;        /* next piece to post */
+} op_plan_t;
+
+typedef struct inflight {
+    op_plan_t *p;
+    uint64_t piece;
+    uint32_t slot;        /* completion slot */
+    unsigned stage;       /* staging slot */
+} inflight_t;
+
+/* Blocks a kind can have on one side at most, on any rank: fixes P for the whole comm. */
+static uint64_t kind_max_blocks(uint8_t kind, uint32_t n)
+{
+    switch (kind) {
+    case DESC_ALLGATHER: case DESC_REDUCE_SCATTER: case DESC_SCATTER: return (uint64_t)n + 1;
+    case DESC_ALLTOALL: return 2ull * n;
+    default: return 2;
+    }
+}
+
+static HcclResult plan(hc_comm_t *comm, const hc_op_t *op, op_plan_t *p)
+{
+    desc_t d = {.kind = op->kind, .dtype = op->dtype, .root = op->root, .count = op->count};
+    uint64_t es = dtype_size(op->dtype), span;
+
+    memset(p, 0, sizeof(*p));
+    p->op = op;
+    desc_sides(&d, comm->nranks, comm->rank, &p->s, &p->r);
+    /* The root of a broadcast receives in place: the daemon skips it, we copy nothing out. */
+    if (op->kind == DESC_BROADCAST && comm->rank == op->root)
+        p->r.nblocks = 0;
+    p->piece = comm->chunk_bytes / (es * kind_max_blocks(op->kind, comm->nranks));
+    if (p->piece == 0)
+        p->piece = 1;
+    p->npieces = (op->count + p->piece - 1) / p->piece;
+    /* A barrier, and a transfer of nothing inside alltoallv, still meets its peer so that the
+     * daemon can check that both sides agree. */
+    if (p->npieces == 0)
+        p->npieces = 1;
+    span = p->s.nblocks ? (p->s.nblocks - 1) * op->send_stride + p->s.bytes : 0;
+    p->s_zc = p->s.nblocks == 0 || hc_in_arena(comm->c, op->send, span, &p->s_off);
+    span = p->r.nblocks ? (p->r.nblocks - 1) * op->recv_stride + p->r.bytes : 0;
+    p->r_zc = p->r.nblocks == 0 || hc_in_arena(comm->c, op->recv, span, &p->r_off);
+    p->slot_bytes = ((p->s_zc ? 0 : p->s.nblocks) + (p->r_zc ? 0 : p->r.nblocks)) * p->piece * es;
+    p->slot_bytes = (p->slot_bytes + 63) / 64 * 64;
+    if (p->slot_bytes == 0)
+        return HCCL_SUCCESS;
+    p->stage_off = hc_arena_alloc(&comm->c->alloc, p->slot_bytes * HC_PIPELINE);
+    if (p->stage_off == UINT64_MAX) {
+        ERR("COLL", "no room for %llu bytes of staging in the arena (HCCL_BUFFSIZE)",
+            (unsigned long long)(p->slot_bytes * HC_PIPELINE));
+        return HCCL_E_MEMORY;
+    }
+    return HCCL_SUCCESS;
+}
+
+static void piece_range(const op_plan_t *p, uint64_t piece, uint64_t *first_p, uint64_t *n_p)
+{
+    uint64_t first = piece * p->piece;
+    uint64_t n = p->op->count - first;
+
+    *first_p = first;
+    *n_p = n < p->piece ? n : p->piece;
+}
+
+/* Fills the descriptor for one piece, copying staged send blocks into the slot. */
+static void piece_post_prep(hc_comm_t *comm, op_plan_t *p, uint64_t piece, unsigned stage,
+                            desc_t *d)
+{
+    const hc_op_t *op = p->op;
+    uint64_t es = dtype_size(op->dtype), first, n, slot;
+    uint8_t *arena = comm->c->arena;
+
+    piece_range(p, piece, &first, &n);
+    slot = p->stage_off + stage * p->slot_bytes;
+    *d = (desc_t){.comm_id = comm->id, .kind = op->kind, .dtype = op->dtype,
+                  .redop = op->redop, .count = n, .root = op->root, .rank = comm->rank};
+    if (p->s_zc) {
+        d->send_off = p->s_off + first * es;
+        d->send_stride = op->send_stride;
+    } else {
+        d->send_off = slot;
+        d->send_stride = n * es;
+        for (uint32_t b = 0; b < p->s.nblocks; b++)
+            memcpy(arena + slot + b * n * es, op->send + b * op->send_stride + first * es, n * es);
+        slot += p->s.nblocks * n * es;
+    }
+    if (p->r_zc) {
+        d->recv_off = p->r_off + first * es;
+        d->recv_stride = op->recv_stride;
+    } else {
+        d->recv_off = slot;
+        d->recv_stride = n * es;
+    }
+    if (op->kind == DESC_BROADCAST && comm->rank == op->root) {
+        d->recv_off = d->send_off;
+        d->recv_stride = d->send_stride;
+    }
+    /* Collectives carry their sequence; transfers their total count, so that the daemon
+     * notices at the first piece when sender and receiver disagree. */
+    d->seq = desc_is_collective(op->kind) ? comm->coll_seq++ : op->count;
+}
+
+static void piece_copy_out(hc_comm_t *comm, const inflight_t *f)
+{
+    const op_plan_t *p = f->p;
+    const hc_op_t *op = p->op;
+    uint64_t es = dtype_size(op->dtype), first, n, slot;
+    const uint8_t *arena = comm->c->arena;
+
+    if (p->r_zc)
+        return;
+    piece_range(p, f->piece, &first, &n);
+    slot = p->stage_off + f->stage * p->slot_bytes + (p->s_zc ? 0 : p->s.nblocks * n * es);
+    for (uint32_t b = 0; b < p->r.nblocks; b++)
+        memcpy(op->recv + b * op->recv_stride + first * es, arena + slot + b * n * es, n * es);
+}
+
+static HcclResult retire(hc_comm_t *comm, inflight_t *f)
+{
+    HcclResult rc = hc_wait(comm->c, f->slot);
+
+    if (rc == HCCL_SUCCESS)
+        piece_copy_out(comm, f);
+    return rc;
+}
+
+/* Posts the pieces of all ops round-robin, HC_PIPELINE per op in flight, in order. */
+static HcclResult pipeline(hc_comm_t *comm, op_plan_t *plans, unsigned nops)
+{
+    inflight_t q[HC_PIPELINE * HC_MAX_OPS];
+    unsigned head = 0, n = 0, cap = HC_PIPELINE * nops, stage_next[HC_MAX_OPS] = {0};
+    HcclResult first_err = HCCL_SUCCESS, rc;
+    int more = 1;
+
+    while (more || n > 0) {
+        more = 0;
+        for (unsigned i = 0; i < nops; i++) {
+            op_plan_t *p = &plans[i];
+            if (p->next >= p->npieces)
+                continue;
+            more = 1;
+            if (n == cap) {
+                rc = retire(comm, &q[head]);
+                first_err = first_err ? first_err : rc;
+                head = (head + 1) % cap;
+                n--;
+            }
+            inflight_t *f = &q[(head + n) % cap];
+            desc_t d;
+            f->p = p;
+            f->piece = p->next++;
+            f->stage = stage_next[i]++ % HC_PIPELINE;
+            piece_post_prep(comm, p, f->piece, f->stage, &d);
+            rc = hc_submit(comm->c, &d, &f->slot);
+            if (rc != HCCL_SUCCESS)
+                return rc;
+            n++;
+        }
+        if (!more && n > 0) {
+            rc = retire(comm, &q[head]);
+            first_err = first_err ? first_err : rc;
+            head = (head + 1) % cap;
+            n--;
+        }
+    }
+    return first_err;
+}
+
+HcclResult hc_ops_run(hc_comm_t *comm, const hc_op_t *ops, unsigned nops)
+{
+    op_plan_t plans[HC_MAX_OPS];
+    HcclResult rc = HCCL_SUCCESS;
+    unsigned planned = 0;
+
+    for (; planned < nops && rc == HCCL_SUCCESS; planned++)
+        rc = plan(comm, &ops[planned], &plans[planned]);
+    if (rc == HCCL_SUCCESS)
+        rc = pipeline(comm, plans, nops);
+    for (unsigned i = 0; i < planned; i++)
+        if (plans[i].slot_bytes != 0 && plans[i].stage_off != UINT64_MAX)
+            hc_arena_free(&comm->c->alloc, plans[i].stage_off);
+    if (rc != HCCL_SUCCESS)
+        hc_comm_set_error(comm, rc);
+    return rc;
+}
+
+/* Pairwise exchange: in step d every rank sends to rank+d and receives from rank-d, so each
+ * step's transfers pair up and any sizes work with bounded staging. */
+HcclResult hc_alltoallv_run(hc_comm_t *comm, const uint8_t *send, const uint64_t *scounts,
+                            const uint64_t *sdispls, uint8_t *recv, const uint64_t *rcounts,
+                            const uint64_t *rdispls, uint8_t dtype)
+{
+    uint32_t n = comm->nranks, me = comm->rank;
+    uint64_t es = dtype_size(dtype);
+    HcclResult first_err = HCCL_SUCCESS;
+
+    if (scounts[me] != rcounts[me]) {
+        ERR("COLL", "alltoallv: rank %u sends itself %llu elements but expects %llu", me,
+            (unsigned long long)scounts[me], (unsigned long long)rcounts[me]);
+        return HCCL_E_PARA;
+    }
+    memmove(recv + rdispls[me] * es, send + sdispls[me] * es, scounts[me] * es);
+    for (uint32_t d = 1; d < n; d++) {
+        uint32_t to = (me + d) % n, from = (me + n - d) % n;
+        hc_op_t ops[2] = {
+            {.kind = DESC_SEND, .dtype = dtype, .root = to, .count = scounts[to],
+             .send = send + sdispls[to] * es},
+            {.kind = DESC_RECV, .dtype = dtype, .root = from, .count = rcounts[from],
+             .recv = recv + rdispls[from] * es},
+        };
+        HcclResult rc = hc_ops_run(comm, ops, 2);
+        first_err = first_err ? first_err : rc;
+    }
+    return first_err;
+}

@@ -1,0 +1,238 @@
+/* Communicators: creation through the daemon, destruction, queries, error strings. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+#include "env.h"
+#include "log.h"
+#include "rootinfo.h"
+
+HcclResult hc_comm_check(HcclComm comm, hc_comm_t **c_p)
+{
+    hc_comm_t *c = comm;
+
+    if (c == NULL)
+        return HCCL_E_PTR;
+    if (c->magic != HC_COMM_MAGIC) {
+        ERR("INIT", "%p is not a live communicator", comm);
+        return HCCL_E_PARA;
+    }
+    *c_p = c;
+    return HCCL_SUCCESS;
+}
+
+void hc_comm_set_error(hc_comm_t *comm, HcclResult rc)
+{
+    if (rc != HCCL_SUCCESS)
+        __atomic_compare_exchange_n(&comm->async_err, &(HcclResult){HCCL_SUCCESS}, rc, 0,
+                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
+HcclResult HcclGetRootInfo(HcclRootInfo *rootInfo)
+{
+    Hccld__Msg m = HCCLD__MSG__INIT, *resp = NULL;
+    Hccld__RootInfoReq req = HCCLD__ROOT_INFO_REQ__INIT;
+    HcclResult rc;
+    hc_client_t *c;
+
+    if (rootInfo == NULL)
+        return HCCL_E_PTR;
+    if ((c = hc_client_get(&rc)) == NULL)
+        return rc;
+    req.timeout_s = (uint32_t)hc_env_connect_timeout_s();
+    m.body_case = HCCLD__MSG__BODY_ROOT_INFO_REQ;
+    m.root_info_req = &req;
+    if ((rc = hc_ctl_call(c, &m, &resp, 10000)) != HCCL_SUCCESS)
+        return rc;
+    if (resp->body_case != HCCLD__MSG__BODY_ROOT_INFO_RESP || resp->root_info_resp->info == NULL)
+        rc = resp->body_case == HCCLD__MSG__BODY_ROOT_INFO_RESP
+                 ? (HcclResult)resp->root_info_resp->result : HCCL_E_INTERNAL;
+    else if (rootinfo_pack(resp->root_info_resp->info, rootInfo) != 0)
+        rc = HCCL_E_INTERNAL;
+    frame_msg_free(resp);
+    return rc;
+}
+
+static HcclResult init_call(hc_client_t *c, Hccld__RootInfo *ri, uint32_t n, uint32_t rank,
+                            hc_comm_t *comm)
+{
+    Hccld__Msg m = HCCLD__MSG__INIT, *resp = NULL;
+    Hccld__CommInitReq req = HCCLD__COMM_INIT_REQ__INIT;
+    uint64_t timeout_s = hc_env_connect_timeout_s();
+    HcclResult rc;
+
+    req.info = ri;
+    req.nranks = n;
+    req.rank = rank;
+    req.timeout_s = (uint32_t)timeout_s;
+    m.body_case = HCCLD__MSG__BODY_COMM_INIT_REQ;
+    m.comm_init_req = &req;
+    /* The daemon enforces the timeout and names the missing ranks; we wait a little longer. */
+    rc = hc_ctl_call(c, &m, &resp, (int)(timeout_s * 1000 + 5000));
+    if (rc != HCCL_SUCCESS) {
+        ERR("INIT", "rank %u: no answer from the daemon to comm init (%s)", rank,
+            HcclGetErrorString(rc));
+        return rc;
+    }
+    if (resp->body_case != HCCLD__MSG__BODY_COMM_INIT_RESP) {
+        rc = HCCL_E_INTERNAL;
+    } else if (resp->comm_init_resp->result != HCCL_SUCCESS) {
+        rc = (HcclResult)resp->comm_init_resp->result;
+        ERR("INIT", "rank %u: comm init failed: %s (%s)", rank, resp->comm_init_resp->message,
+            HcclGetErrorString(rc));
+    } else {
+        comm->id = resp->comm_init_resp->comm_id;
+        comm->chunk_bytes = resp->comm_init_resp->chunk_bytes;
+    }
+    frame_msg_free(resp);
+    return rc;
+}
+
+HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *rootInfo, uint32_t rank,
+                                HcclComm *comm)
+{
+    Hccld__RootInfo *ri;
+    hc_comm_t *hc;
+    hc_client_t *c;
+    HcclResult rc;
+
+    if (rootInfo == NULL || comm == NULL)
+        return HCCL_E_PTR;
+    if (nRanks == 0 || rank >= nRanks) {
+        ERR("INIT", "rank %u of nRanks %u is out of range", rank, nRanks);
+        return HCCL_E_PARA;
+    }
+    if ((ri = rootinfo_unpack(rootInfo)) == NULL) {
+        ERR("INIT", "the root info is malformed (not from HcclGetRootInfo?)");
+        return HCCL_E_PARA;
+    }
+    if ((c = hc_client_get(&rc)) == NULL || (hc = calloc(1, sizeof(*hc))) == NULL) {
+        hccld__root_info__free_unpacked(ri, NULL);
+        return c == NULL ? rc : HCCL_E_MEMORY;
+    }
+    rc = init_call(c, ri, nRanks, rank, hc);
+    hccld__root_info__free_unpacked(ri, NULL);
+    if (rc != HCCL_SUCCESS) {
+        free(hc);
+        return rc;
+    }
+    hc->magic = HC_COMM_MAGIC;
+    hc->c = c;
+    hc->nranks = nRanks;
+    hc->rank = rank;
+    *comm = hc;
+    INFO("INIT", "rank %u of %u: comm %u ready", rank, nRanks, hc->id);
+    return HCCL_SUCCESS;
+}
+
+HcclResult HcclCommInitFromEnv(HcclComm *comm)
+{
+    const char *hex = getenv("HCCL_ROOT_INFO");
+    uint64_t rank, size;
+    HcclRootInfo ri;
+
+    if (comm == NULL)
+        return HCCL_E_PTR;
+    memset(&ri, 0, sizeof(ri));
+    if (hex == NULL || hex_decode(hex, ri.internal, sizeof(ri.internal)) < 0 ||
+        parse_u64(getenv("HCCL_RANK"), &rank) != 0 ||
+        parse_u64(getenv("HCCL_WORLD_SIZE"), &size) != 0 || size > UINT32_MAX ||
+        rank >= size) {
+        ERR("INIT", "HcclCommInitFromEnv needs HCCL_ROOT_INFO (hex), HCCL_RANK and "
+                    "HCCL_WORLD_SIZE (as hccl-run sets them)");
+        return HCCL_E_PARA;
+    }
+    return HcclCommInitRootInfo((uint32_t)size, &ri, (uint32_t)rank, comm);
+}
+
+HcclResult HcclCommDestroy(HcclComm comm)
+{
+    Hccld__Msg m = HCCLD__MSG__INIT, *resp = NULL;
+    Hccld__CommDestroyReq req = HCCLD__COMM_DESTROY_REQ__INIT;
+    hc_comm_t *c;
+    HcclResult rc = hc_comm_check(comm, &c);
+
+    if (rc != HCCL_SUCCESS)
+        return rc;
+    req.comm_id = c->id;
+    req.rank = c->rank;
+    m.body_case = HCCLD__MSG__BODY_COMM_DESTROY_REQ;
+    m.comm_destroy_req = &req;
+    /* The daemon frees its side even when we cannot hear the answer (it sees us leave). */
+    if (hc_ctl_call(c->c, &m, &resp, 5000) == HCCL_SUCCESS)
+        frame_msg_free(resp);
+    c->magic = 0;
+    free(c);
+    return HCCL_SUCCESS;
+}
+
+HcclResult HcclGetRankSize(HcclComm comm, uint32_t *rankSize)
+{
+    hc_comm_t *c;
+    HcclResult rc = hc_comm_check(comm, &c);
+
+    if (rc == HCCL_SUCCESS && rankSize == NULL)
+        rc = HCCL_E_PTR;
+    if (rc == HCCL_SUCCESS)
+        *rankSize = c->nranks;
+    return rc;
+}
+
+HcclResult HcclGetRankId(HcclComm comm, uint32_t *rank)
+{
+    hc_comm_t *c;
+    HcclResult rc = hc_comm_check(comm, &c);
+
+    if (rc == HCCL_SUCCESS && rank == NULL)
+        rc = HCCL_E_PTR;
+    if (rc == HCCL_SUCCESS)
+        *rank = c->rank;
+    return rc;
+}
+
+HcclResult HcclGetCommAsyncError(HcclComm comm, HcclResult *asyncError)
+{
+    hc_comm_t *c;
+    HcclResult rc = hc_comm_check(comm, &c);
+
+    if (rc == HCCL_SUCCESS && asyncError == NULL)
+        rc = HCCL_E_PTR;
+    if (rc == HCCL_SUCCESS)
+        *asyncError = __atomic_load_n(&c->async_err, __ATOMIC_ACQUIRE);
+    return rc;
+}
+
+const char *HcclGetErrorString(HcclResult code)
+{
+    static const char *const names[] = {
+        "HCCL_SUCCESS: success",
+        "HCCL_E_PARA: invalid parameter",
+        "HCCL_E_PTR: null pointer or invalid handle",
+        "HCCL_E_MEMORY: out of memory",
+        "HCCL_E_INTERNAL: internal error",
+        "HCCL_E_NOT_SUPPORT: not supported",
+        "HCCL_E_NOT_FOUND: not found",
+        "HCCL_E_UNAVAIL: resource unavailable (is hccld running?)",
+        "HCCL_E_SYSCALL: system call failed",
+        "HCCL_E_TIMEOUT: timed out",
+        "HCCL_E_OPEN_FILE_FAILURE: cannot open file",
+        "HCCL_E_TCP_CONNECT: TCP connection failed",
+        "HCCL_E_ROCE_CONNECT: RoCE connection failed",
+        "HCCL_E_TCP_TRANSFER: TCP transfer failed",
+        "HCCL_E_ROCE_TRANSFER: RoCE transfer failed",
+        "HCCL_E_RUNTIME: runtime error",
+        "HCCL_E_DRV: driver error",
+        "HCCL_E_PROFILING: profiling error",
+        "HCCL_E_CCE: compute engine error",
+        "HCCL_E_NETWORK: network error",
+        "HCCL_E_AGAIN: not complete yet, try again",
+        "HCCL_E_REMOTE: a remote rank or daemon failed",
+        "HCCL_E_SUSPENDING: suspending",
+        "HCCL_E_OPRETRY_FAIL: operation retry failed",
+        "HCCL_E_OOM: out of memory on the device",
+    };
+
+    if ((unsigned)code < sizeof(names) / sizeof(names[0]))
+        return names[code];
+    return "unknown HcclResult";
+}

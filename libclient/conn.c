@@ -1,0 +1,282 @@
+/* The process's connection to its node's daemon: Hello/Welcome, the shared segment, requests. */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "env.h"
+#include "futex.h"
+#include "log.h"
+
+#define DEFAULT_SOCKET "/run/hccld/hccld.sock"
+#define HELLO_TIMEOUT_MS 10000
+
+static pthread_mutex_t client_lock = PTHREAD_MUTEX_INITIALIZER;
+static hc_client_t *client_cur;
+
+uint64_t hc_env_connect_timeout_s(void)
+{
+    uint64_t v;
+
+    return env_u64("HCCL_CONNECT_TIMEOUT", 120, 1, 86400, &v) == 0 ? v : 120;
+}
+
+static void log_setup(void)
+{
+    const char *s = getenv("HCCL_DEBUG");
+    const char *rank = getenv("HCCL_RANK");
+    int level = s ? log_level_parse(s) : -1;
+
+    log_init("hccl", level >= 0 ? level : LOG_WARN);
+    if (rank != NULL)
+        log_set_who("hccl rank %s", rank);
+}
+
+static int welcome_apply(hc_client_t *c, const Hccld__Welcome *w)
+{
+    shm_layout_t l = {.seg_bytes = w->seg_bytes, .sq_off = w->sq_off,
+                      .sq_entries = w->sq_entries, .cq_off = w->cq_off,
+                      .cq_entries = w->cq_entries, .arena_off = w->arena_off,
+                      .arena_bytes = w->arena_bytes};
+
+    if (c->conn.nfds < 2)
+        return -EPROTO;
+    c->seg = mmap(NULL, l.seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+                  c->conn.fds[0], 0);
+    if (c->seg == MAP_FAILED) {
+        c->seg = NULL;
+        ERR("IPC", "mmap() of the daemon segment (%llu bytes) failed: %s",
+            (unsigned long long)l.seg_bytes, strerror(errno));
+        return -errno;
+    }
+    close(c->conn.fds[0]);
+    c->doorbell = c->conn.fds[1];
+    c->conn.nfds = 0;
+    c->l = l;
+    c->hdr = (shm_hdr_t *)c->seg;
+    c->arena = c->seg + l.arena_off;
+    ring_attach(&c->sq, shm_ring(c->seg, l.sq_off), l.sq_entries, sizeof(desc_t));
+    ring_attach(&c->cq, shm_ring(c->seg, l.cq_off), l.cq_entries, sizeof(cqe_t));
+    return 0;
+}
+
+static HcclResult hello(hc_client_t *c)
+{
+    Hccld__Msg m = HCCLD__MSG__INIT, *resp = NULL;
+    Hccld__Hello h = HCCLD__HELLO__INIT;
+    uint64_t mb;
+    HcclResult rc;
+
+    if (env_u64("HCCL_BUFFSIZE", 200, 1, 16384, &mb) != 0)
+        return HCCL_E_PARA;
+    h.version = PROTO_VERSION;
+    h.pid = (uint32_t)getpid();
+    h.arena_bytes = mb << 20;
+    h.job_name = getenv("HCCL_JOB_NAME") ? getenv("HCCL_JOB_NAME") : "";
+    m.body_case = HCCLD__MSG__BODY_HELLO;
+    m.hello = &h;
+    rc = hc_ctl_call(c, &m, &resp, HELLO_TIMEOUT_MS);
+    if (rc != HCCL_SUCCESS)
+        return rc;
+    if (resp->body_case != HCCLD__MSG__BODY_WELCOME) {
+        rc = HCCL_E_INTERNAL;
+    } else if (resp->welcome->result != HCCL_SUCCESS) {
+        ERR("IPC", "the daemon refused us: %s", resp->welcome->message);
+        rc = (HcclResult)resp->welcome->result;
+    } else if (welcome_apply(c, resp->welcome) != 0) {
+        rc = HCCL_E_MEMORY;
+    }
+    frame_msg_free(resp);
+    return rc;
+}
+
+static void client_free(hc_client_t *c)
+{
+    if (c->seg != NULL)
+        munmap(c->seg, c->l.seg_bytes);
+    if (c->doorbell >= 0)
+        close(c->doorbell);
+    uds_conn_close(&c->conn);
+    free(c->slots);
+    free(c->alloc.v);
+    free(c);
+}
+
+static HcclResult client_open(hc_client_t **c_p)
+{
+    const char *path = getenv("HCCLD_SOCKET");
+    hc_client_t *c = calloc(1, sizeof(*c));
+    uint64_t spin_us, exec_s;
+    HcclResult rc;
+    int fd;
+
+    if (c == NULL)
+        return HCCL_E_MEMORY;
+    if (path == NULL || *path == '\0')
+        path = DEFAULT_SOCKET;
+    c->pid = getpid();
+    c->doorbell = -1;
+    pthread_mutex_init(&c->ctl_lock, NULL);
+    pthread_cond_init(&c->ctl_cv, NULL);
+    pthread_mutex_init(&c->sq_lock, NULL);
+    pthread_mutex_init(&c->cq_lock, NULL);
+    uds_conn_init(&c->conn, -1);
+    if (env_u64("HCCLD_SPIN_US", 50, 0, 1000000, &spin_us) != 0 ||
+        env_u64("HCCL_EXEC_TIMEOUT", 1836, 1, 86400 * 7, &exec_s) != 0) {
+        free(c);
+        return HCCL_E_PARA;
+    }
+    c->spin_ns = spin_us * 1000;
+    c->exec_timeout_ns = exec_s * 1000000000ull;
+    fd = uds_connect(path);
+    if (fd < 0) {
+        ERR("IPC", "cannot reach hccld at %s: %s (is the daemon running? set HCCLD_SOCKET)",
+            path, strerror(-fd));
+        client_free(c);
+        return HCCL_E_UNAVAIL;
+    }
+    c->conn.fd = fd;
+    rc = hello(c);
+    if (rc == HCCL_SUCCESS && (hc_slots_init(c) != 0 || hc_arena_init(&c->alloc,
+                                                                     c->l.arena_bytes) != 0))
+        rc = HCCL_E_MEMORY;
+    if (rc != HCCL_SUCCESS) {
+        client_free(c);
+        return rc;
+    }
+    INFO("IPC", "connected to %s: arena %llu MiB", path,
+         (unsigned long long)(c->l.arena_bytes >> 20));
+    *c_p = c;
+    return HCCL_SUCCESS;
+}
+
+hc_client_t *hc_client_get(HcclResult *err_p)
+{
+    hc_client_t *c;
+    HcclResult rc = HCCL_SUCCESS;
+
+    pthread_mutex_lock(&client_lock);
+    c = client_cur;
+    /* A child after fork() must not share its parent's connection and rings. */
+    if (c != NULL && c->pid != getpid()) {
+        client_free(c);
+        c = client_cur = NULL;
+    }
+    if (c == NULL) {
+        log_setup();
+        rc = client_open(&c);
+        client_cur = rc == HCCL_SUCCESS ? c : NULL;
+    }
+    pthread_mutex_unlock(&client_lock);
+    if (c != NULL && c->dead) {
+        *err_p = HCCL_E_UNAVAIL;
+        return NULL;
+    }
+    *err_p = rc;
+    return c;
+}
+
+int hc_daemon_gone(hc_client_t *c)
+{
+    struct pollfd pfd = {.fd = c->conn.fd, .events = POLLRDHUP};
+
+    if (c->dead)
+        return 1;
+    if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLHUP | POLLRDHUP | POLLERR))) {
+        ERR("IPC", "the daemon closed the connection (did it stop or crash?)");
+        c->dead = 1;
+    }
+    return c->dead;
+}
+
+static Hccld__Msg *parked_take(hc_client_t *c, uint64_t id)
+{
+    for (unsigned i = 0; i < sizeof(c->parked) / sizeof(c->parked[0]); i++)
+        if (c->parked[i] != NULL && c->parked[i]->req_id == id) {
+            Hccld__Msg *m = c->parked[i];
+            c->parked[i] = NULL;
+            return m;
+        }
+    return NULL;
+}
+
+static void park(hc_client_t *c, Hccld__Msg *m)
+{
+    for (unsigned i = 0; i < sizeof(c->parked) / sizeof(c->parked[0]); i++)
+        if (c->parked[i] == NULL) {
+            c->parked[i] = m;
+            return;
+        }
+    WARN("IPC", "dropping an unexpected answer from the daemon (id %llu)",
+         (unsigned long long)m->req_id);
+    frame_msg_free(m);
+}
+
+/* Reads one message with ctl_lock released; returns 0, -ETIMEDOUT or another error. */
+static int read_one(hc_client_t *c, uint64_t id, Hccld__Msg **mine_p)
+{
+    Hccld__Msg *m = NULL;
+    int rc;
+
+    c->reader_active = 1;
+    pthread_mutex_unlock(&c->ctl_lock);
+    rc = uds_recv(&c->conn, &m, 100);
+    pthread_mutex_lock(&c->ctl_lock);
+    c->reader_active = 0;
+    if (rc == 0 && m->req_id == id)
+        *mine_p = m;
+    else if (rc == 0)
+        park(c, m);
+    pthread_cond_broadcast(&c->ctl_cv);
+    return rc;
+}
+
+HcclResult hc_ctl_call(hc_client_t *c, Hccld__Msg *req, Hccld__Msg **resp_p, int timeout_ms)
+{
+    uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000ull, id;
+    Hccld__Msg *m = NULL;
+    HcclResult rc = HCCL_SUCCESS;
+
+    pthread_mutex_lock(&c->ctl_lock);
+    id = req->req_id = ++c->next_req;
+    if (c->dead || uds_send(c->conn.fd, req, NULL, 0) != 0) {
+        c->dead = 1;
+        pthread_mutex_unlock(&c->ctl_lock);
+        ERR("IPC", "the daemon is gone (send failed)");
+        return HCCL_E_UNAVAIL;
+    }
+    while ((m = parked_take(c, id)) == NULL) {
+        if (c->dead) {
+            rc = HCCL_E_UNAVAIL;
+            break;
+        }
+        if (now_ns() > deadline) {
+            rc = HCCL_E_TIMEOUT;
+            break;
+        }
+        if (c->reader_active) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 100000000;
+            if (ts.tv_nsec >= 1000000000) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000;
+            }
+            pthread_cond_timedwait(&c->ctl_cv, &c->ctl_lock, &ts);
+            continue;
+        }
+        int r = read_one(c, id, &m);
+        if (m != NULL)
+            break;
+        if (r != 0 && r != -ETIMEDOUT) {
+            ERR("IPC", "lost the daemon connection: %s", strerror(-r));
+            c->dead = 1;
+        }
+    }
+    pthread_mutex_unlock(&c->ctl_lock);
+    *resp_p = m;
+    return m != NULL ? HCCL_SUCCESS : rc;
+}

@@ -1,0 +1,149 @@
+/*
+ * hcclD public API: Huawei HCCL's collective communication interface, served by the node's
+ * hccld daemon. Names, types and numeric enum values follow HCCL so that HCCL code ports with
+ * little change. Where HCCL takes an aclrtStream, hcclD takes an HcclStream (see below).
+ *
+ * Threading: a communicator may be used by one thread at a time (as in HCCL and NCCL);
+ * different communicators and streams may be used from different threads concurrently.
+ */
+#ifndef HCCL_HCCL_H
+#define HCCL_HCCL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HCCL_API __attribute__((visibility("default")))
+
+typedef enum {
+    HCCL_SUCCESS = 0,
+    HCCL_E_PARA = 1,                /* bad argument */
+    HCCL_E_PTR = 2,                 /* null pointer or handle */
+    HCCL_E_MEMORY = 3,              /* out of (shared) memory */
+    HCCL_E_INTERNAL = 4,
+    HCCL_E_NOT_SUPPORT = 5,
+    HCCL_E_NOT_FOUND = 6,
+    HCCL_E_UNAVAIL = 7,             /* daemon not reachable */
+    HCCL_E_SYSCALL = 8,
+    HCCL_E_TIMEOUT = 9,
+    HCCL_E_OPEN_FILE_FAILURE = 10,
+    HCCL_E_TCP_CONNECT = 11,
+    HCCL_E_ROCE_CONNECT = 12,
+    HCCL_E_TCP_TRANSFER = 13,
+    HCCL_E_ROCE_TRANSFER = 14,
+    HCCL_E_RUNTIME = 15,
+    HCCL_E_DRV = 16,
+    HCCL_E_PROFILING = 17,
+    HCCL_E_CCE = 18,
+    HCCL_E_NETWORK = 19,
+    HCCL_E_AGAIN = 20,              /* not done yet (HcclStreamQuery) */
+    HCCL_E_REMOTE = 21,             /* a peer rank or daemon failed */
+    HCCL_E_SUSPENDING = 22,
+    HCCL_E_OPRETRY_FAIL = 23,
+    HCCL_E_OOM = 24,
+    HCCL_E_RESERVED
+} HcclResult;
+
+typedef enum {
+    HCCL_DATA_TYPE_INT8 = 0,
+    HCCL_DATA_TYPE_INT16 = 1,
+    HCCL_DATA_TYPE_INT32 = 2,
+    HCCL_DATA_TYPE_FP16 = 3,
+    HCCL_DATA_TYPE_FP32 = 4,
+    HCCL_DATA_TYPE_INT64 = 5,
+    HCCL_DATA_TYPE_UINT64 = 6,
+    HCCL_DATA_TYPE_UINT8 = 7,
+    HCCL_DATA_TYPE_UINT16 = 8,
+    HCCL_DATA_TYPE_UINT32 = 9,
+    HCCL_DATA_TYPE_FP64 = 10,
+    HCCL_DATA_TYPE_BFP16 = 11,
+    HCCL_DATA_TYPE_RESERVED
+} HcclDataType;
+
+typedef enum {
+    HCCL_REDUCE_SUM = 0,
+    HCCL_REDUCE_PROD = 1,
+    HCCL_REDUCE_MAX = 2,
+    HCCL_REDUCE_MIN = 3,
+    HCCL_REDUCE_RESERVED
+} HcclReduceOp;
+
+typedef void *HcclComm;
+
+#define HCCL_ROOT_INFO_BYTES 4108
+typedef struct HcclRootInfoDef {
+    char internal[HCCL_ROOT_INFO_BYTES];
+} HcclRootInfo;
+
+/*
+ * A stream orders asynchronous operations. NULL means "synchronous": the call returns when the
+ * operation is complete on this rank. With a stream from HcclStreamCreate the call returns at
+ * once; operations on one stream complete in issue order.
+ */
+typedef struct HcclStreamDef *HcclStream;
+
+/* Asks the local daemon for a new job: root daemon address, job id and a random job key. */
+HCCL_API HcclResult HcclGetRootInfo(HcclRootInfo *rootInfo);
+/* Joins rank `rank` of `nRanks` to the job named by rootInfo; blocks until all ranks joined or
+ * HCCL_CONNECT_TIMEOUT seconds passed (HCCL_E_TIMEOUT). */
+HCCL_API HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *rootInfo,
+                                         uint32_t rank, HcclComm *comm);
+/* As HcclCommInitRootInfo, with HCCL_ROOT_INFO (hex), HCCL_RANK and HCCL_WORLD_SIZE from the
+ * environment (set by hccl-run). */
+HCCL_API HcclResult HcclCommInitFromEnv(HcclComm *comm);
+HCCL_API HcclResult HcclCommDestroy(HcclComm comm);
+HCCL_API HcclResult HcclGetRankSize(HcclComm comm, uint32_t *rankSize);
+HCCL_API HcclResult HcclGetRankId(HcclComm comm, uint32_t *rank);
+/* The first error an asynchronous operation on comm met, or HCCL_SUCCESS. */
+HCCL_API HcclResult HcclGetCommAsyncError(HcclComm comm, HcclResult *asyncError);
+HCCL_API const char *HcclGetErrorString(HcclResult code);
+
+HCCL_API HcclResult HcclAllReduce(void *sendBuf, void *recvBuf, uint64_t count,
+                                  HcclDataType dataType, HcclReduceOp op, HcclComm comm,
+                                  HcclStream stream);
+HCCL_API HcclResult HcclBroadcast(void *buf, uint64_t count, HcclDataType dataType,
+                                  uint32_t root, HcclComm comm, HcclStream stream);
+HCCL_API HcclResult HcclAllGather(void *sendBuf, void *recvBuf, uint64_t sendCount,
+                                  HcclDataType dataType, HcclComm comm, HcclStream stream);
+HCCL_API HcclResult HcclReduceScatter(void *sendBuf, void *recvBuf, uint64_t recvCount,
+                                      HcclDataType dataType, HcclReduceOp op, HcclComm comm,
+                                      HcclStream stream);
+HCCL_API HcclResult HcclAlltoAll(const void *sendBuf, uint64_t sendCount,
+                                 HcclDataType sendType, void *recvBuf, uint64_t recvCount,
+                                 HcclDataType recvType, HcclComm comm, HcclStream stream);
+HCCL_API HcclResult HcclAlltoAllV(const void *sendBuf, const uint64_t *sendCounts,
+                                  const uint64_t *sdispls, HcclDataType sendType, void *recvBuf,
+                                  const uint64_t *recvCounts, const uint64_t *rdispls,
+                                  HcclDataType recvType, HcclComm comm, HcclStream stream);
+HCCL_API HcclResult HcclReduce(void *sendBuf, void *recvBuf, uint64_t count,
+                               HcclDataType dataType, HcclReduceOp op, uint32_t root,
+                               HcclComm comm, HcclStream stream);
+HCCL_API HcclResult HcclScatter(void *sendBuf, void *recvBuf, uint64_t recvCount,
+                                HcclDataType dataType, uint32_t root, HcclComm comm,
+                                HcclStream stream);
+HCCL_API HcclResult HcclBarrier(HcclComm comm, HcclStream stream);
+HCCL_API HcclResult HcclSend(void *sendBuf, uint64_t count, HcclDataType dataType,
+                             uint32_t destRank, HcclComm comm, HcclStream stream);
+HCCL_API HcclResult HcclRecv(void *recvBuf, uint64_t count, HcclDataType dataType,
+                             uint32_t srcRank, HcclComm comm, HcclStream stream);
+
+HCCL_API HcclResult HcclStreamCreate(HcclStream *stream);
+/* Waits until every operation issued on stream is complete; returns the first error. */
+HCCL_API HcclResult HcclStreamSynchronize(HcclStream stream);
+/* HCCL_SUCCESS when all issued operations are complete, HCCL_E_AGAIN otherwise. */
+HCCL_API HcclResult HcclStreamQuery(HcclStream stream);
+HCCL_API HcclResult HcclStreamDestroy(HcclStream stream);
+
+/* A buffer in the arena this process shares with its daemon: collectives on it skip the
+ * staging copy. */
+HCCL_API HcclResult HcclMemAlloc(void **ptr, size_t size);
+HCCL_API HcclResult HcclMemFree(void *ptr);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HCCL_HCCL_H */

@@ -1,0 +1,148 @@
+#include "stream.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+struct HcclStreamDef {
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    hc_call_t *head, *tail;
+    int running;       /* a call is executing */
+    int stop;
+    HcclResult err;    /* first error since the last synchronize */
+    pthread_t thread;
+};
+
+static HcclResult call_exec(hc_call_t *call)
+{
+    hc_comm_t *c = call->comm;
+    uint32_t n = c->nranks;
+
+    if (!call->alltoallv)
+        return hc_ops_run(c, &call->op, 1);
+    HcclResult rc = hc_alltoallv_run(c, call->op.send, call->counts, call->counts + n,
+                                     call->op.recv, call->counts + 2 * n, call->counts + 3 * n,
+                                     call->op.dtype);
+    if (rc != HCCL_SUCCESS)
+        hc_comm_set_error(c, rc);
+    return rc;
+}
+
+static void *stream_main(void *arg)
+{
+    HcclStream s = arg;
+
+    pthread_mutex_lock(&s->lock);
+    for (;;) {
+        while (s->head == NULL && !s->stop)
+            pthread_cond_wait(&s->cv, &s->lock);
+        if (s->head == NULL)
+            break;
+        hc_call_t *call = s->head;
+        s->running = 1;
+        pthread_mutex_unlock(&s->lock);
+        HcclResult rc = call_exec(call);
+        pthread_mutex_lock(&s->lock);
+        s->head = call->next;
+        if (s->head == NULL)
+            s->tail = NULL;
+        s->running = 0;
+        if (s->err == HCCL_SUCCESS)
+            s->err = rc;
+        free(call->counts);
+        free(call);
+        pthread_cond_broadcast(&s->cv);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+HcclResult hc_dispatch(hc_call_t *call, HcclStream s)
+{
+    hc_call_t *copy;
+
+    if (s == NULL) {
+        HcclResult rc = call_exec(call);
+        free(call->counts);
+        return rc;
+    }
+    if ((copy = malloc(sizeof(*copy))) == NULL) {
+        free(call->counts);
+        return HCCL_E_MEMORY;
+    }
+    *copy = *call;
+    copy->next = NULL;
+    pthread_mutex_lock(&s->lock);
+    if (s->tail != NULL)
+        s->tail->next = copy;
+    else
+        s->head = copy;
+    s->tail = copy;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->lock);
+    return HCCL_SUCCESS;
+}
+
+HcclResult HcclStreamCreate(HcclStream *stream)
+{
+    HcclStream s;
+
+    if (stream == NULL)
+        return HCCL_E_PTR;
+    if ((s = calloc(1, sizeof(*s))) == NULL)
+        return HCCL_E_MEMORY;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    if (pthread_create(&s->thread, NULL, stream_main, s) != 0) {
+        ERR("INIT", "pthread_create() for a stream failed");
+        free(s);
+        return HCCL_E_SYSCALL;
+    }
+    *stream = s;
+    return HCCL_SUCCESS;
+}
+
+HcclResult HcclStreamSynchronize(HcclStream s)
+{
+    HcclResult rc;
+
+    if (s == NULL)
+        return HCCL_E_PTR;
+    pthread_mutex_lock(&s->lock);
+    while (s->head != NULL)
+        pthread_cond_wait(&s->cv, &s->lock);
+    rc = s->err;
+    s->err = HCCL_SUCCESS;
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+HcclResult HcclStreamQuery(HcclStream s)
+{
+    HcclResult rc;
+
+    if (s == NULL)
+        return HCCL_E_PTR;
+    pthread_mutex_lock(&s->lock);
+    rc = s->head != NULL ? HCCL_E_AGAIN : s->err;
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+HcclResult HcclStreamDestroy(HcclStream s)
+{
+    if (s == NULL)
+        return HCCL_E_PTR;
+    /* Like a device stream, destruction lets queued work finish first. */
+    pthread_mutex_lock(&s->lock);
+    s->stop = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->lock);
+    pthread_join(s->thread, NULL);
+    pthread_mutex_destroy(&s->lock);
+    pthread_cond_destroy(&s->cv);
+    free(s);
+    return HCCL_SUCCESS;
+}

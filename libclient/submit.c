@@ -1,0 +1,168 @@
+/*
+ * Posting descriptors and waiting for their completions. Each descriptor in flight owns a slot;
+ * its tag is (generation << 32 | slot). Any waiting thread drains the completion ring and marks
+ * slots done. Waiting spins for HCCLD_SPIN_US, then sleeps on a futex on the ring's tail, with
+ * a bounded timeout so that a dead daemon or HCCL_EXEC_TIMEOUT is noticed.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "futex.h"
+#include "log.h"
+
+#define SLEEP_SLICE_NS 100000000ll /* wake at least this often to check the daemon */
+
+int hc_slots_init(hc_client_t *c)
+{
+    c->nslots = c->l.sq_entries;
+    c->slots = calloc(c->nslots, sizeof(*c->slots));
+    return c->slots == NULL ? -ENOMEM : 0;
+}
+
+/* Takes every completion available; the caller holds cq_lock. */
+static void drain_locked(hc_client_t *c)
+{
+    cqe_t e;
+    int rc;
+
+    while ((rc = ring_pop(&c->cq, &e)) == 0) {
+        uint32_t i = (uint32_t)e.tag;
+        if (i >= c->nslots || c->slots[i].gen != (uint32_t)(e.tag >> 32) || !c->slots[i].busy)
+            continue;
+        if (c->slots[i].abandoned) {
+            c->slots[i].busy = 0;
+            continue;
+        }
+        c->slots[i].status = e.status;
+        __atomic_store_n(&c->slots[i].done, 1, __ATOMIC_RELEASE);
+    }
+    if (rc == -EPROTO && !c->dead) {
+        ERR("IPC", "the completion ring is corrupt");
+        c->dead = 1;
+    }
+}
+
+/* Sleeps until the completion ring moves, at most one slice. */
+static void sleep_on_cq(hc_client_t *c)
+{
+    uint32_t tail = __atomic_load_n(&c->cq.hdr->tail, __ATOMIC_ACQUIRE);
+
+    __atomic_store_n(&c->cq.hdr->waiting, 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (tail != c->cq.mine)
+        return; /* something arrived already */
+    futex_wait(&c->cq.hdr->tail, tail, SLEEP_SLICE_NS);
+}
+
+/* Waits until pred(c, arg) holds. Returns 0, -ETIMEDOUT or -EPIPE (daemon gone). */
+static int wait_until(hc_client_t *c, int (*pred)(hc_client_t *, uint32_t), uint32_t arg)
+{
+    uint64_t start = now_ns(), spin_until = start + c->spin_ns;
+
+    for (;;) {
+        if (pred(c, arg))
+            return 0;
+        if (pthread_mutex_trylock(&c->cq_lock) == 0) {
+            drain_locked(c);
+            pthread_mutex_unlock(&c->cq_lock);
+            if (pred(c, arg))
+                return 0;
+        }
+        uint64_t now = now_ns();
+        if (now < spin_until) {
+            cpu_relax();
+            continue;
+        }
+        if (hc_daemon_gone(c))
+            return -EPIPE;
+        if (now - start > c->exec_timeout_ns)
+            return -ETIMEDOUT;
+        sleep_on_cq(c);
+    }
+}
+
+static int slot_free_exists(hc_client_t *c, uint32_t unused)
+{
+    for (uint32_t i = 0; i < c->nslots; i++)
+        if (!c->slots[i].busy)
+            return 1;
+    return 0;
+}
+
+static int slot_done(hc_client_t *c, uint32_t i)
+{
+    return __atomic_load_n(&c->slots[i].done, __ATOMIC_ACQUIRE);
+}
+
+static int slot_take(hc_client_t *c, uint32_t *slot_p)
+{
+    int rc = -EAGAIN;
+
+    pthread_mutex_lock(&c->cq_lock);
+    for (uint32_t i = 0; i < c->nslots; i++) {
+        if (c->slots[i].busy)
+            continue;
+        c->slots[i] = (hc_slot_t){.gen = c->slots[i].gen + 1, .busy = 1};
+        *slot_p = i;
+        rc = 0;
+        break;
+    }
+    pthread_mutex_unlock(&c->cq_lock);
+    return rc;
+}
+
+static void doorbell_ring(hc_client_t *c)
+{
+    uint64_t one = 1;
+
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&c->hdr->daemon_sleeping, __ATOMIC_RELAXED) &&
+        write(c->doorbell, &one, sizeof(one)) < 0 && errno != EAGAIN)
+        WARN("IPC", "write() on the daemon's doorbell failed");
+}
+
+HcclResult hc_submit(hc_client_t *c, desc_t *d, uint32_t *slot_p)
+{
+    uint32_t slot;
+    int rc;
+
+    while (slot_take(c, &slot) != 0)
+        if (wait_until(c, slot_free_exists, 0) != 0)
+            return c->dead ? HCCL_E_UNAVAIL : HCCL_E_TIMEOUT;
+    d->tag = (uint64_t)c->slots[slot].gen << 32 | slot;
+    pthread_mutex_lock(&c->sq_lock);
+    /* The ring has as many entries as there are slots, so it cannot be full here. */
+    rc = ring_push(&c->sq, d);
+    pthread_mutex_unlock(&c->sq_lock);
+    if (rc != 0) {
+        ERR("IPC", "the submission ring is corrupt");
+        c->dead = 1;
+        return HCCL_E_INTERNAL;
+    }
+    doorbell_ring(c);
+    *slot_p = slot;
+    return HCCL_SUCCESS;
+}
+
+HcclResult hc_wait(hc_client_t *c, uint32_t slot)
+{
+    int rc = wait_until(c, slot_done, slot);
+    HcclResult st;
+
+    pthread_mutex_lock(&c->cq_lock);
+    if (rc == 0) {
+        st = (HcclResult)c->slots[slot].status;
+        c->slots[slot].busy = 0;
+    } else {
+        /* The daemon may still complete it later; the slot is reclaimed then. */
+        c->slots[slot].abandoned = 1;
+        st = rc == -ETIMEDOUT ? HCCL_E_TIMEOUT : HCCL_E_REMOTE;
+        if (rc == -ETIMEDOUT)
+            ERR("COLL", "an operation did not complete within HCCL_EXEC_TIMEOUT");
+    }
+    pthread_mutex_unlock(&c->cq_lock);
+    return st;
+}

@@ -1,0 +1,27 @@
+#!/bin/sh
+# Installs every Debian package hcclD needs to build, test, demo and benchmark.
+# Safe to run again: apt-get skips what is already installed.
+set -eu
+
+PKGS="build-essential gcc clang pkg-config make git
+libuv1-dev libprotobuf-c-dev protobuf-c-compiler libhwloc-dev check
+libibverbs-dev librdmacm-dev libsystemd-dev libjansson-dev libinih-dev
+iproute2 procps"
+
+# Benchmarks compare against both MPIs; only `make bench` needs them.
+if [ "${HCCLD_DEPS_BENCH:-0}" = 1 ]; then
+    PKGS="$PKGS openmpi-bin libopenmpi-dev mpich libmpich-dev"
+fi
+
+if [ "$(id -u)" != 0 ]; then
+    echo "install-deps: run as root (or install: $PKGS)" >&2
+    exit 1
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+# shellcheck disable=SC2086
+if ! apt-get install -y --no-install-recommends $PKGS; then
+    apt-get update
+    # shellcheck disable=SC2086
+    apt-get install -y --no-install-recommends $PKGS
+fi

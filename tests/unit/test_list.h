@@ -1,0 +1,20 @@
+/* Every unit suite, one per module (tests/unit/test_<module>.c defines <module>_suite()). */
+#ifndef HCCLD_TEST_LIST_H
+#define HCCLD_TEST_LIST_H
+
+#include <check.h>
+
+#define UNIT_SUITES(X) \
+    X(half)            \
+    X(reduce)          \
+    X(ring)            \
+    X(frame)           \
+    X(desc)            \
+    X(l0)              \
+    X(env)
+
+#define X(name) Suite *name##_suite(void);
+UNIT_SUITES(X)
+#undef X
+
+#endif

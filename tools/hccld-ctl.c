@@ -1,0 +1,116 @@
+/* hccld-ctl: asks a running hccld over its admin socket. Exit 0 ok, 1 failed, 2 usage. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "uds.h"
+
+#define DEFAULT_ADMIN "/run/hccld/hccld-admin.sock"
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: hccld-ctl [--admin-socket PATH] status [--json]\n");
+}
+
+static void print_json(const Hccld__StatusResp *r)
+{
+    printf("{\"version\":\"%s\",\"uptime_ms\":%llu,\"socket\":\"%s\",\"workers\":%u,"
+           "\"simd\":\"%s\",\"ops_in_flight\":%llu,\"ops_done\":%llu,\"clients\":[",
+           r->version, (unsigned long long)r->uptime_ms, r->socket, r->workers, r->simd,
+           (unsigned long long)r->ops_in_flight, (unsigned long long)r->ops_done);
+    for (size_t i = 0; i < r->n_clients; i++) {
+        const Hccld__ClientStatus *c = r->clients[i];
+        printf("%s{\"id\":%llu,\"pid\":%u,\"uid\":%u,\"job\":\"%s\",\"submitted\":%llu,"
+               "\"completed\":%llu}",
+               i ? "," : "", (unsigned long long)c->client_id, c->pid, c->uid, c->job_name,
+               (unsigned long long)c->ops_submitted, (unsigned long long)c->ops_completed);
+    }
+    printf("],\"comms\":[");
+    for (size_t i = 0; i < r->n_comms; i++) {
+        const Hccld__CommStatus *c = r->comms[i];
+        printf("%s{\"id\":%u,\"job\":\"%s\",\"nranks\":%u,\"joined\":%u,\"ops_done\":%llu,"
+               "\"ops_in_flight\":%u}",
+               i ? "," : "", c->comm_id, c->job_id, c->nranks, c->joined,
+               (unsigned long long)c->ops_done, c->ops_in_flight);
+    }
+    printf("]}\n");
+}
+
+static void print_text(const Hccld__StatusResp *r)
+{
+    printf("hccld %s, up %llu s, socket %s, %u workers, simd %s\n", r->version,
+           (unsigned long long)(r->uptime_ms / 1000), r->socket, r->workers, r->simd);
+    printf("ops: %llu done, %llu in flight\n", (unsigned long long)r->ops_done,
+           (unsigned long long)r->ops_in_flight);
+    printf("clients: %zu\n", r->n_clients);
+    for (size_t i = 0; i < r->n_clients; i++) {
+        const Hccld__ClientStatus *c = r->clients[i];
+        printf("  #%llu pid %u uid %u job '%s' submitted %llu completed %llu\n",
+               (unsigned long long)c->client_id, c->pid, c->uid, c->job_name,
+               (unsigned long long)c->ops_submitted, (unsigned long long)c->ops_completed);
+    }
+    printf("communicators: %zu\n", r->n_comms);
+    for (size_t i = 0; i < r->n_comms; i++) {
+        const Hccld__CommStatus *c = r->comms[i];
+        printf("  comm %u job %s: %u/%u ranks, %llu ops done, %u queued\n", c->comm_id,
+               c->job_id, c->joined, c->nranks, (unsigned long long)c->ops_done,
+               c->ops_in_flight);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option lo[] = {{"admin-socket", required_argument, 0, 'a'},
+                                       {"json", no_argument, 0, 'j'},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
+    const char *path = getenv("HCCLD_ADMIN_SOCKET");
+    Hccld__Msg m = HCCLD__MSG__INIT, *resp = NULL;
+    Hccld__StatusReq req = HCCLD__STATUS_REQ__INIT;
+    uds_conn_t conn;
+    int c, json = 0, fd;
+
+    if (path == NULL)
+        path = DEFAULT_ADMIN;
+    while ((c = getopt_long(argc, argv, "a:jh", lo, NULL)) != -1) {
+        switch (c) {
+        case 'a': path = optarg; break;
+        case 'j': json = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind >= argc || strcmp(argv[optind], "status") != 0) {
+        usage(stderr);
+        return 2;
+    }
+    for (int i = optind + 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") != 0) {
+            usage(stderr);
+            return 2;
+        }
+        json = 1;
+    }
+    if ((fd = uds_connect(path)) < 0) {
+        fprintf(stderr, "hccld-ctl: cannot connect to %s: %s\n", path, strerror(-fd));
+        return 1;
+    }
+    uds_conn_init(&conn, fd);
+    m.body_case = HCCLD__MSG__BODY_STATUS_REQ;
+    m.status_req = &req;
+    m.req_id = 1;
+    if (uds_send(fd, &m, NULL, 0) != 0 || uds_recv(&conn, &resp, 5000) != 0 ||
+        resp->body_case != HCCLD__MSG__BODY_STATUS_RESP) {
+        fprintf(stderr, "hccld-ctl: no status from the daemon\n");
+        uds_conn_close(&conn);
+        return 1;
+    }
+    if (json)
+        print_json(resp->status_resp);
+    else
+        print_text(resp->status_resp);
+    frame_msg_free(resp);
+    uds_conn_close(&conn);
+    return 0;
+}
