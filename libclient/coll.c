@@ -151,27 +151,21 @@ static HcclResult retire(hc_comm_t *comm, inflight_t *f)
     return rc;
 }
 
-/* Posts the pieces of all ops round-robin, HC_PIPELINE per op in flight, in order. */
+/* Posts the pieces of all ops round-robin, at most HC_PIPELINE per op in flight (each owns one
+ * staging slot), and retires them in posting order. */
 static HcclResult pipeline(hc_comm_t *comm, op_plan_t *plans, unsigned nops)
 {
     inflight_t q[HC_PIPELINE * HC_MAX_OPS];
-    unsigned head = 0, n = 0, cap = HC_PIPELINE * nops, stage_next[HC_MAX_OPS] = {0};
+    unsigned head = 0, n = 0, cap = HC_PIPELINE * nops;
+    unsigned busy[HC_MAX_OPS] = {0}, stage_next[HC_MAX_OPS] = {0};
     HcclResult first_err = HCCL_SUCCESS, rc;
-    int more = 1;
 
-    while (more || n > 0) {
-        more = 0;
+    for (;;) {
+        int posted = 0;
         for (unsigned i = 0; i < nops; i++) {
             op_plan_t *p = &plans[i];
-            if (p->next >= p->npieces)
+            if (p->next >= p->npieces || busy[i] == HC_PIPELINE)
                 continue;
-            more = 1;
-            if (n == cap) {
-                rc = retire(comm, &q[head]);
-                first_err = first_err ? first_err : rc;
-                head = (head + 1) % cap;
-                n--;
-            }
             inflight_t *f = &q[(head + n) % cap];
             desc_t d;
             f->p = p;
@@ -181,14 +175,19 @@ static HcclResult pipeline(hc_comm_t *comm, op_plan_t *plans, unsigned nops)
             rc = hc_submit(comm->c, &d, &f->slot);
             if (rc != HCCL_SUCCESS)
                 return rc;
+            busy[i]++;
             n++;
+            posted = 1;
         }
-        if (!more && n > 0) {
-            rc = retire(comm, &q[head]);
-            first_err = first_err ? first_err : rc;
-            head = (head + 1) % cap;
-            n--;
-        }
+        if (posted)
+            continue;
+        if (n == 0)
+            break;
+        rc = retire(comm, &q[head]);
+        first_err = first_err ? first_err : rc;
+        busy[q[head].p - plans]--;
+        head = (head + 1) % cap;
+        n--;
     }
     return first_err;
 }

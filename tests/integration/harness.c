@@ -1,0 +1,152 @@
+#include "harness.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static char sock_path[256];
+static char admin_path[256];
+
+const char *harness_socket(void)
+{
+    return sock_path;
+}
+
+const char *harness_admin_socket(void)
+{
+    return admin_path;
+}
+
+static int can_connect(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0), ok;
+
+    strncpy(sa.sun_path, path, sizeof(sa.sun_path) - 1);
+    ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    close(fd);
+    return ok;
+}
+
+int harness_alive(pid_t pid)
+{
+    return waitpid(pid, NULL, WNOHANG) == 0;
+}
+
+pid_t harness_daemon_start(const char *extra_arg)
+{
+    const char *bin = getenv("HCCLD_BIN");
+    char dir[] = "/tmp/hccld-test-XXXXXX";
+    pid_t pid;
+
+    if (bin == NULL)
+        bin = "build/bin/hccld";
+    if (mkdtemp(dir) == NULL)
+        return -1;
+    snprintf(sock_path, sizeof(sock_path), "%s/hccld.sock", dir);
+    snprintf(admin_path, sizeof(admin_path), "%s/hccld-admin.sock", dir);
+    pid = fork();
+    if (pid == 0) {
+        const char *level = getenv("HCCLD_TEST_LOG_LEVEL");
+        execl(bin, bin, "--socket", sock_path, "--foreground", "--log-level",
+              level ? level : "error", extra_arg, (char *)NULL);
+        _exit(127);
+    }
+    /* Ready means accepting connections; bounded so that a broken daemon fails fast. */
+    for (int i = 0; i < 1000 && !can_connect(sock_path); i++) {
+        if (!harness_alive(pid))
+            return -1;
+        usleep(10000);
+    }
+    setenv("HCCLD_SOCKET", sock_path, 1);
+    return pid;
+}
+
+void harness_daemon_stop(pid_t pid)
+{
+    if (pid <= 0)
+        return;
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+}
+
+int harness_spawn_ranks(uint32_t n, rank_fn fn, void *arg, unsigned timeout_s, pid_t *pids)
+{
+    HcclRootInfo ri;
+    HcclResult rc = HcclGetRootInfo(&ri);
+
+    if (rc != HCCL_SUCCESS) {
+        fprintf(stderr, "HcclGetRootInfo: %s\n", HcclGetErrorString(rc));
+        return -1;
+    }
+    for (uint32_t r = 0; r < n; r++) {
+        pids[r] = fork();
+        if (pids[r] == 0) {
+            HcclComm comm;
+            alarm(timeout_s);
+            rc = HcclCommInitRootInfo(n, &ri, r, &comm);
+            if (rc != HCCL_SUCCESS) {
+                fprintf(stderr, "rank %u: init: %s\n", r, HcclGetErrorString(rc));
+                _exit(3);
+            }
+            int st = fn(comm, r, n, arg);
+            if (HcclCommDestroy(comm) != HCCL_SUCCESS)
+                st = st ? st : 4;
+            _exit(st);
+        }
+    }
+    return 0;
+}
+
+int harness_wait(pid_t *pids, uint32_t n, unsigned timeout_s)
+{
+    time_t deadline = time(NULL) + timeout_s + 5;
+    uint32_t left = n;
+    int failed = 0;
+
+    while (left > 0) {
+        for (uint32_t r = 0; r < n; r++) {
+            int st;
+            if (pids[r] <= 0 || waitpid(pids[r], &st, WNOHANG) != pids[r])
+                continue;
+            if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+                fprintf(stderr, "rank %u failed (%s %d)\n", r,
+                        WIFEXITED(st) ? "exit" : "signal",
+                        WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+                failed++;
+            }
+            pids[r] = 0;
+            left--;
+        }
+        if (left > 0 && time(NULL) > deadline) {
+            for (uint32_t r = 0; r < n; r++)
+                if (pids[r] > 0) {
+                    fprintf(stderr, "rank %u hung: killed\n", r);
+                    kill(pids[r], SIGKILL);
+                    waitpid(pids[r], NULL, 0);
+                    pids[r] = 0;
+                    failed++;
+                    left--;
+                }
+        }
+        if (left > 0)
+            usleep(2000);
+    }
+    return failed;
+}
+
+int harness_run_ranks(uint32_t n, rank_fn fn, void *arg, unsigned timeout_s)
+{
+    pid_t pids[256];
+
+    if (n > 256 || harness_spawn_ranks(n, fn, arg, timeout_s, pids) != 0)
+        return (int)n;
+    return harness_wait(pids, n, timeout_s);
+}

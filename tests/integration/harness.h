@@ -1,0 +1,32 @@
+/* Multi-process test harness: a private daemon, and ranks forked from the test. */
+#ifndef HCCLD_TESTS_HARNESS_H
+#define HCCLD_TESTS_HARNESS_H
+
+#include <check.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "hccl/hccl.h"
+
+typedef int (*rank_fn)(HcclComm comm, uint32_t rank, uint32_t n, void *arg);
+
+/* Starts build/bin/hccld (HCCLD_BIN) on a socket in a fresh temp dir and waits until it
+ * accepts connections; exports HCCLD_SOCKET. Returns the daemon's pid. */
+pid_t harness_daemon_start(const char *extra_arg);
+void harness_daemon_stop(pid_t pid);
+const char *harness_socket(void);
+const char *harness_admin_socket(void);
+/* Returns nonzero if pid is still running. */
+int harness_alive(pid_t pid);
+
+/* Forks n ranks of one job; each runs fn after HcclCommInitRootInfo and exits with its return
+ * value. Waits at most timeout_s; a rank that hangs is killed and counts as a failure.
+ * Returns the number of ranks that failed. */
+int harness_run_ranks(uint32_t n, rank_fn fn, void *arg, unsigned timeout_s);
+
+/* Like harness_run_ranks, without waiting: pids go to pids[n]. */
+int harness_spawn_ranks(uint32_t n, rank_fn fn, void *arg, unsigned timeout_s, pid_t *pids);
+/* Waits for the given children; returns how many failed. */
+int harness_wait(pid_t *pids, uint32_t n, unsigned timeout_s);
+
+#endif

@@ -1,0 +1,17 @@
+/* Every integration suite; main.c runs them against one private daemon. */
+#ifndef HCCLD_TESTS_SUITES_H
+#define HCCLD_TESTS_SUITES_H
+
+#include <check.h>
+
+#define INTEG_SUITES(X) \
+    X(colls)            \
+    X(p2p)              \
+    X(api)              \
+    X(hostile)
+
+#define X(name) Suite *name##_suite(void);
+INTEG_SUITES(X)
+#undef X
+
+#endif

@@ -1,0 +1,230 @@
+/* API behaviour: exact HcclResult for bad input, streams, several jobs, mismatched ranks. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "ref.h"
+#include "suites.h"
+
+#define FP32 HCCL_DATA_TYPE_FP32
+#define SUM HCCL_REDUCE_SUM
+
+static int bad_args(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+{
+    float a[4] = {1, 2, 3, 4}, b[4];
+    int fails = 0;
+#define EXPECT(call, want)                                                         \
+    do {                                                                           \
+        HcclResult got_ = (call);                                                  \
+        if (got_ != (want)) {                                                      \
+            fprintf(stderr, "%s: got %d, want %d\n", #call, got_, (int)(want));   \
+            fails++;                                                               \
+        }                                                                          \
+    } while (0)
+    EXPECT(HcclAllReduce(NULL, b, 4, FP32, SUM, comm, NULL), HCCL_E_PTR);
+    EXPECT(HcclAllReduce(a, NULL, 4, FP32, SUM, comm, NULL), HCCL_E_PTR);
+    EXPECT(HcclAllReduce(a, b, 4, FP32, SUM, NULL, NULL), HCCL_E_PTR);
+    EXPECT(HcclAllReduce(a, b, 4, (HcclDataType)12, SUM, comm, NULL), HCCL_E_PARA);
+    EXPECT(HcclAllReduce(a, b, 4, (HcclDataType)-1, SUM, comm, NULL), HCCL_E_PARA);
+    EXPECT(HcclAllReduce(a, b, 4, FP32, (HcclReduceOp)4, comm, NULL), HCCL_E_PARA);
+    EXPECT(HcclAllReduce(a, b, UINT64_MAX / 2, FP32, SUM, comm, NULL), HCCL_E_PARA);
+    EXPECT(HcclAllGather(a, b, UINT64_MAX / 8, HCCL_DATA_TYPE_INT64, comm, NULL), HCCL_E_PARA);
+    EXPECT(HcclBroadcast(a, 4, FP32, n, comm, NULL), HCCL_E_PARA);
+    EXPECT(HcclReduce(a, b, 4, FP32, SUM, n + 7, comm, NULL), HCCL_E_PARA);
+    EXPECT(HcclScatter(a, b, 1, FP32, n, comm, NULL), HCCL_E_PARA);
+    EXPECT(HcclSend(a, 4, FP32, n, comm, NULL), HCCL_E_PARA);
+    EXPECT(HcclRecv(b, 4, FP32, n, comm, NULL), HCCL_E_PARA);
+    EXPECT(HcclSend(NULL, 4, FP32, 0, comm, NULL), HCCL_E_PTR);
+    EXPECT(HcclAlltoAll(a, 1, FP32, b, 1, HCCL_DATA_TYPE_INT32, comm, NULL), HCCL_E_PARA);
+    EXPECT(HcclAlltoAllV(a, NULL, NULL, FP32, b, NULL, NULL, FP32, comm, NULL), HCCL_E_PTR);
+    EXPECT(HcclMemAlloc(NULL, 10), HCCL_E_PTR);
+    EXPECT(HcclMemFree(a), HCCL_E_PARA);
+    EXPECT(HcclGetRankSize(comm, NULL), HCCL_E_PTR);
+    EXPECT(HcclGetRankId(NULL, &r), HCCL_E_PTR);
+    /* count 0 is a successful no-op, even with no buffers */
+    EXPECT(HcclAllReduce(NULL, NULL, 0, FP32, SUM, comm, NULL), HCCL_SUCCESS);
+    EXPECT(HcclAllReduce(a, b, 4, FP32, SUM, comm, NULL), HCCL_SUCCESS);
+    for (int i = 0; i < 4; i++)
+        if (b[i] != a[i] * (float)n)
+            fails++;
+    HcclResult ae = HCCL_E_INTERNAL;
+    EXPECT(HcclGetCommAsyncError(comm, &ae), HCCL_SUCCESS);
+    EXPECT(ae, HCCL_SUCCESS);
+    return fails;
+}
+
+START_TEST(test_bad_args)
+{
+    ck_assert_int_eq(harness_run_ranks(2, bad_args, NULL, 60), 0);
+}
+END_TEST
+
+START_TEST(test_init_args)
+{
+    HcclRootInfo ri, junk;
+    HcclComm comm = NULL;
+
+    ck_assert_int_eq(HcclGetRootInfo(NULL), HCCL_E_PTR);
+    ck_assert_int_eq(HcclGetRootInfo(&ri), HCCL_SUCCESS);
+    ck_assert_int_eq(HcclCommInitRootInfo(2, NULL, 0, &comm), HCCL_E_PTR);
+    ck_assert_int_eq(HcclCommInitRootInfo(2, &ri, 0, NULL), HCCL_E_PTR);
+    ck_assert_int_eq(HcclCommInitRootInfo(0, &ri, 0, &comm), HCCL_E_PARA);
+    ck_assert_int_eq(HcclCommInitRootInfo(2, &ri, 2, &comm), HCCL_E_PARA);
+    memset(&junk, 0x5a, sizeof(junk));
+    ck_assert_int_eq(HcclCommInitRootInfo(1, &junk, 0, &comm), HCCL_E_PARA);
+    /* A forged key for a real job id is refused. */
+    junk = ri;
+    junk.internal[40] ^= 1;
+    junk.internal[41] ^= 1;
+    ck_assert_int_ne(HcclCommInitRootInfo(1, &junk, 0, &comm), HCCL_SUCCESS);
+    ck_assert_int_eq(HcclCommInitRootInfo(1, &ri, 0, &comm), HCCL_SUCCESS);
+    /* The root info is used up once its communicator formed. */
+    HcclComm again;
+    ck_assert_int_eq(HcclCommInitRootInfo(1, &ri, 0, &again), HCCL_E_NOT_FOUND);
+    ck_assert_int_eq(HcclCommDestroy(comm), HCCL_SUCCESS);
+    ck_assert_int_eq(HcclCommDestroy(NULL), HCCL_E_PTR);
+    ck_assert_str_eq(HcclGetErrorString(HCCL_E_TIMEOUT), "HCCL_E_TIMEOUT: timed out");
+}
+END_TEST
+
+START_TEST(test_no_daemon)
+{
+    HcclRootInfo ri;
+    HcclComm comm;
+
+    setenv("HCCLD_SOCKET", "/tmp/hccld-test-no-such-dir/hccld.sock", 1);
+    ck_assert_int_eq(HcclGetRootInfo(&ri), HCCL_E_UNAVAIL);
+    ck_assert_int_eq(HcclMemAlloc((void **)&comm, 16), HCCL_E_UNAVAIL);
+}
+END_TEST
+
+START_TEST(test_join_timeout)
+{
+    HcclRootInfo ri;
+    HcclComm comm;
+    time_t t0;
+
+    setenv("HCCL_CONNECT_TIMEOUT", "2", 1);
+    ck_assert_int_eq(HcclGetRootInfo(&ri), HCCL_SUCCESS);
+    t0 = time(NULL);
+    /* Rank 1 of 2 never comes. */
+    ck_assert_int_eq(HcclCommInitRootInfo(2, &ri, 0, &comm), HCCL_E_TIMEOUT);
+    ck_assert_int_le(time(NULL) - t0, 10);
+}
+END_TEST
+
+/* Chained operations on one stream: the second consumes the first's output. */
+static int chained(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+{
+    enum { CNT = 300000 };
+    float *a = malloc(CNT * 4), *b = malloc(CNT * 4), *c = malloc((size_t)CNT * 4 * n);
+    HcclStream st;
+    int bad = 0;
+
+    ref_fill(FP32, SUM, r, a, 0, CNT);
+    memset(c, 0, (size_t)CNT * 4 * n);
+    if (HcclStreamCreate(&st) != HCCL_SUCCESS)
+        return 1;
+    for (int rep = 0; rep < 3; rep++) {
+        if (HcclAllReduce(a, b, CNT, FP32, SUM, comm, st) != HCCL_SUCCESS ||
+            HcclAllGather(b, c, CNT, FP32, comm, st) != HCCL_SUCCESS)
+            return 2;
+        HcclResult q = HcclStreamQuery(st);
+        if (q != HCCL_SUCCESS && q != HCCL_E_AGAIN)
+            return 3;
+        if (HcclStreamSynchronize(st) != HCCL_SUCCESS || HcclStreamQuery(st) != HCCL_SUCCESS)
+            return 4;
+        for (uint32_t q2 = 0; q2 < n; q2++)
+            for (uint64_t i = 0; i < CNT; i++)
+                if (!ref_equal(FP32, c + (size_t)q2 * CNT, i, ref_reduced(FP32, SUM, n, i)))
+                    bad++;
+    }
+    HcclStreamDestroy(st);
+    free(a);
+    free(b);
+    free(c);
+    return bad ? 5 : 0;
+}
+
+START_TEST(test_stream_chain)
+{
+    for (uint32_t n = 1; n <= 3; n++)
+        ck_assert_int_eq(harness_run_ranks(n, chained, NULL, 120), 0);
+}
+END_TEST
+
+static int loop_allreduce(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+{
+    int iters = *(int *)arg;
+    enum { CNT = 100003 };
+    int32_t *a = malloc(CNT * 4), *b = malloc(CNT * 4);
+
+    for (int it = 0; it < iters; it++) {
+        for (int i = 0; i < CNT; i++)
+            a[i] = (int32_t)(r * 7 + i + it);
+        if (HcclAllReduce(a, b, CNT, HCCL_DATA_TYPE_INT32, SUM, comm, NULL) != HCCL_SUCCESS)
+            return 1;
+        for (int i = 0; i < CNT; i++)
+            if (b[i] != (int32_t)(7 * n * (n - 1) / 2 + n * (uint32_t)(i + it)))
+                return 2;
+    }
+    free(a);
+    free(b);
+    return 0;
+}
+
+START_TEST(test_two_jobs)
+{
+    pid_t a[3], b[2];
+    int iters = 50;
+
+    ck_assert_int_eq(harness_spawn_ranks(3, loop_allreduce, &iters, 120, a), 0);
+    ck_assert_int_eq(harness_spawn_ranks(2, loop_allreduce, &iters, 120, b), 0);
+    ck_assert_int_eq(harness_wait(a, 3, 120), 0);
+    ck_assert_int_eq(harness_wait(b, 2, 120), 0);
+}
+END_TEST
+
+/* Rank 0 calls AllReduce while rank 1 calls AllGather: both get HCCL_E_PARA, nobody hangs. */
+static int mismatch(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+{
+    float a[8] = {0}, b[16];
+    HcclResult rc, ae;
+
+    if (r == 0)
+        rc = HcclAllReduce(a, b, 8, FP32, SUM, comm, NULL);
+    else
+        rc = HcclAllGather(a, b, 8, FP32, comm, NULL);
+    if (rc != HCCL_E_PARA) {
+        fprintf(stderr, "rank %u: mismatch gave %d\n", r, rc);
+        return 1;
+    }
+    HcclGetCommAsyncError(comm, &ae);
+    return ae == HCCL_E_PARA ? 0 : 2;
+}
+
+START_TEST(test_mismatch)
+{
+    ck_assert_int_eq(harness_run_ranks(2, mismatch, NULL, 30), 0);
+}
+END_TEST
+
+Suite *api_suite(void)
+{
+    Suite *s = suite_create("api");
+    TCase *tc = tcase_create("api");
+
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_bad_args);
+    tcase_add_test(tc, test_init_args);
+    tcase_add_test(tc, test_no_daemon);
+    tcase_add_test(tc, test_join_timeout);
+    tcase_add_test(tc, test_stream_chain);
+    tcase_add_test(tc, test_two_jobs);
+    tcase_add_test(tc, test_mismatch);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,203 @@
+/*
+ * Every collective x data type x reduce op x count x placement x rank count, each result
+ * compared element by element with the reference. Buffers: malloc'd (staged) out of place and
+ * in place, and HcclMemAlloc'd (zero copy).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "desc_check.h"
+#include "dtype.h"
+#include "harness.h"
+#include "ref.h"
+#include "shm.h"
+#include "suites.h"
+
+enum mode { MODE_OOP, MODE_INPLACE, MODE_ZEROCOPY, MODE_COUNT };
+
+static const uint64_t counts[] = {0, 1, 3, 1000, 65537, 1048579};
+#define NCOUNTS (sizeof(counts) / sizeof(counts[0]))
+#define MAXCOUNT 1048579ull
+
+typedef struct bufs {
+    uint8_t *send, *recv;       /* malloc'd, nranks * MAXCOUNT * 8 bytes each */
+    uint8_t *zsend, *zrecv;     /* HcclMemAlloc'd, same size */
+} bufs_t;
+
+typedef struct ccase {
+    int kind, dt, op, mode;
+    uint32_t root;
+    uint64_t count;
+} ccase_t;
+
+static int report(const ccase_t *c, uint32_t r, const char *what, uint64_t bad, uint64_t first)
+{
+    fprintf(stderr, "rank %u: %s %s %s count %llu mode %d root %u: %s (%llu wrong, first at %llu)\n",
+            r, desc_kind_name((uint8_t)c->kind), dtype_name(c->dt), redop_name(c->op),
+            (unsigned long long)c->count, c->mode, c->root, what, (unsigned long long)bad,
+            (unsigned long long)first);
+    return 1;
+}
+
+/* Expected value at element i of this rank's output. */
+static int64_t expect(const ccase_t *c, uint32_t r, uint32_t n, uint64_t i)
+{
+    uint64_t cnt = c->count;
+
+    switch (c->kind) {
+    case DESC_ALLREDUCE: case DESC_REDUCE: return ref_reduced(c->dt, c->op, n, i);
+    case DESC_BROADCAST: return ref_val(c->dt, c->op, c->root, i);
+    case DESC_ALLGATHER: return ref_val(c->dt, c->op, (uint32_t)(i / cnt), i % cnt);
+    case DESC_REDUCE_SCATTER: return ref_reduced(c->dt, c->op, n, r * cnt + i);
+    case DESC_ALLTOALL: return ref_val(c->dt, c->op, (uint32_t)(i / cnt), r * cnt + i % cnt);
+    case DESC_SCATTER: return ref_val(c->dt, c->op, c->root, r * cnt + i);
+    default: return 0;
+    }
+}
+
+static uint64_t out_len(const ccase_t *c, uint32_t n)
+{
+    return c->kind == DESC_ALLGATHER || c->kind == DESC_ALLTOALL ? n * c->count : c->count;
+}
+
+static uint64_t in_len(const ccase_t *c, uint32_t n)
+{
+    int multi = c->kind == DESC_REDUCE_SCATTER || c->kind == DESC_ALLTOALL ||
+                c->kind == DESC_SCATTER;
+    return multi ? n * c->count : c->count;
+}
+
+static HcclResult call(const ccase_t *c, HcclComm comm, uint8_t *s, uint8_t *o)
+{
+    switch (c->kind) {
+    case DESC_ALLREDUCE: return HcclAllReduce(s, o, c->count, c->dt, c->op, comm, NULL);
+    case DESC_BROADCAST: return HcclBroadcast(o, c->count, c->dt, c->root, comm, NULL);
+    case DESC_ALLGATHER: return HcclAllGather(s, o, c->count, c->dt, comm, NULL);
+    case DESC_REDUCE_SCATTER:
+        return HcclReduceScatter(s, o, c->count, c->dt, c->op, comm, NULL);
+    case DESC_ALLTOALL: return HcclAlltoAll(s, c->count, c->dt, o, c->count, c->dt, comm, NULL);
+    case DESC_REDUCE: return HcclReduce(s, o, c->count, c->dt, c->op, c->root, comm, NULL);
+    case DESC_SCATTER: return HcclScatter(s, o, c->count, c->dt, c->root, comm, NULL);
+    default: return HCCL_E_NOT_SUPPORT;
+    }
+}
+
+/* Places input and output for the mode; in place as HCCL defines it per collective. */
+static void place(const ccase_t *c, const bufs_t *b, uint32_t r, uint8_t **s_p, uint8_t **o_p)
+{
+    size_t es = dtype_size(c->dt);
+    uint8_t *s = c->mode == MODE_ZEROCOPY ? b->zsend : b->send;
+    uint8_t *o = c->mode == MODE_ZEROCOPY ? b->zrecv : b->recv;
+
+    if (c->mode == MODE_INPLACE) {
+        if (c->kind == DESC_ALLGATHER)
+            s = o + r * c->count * es;
+        else if (c->kind == DESC_REDUCE_SCATTER)
+            o = s + r * c->count * es;
+        else
+            o = s;
+    }
+    *s_p = s;
+    *o_p = o;
+}
+
+static int run_case(HcclComm comm, uint32_t r, uint32_t n, const ccase_t *c, const bufs_t *b)
+{
+    size_t es = dtype_size(c->dt);
+    uint64_t bad = 0, first = 0, olen = out_len(c, n);
+    uint8_t *s, *o;
+    int is_out = c->kind != DESC_REDUCE || r == c->root;
+
+    place(c, b, r, &s, &o);
+    memset(o, 0xEE, olen * es);
+    if (c->kind == DESC_BROADCAST) {
+        if (r == c->root)
+            ref_fill(c->dt, c->op, r, o, 0, c->count);
+    } else if (c->kind != DESC_SCATTER || r == c->root) {
+        ref_fill(c->dt, c->op, r, s, 0, in_len(c, n));
+    }
+    HcclResult rc = call(c, comm, s, o);
+    if (rc != HCCL_SUCCESS)
+        return report(c, r, HcclGetErrorString(rc), 0, 0);
+    for (uint64_t i = 0; is_out && i < olen; i++)
+        if (!ref_equal(c->dt, o, i, expect(c, r, n, i)) && bad++ == 0)
+            first = i;
+    return bad ? report(c, r, "wrong result", bad, first) : 0;
+}
+
+static int is_reduction(int kind)
+{
+    return kind == DESC_ALLREDUCE || kind == DESC_REDUCE || kind == DESC_REDUCE_SCATTER;
+}
+
+static int all_cases(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+{
+    int kind = *(int *)arg, failed = 0;
+    size_t bytes = n * MAXCOUNT * 8;
+    bufs_t b = {malloc(bytes), malloc(bytes), NULL, NULL};
+
+    if (b.send == NULL || b.recv == NULL || HcclMemAlloc((void **)&b.zsend, bytes) != 0 ||
+        HcclMemAlloc((void **)&b.zrecv, bytes) != 0)
+        return 10;
+    for (int dt = 0; dt < HCCL_DATA_TYPE_RESERVED; dt++)
+        for (int op = 0; op < (is_reduction(kind) ? HCCL_REDUCE_RESERVED : 1); op++)
+            for (size_t k = 0; k < NCOUNTS; k++)
+                for (int mode = 0; mode < MODE_COUNT; mode++) {
+                    if (mode == MODE_INPLACE &&
+                        (kind == DESC_ALLTOALL || kind == DESC_SCATTER || kind == DESC_BROADCAST))
+                        continue;
+                    /* The root moves around so that every rank serves as one. */
+                    ccase_t c = {.kind = kind, .dt = dt, .op = op, .mode = mode,
+                                 .count = counts[k], .root = (uint32_t)(dt + k) % n};
+                    failed += run_case(comm, r, n, &c, &b);
+                    if (failed > 5)
+                        return 1;
+                }
+    HcclMemFree(b.zsend);
+    HcclMemFree(b.zrecv);
+    free(b.send);
+    free(b.recv);
+    return failed ? 1 : 0;
+}
+
+static void run_kind(int kind)
+{
+    for (uint32_t n = 1; n <= 4; n++) {
+        int failed = harness_run_ranks(n, all_cases, &kind, 240);
+        ck_assert_msg(failed == 0, "%s with %u ranks: %d ranks failed", desc_kind_name(kind), n,
+                      failed);
+    }
+}
+
+START_TEST(test_allreduce) { run_kind(DESC_ALLREDUCE); }
+END_TEST
+START_TEST(test_broadcast) { run_kind(DESC_BROADCAST); }
+END_TEST
+START_TEST(test_allgather) { run_kind(DESC_ALLGATHER); }
+END_TEST
+START_TEST(test_reducescatter) { run_kind(DESC_REDUCE_SCATTER); }
+END_TEST
+START_TEST(test_alltoall) { run_kind(DESC_ALLTOALL); }
+END_TEST
+START_TEST(test_reduce) { run_kind(DESC_REDUCE); }
+END_TEST
+START_TEST(test_scatter) { run_kind(DESC_SCATTER); }
+END_TEST
+
+Suite *colls_suite(void)
+{
+    Suite *s = suite_create("collectives");
+    TCase *tc = tcase_create("matrix");
+
+    tcase_set_timeout(tc, 1200);
+    tcase_add_test(tc, test_allreduce);
+    tcase_add_test(tc, test_broadcast);
+    tcase_add_test(tc, test_allgather);
+    tcase_add_test(tc, test_reducescatter);
+    tcase_add_test(tc, test_alltoall);
+    tcase_add_test(tc, test_reduce);
+    tcase_add_test(tc, test_scatter);
+    suite_add_tcase(s, tc);
+    return s;
+}
