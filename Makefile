@@ -2,10 +2,15 @@
 #   make [all] | test | demo | bench | install [PREFIX=/usr/local DESTDIR=] | clean
 #   make test SANITIZE=address,undefined
 
-BUILD    ?= build
-PREFIX   ?= /usr/local
-CC       ?= cc
 SANITIZE ?=
+comma    := ,
+# Instrumented builds live beside the plain one so that neither rebuilds the other.
+ifeq ($(SANITIZE),)
+BUILD    ?= build
+else
+BUILD    ?= build/sanitize-$(subst $(comma),-,$(SANITIZE))
+endif
+PREFIX   ?= /usr/local
 VERSION  := 0.1.0
 
 PKGS_CORE   := libuv libprotobuf-c hwloc libsystemd inih

@@ -1,0 +1,28 @@
+#!/bin/bash
+# Runs every test suite (Check unit tests, then multi-process integration tests against a
+# private daemon) and ends with one summary line: "tests: N passed, N failed".
+set -uo pipefail
+
+BUILD=${1:-build}
+LOG=$(mktemp -d)
+trap 'rm -rf "$LOG"' EXIT
+status=0
+
+run() {
+    local name=$1
+    shift
+    echo "=== $name"
+    "$@" 2>&1 | tee "$LOG/$name.out"
+    local rc=${PIPESTATUS[0]}
+    [ "$rc" -eq 0 ] || { echo "=== $name FAILED (exit $rc)"; status=1; }
+}
+
+run unit "$BUILD/tests/unit_tests"
+HCCLD_BIN="$BUILD/bin/hccld" run integration "$BUILD/tests/integration_tests"
+
+# Check prints "NN%: Checks: C, Failures: F, Errors: E" per runner; add them up.
+read -r checks bad < <(grep -hoE 'Checks: [0-9]+, Failures: [0-9]+, Errors: [0-9]+' "$LOG"/*.out |
+    awk -F'[:,] *' '{c += $2; b += $4 + $6} END {print c + 0, b + 0}')
+[ "${checks:-0}" -gt 0 ] || status=1
+echo "tests: $((checks - bad)) passed, $bad failed"
+exit $status
