@@ -17,6 +17,7 @@
 #include "reduce_impl.h"
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #define REDUCE_X86 1
 #endif
 
@@ -32,13 +33,20 @@ static int cpu_has_generic(void)
 }
 
 #ifdef REDUCE_X86
+/* CPUID leaf 1 directly: not every compiler's __builtin_cpu_supports knows "f16c". */
+static int cpu_has_f16c(void)
+{
+    unsigned eax, ebx, ecx, edx;
+
+    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+}
+
 /* What reduce_avx2.c is compiled for. __builtin_cpu_supports also checks that the OS saves the
  * YMM / ZMM registers (XGETBV), so a "yes" means the instructions really work. */
 static int cpu_has_avx2(void)
 {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
 }
 
 static int cpu_has_avx512(void)

@@ -215,7 +215,8 @@ DEFINE_FLOAT_OPS(f64, vf64, vs64)
  * writes dst's, which is what makes dst == srcs[k] safe. The 2-source case, the common one in
  * ring and tree algorithms, keeps both pointers in registers and does two vectors per
  * iteration. The last count % N elements go through zero-padded stack copies, so the tail is
- * computed by the very same vector code as the rest.
+ * computed by the very same vector code as the rest (out of line, to keep the main loop's
+ * frame small).
  */
 #define DEFINE_KERNEL(NAME, ST, VT, N, LD, SV, OP)                                            \
     static inline VT NAME##_step(const void *const *srcs, unsigned nsrc, size_t i)            \
@@ -225,8 +226,8 @@ DEFINE_FLOAT_OPS(f64, vf64, vs64)
             acc = OP(acc, LD((const ST *)srcs[k] + i));                                       \
         return acc;                                                                           \
     }                                                                                         \
-    static void NAME##_tail(ST *d, const void *const *srcs, unsigned nsrc, size_t i,          \
-                            size_t rem)                                                       \
+    static __attribute__((noinline)) void NAME##_tail(ST *d, const void *const *srcs,         \
+                                                      unsigned nsrc, size_t i, size_t rem)    \
     {                                                                                         \
         ST buf[N];                                                                            \
         VT acc;                                                                               \

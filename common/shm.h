@@ -1,6 +1,8 @@
 /*
- * The memory a client shares with its daemon: one memfd segment per client holding a header,
- * a submission ring (client -> daemon), a completion ring (daemon -> client) and the data arena.
+ * The memory a client shares with its daemon: a control memfd holding a header, a submission
+ * ring (client -> daemon) and a completion ring (daemon -> client), and a separate arena memfd
+ * for data. Only the arena is ever shown to the client's peers (ranks of the same tenant that
+ * share level-0 work); the rings stay between the client and the daemon.
  * The daemon treats everything in here as hostile: it keeps its own copy of the layout and of
  * its ring indices, copies a descriptor out before it validates it, and never trusts an offset.
  */
@@ -85,8 +87,7 @@ typedef struct shm_layout {
     uint32_t sq_entries;
     uint64_t cq_off;
     uint32_t cq_entries;
-    uint64_t arena_off;
-    uint64_t arena_bytes;
+    uint64_t arena_bytes; /* the arena memfd, mapped on its own */
 } shm_layout_t;
 
 /* Computes a layout for an arena of arena_bytes (rounded up to pages). */

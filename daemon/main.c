@@ -177,7 +177,8 @@ int main(int argc, char **argv)
         ERR("INIT", "fork() failed: %s", strerror(errno));
         return 1;
     }
-    reduce_select(NULL);
+    if (reduce_select(NULL) != 0)
+        WARN("INIT", "HCCLD_SIMD names an ISA this CPU lacks; using %s", reduce_isa());
     make_socket_dir(o.socket_path);
     loop = uv_default_loop();
     server_config_t cfg = {.socket_path = o.socket_path, .admin_path = o.admin_path,

@@ -39,10 +39,9 @@ static int welcome_apply(hc_client_t *c, const Hccld__Welcome *w)
 {
     shm_layout_t l = {.seg_bytes = w->seg_bytes, .sq_off = w->sq_off,
                       .sq_entries = w->sq_entries, .cq_off = w->cq_off,
-                      .cq_entries = w->cq_entries, .arena_off = w->arena_off,
-                      .arena_bytes = w->arena_bytes};
+                      .cq_entries = w->cq_entries, .arena_bytes = w->arena_bytes};
 
-    if (c->conn.nfds < 2)
+    if (c->conn.nfds < 3)
         return -EPROTO;
     c->seg = mmap(NULL, l.seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
                   c->conn.fds[0], 0);
@@ -52,12 +51,19 @@ static int welcome_apply(hc_client_t *c, const Hccld__Welcome *w)
             (unsigned long long)l.seg_bytes, strerror(errno));
         return -errno;
     }
+    c->arena = mmap(NULL, l.arena_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, c->conn.fds[1], 0);
+    if (c->arena == MAP_FAILED) {
+        c->arena = NULL;
+        ERR("IPC", "mmap() of the arena (%llu bytes) failed: %s",
+            (unsigned long long)l.arena_bytes, strerror(errno));
+        return -errno;
+    }
     close(c->conn.fds[0]);
-    c->doorbell = c->conn.fds[1];
+    close(c->conn.fds[1]);
+    c->doorbell = c->conn.fds[2];
     c->conn.nfds = 0;
     c->l = l;
     c->hdr = (shm_hdr_t *)c->seg;
-    c->arena = c->seg + l.arena_off;
     ring_attach(&c->sq, shm_ring(c->seg, l.sq_off), l.sq_entries, sizeof(desc_t));
     ring_attach(&c->cq, shm_ring(c->seg, l.cq_off), l.cq_entries, sizeof(cqe_t));
     return 0;
@@ -97,6 +103,8 @@ static void client_free(hc_client_t *c)
 {
     if (c->seg != NULL)
         munmap(c->seg, c->l.seg_bytes);
+    if (c->arena != NULL)
+        munmap(c->arena, c->l.arena_bytes);
     if (c->doorbell >= 0)
         close(c->doorbell);
     uds_conn_close(&c->conn);

@@ -238,7 +238,8 @@ unsigned engine_workers(const engine_t *eng)
     return exec_workers(eng->exec);
 }
 
-int engine_session_add(engine_t *eng, uint64_t sid, void *base, const shm_layout_t *layout)
+int engine_session_add(engine_t *eng, uint64_t sid, void *base, void *arena,
+                       const shm_layout_t *layout)
 {
     eng_session_t *s = calloc(1, sizeof(*s));
 
@@ -248,7 +249,7 @@ int engine_session_add(engine_t *eng, uint64_t sid, void *base, const shm_layout
     s->base = base;
     s->l = *layout;
     s->hdr = base;
-    s->arena = (uint8_t *)base + layout->arena_off;
+    s->arena = arena;
     ring_attach(&s->sq, shm_ring(base, layout->sq_off), layout->sq_entries, sizeof(desc_t));
     ring_attach(&s->cq, shm_ring(base, layout->cq_off), layout->cq_entries, sizeof(cqe_t));
     pthread_mutex_lock(&eng->lock);

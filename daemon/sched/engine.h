@@ -40,7 +40,8 @@ int engine_doorbell_fd(const engine_t *eng);
 unsigned engine_workers(const engine_t *eng);
 
 /* A client's mapped segment; the engine never unmaps it: the caller does so after remove. */
-int engine_session_add(engine_t *eng, uint64_t sid, void *base, const shm_layout_t *layout);
+int engine_session_add(engine_t *eng, uint64_t sid, void *base, void *arena,
+                       const shm_layout_t *layout);
 /* Detaches a session: ops it posted are dropped, communicators it belongs to fail their ops
  * with HCCL_E_REMOTE. When this returns the engine no longer touches the segment. */
 void engine_session_remove(engine_t *eng, uint64_t sid);

@@ -64,8 +64,10 @@ struct session {
     uid_t uid;
     gid_t gid;
     char job_name[64];
-    int memfd;
+    int memfd;       /* control segment: header and rings */
+    int arena_fd;    /* data arena, shown to peers of the same tenant in coop mode */
     void *seg;
+    void *arena;
     shm_layout_t layout;
     int in_engine;
     int closes_pending;

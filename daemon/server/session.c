@@ -62,8 +62,12 @@ static void session_free(session_t *s)
         engine_session_remove(srv->eng, s->sid);
     if (s->seg != NULL)
         munmap(s->seg, s->layout.seg_bytes);
+    if (s->arena != NULL)
+        munmap(s->arena, s->layout.arena_bytes);
     if (s->memfd >= 0)
         close(s->memfd);
+    if (s->arena_fd >= 0)
+        close(s->arena_fd);
     free(s->dec);
     free(s);
 }
@@ -88,30 +92,48 @@ void session_close(session_t *s)
     uv_close((uv_handle_t *)&s->hello_timer, on_closed);
 }
 
-/* Creates the client's segment: sealed so the client cannot shrink it under the daemon. */
+/* Creates a sealed memfd of bytes (the client can neither shrink it under the daemon nor grow
+ * it) and maps it. Returns the fd, or -errno. */
+static int memfd_map(const char *name, uint64_t bytes, void **base_p)
+{
+    int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING), err;
+    void *base;
+
+    if (fd < 0) {
+        ERR("IPC", "memfd_create() failed: %s", strerror(errno));
+        return -errno;
+    }
+    if (ftruncate(fd, (off_t)bytes) != 0 ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+        err = -errno;
+        ERR("IPC", "ftruncate()/F_ADD_SEALS on a %s memfd failed: %s", name, strerror(errno));
+        close(fd);
+        return err;
+    }
+    base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) {
+        err = -errno;
+        ERR("IPC", "mmap() of %llu bytes failed: %s", (unsigned long long)bytes, strerror(errno));
+        close(fd);
+        return err;
+    }
+    *base_p = base;
+    return fd;
+}
+
+/* Creates the client's control segment (header, rings) and its data arena. */
 static int segment_create(session_t *s, uint64_t arena_bytes)
 {
     shm_layout_t l;
     shm_hdr_t *hdr;
 
     shm_layout_make(arena_bytes, SERVER_SQ_ENTRIES, SERVER_SQ_ENTRIES, &l);
-    s->memfd = memfd_create("hccld-client", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (s->memfd < 0) {
-        ERR("IPC", "memfd_create() failed: %s", strerror(errno));
-        return -errno;
-    }
-    if (ftruncate(s->memfd, (off_t)l.seg_bytes) != 0 ||
-        fcntl(s->memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
-        ERR("IPC", "ftruncate()/F_ADD_SEALS on the client segment failed: %s", strerror(errno));
-        return -errno;
-    }
-    s->seg = mmap(NULL, l.seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, s->memfd, 0);
-    if (s->seg == MAP_FAILED) {
-        s->seg = NULL;
-        ERR("IPC", "mmap() of %llu bytes failed: %s", (unsigned long long)l.seg_bytes,
-            strerror(errno));
-        return -errno;
-    }
+    s->memfd = memfd_map("hccld-ctrl", l.seg_bytes, &s->seg);
+    if (s->memfd < 0)
+        return s->memfd;
+    s->arena_fd = memfd_map("hccld-arena", l.arena_bytes, &s->arena);
+    if (s->arena_fd < 0)
+        return s->arena_fd;
     hdr = s->seg;
     hdr->magic = SHM_MAGIC;
     hdr->version = PROTO_VERSION;
@@ -142,7 +164,7 @@ static void on_hello(session_t *s, uint64_t req_id, const Hccld__Hello *h)
     Hccld__Msg m = HCCLD__MSG__INIT;
     Hccld__Welcome w = HCCLD__WELCOME__INIT;
     uv_os_fd_t fd;
-    int fds[2];
+    int fds[3];
 
     if (h->version != PROTO_VERSION) {
         WARN("IPC", "client pid %d speaks protocol %u, this daemon %u", (int)s->pid, h->version,
@@ -155,7 +177,7 @@ static void on_hello(session_t *s, uint64_t req_id, const Hccld__Hello *h)
         return;
     }
     if (segment_create(s, h->arena_bytes) != 0 ||
-        engine_session_add(srv->eng, s->sid, s->seg, &s->layout) != 0) {
+        engine_session_add(srv->eng, s->sid, s->seg, s->arena, &s->layout) != 0) {
         welcome_fail(s, req_id, 3 /* HCCL_E_MEMORY */, "the daemon could not create the segment");
         return;
     }
@@ -168,16 +190,16 @@ static void on_hello(session_t *s, uint64_t req_id, const Hccld__Hello *h)
     w.sq_entries = s->layout.sq_entries;
     w.cq_off = s->layout.cq_off;
     w.cq_entries = s->layout.cq_entries;
-    w.arena_off = s->layout.arena_off;
     w.arena_bytes = s->layout.arena_bytes;
     w.max_frame = FRAME_MAX;
     m.req_id = req_id;
     m.body_case = HCCLD__MSG__BODY_WELCOME;
     m.welcome = &w;
     fds[0] = s->memfd;
-    fds[1] = engine_doorbell_fd(srv->eng);
+    fds[1] = s->arena_fd;
+    fds[2] = engine_doorbell_fd(srv->eng);
     /* Nothing else has been written on this connection yet, so sending directly keeps order. */
-    if (uv_fileno((uv_handle_t *)&s->pipe, &fd) != 0 || uds_send(fd, &m, fds, 2) != 0) {
+    if (uv_fileno((uv_handle_t *)&s->pipe, &fd) != 0 || uds_send(fd, &m, fds, 3) != 0) {
         WARN("IPC", "sending the segment to client pid %d failed", (int)s->pid);
         session_close(s);
         return;
@@ -289,6 +311,7 @@ void session_accept(server_t *srv, uv_stream_t *listener, enum session_kind kind
     s->srv = srv;
     s->kind = kind;
     s->memfd = -1;
+    s->arena_fd = -1;
     s->sid = ++srv->next_sid;
     frame_dec_init(s->dec);
     uv_pipe_init(srv->loop, &s->pipe, 0);
