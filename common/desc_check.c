@@ -26,6 +26,24 @@ int desc_is_reduction(uint8_t kind)
     return kind == DESC_ALLREDUCE || kind == DESC_REDUCE_SCATTER || kind == DESC_REDUCE;
 }
 
+const char *desc_disagree(const desc_t *a, const desc_t *b)
+{
+    if (a->kind != b->kind)
+        return "operation";
+    if (a->count != b->count || a->total != b->total)
+        return "count";
+    if (a->kind != DESC_BARRIER && a->dtype != b->dtype)
+        return "data type";
+    if (desc_is_reduction(a->kind) && a->redop != b->redop)
+        return "reduce op";
+    if (a->root != b->root &&
+        (a->kind == DESC_BROADCAST || a->kind == DESC_REDUCE || a->kind == DESC_SCATTER))
+        return "root";
+    if (a->flags != b->flags)
+        return "protocol";
+    return NULL;
+}
+
 static void side_set(desc_side_t *s, uint64_t off, uint64_t stride, uint64_t bytes, uint32_t n)
 {
     s->off = off;

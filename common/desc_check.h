@@ -26,6 +26,10 @@ void desc_sides(const desc_t *d, uint32_t nranks, uint32_t rank, desc_side_t *se
 int desc_check(const desc_t *d, uint32_t nranks, uint32_t rank, uint64_t arena_bytes,
                const char **why);
 
+/* What two ranks' descriptors for the same collective piece disagree on ("operation", "count",
+ * ...), or NULL when they match. */
+const char *desc_disagree(const desc_t *a, const desc_t *b);
+
 int desc_is_collective(uint8_t kind);
 int desc_is_reduction(uint8_t kind);
 const char *desc_kind_name(uint8_t kind);

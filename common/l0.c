@@ -25,9 +25,8 @@ static unsigned lane_count(const l0_op_t *op)
     }
 }
 
-/* Destinations of lane i: writes them to out[] (skipping those identical to the lane's single
- * copy source) and returns how many. */
-static unsigned lane_dsts(const l0_op_t *op, unsigned i, uint8_t **out)
+/* Destinations of lane i: writes them to out[] and returns how many. */
+static unsigned lane_dsts_all(const l0_op_t *op, unsigned i, uint8_t **out)
 {
     const l0_rank_t *rk = op->ranks;
     unsigned n = 0;
@@ -74,6 +73,31 @@ static const uint8_t *lane_src(const l0_op_t *op, unsigned i, unsigned k)
     }
 }
 
+/* The rank whose output lane i writes as its j-th destination. */
+static uint32_t lane_dst_rank(const l0_op_t *op, unsigned i, unsigned j)
+{
+    switch (op->kind) {
+    case DESC_ALLREDUCE: case DESC_BROADCAST: case DESC_ALLGATHER: return j;
+    case DESC_REDUCE: return op->root;
+    case DESC_SEND: return 1;
+    case DESC_REDUCE_SCATTER: case DESC_SCATTER: return i;
+    case DESC_ALLTOALL: return i % op->nranks;
+    default: return UINT32_MAX;
+    }
+}
+
+static unsigned lane_dsts(const l0_op_t *op, unsigned i, uint8_t **out)
+{
+    unsigned n = lane_dsts_all(op, i, out), k = 0;
+
+    if (op->only_plus1 == 0)
+        return n;
+    for (unsigned j = 0; j < n; j++)
+        if (lane_dst_rank(op, i, j) + 1 == op->only_plus1)
+            out[k++] = out[j];
+    return k;
+}
+
 uint64_t l0_bytes(const l0_op_t *op)
 {
     return (uint64_t)lane_count(op) * op->count * dtype_size(op->dtype);
@@ -103,6 +127,8 @@ static void lane_span(const l0_op_t *op, unsigned lane, uint64_t off, uint64_t n
     unsigned nd = lane_dsts(op, lane, dsts), first = 0;
     const uint8_t *src;
 
+    if (nd == 0)
+        return;
     if (op->kind == DESC_ALLREDUCE || op->kind == DESC_REDUCE ||
         op->kind == DESC_REDUCE_SCATTER) {
         reduce_span(op, lane, dsts[0] + off, off, n);

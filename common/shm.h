@@ -52,7 +52,10 @@ typedef struct desc {
     uint64_t send_stride;
     uint64_t recv_off;
     uint64_t recv_stride;
+    uint64_t total;       /* elements per block of the whole operation, on every piece */
 } desc_t;
+
+#define DESC_F_INLINE 1   /* coop: the send blocks travel in the control block */
 
 typedef struct cqe {
     uint64_t tag;

@@ -4,7 +4,7 @@
 
 #include "frame.h"
 
-#define UDS_MAX_FDS 4
+#define UDS_MAX_FDS 256
 
 typedef struct uds_conn {
     int fd;

@@ -26,7 +26,19 @@ typedef struct opts {
     int foreground;
     uint64_t workers;
     uint64_t chunk;
+    int l0_mode;
 } opts_t;
+
+static int l0_mode_parse(const char *s)
+{
+    if (strcmp(s, "auto") == 0)
+        return L0_AUTO;
+    if (strcmp(s, "coop") == 0)
+        return L0_COOP;
+    if (strcmp(s, "daemon") == 0)
+        return L0_DAEMON;
+    return -1;
+}
 
 static void usage(FILE *f)
 {
@@ -34,7 +46,8 @@ static void usage(FILE *f)
             "usage: hccld [options]\n"
             "  --socket PATH        client socket (default " DEFAULT_SOCKET ")\n"
             "  --admin-socket PATH  admin socket (default hccld-admin.sock beside the socket)\n"
-            "  --config FILE        INI configuration ([daemon] workers, chunk_kib, log_level)\n"
+            "  --config FILE        INI configuration ([daemon] workers, chunk_kib, log_level,\n"
+            "                       l0_mode = auto|coop|daemon)\n"
             "  --log-level LEVEL    error|warn|info|debug (default warn)\n"
             "  --workers N          executor threads (default: online CPUs)\n"
             "  --foreground         do not detach (systemd and tests use this)\n"
@@ -54,6 +67,8 @@ static int on_ini(void *user, const char *section, const char *name, const char 
         o->chunk = v << 10;
     else if (strcmp(name, "log_level") == 0 && log_level_parse(value) >= 0)
         o->log_level = log_level_parse(value);
+    else if (strcmp(name, "l0_mode") == 0 && l0_mode_parse(value) >= 0)
+        o->l0_mode = l0_mode_parse(value);
     else {
         fprintf(stderr, "hccld: config: bad or unknown setting %s=%s\n", name, value);
         return 0;
@@ -116,6 +131,11 @@ static int parse_args(int argc, char **argv, opts_t *o)
     }
     if (level >= 0)
         o->log_level = level; /* the command line wins over the file */
+    const char *mode = getenv("HCCLD_L0_MODE");
+    if (mode != NULL && (o->l0_mode = l0_mode_parse(mode)) < 0) {
+        fprintf(stderr, "hccld: HCCLD_L0_MODE wants auto, coop or daemon\n");
+        return 2;
+    }
     if (o->admin_path[0] == '\0')
         admin_beside(o);
     return 0;
@@ -183,7 +203,7 @@ int main(int argc, char **argv)
     loop = uv_default_loop();
     server_config_t cfg = {.socket_path = o.socket_path, .admin_path = o.admin_path,
                            .workers = (unsigned)o.workers, .chunk_bytes = o.chunk,
-                           .max_arena = SERVER_MAX_ARENA};
+                           .max_arena = SERVER_MAX_ARENA, .l0_mode = o.l0_mode};
     if (server_start(&srv, loop, &cfg) != 0)
         return 1;
     if (notify_fd >= 0) {

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "desc_check.h"
 #include "hccl/hccl.h"
 #include "ring.h"
 #include "uds.h"
@@ -59,6 +60,8 @@ typedef struct hc_client {
     uint64_t exec_timeout_ns;
 } hc_client_t;
 
+typedef struct hc_coop hc_coop_t;
+
 typedef struct hc_comm {
     uint32_t magic;
     hc_client_t *c;
@@ -68,6 +71,7 @@ typedef struct hc_comm {
     uint64_t chunk_bytes;
     uint64_t coll_seq;
     HcclResult async_err;
+    hc_coop_t *coop;       /* cooperative level 0, or NULL: everything through the daemon */
 } hc_comm_t;
 
 /* One collective or point-to-point transfer as the user described it. */
@@ -89,6 +93,8 @@ hc_client_t *hc_client_get(HcclResult *err_p);
 /* Sends req and waits for the answer with the same id; HCCL_E_TIMEOUT or HCCL_E_UNAVAIL. */
 HcclResult hc_ctl_call(hc_client_t *c, Hccld__Msg *req, Hccld__Msg **resp_p, int timeout_ms);
 int hc_daemon_gone(hc_client_t *c);
+/* Takes the descriptors that arrived with the last answers (at most max); returns how many. */
+int hc_take_fds(hc_client_t *c, int *fds, int max);
 uint64_t hc_env_connect_timeout_s(void);
 
 /* arena.c */
@@ -109,6 +115,31 @@ HcclResult hc_ops_run(hc_comm_t *comm, const hc_op_t *ops, unsigned nops);
 HcclResult hc_alltoallv_run(hc_comm_t *comm, const uint8_t *send, const uint64_t *scounts,
                             const uint64_t *sdispls, uint8_t *recv, const uint64_t *rcounts,
                             const uint64_t *rdispls, uint8_t dtype);
+
+/* Staging and pieces, shared by the daemon path and the coop path (coll.c). */
+typedef struct op_plan {
+    const hc_op_t *op;
+    desc_side_t s, r;      /* blocks of this rank's descriptor */
+    uint64_t s_off, r_off; /* arena offsets when zero-copy */
+    int s_zc, r_zc;
+    uint64_t piece;        /* elements per block per descriptor */
+    uint64_t npieces;
+    uint64_t slot_bytes;   /* staging bytes per piece */
+    uint64_t stage_off;    /* nstage slots of slot_bytes */
+    uint64_t next;         /* next piece to post */
+} op_plan_t;
+
+uint64_t hc_kind_max_blocks(uint8_t kind, uint32_t n);
+HcclResult hc_plan(hc_comm_t *comm, const hc_op_t *op, unsigned nstage, op_plan_t *p);
+void hc_plan_free(hc_comm_t *comm, op_plan_t *p);
+void hc_piece_prep(hc_comm_t *comm, op_plan_t *p, uint64_t piece, unsigned stage, desc_t *d);
+void hc_piece_copy_out(hc_comm_t *comm, const op_plan_t *p, uint64_t piece, unsigned stage);
+
+/* coop.c */
+/* Maps the control block and the peers' arenas passed with the comm's init answer. */
+HcclResult hc_coop_attach(hc_comm_t *comm, const Hccld__CommInitResp *r, int *fds, int nfds);
+void hc_coop_detach(hc_comm_t *comm);
+HcclResult hc_coop_run(hc_comm_t *comm, const hc_op_t *op);
 
 /* comm.c */
 HcclResult hc_comm_check(HcclComm comm, hc_comm_t **c_p);

@@ -15,18 +15,6 @@
 
 #define HC_MAX_OPS 2
 
-typedef struct op_plan {
-    const hc_op_t *op;
-    desc_side_t s, r;     /* blocks of this rank's descriptor */
-    uint64_t s_off, r_off; /* arena offsets when zero-copy */
-    int s_zc, r_zc;
-    uint64_t piece;       /* elements per block per descriptor */
-    uint64_t npieces;
-    uint64_t slot_bytes;  /* staging bytes per piece */
-    uint64_t stage_off;   /* HC_PIPELINE slots of slot_bytes */
-    uint64_t next;        /* next piece to post */
-} op_plan_t;
-
 typedef struct inflight {
     op_plan_t *p;
     uint64_t piece;
@@ -35,7 +23,7 @@ typedef struct inflight {
 } inflight_t;
 
 /* Blocks a kind can have on one side at most, on any rank: fixes P for the whole comm. */
-static uint64_t kind_max_blocks(uint8_t kind, uint32_t n)
+uint64_t hc_kind_max_blocks(uint8_t kind, uint32_t n)
 {
     switch (kind) {
     case DESC_ALLGATHER: case DESC_REDUCE_SCATTER: case DESC_SCATTER: return (uint64_t)n + 1;
@@ -44,7 +32,7 @@ static uint64_t kind_max_blocks(uint8_t kind, uint32_t n)
     }
 }
 
-static HcclResult plan(hc_comm_t *comm, const hc_op_t *op, op_plan_t *p)
+HcclResult hc_plan(hc_comm_t *comm, const hc_op_t *op, unsigned nstage, op_plan_t *p)
 {
     desc_t d = {.kind = op->kind, .dtype = op->dtype, .root = op->root, .count = op->count};
     uint64_t es = dtype_size(op->dtype), span;
@@ -55,7 +43,7 @@ static HcclResult plan(hc_comm_t *comm, const hc_op_t *op, op_plan_t *p)
     /* The root of a broadcast receives in place: the daemon skips it, we copy nothing out. */
     if (op->kind == DESC_BROADCAST && comm->rank == op->root)
         p->r.nblocks = 0;
-    p->piece = comm->chunk_bytes / (es * kind_max_blocks(op->kind, comm->nranks));
+    p->piece = comm->chunk_bytes / (es * hc_kind_max_blocks(op->kind, comm->nranks));
     if (p->piece == 0)
         p->piece = 1;
     p->npieces = (op->count + p->piece - 1) / p->piece;
@@ -71,10 +59,10 @@ static HcclResult plan(hc_comm_t *comm, const hc_op_t *op, op_plan_t *p)
     p->slot_bytes = (p->slot_bytes + 63) / 64 * 64;
     if (p->slot_bytes == 0)
         return HCCL_SUCCESS;
-    p->stage_off = hc_arena_alloc(&comm->c->alloc, p->slot_bytes * HC_PIPELINE);
+    p->stage_off = hc_arena_alloc(&comm->c->alloc, p->slot_bytes * nstage);
     if (p->stage_off == UINT64_MAX) {
         ERR("COLL", "no room for %llu bytes of staging in the arena (HCCL_BUFFSIZE)",
-            (unsigned long long)(p->slot_bytes * HC_PIPELINE));
+            (unsigned long long)(p->slot_bytes * nstage));
         return HCCL_E_MEMORY;
     }
     return HCCL_SUCCESS;
@@ -90,8 +78,7 @@ static void piece_range(const op_plan_t *p, uint64_t piece, uint64_t *first_p, u
 }
 
 /* Fills the descriptor for one piece, copying staged send blocks into the slot. */
-static void piece_post_prep(hc_comm_t *comm, op_plan_t *p, uint64_t piece, unsigned stage,
-                            desc_t *d)
+void hc_piece_prep(hc_comm_t *comm, op_plan_t *p, uint64_t piece, unsigned stage, desc_t *d)
 {
     const hc_op_t *op = p->op;
     uint64_t es = dtype_size(op->dtype), first, n, slot;
@@ -122,22 +109,23 @@ static void piece_post_prep(hc_comm_t *comm, op_plan_t *p, uint64_t piece, unsig
         d->recv_off = d->send_off;
         d->recv_stride = d->send_stride;
     }
-    /* Collectives carry their sequence; transfers their total count, so that the daemon
-     * notices at the first piece when sender and receiver disagree. */
-    d->seq = desc_is_collective(op->kind) ? comm->coll_seq++ : op->count;
+    /* Every piece carries the operation's total count, so that the daemon notices at the first
+     * piece when ranks, or a sender and its receiver, disagree. */
+    d->total = op->count;
+    if (desc_is_collective(op->kind))
+        d->seq = comm->coll_seq++;
 }
 
-static void piece_copy_out(hc_comm_t *comm, const inflight_t *f)
+void hc_piece_copy_out(hc_comm_t *comm, const op_plan_t *p, uint64_t piece, unsigned stage)
 {
-    const op_plan_t *p = f->p;
     const hc_op_t *op = p->op;
     uint64_t es = dtype_size(op->dtype), first, n, slot;
     const uint8_t *arena = comm->c->arena;
 
     if (p->r_zc)
         return;
-    piece_range(p, f->piece, &first, &n);
-    slot = p->stage_off + f->stage * p->slot_bytes + (p->s_zc ? 0 : p->s.nblocks * n * es);
+    piece_range(p, piece, &first, &n);
+    slot = p->stage_off + stage * p->slot_bytes + (p->s_zc ? 0 : p->s.nblocks * n * es);
     for (uint32_t b = 0; b < p->r.nblocks; b++)
         memcpy(op->recv + b * op->recv_stride + first * es, arena + slot + b * n * es, n * es);
 }
@@ -147,7 +135,7 @@ static HcclResult retire(hc_comm_t *comm, inflight_t *f)
     HcclResult rc = hc_wait(comm->c, f->slot);
 
     if (rc == HCCL_SUCCESS)
-        piece_copy_out(comm, f);
+        hc_piece_copy_out(comm, f->p, f->piece, f->stage);
     return rc;
 }
 
@@ -171,7 +159,7 @@ static HcclResult pipeline(hc_comm_t *comm, op_plan_t *plans, unsigned nops)
             f->p = p;
             f->piece = p->next++;
             f->stage = stage_next[i]++ % HC_PIPELINE;
-            piece_post_prep(comm, p, f->piece, f->stage, &d);
+            hc_piece_prep(comm, p, f->piece, f->stage, &d);
             rc = hc_submit(comm->c, &d, &f->slot);
             if (rc != HCCL_SUCCESS)
                 return rc;
@@ -192,19 +180,29 @@ static HcclResult pipeline(hc_comm_t *comm, op_plan_t *plans, unsigned nops)
     return first_err;
 }
 
+void hc_plan_free(hc_comm_t *comm, op_plan_t *p)
+{
+    if (p->slot_bytes != 0 && p->stage_off != UINT64_MAX)
+        hc_arena_free(&comm->c->alloc, p->stage_off);
+    p->slot_bytes = 0;
+}
+
 HcclResult hc_ops_run(hc_comm_t *comm, const hc_op_t *ops, unsigned nops)
 {
     op_plan_t plans[HC_MAX_OPS];
     HcclResult rc = HCCL_SUCCESS;
     unsigned planned = 0;
 
-    for (; planned < nops && rc == HCCL_SUCCESS; planned++)
-        rc = plan(comm, &ops[planned], &plans[planned]);
-    if (rc == HCCL_SUCCESS)
-        rc = pipeline(comm, plans, nops);
-    for (unsigned i = 0; i < planned; i++)
-        if (plans[i].slot_bytes != 0 && plans[i].stage_off != UINT64_MAX)
-            hc_arena_free(&comm->c->alloc, plans[i].stage_off);
+    if (comm->coop != NULL && nops == 1 && desc_is_collective(ops[0].kind))
+        rc = hc_coop_run(comm, &ops[0]);
+    else {
+        for (; planned < nops && rc == HCCL_SUCCESS; planned++)
+            rc = hc_plan(comm, &ops[planned], HC_PIPELINE, &plans[planned]);
+        if (rc == HCCL_SUCCESS)
+            rc = pipeline(comm, plans, nops);
+        for (unsigned i = 0; i < planned; i++)
+            hc_plan_free(comm, &plans[i]);
+    }
     if (rc != HCCL_SUCCESS)
         hc_comm_set_error(comm, rc);
     return rc;

@@ -1,6 +1,7 @@
 /* Communicators: creation through the daemon, destruction, queries, error strings. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "client.h"
 #include "env.h"
@@ -53,6 +54,35 @@ HcclResult HcclGetRootInfo(HcclRootInfo *rootInfo)
     return rc;
 }
 
+/* HCCL_L0_MODE: auto (the daemon decides), coop or daemon. */
+static uint32_t l0_mode_wanted(void)
+{
+    const char *s = getenv("HCCL_L0_MODE");
+
+    if (s == NULL || strcmp(s, "auto") == 0)
+        return 0;
+    if (strcmp(s, "coop") == 0)
+        return 1;
+    if (strcmp(s, "daemon") == 0)
+        return 2;
+    WARN("INIT", "HCCL_L0_MODE=%s is not auto, coop or daemon; using auto", s);
+    return 0;
+}
+
+static HcclResult init_answer(hc_client_t *c, const Hccld__CommInitResp *r, hc_comm_t *comm)
+{
+    int fds[UDS_MAX_FDS], nfds = hc_take_fds(c, fds, UDS_MAX_FDS);
+
+    comm->id = r->comm_id;
+    comm->chunk_bytes = r->chunk_bytes;
+    if (r->l0_mode != 1) {
+        for (int i = 0; i < nfds; i++)
+            close(fds[i]);
+        return HCCL_SUCCESS;
+    }
+    return hc_coop_attach(comm, r, fds, nfds);
+}
+
 static HcclResult init_call(hc_client_t *c, Hccld__RootInfo *ri, uint32_t n, uint32_t rank,
                             hc_comm_t *comm)
 {
@@ -65,6 +95,7 @@ static HcclResult init_call(hc_client_t *c, Hccld__RootInfo *ri, uint32_t n, uin
     req.nranks = n;
     req.rank = rank;
     req.timeout_s = (uint32_t)timeout_s;
+    req.l0_mode = l0_mode_wanted();
     m.body_case = HCCLD__MSG__BODY_COMM_INIT_REQ;
     m.comm_init_req = &req;
     /* The daemon enforces the timeout and names the missing ranks; we wait a little longer. */
@@ -81,8 +112,10 @@ static HcclResult init_call(hc_client_t *c, Hccld__RootInfo *ri, uint32_t n, uin
         ERR("INIT", "rank %u: comm init failed: %s (%s)", rank, resp->comm_init_resp->message,
             HcclGetErrorString(rc));
     } else {
-        comm->id = resp->comm_init_resp->comm_id;
-        comm->chunk_bytes = resp->comm_init_resp->chunk_bytes;
+        comm->nranks = n;
+        comm->rank = rank;
+        comm->c = c;
+        rc = init_answer(c, resp->comm_init_resp, comm);
     }
     frame_msg_free(resp);
     return rc;
@@ -121,7 +154,8 @@ HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *rootInfo, u
     hc->nranks = nRanks;
     hc->rank = rank;
     *comm = hc;
-    INFO("INIT", "rank %u of %u: comm %u ready", rank, nRanks, hc->id);
+    INFO("INIT", "rank %u of %u: comm %u ready, level 0 %s", rank, nRanks, hc->id,
+         hc->coop ? "cooperative" : "by the daemon");
     return HCCL_SUCCESS;
 }
 
@@ -162,6 +196,7 @@ HcclResult HcclCommDestroy(HcclComm comm)
     if (hc_ctl_call(c->c, &m, &resp, 5000) == HCCL_SUCCESS)
         frame_msg_free(resp);
     c->magic = 0;
+    hc_coop_detach(c);
     free(c);
     return HCCL_SUCCESS;
 }

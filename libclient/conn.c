@@ -187,6 +187,20 @@ hc_client_t *hc_client_get(HcclResult *err_p)
     return c;
 }
 
+int hc_take_fds(hc_client_t *c, int *fds, int max)
+{
+    int n;
+
+    pthread_mutex_lock(&c->ctl_lock);
+    n = c->conn.nfds < max ? c->conn.nfds : max;
+    memcpy(fds, c->conn.fds, (size_t)n * sizeof(int));
+    for (int i = n; i < c->conn.nfds; i++)
+        close(c->conn.fds[i]);
+    c->conn.nfds = 0;
+    pthread_mutex_unlock(&c->ctl_lock);
+    return n;
+}
+
 int hc_daemon_gone(hc_client_t *c)
 {
     struct pollfd pfd = {.fd = c->conn.fd, .events = POLLRDHUP};

@@ -334,7 +334,7 @@ void engine_comm_leave(engine_t *eng, uint32_t comm_id, uint32_t rank)
             continue;
         c->m[rank].s = NULL;
         c->left++;
-        comm_break(eng, c, "a rank destroyed the communicator");
+        comm_rank_left(eng, c, rank);
         if (c->left == c->nranks) {
             *pp = c->next;
             comm_free(c);

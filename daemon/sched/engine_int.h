@@ -27,7 +27,8 @@ struct eng_comm {
     uint32_t id;
     uint32_t nranks;
     uint32_t left;      /* ranks that left */
-    int broken;         /* a rank left or died: every op fails with HCCL_E_REMOTE */
+    int broken;         /* a rank died or misbehaved: every op fails with HCCL_E_REMOTE */
+    int coll_dead;      /* a rank left: collectives fail, transfers among the others go on */
     uint64_t next_seq;
     uint64_t ops_done;
     eng_member_t *m;
@@ -64,6 +65,7 @@ struct engine {
 void comm_route(engine_t *eng, eng_session_t *s, const desc_t *d);
 int comm_progress(engine_t *eng, eng_comm_t *c);
 void comm_break(engine_t *eng, eng_comm_t *c, const char *why);
+void comm_rank_left(engine_t *eng, eng_comm_t *c, uint32_t rank);
 void comm_free(eng_comm_t *c);
 eng_comm_t *comm_find(engine_t *eng, uint32_t id);
 

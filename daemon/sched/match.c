@@ -96,6 +96,41 @@ void comm_break(engine_t *eng, eng_comm_t *c, const char *why)
     c->broken = 1;
 }
 
+/* Fails the queued p2p operations of rank r whose peer is `peer` (or all if peer < 0). */
+static unsigned fail_p2p_with(engine_t *eng, eng_member_t *m, uint32_t peer, int status)
+{
+    unsigned n = 0;
+
+    for (uint32_t i = 0; i < m->p2p.n;) {
+        desc_t *d = dq_at(&m->p2p, i);
+        if (d->root != peer) {
+            i++;
+            continue;
+        }
+        if (m->s != NULL)
+            session_complete(eng, m->s, d->tag, status);
+        dq_remove(&m->p2p, i);
+        n++;
+    }
+    return n;
+}
+
+void comm_rank_left(engine_t *eng, eng_comm_t *c, uint32_t rank)
+{
+    unsigned n = 0;
+
+    /* Collectives need every rank: none can complete any more. Transfers between the ranks
+     * that stay go on; those with the one that left fail. */
+    c->coll_dead = 1;
+    for (uint32_t r = 0; r < c->nranks; r++) {
+        n += fail_queue(eng, &c->m[r], &c->m[r].coll, HCCL_E_REMOTE);
+        n += fail_p2p_with(eng, &c->m[r], rank, HCCL_E_REMOTE);
+    }
+    if (n > 0)
+        WARN("COLL", "comm %u: rank %u left with %u operations of others waiting for it; they "
+                     "fail with HCCL_E_REMOTE", c->id, rank, n);
+}
+
 void comm_route(engine_t *eng, eng_session_t *s, const desc_t *d)
 {
     eng_comm_t *c = comm_find(eng, d->comm_id);
@@ -109,7 +144,8 @@ void comm_route(engine_t *eng, eng_session_t *s, const desc_t *d)
         eng->st.descs_rejected++;
         return;
     }
-    if (c->broken) {
+    if (c->broken || (desc_is_collective(d->kind) && c->coll_dead) ||
+        (!desc_is_collective(d->kind) && d->root < c->nranks && c->m[d->root].s == NULL)) {
         session_complete(eng, s, d->tag, HCCL_E_REMOTE);
         return;
     }
@@ -144,27 +180,17 @@ static void run_op(engine_t *eng, eng_comm_t *c, const desc_t *d, uint32_t nrank
 /* Whether rank r's head descriptor agrees with rank 0's; logs the first difference. */
 static int coll_agrees(eng_comm_t *c, const desc_t *a, const desc_t *b, uint32_t r)
 {
-    const char *what = NULL;
+    const char *what = desc_disagree(a, b);
 
-    if (a->kind != b->kind)
-        what = "operation";
-    else if (a->count != b->count)
-        what = "count";
-    else if (a->kind != DESC_BARRIER && a->dtype != b->dtype)
-        what = "data type";
-    else if (desc_is_reduction(a->kind) && a->redop != b->redop)
-        what = "reduce op";
-    else if (a->root != b->root &&
-             (a->kind == DESC_BROADCAST || a->kind == DESC_REDUCE || a->kind == DESC_SCATTER))
-        what = "root";
     if (what == NULL)
         return 1;
     ERR("COLL",
-        "comm %u seq %llu: ranks disagree on the %s: rank 0 posted %s(count %llu, %s, root %u), "
-        "rank %u posted %s(count %llu, %s, root %u)",
+        "comm %u seq %llu: ranks disagree on the %s: rank 0 posted %s(count %llu of %llu, %s, "
+        "root %u), rank %u posted %s(count %llu of %llu, %s, root %u)",
         c->id, (unsigned long long)a->seq, what, desc_kind_name(a->kind),
-        (unsigned long long)a->count, dtype_name(a->dtype), a->root, r, desc_kind_name(b->kind),
-        (unsigned long long)b->count, dtype_name(b->dtype), b->root);
+        (unsigned long long)a->count, (unsigned long long)a->total, dtype_name(a->dtype),
+        a->root, r, desc_kind_name(b->kind), (unsigned long long)b->count,
+        (unsigned long long)b->total, dtype_name(b->dtype), b->root);
     return 0;
 }
 
@@ -234,11 +260,11 @@ static void p2p_run(engine_t *eng, eng_comm_t *c, uint32_t src, int si, uint32_t
     desc_t s = *dq_at(&ms->p2p, (uint32_t)si), r = *dq_at(&md->p2p, (uint32_t)ri);
     int status = HCCL_SUCCESS;
 
-    if (s.seq != r.seq || s.count != r.count || s.dtype != r.dtype) {
+    if (s.total != r.total || s.count != r.count || s.dtype != r.dtype) {
         ERR("COLL",
             "comm %u: rank %u sends %llu x %s to rank %u, which receives %llu x %s from it",
-            c->id, src, (unsigned long long)s.seq, dtype_name(s.dtype), dst,
-            (unsigned long long)r.seq, dtype_name(r.dtype));
+            c->id, src, (unsigned long long)s.total, dtype_name(s.dtype), dst,
+            (unsigned long long)r.total, dtype_name(r.dtype));
         status = HCCL_E_PARA;
     } else {
         c->l0r[0] = (l0_rank_t){.send = arena_at(ms, s.send_off)};

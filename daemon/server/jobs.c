@@ -8,7 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
+#include <unistd.h>
+
+#include "coop.h"
+#include "futex.h"
 
 #include "env.h"
 #include "hccl/hccl.h"
@@ -19,6 +24,7 @@
 typedef struct join {
     session_t *s;       /* NULL: not joined */
     uint64_t req_id;
+    uint32_t l0_mode;   /* what the rank asked for */
 } join_t;
 
 struct job {
@@ -180,36 +186,137 @@ static uint64_t comm_chunk(server_t *srv, const job_t *j)
     return chunk < 4096 ? 4096 : chunk;
 }
 
+/* Cooperative level 0 needs one tenant (the ranks see each other's arenas) and, unless someone
+ * forces it, ranks that fit on the cores (they spin while they wait for each other). */
+static int comm_mode(server_t *srv, const job_t *j)
+{
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    uint32_t asked = j->ranks[0].l0_mode;
+
+    if (srv->cfg.l0_mode == L0_DAEMON)
+        return L0_DAEMON;
+    for (uint32_t r = 1; r < j->nranks; r++) {
+        const session_t *a = j->ranks[0].s, *b = j->ranks[r].s;
+        if (a->uid != b->uid || strcmp(a->job_name, b->job_name) != 0)
+            return L0_DAEMON;
+        if (j->ranks[r].l0_mode != asked)
+            asked = L0_AUTO;
+    }
+    if (asked != L0_AUTO)
+        return (int)asked;
+    if (srv->cfg.l0_mode == L0_COOP)
+        return L0_COOP;
+    return j->nranks <= (uint32_t)(ncpu > 0 ? ncpu : 1) ? L0_COOP : L0_DAEMON;
+}
+
+static int coop_create(scomm_t *c)
+{
+    c->coop_bytes = coop_ctl_bytes(c->nranks);
+    c->coop_fd = server_memfd_map("hccld-coop", c->coop_bytes, (void **)&c->coop);
+    if (c->coop_fd < 0) {
+        c->coop = NULL;
+        return c->coop_fd;
+    }
+    c->coop->magic = COOP_MAGIC;
+    c->coop->nranks = c->nranks;
+    return 0;
+}
+
+static void scomm_free(scomm_t *c)
+{
+    if (c->coop != NULL) {
+        munmap(c->coop, c->coop_bytes);
+        close(c->coop_fd);
+    }
+    free(c->sids);
+    free(c);
+}
+
+/* Wakes every rank waiting in the control block and tells it the comm is gone. */
+static void scomm_abort(scomm_t *c)
+{
+    if (c->coop == NULL)
+        return;
+    __atomic_store_n(&c->coop->abort, 1, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&c->coop->bell, 1, __ATOMIC_ACQ_REL);
+    futex_wake(&c->coop->bell, INT32_MAX);
+}
+
+/* Answers every rank; coop ranks also get the control block and all arenas. */
+static void answer_ranks(job_t *j, scomm_t *c, uint64_t chunk)
+{
+    Hccld__Msg m = HCCLD__MSG__INIT;
+    Hccld__CommInitResp r = HCCLD__COMM_INIT_RESP__INIT;
+    uint64_t arenas[SERVER_MAX_LOCAL_RANKS];
+    int fds[SERVER_MAX_LOCAL_RANKS + 1];
+
+    m.body_case = HCCLD__MSG__BODY_COMM_INIT_RESP;
+    m.comm_init_resp = &r;
+    r.message = "";
+    r.comm_id = c->id;
+    r.nranks = j->nranks;
+    r.chunk_bytes = chunk;
+    if (c->coop != NULL) {
+        fds[0] = c->coop_fd;
+        for (uint32_t q = 0; q < j->nranks; q++) {
+            arenas[q] = j->ranks[q].s->layout.arena_bytes;
+            fds[q + 1] = j->ranks[q].s->arena_fd;
+        }
+        r.l0_mode = L0_COOP;
+        r.n_arena_bytes = j->nranks;
+        r.arena_bytes = arenas;
+        r.ctl_bytes = c->coop_bytes;
+    }
+    for (uint32_t q = 0; q < j->nranks; q++) {
+        session_t *s = j->ranks[q].s;
+        m.req_id = j->ranks[q].req_id;
+        r.rank = q;
+        if (c->coop == NULL) {
+            session_send(s, &m);
+        } else if (session_send_fds(s, &m, fds, (int)j->nranks + 1) != 0) {
+            ERR("INIT", "comm %u: could not pass the shared segments to rank %u", c->id, q);
+            send_init_resp(s, m.req_id, HCCL_E_INTERNAL, "could not pass shared segments", 0,
+                           j->nranks, q, 0);
+            scomm_abort(c);
+        }
+    }
+}
+
 static void job_complete(server_t *srv, job_t *j)
 {
     scomm_t *c = calloc(1, sizeof(*c));
     uint64_t chunk = comm_chunk(srv, j);
-    int rc = -ENOMEM;
+    int rc = -ENOMEM, mode = comm_mode(srv, j);
 
     if (c != NULL && (c->sids = calloc(j->nranks, sizeof(*c->sids))) != NULL) {
         c->id = ++srv->next_comm_id;
         c->nranks = j->nranks;
+        c->coop_fd = -1;
         memcpy(c->job_hex, j->hex, sizeof(c->job_hex));
         for (uint32_t r = 0; r < j->nranks; r++)
             c->sids[r] = j->ranks[r].s->sid;
-        rc = engine_comm_create(srv->eng, c->id, c->nranks, c->sids);
+        rc = mode == L0_COOP ? coop_create(c) : 0;
+        if (rc == 0)
+            rc = engine_comm_create(srv->eng, c->id, c->nranks, c->sids);
     }
     if (rc != 0) {
         ERR("INIT", "job %s: creating the communicator failed (%d)", j->hex, rc);
-        if (c != NULL)
-            free(c->sids);
-        free(c);
-        c = NULL;
-    } else {
-        c->next = srv->comms;
-        srv->comms = c;
-        INFO("INIT", "job %s: comm %u formed with %u ranks, chunk %llu KiB", j->hex, c->id,
-             c->nranks, (unsigned long long)(chunk >> 10));
+        for (uint32_t r = 0; r < j->nranks; r++)
+            send_init_resp(j->ranks[r].s, j->ranks[r].req_id, HCCL_E_INTERNAL,
+                           "the daemon could not create the communicator", 0, j->nranks, r, 0);
+        if (c != NULL && c->sids != NULL)
+            scomm_free(c);
+        else
+            free(c);
+        job_free(j);
+        return;
     }
-    for (uint32_t r = 0; r < j->nranks; r++)
-        send_init_resp(j->ranks[r].s, j->ranks[r].req_id, c ? HCCL_SUCCESS : HCCL_E_INTERNAL,
-                       c ? NULL : "the daemon could not create the communicator", c ? c->id : 0,
-                       j->nranks, r, chunk);
+    c->next = srv->comms;
+    srv->comms = c;
+    INFO("INIT", "job %s: comm %u formed with %u ranks, level 0 %s, chunk %llu KiB", j->hex,
+         c->id, c->nranks, c->coop ? "cooperative" : "by the daemon",
+         (unsigned long long)(chunk >> 10));
+    answer_ranks(j, c, chunk);
     job_free(j);
 }
 
@@ -247,7 +354,7 @@ void jobs_comm_init(server_t *srv, session_t *s, uint64_t req_id, const Hccld__C
         }
         j->nranks = req->nranks;
     }
-    j->ranks[req->rank] = (join_t){.s = s, .req_id = req_id};
+    j->ranks[req->rank] = (join_t){.s = s, .req_id = req_id, .l0_mode = req->l0_mode};
     j->joined++;
     DBG("INIT", "job %s: rank %u of %u joined (pid %d)", j->hex, req->rank, j->nranks,
         (int)s->pid);
@@ -267,6 +374,7 @@ static void scomm_leave(server_t *srv, scomm_t *c, uint32_t rank)
 {
     c->sids[rank] = 0;
     c->left++;
+    scomm_abort(c);
     engine_comm_leave(srv->eng, c->id, rank);
     if (c->left < c->nranks)
         return;
@@ -275,8 +383,7 @@ static void scomm_leave(server_t *srv, scomm_t *c, uint32_t rank)
             *pp = c->next;
             break;
         }
-    free(c->sids);
-    free(c);
+    scomm_free(c);
 }
 
 void jobs_comm_destroy(server_t *srv, session_t *s, uint64_t req_id,
@@ -313,6 +420,7 @@ void jobs_session_gone(server_t *srv, session_t *s)
                 WARN("COLL", "comm %u: rank %u (pid %d) went away", c->id, r, (int)s->pid);
                 c->sids[r] = 0;
                 c->left++;
+                scomm_abort(c);
             }
         if (c->left == c->nranks) {
             /* The engine frees its half when the last session leaves; forget ours. */
@@ -321,8 +429,7 @@ void jobs_session_gone(server_t *srv, session_t *s)
                     *pp = c->next;
                     break;
                 }
-            free(c->sids);
-            free(c);
+            scomm_free(c);
         }
     }
 }
@@ -334,7 +441,7 @@ void jobs_stop(server_t *srv)
     while (srv->comms != NULL) {
         scomm_t *c = srv->comms;
         srv->comms = c->next;
-        free(c->sids);
-        free(c);
+        scomm_abort(c);
+        scomm_free(c);
     }
 }

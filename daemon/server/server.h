@@ -26,6 +26,7 @@ typedef struct server_config {
     unsigned workers;
     uint64_t chunk_bytes;     /* staging chunk agreed by a comm's ranks */
     uint64_t max_arena;
+    int l0_mode;              /* 0 auto, 1 coop, 2 daemon: HCCLD_L0_MODE, the operator's say */
 } server_config_t;
 
 typedef struct job job_t;
@@ -48,6 +49,8 @@ typedef struct server {
     uint64_t started_ms;
     int stopping;
 } server_t;
+
+enum l0_mode { L0_AUTO = 0, L0_COOP = 1, L0_DAEMON = 2 };
 
 enum session_kind { SESSION_CLIENT, SESSION_ADMIN };
 enum session_state { SESSION_HELLO_WAIT, SESSION_READY, SESSION_CLOSING };
@@ -81,6 +84,9 @@ struct scomm {
     uint32_t left;
     char job_hex[33];
     uint64_t *sids;  /* per rank; 0 once the rank left */
+    struct coop_ctl *coop; /* cooperative level 0, or NULL */
+    uint64_t coop_bytes;
+    int coop_fd;
     scomm_t *next;
 };
 
@@ -90,6 +96,9 @@ void server_stop(server_t *srv);
 /* session.c */
 void session_accept(server_t *srv, uv_stream_t *listener, enum session_kind kind);
 int session_send(session_t *s, const Hccld__Msg *m);
+int session_send_fds(session_t *s, const Hccld__Msg *m, const int *fds, int nfds);
+/* A sealed memfd of bytes, mapped; returns the fd or -errno. */
+int server_memfd_map(const char *name, uint64_t bytes, void **base_p);
 void session_close(session_t *s);
 
 /* jobs.c */

@@ -48,6 +48,18 @@ int session_send(session_t *s, const Hccld__Msg *m)
     return 0;
 }
 
+int session_send_fds(session_t *s, const Hccld__Msg *m, const int *fds, int nfds)
+{
+    uv_os_fd_t fd;
+
+    /* Descriptors cannot ride on uv_write; sending directly keeps order only while nothing
+     * else waits in the write queue, which holds for request/answer traffic. */
+    if (s->state == SESSION_CLOSING || uv_stream_get_write_queue_size((uv_stream_t *)&s->pipe) ||
+        uv_fileno((uv_handle_t *)&s->pipe, &fd) != 0)
+        return -EAGAIN;
+    return uds_send(fd, m, fds, nfds);
+}
+
 static void session_free(session_t *s)
 {
     server_t *srv = s->srv;
@@ -94,7 +106,7 @@ void session_close(session_t *s)
 
 /* Creates a sealed memfd of bytes (the client can neither shrink it under the daemon nor grow
  * it) and maps it. Returns the fd, or -errno. */
-static int memfd_map(const char *name, uint64_t bytes, void **base_p)
+int server_memfd_map(const char *name, uint64_t bytes, void **base_p)
 {
     int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING), err;
     void *base;
@@ -128,10 +140,10 @@ static int segment_create(session_t *s, uint64_t arena_bytes)
     shm_hdr_t *hdr;
 
     shm_layout_make(arena_bytes, SERVER_SQ_ENTRIES, SERVER_SQ_ENTRIES, &l);
-    s->memfd = memfd_map("hccld-ctrl", l.seg_bytes, &s->seg);
+    s->memfd = server_memfd_map("hccld-ctrl", l.seg_bytes, &s->seg);
     if (s->memfd < 0)
         return s->memfd;
-    s->arena_fd = memfd_map("hccld-arena", l.arena_bytes, &s->arena);
+    s->arena_fd = server_memfd_map("hccld-arena", l.arena_bytes, &s->arena);
     if (s->arena_fd < 0)
         return s->arena_fd;
     hdr = s->seg;

@@ -161,13 +161,18 @@ static int all_cases(HcclComm comm, uint32_t r, uint32_t n, void *arg)
     return failed ? 1 : 0;
 }
 
+/* Both level-0 paths: ranks cooperating among themselves, and the daemon's executor. */
 static void run_kind(int kind)
 {
-    for (uint32_t n = 1; n <= 4; n++) {
-        int failed = harness_run_ranks(n, all_cases, &kind, 240);
-        ck_assert_msg(failed == 0, "%s with %u ranks: %d ranks failed", desc_kind_name(kind), n,
-                      failed);
-    }
+    static const char *const modes[] = {"coop", "daemon"};
+
+    for (int m = 0; m < 2; m++)
+        for (uint32_t n = 1; n <= 4; n++) {
+            setenv("HCCL_L0_MODE", modes[m], 1);
+            int failed = harness_run_ranks(n, all_cases, &kind, 240);
+            ck_assert_msg(failed == 0, "%s with %u ranks (%s): %d ranks failed",
+                          desc_kind_name(kind), n, modes[m], failed);
+        }
 }
 
 START_TEST(test_allreduce) { run_kind(DESC_ALLREDUCE); }

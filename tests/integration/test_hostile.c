@@ -78,7 +78,7 @@ static void lying_descriptors(void)
     ck_assert_int_eq(uds_send(fd, &m, NULL, 0), 0);
     ck_assert_int_eq(uds_recv(&c, &resp, 5000), 0);
     ck_assert_int_eq(resp->welcome->result, 0);
-    ck_assert_int_eq(c.nfds, 2);
+    ck_assert_int_eq(c.nfds, 3);
     Hccld__Welcome w = *resp->welcome;
     uint8_t *seg = mmap(NULL, w.seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, c.fds[0], 0);
     ck_assert_ptr_ne(seg, MAP_FAILED);
@@ -120,7 +120,7 @@ static void lying_descriptors(void)
         ck_assert_int_eq(ring_push(&sq, &bad[i]), 0);
     }
     uint64_t one = 1;
-    ck_assert_int_eq(write(c.fds[1], &one, 8), 8);
+    ck_assert_int_eq(write(c.fds[2], &one, 8), 8);
     int got = 0;
     for (int spins = 0; spins < 5000 && got < nbad; spins++) {
         cqe_t e;
@@ -135,7 +135,7 @@ static void lying_descriptors(void)
     ck_assert_int_eq(got, nbad);
     /* Now scribble over the ring indices: the daemon must drop us, not crash. */
     sq.hdr->tail = sq.hdr->head + 100000;
-    ck_assert_int_eq(write(c.fds[1], &one, 8), 8);
+    ck_assert_int_eq(write(c.fds[2], &one, 8), 8);
     usleep(100000);
     munmap(seg, w.seg_bytes);
     uds_conn_close(&c);

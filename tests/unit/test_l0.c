@@ -124,6 +124,39 @@ START_TEST(test_inplace_allreduce)
 }
 END_TEST
 
+/* Each rank computing only its own output gives the same outputs as the split run. */
+START_TEST(test_only_own_output)
+{
+    static const int kinds[] = {DESC_ALLREDUCE, DESC_REDUCE, DESC_REDUCE_SCATTER, DESC_BROADCAST,
+                                DESC_ALLGATHER, DESC_SCATTER, DESC_ALLTOALL};
+
+    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
+        for (uint32_t n = 1; n <= MAXR; n++) {
+            l0_fix_t f;
+            uint64_t count = 333, bad = 0;
+            fix_init(&f, n, count);
+            for (uint32_t me = 0; me < n; me++) {
+                l0_op_t op = {.kind = (uint8_t)kinds[k], .dtype = HCCL_DATA_TYPE_INT32,
+                              .redop = HCCL_REDUCE_SUM, .root = 0, .nranks = n, .count = count,
+                              .only_plus1 = me + 1, .ranks = f.rk};
+                l0_run_part(&op, 0, 1);
+                /* Nobody else's output was written yet. */
+                for (uint32_t q = me + 1; q < n; q++)
+                    bad += (uint32_t)f.recv[q][0] != 0xABABABABu;
+            }
+            for (uint32_t r = 0; r < n; r++) {
+                if (kinds[k] == DESC_REDUCE && r != 0)
+                    continue;
+                for (uint64_t i = 0; i < out_len(kinds[k], n, count); i++)
+                    bad += f.recv[r][i] != expect(kinds[k], n, r, 0, count, i);
+            }
+            ck_assert_msg(bad == 0, "kind %d n %u: %llu wrong", kinds[k], n,
+                          (unsigned long long)bad);
+            fix_free(&f, n);
+        }
+}
+END_TEST
+
 Suite *l0_suite(void)
 {
     Suite *s = suite_create("l0");
@@ -132,6 +165,7 @@ Suite *l0_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_kinds);
     tcase_add_test(tc, test_inplace_allreduce);
+    tcase_add_test(tc, test_only_own_output);
     suite_add_tcase(s, tc);
     return s;
 }

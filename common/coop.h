@@ -1,0 +1,44 @@
+/*
+ * Cooperative level 0: when a communicator's ranks fit on the node's cores and belong to one
+ * tenant, they run collectives among themselves instead of through the daemon. The daemon
+ * creates this control block (a memfd) and hands it, with every member's arena, to every
+ * member. Rank r publishes piece k's descriptor in its slot and bumps `posted`; once every rank
+ * posted k, each validates all descriptors (a peer is trusted no more than a client is), runs
+ * its share, and bumps `done`. Small pieces travel inline and need only the first barrier.
+ * The daemon sets `abort` when a member dies or leaves; waiters then fail with HCCL_E_REMOTE.
+ */
+#ifndef HCCLD_COMMON_COOP_H
+#define HCCLD_COMMON_COOP_H
+
+#include <stdalign.h>
+#include <stdint.h>
+
+#include "shm.h"
+
+#define COOP_MAGIC 0x636f6f70u /* "coop" */
+#define COOP_INLINE 4096u      /* bytes of inline input per rank and parity */
+
+typedef struct coop_slot {
+    alignas(SHM_CACHELINE) uint64_t posted; /* last piece whose descriptor is published */
+    alignas(SHM_CACHELINE) uint64_t done;   /* last piece whose share this rank finished */
+    alignas(SHM_CACHELINE) desc_t d[2];     /* by parity of the piece number */
+    alignas(SHM_CACHELINE) uint8_t data[2][COOP_INLINE];
+} coop_slot_t;
+
+typedef struct coop_ctl {
+    uint32_t magic;
+    uint32_t nranks;
+    alignas(SHM_CACHELINE) uint32_t bell;     /* bumped after every post/done; futex word */
+    alignas(SHM_CACHELINE) uint32_t sleepers; /* ranks asleep on bell */
+    alignas(SHM_CACHELINE) uint32_t abort;    /* set by the daemon: the comm is broken */
+    alignas(SHM_CACHELINE) coop_slot_t slot[];
+} coop_ctl_t;
+
+static inline uint64_t coop_ctl_bytes(uint32_t nranks)
+{
+    uint64_t b = sizeof(coop_ctl_t) + (uint64_t)nranks * sizeof(coop_slot_t);
+
+    return (b + SHM_PAGE - 1) / SHM_PAGE * SHM_PAGE;
+}
+
+#endif

@@ -1,0 +1,271 @@
+/*
+ * Cooperative level 0 (see common/coop.h): the ranks of a communicator run its collectives
+ * among themselves, each rank computing one share of every piece, with two barriers per piece
+ * (descriptors posted, shares done). Pieces small enough travel inline in the control block;
+ * then every rank computes its own output and one barrier is enough. Waiting spins briefly,
+ * yielding the core, then sleeps on a futex in the control block.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "coop.h"
+#include "dtype.h"
+#include "futex.h"
+#include "l0.h"
+#include "log.h"
+
+#define SLEEP_SLICE_NS 100000000ll
+
+struct hc_coop {
+    coop_ctl_t *ctl;
+    uint64_t ctl_bytes;
+    uint8_t **arena;       /* every rank's arena as mapped here */
+    uint64_t *arena_bytes;
+    l0_rank_t *l0r;
+    int broken;
+};
+
+static void coop_free(hc_comm_t *comm, hc_coop_t *cp)
+{
+    if (cp->ctl != NULL)
+        munmap(cp->ctl, cp->ctl_bytes);
+    for (uint32_t q = 0; cp->arena != NULL && q < comm->nranks; q++)
+        if (cp->arena[q] != NULL && q != comm->rank)
+            munmap(cp->arena[q], cp->arena_bytes[q]);
+    free(cp->arena);
+    free(cp->arena_bytes);
+    free(cp->l0r);
+    free(cp);
+}
+
+HcclResult hc_coop_attach(hc_comm_t *comm, const Hccld__CommInitResp *r, int *fds, int nfds)
+{
+    uint32_t n = comm->nranks;
+    hc_coop_t *cp = calloc(1, sizeof(*cp));
+    HcclResult rc = HCCL_E_INTERNAL;
+
+    if (cp == NULL || nfds != (int)n + 1 || r->n_arena_bytes != n)
+        goto out;
+    cp->arena = calloc(n, sizeof(*cp->arena));
+    cp->arena_bytes = calloc(n, sizeof(*cp->arena_bytes));
+    cp->l0r = calloc(n, sizeof(*cp->l0r));
+    if (cp->arena == NULL || cp->arena_bytes == NULL || cp->l0r == NULL)
+        goto out;
+    cp->ctl_bytes = r->ctl_bytes;
+    cp->ctl = mmap(NULL, cp->ctl_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+    if (cp->ctl == MAP_FAILED) {
+        cp->ctl = NULL;
+        ERR("INIT", "mmap() of the coop control block failed: %s", strerror(errno));
+        goto out;
+    }
+    for (uint32_t q = 0; q < n; q++) {
+        cp->arena_bytes[q] = r->arena_bytes[q];
+        if (q == comm->rank) {
+            cp->arena[q] = comm->c->arena;
+            continue;
+        }
+        cp->arena[q] = mmap(NULL, cp->arena_bytes[q], PROT_READ | PROT_WRITE, MAP_SHARED,
+                            fds[q + 1], 0);
+        if (cp->arena[q] == MAP_FAILED) {
+            cp->arena[q] = NULL;
+            ERR("INIT", "mmap() of rank %u's arena failed: %s", q, strerror(errno));
+            goto out;
+        }
+    }
+    if (cp->ctl->magic != COOP_MAGIC || cp->ctl->nranks != n)
+        goto out;
+    comm->coop = cp;
+    cp = NULL;
+    rc = HCCL_SUCCESS;
+out:
+    for (int i = 0; i < nfds; i++)
+        close(fds[i]);
+    if (cp != NULL)
+        coop_free(comm, cp);
+    return rc;
+}
+
+void hc_coop_detach(hc_comm_t *comm)
+{
+    if (comm->coop != NULL)
+        coop_free(comm, comm->coop);
+    comm->coop = NULL;
+}
+
+static void publish(coop_ctl_t *ctl, uint64_t *field, uint64_t k)
+{
+    __atomic_store_n(field, k, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&ctl->bell, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&ctl->sleepers, __ATOMIC_SEQ_CST) != 0)
+        futex_wake(&ctl->bell, INT32_MAX);
+}
+
+static int all_reached(const coop_ctl_t *ctl, uint32_t n, int done, uint64_t k)
+{
+    for (uint32_t q = 0; q < n; q++) {
+        const uint64_t *f = done ? &ctl->slot[q].done : &ctl->slot[q].posted;
+        if (__atomic_load_n(f, __ATOMIC_ACQUIRE) < k)
+            return 0;
+    }
+    return 1;
+}
+
+/* Waits until every rank's posted (or done) counter reached k. */
+static HcclResult wait_all(hc_comm_t *comm, int done, uint64_t k)
+{
+    hc_client_t *c = comm->c;
+    coop_ctl_t *ctl = comm->coop->ctl;
+    uint64_t start = now_ns(), spin_until = start + c->spin_ns;
+
+    for (unsigned i = 0;; i++) {
+        uint32_t bell = __atomic_load_n(&ctl->bell, __ATOMIC_ACQUIRE);
+        if (all_reached(ctl, comm->nranks, done, k))
+            return HCCL_SUCCESS;
+        if (__atomic_load_n(&ctl->abort, __ATOMIC_ACQUIRE))
+            return HCCL_E_REMOTE;
+        if (now_ns() < spin_until) {
+            /* Spin, but let a peer that shares this core run. */
+            if ((i & 63) == 63)
+                sched_yield();
+            else
+                cpu_relax();
+            continue;
+        }
+        if (hc_daemon_gone(c))
+            return HCCL_E_REMOTE;
+        if (now_ns() - start > c->exec_timeout_ns) {
+            ERR("COLL", "rank %u: a collective did not complete within HCCL_EXEC_TIMEOUT",
+                comm->rank);
+            return HCCL_E_TIMEOUT;
+        }
+        __atomic_add_fetch(&ctl->sleepers, 1, __ATOMIC_SEQ_CST);
+        if (!all_reached(ctl, comm->nranks, done, k) && !__atomic_load_n(&ctl->abort,
+                                                                          __ATOMIC_SEQ_CST))
+            futex_wait(&ctl->bell, bell, SLEEP_SLICE_NS);
+        __atomic_sub_fetch(&ctl->sleepers, 1, __ATOMIC_SEQ_CST);
+    }
+}
+
+/* Every rank's descriptor for this piece must agree with rank 0's and stay inside that rank's
+ * memory: a peer is trusted no more than a client is. All ranks judge the same slots, so all
+ * reach the same verdict. */
+static HcclResult check_slots(hc_comm_t *comm, unsigned par)
+{
+    hc_coop_t *cp = comm->coop;
+    const desc_t *d0 = &cp->ctl->slot[0].d[par];
+    const char *why = NULL;
+
+    for (uint32_t q = 0; q < comm->nranks; q++) {
+        desc_t d = cp->ctl->slot[q].d[par];
+        int inl = d.flags & DESC_F_INLINE;
+        const char *what = desc_disagree(d0, &d);
+        if (what != NULL) {
+            ERR("COLL", "rank %u: ranks disagree on the %s: rank 0 posted %s(count %llu), rank "
+                        "%u posted %s(count %llu)",
+                comm->rank, what, desc_kind_name(d0->kind), (unsigned long long)d0->total, q,
+                desc_kind_name(d.kind), (unsigned long long)d.total);
+            return HCCL_E_PARA;
+        }
+        if (desc_check(&d, comm->nranks, q, inl ? COOP_INLINE : cp->arena_bytes[q], &why) != 0) {
+            ERR("COLL", "rank %u: rank %u's descriptor is invalid: %s", comm->rank, q, why);
+            return HCCL_E_PARA;
+        }
+    }
+    return HCCL_SUCCESS;
+}
+
+static int fits_inline(const hc_comm_t *comm, const hc_op_t *op)
+{
+    uint64_t es = dtype_size(op->dtype);
+
+    return op->count <= COOP_INLINE / es / hc_kind_max_blocks(op->kind, comm->nranks);
+}
+
+/* Small operation: inputs inline, every rank computes its own output, one barrier. */
+static HcclResult run_inline(hc_comm_t *comm, const hc_op_t *op)
+{
+    hc_coop_t *cp = comm->coop;
+    uint32_t me = comm->rank, n = comm->nranks;
+    uint64_t k = ++comm->coll_seq, es = dtype_size(op->dtype), b = op->count * es;
+    unsigned par = k & 1;
+    coop_slot_t *mine = &cp->ctl->slot[me];
+    desc_t d = {.comm_id = comm->id, .kind = op->kind, .dtype = op->dtype, .redop = op->redop,
+                .flags = DESC_F_INLINE, .seq = k, .count = op->count, .root = op->root,
+                .rank = me, .send_stride = b, .recv_stride = b, .total = op->count};
+    desc_side_t s, r;
+    HcclResult rc;
+
+    desc_sides(&d, n, me, &s, &r);
+    for (uint32_t i = 0; i < s.nblocks; i++)
+        memcpy(mine->data[par] + i * b, op->send + i * op->send_stride, b);
+    mine->d[par] = d;
+    publish(cp->ctl, &mine->posted, k);
+    if ((rc = wait_all(comm, 0, k)) != HCCL_SUCCESS || (rc = check_slots(comm, par)) != 0)
+        return rc;
+    for (uint32_t q = 0; q < n; q++)
+        cp->l0r[q] = (l0_rank_t){.send = cp->ctl->slot[q].data[par], .send_stride = b};
+    cp->l0r[me].recv = op->recv;
+    cp->l0r[me].recv_stride = op->recv_stride;
+    l0_op_t l0 = {.kind = op->kind, .dtype = op->dtype, .redop = op->redop, .root = op->root,
+                  .nranks = n, .count = op->count, .only_plus1 = me + 1, .ranks = cp->l0r};
+    l0_run_part(&l0, 0, 1);
+    return HCCL_SUCCESS;
+}
+
+/* One piece of a large operation: this rank computes share `me` into everyone's output. */
+static HcclResult run_piece(hc_comm_t *comm, op_plan_t *p, uint64_t piece)
+{
+    hc_coop_t *cp = comm->coop;
+    uint32_t me = comm->rank, n = comm->nranks;
+    coop_slot_t *mine = &cp->ctl->slot[me];
+    desc_t d;
+    HcclResult rc;
+
+    hc_piece_prep(comm, p, piece, 0, &d);
+    uint64_t k = ++d.seq; /* hc_piece_prep took coll_seq - 1 */
+    unsigned par = k & 1;
+    mine->d[par] = d;
+    publish(cp->ctl, &mine->posted, k);
+    if ((rc = wait_all(comm, 0, k)) != HCCL_SUCCESS || (rc = check_slots(comm, par)) != 0)
+        return rc;
+    for (uint32_t q = 0; q < n; q++) {
+        const desc_t *dq = &cp->ctl->slot[q].d[par];
+        cp->l0r[q] = (l0_rank_t){.send = cp->arena[q] + dq->send_off,
+                                 .recv = cp->arena[q] + dq->recv_off,
+                                 .send_stride = dq->send_stride, .recv_stride = dq->recv_stride};
+    }
+    l0_op_t l0 = {.kind = d.kind, .dtype = d.dtype, .redop = d.redop, .root = d.root,
+                  .nranks = n, .count = d.count, .ranks = cp->l0r};
+    l0_run_part(&l0, me, n);
+    publish(cp->ctl, &mine->done, k);
+    if ((rc = wait_all(comm, 1, k)) != HCCL_SUCCESS)
+        return rc;
+    hc_piece_copy_out(comm, p, piece, 0);
+    return HCCL_SUCCESS;
+}
+
+HcclResult hc_coop_run(hc_comm_t *comm, const hc_op_t *op)
+{
+    hc_coop_t *cp = comm->coop;
+    op_plan_t p;
+    HcclResult rc;
+
+    if (cp->broken || __atomic_load_n(&cp->ctl->abort, __ATOMIC_ACQUIRE))
+        return HCCL_E_REMOTE;
+    if (fits_inline(comm, op)) {
+        rc = run_inline(comm, op);
+    } else if ((rc = hc_plan(comm, op, 1, &p)) == HCCL_SUCCESS) {
+        for (uint64_t piece = 0; piece < p.npieces && rc == HCCL_SUCCESS; piece++)
+            rc = run_piece(comm, &p, piece);
+        hc_plan_free(comm, &p);
+    }
+    /* After a failure the ranks' sequences no longer line up: the comm is done for. */
+    if (rc != HCCL_SUCCESS)
+        cp->broken = 1;
+    return rc;
+}
