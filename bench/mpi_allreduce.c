@@ -21,6 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "env.h"
+
 struct bench_opts {
     size_t min_bytes;
     size_t max_bytes;
@@ -51,52 +53,6 @@ static void usage(FILE *out)
 }
 
 /* Parses "64", "4K", "1M", "2G" into bytes; returns 0 on a malformed value. */
-static int parse_size(const char *s, size_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno != 0 || end == s) {
-        return 0;
-    }
-    switch (*end) {
-    case 'k': case 'K': v <<= 10; end++; break;
-    case 'm': case 'M': v <<= 20; end++; break;
-    case 'g': case 'G': v <<= 30; end++; break;
-    default: break;
-    }
-    if (*end == 'B' || *end == 'b') {
-        end++;
-    }
-    if (*end != '\0') {
-        return 0;
-    }
-    *out = (size_t)v;
-    return 1;
-}
-
-static int parse_int(const char *s, int min, int *out)
-{
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (end == s || *end != '\0' || v < min || v > 1000000000L) {
-        return 0;
-    }
-    *out = (int)v;
-    return 1;
-}
-
-static int parse_factor(const char *s, double *out)
-{
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || *end != '\0' || !(v > 1.0)) {
-        return 0;
-    }
-    *out = v;
-    return 1;
-}
-
 static int parse_opts(int argc, char **argv, struct bench_opts *o)
 {
     int c;
@@ -106,13 +62,13 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
     while ((c = getopt(argc, argv, "b:e:f:i:n:w:l:h")) != -1) {
         int ok = 1;
         switch (c) {
-        case 'b': ok = parse_size(optarg, &o->min_bytes); break;
-        case 'e': ok = parse_size(optarg, &o->max_bytes); break;
-        case 'f': ok = parse_factor(optarg, &o->factor); o->step = 0; break;
-        case 'i': ok = parse_size(optarg, &o->step) && o->step > 0; o->factor = 0; break;
-        case 'n': ok = parse_int(optarg, 1, &o->iters); break;
-        case 'w': ok = parse_int(optarg, 0, &o->warmup); break;
-        case 'l': ok = parse_int(optarg, 0, &o->lat_iters); break;
+        case 'b': ok = arg_size(optarg, &o->min_bytes); break;
+        case 'e': ok = arg_size(optarg, &o->max_bytes); break;
+        case 'f': ok = arg_factor(optarg, &o->factor); o->step = 0; break;
+        case 'i': ok = arg_size(optarg, &o->step) && o->step > 0; o->factor = 0; break;
+        case 'n': ok = arg_int(optarg, 1, 1000000000, &o->iters); break;
+        case 'w': ok = arg_int(optarg, 0, 1000000000, &o->warmup); break;
+        case 'l': ok = arg_int(optarg, 0, 1000000000, &o->lat_iters); break;
         case 'h': usage(stdout); return 1;
         default: ok = 0; break;
         }

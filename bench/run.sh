@@ -41,8 +41,9 @@ done
 mkdir -p "$OUT" "$RES"
 rm -f "$RES"/*.txt "$RES"/*.err
 echo "bench: compiling bench/mpi_allreduce.c for Open MPI and MPICH"
-mpicc.openmpi -O2 -std=gnu11 -o "$OUT/mpi_allreduce.openmpi" "$SRC_DIR/mpi_allreduce.c"
-mpicc.mpich -O2 -std=gnu11 -o "$OUT/mpi_allreduce.mpich" "$SRC_DIR/mpi_allreduce.c"
+COMMON=("-I$SRC_DIR/../common" "-D_GNU_SOURCE" "$SRC_DIR/../common/env.c" "$SRC_DIR/../common/log.c")
+mpicc.openmpi -O2 -std=gnu11 -o "$OUT/mpi_allreduce.openmpi" "$SRC_DIR/mpi_allreduce.c" "${COMMON[@]}"
+mpicc.mpich -O2 -std=gnu11 -o "$OUT/mpi_allreduce.mpich" "$SRC_DIR/mpi_allreduce.c" "${COMMON[@]}"
 
 # A private daemon, so that the numbers do not depend on (or disturb) a system hccld.
 TMP=$(mktemp -d /tmp/hccld-bench.XXXXXX)

@@ -39,7 +39,7 @@ const char *desc_disagree(const desc_t *a, const desc_t *b)
     if (a->root != b->root &&
         (a->kind == DESC_BROADCAST || a->kind == DESC_REDUCE || a->kind == DESC_SCATTER))
         return "root";
-    if (a->flags != b->flags)
+    if ((a->flags & DESC_F_INLINE) != (b->flags & DESC_F_INLINE))
         return "protocol";
     return NULL;
 }

@@ -48,6 +48,40 @@ int parse_size(const char *s, uint64_t *val_p)
     return 0;
 }
 
+int arg_size(const char *s, size_t *out)
+{
+    uint64_t v;
+
+    if (parse_size(s, &v) != 0 || v > SIZE_MAX)
+        return 0;
+    *out = (size_t)v;
+    return 1;
+}
+
+int arg_int(const char *s, int min, int max, int *out)
+{
+    char *end;
+    long v;
+
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < min || v > max)
+        return 0;
+    *out = (int)v;
+    return 1;
+}
+
+int arg_factor(const char *s, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+
+    if (end == s || *end != '\0' || !(v > 1.0))
+        return 0;
+    *out = v;
+    return 1;
+}
+
 int env_u64(const char *name, uint64_t def, uint64_t min, uint64_t max, uint64_t *val_p)
 {
     const char *s = getenv(name);

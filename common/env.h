@@ -11,6 +11,10 @@ int env_u64(const char *name, uint64_t def, uint64_t min, uint64_t max, uint64_t
 int parse_size(const char *s, uint64_t *val_p);
 /* Parses a decimal unsigned integer that must consume all of s. */
 int parse_u64(const char *s, uint64_t *val_p);
+/* Command-line helpers for the tools: 1 on success, 0 on a bad value (their callers' style). */
+int arg_size(const char *s, size_t *out);
+int arg_int(const char *s, int min, int max, int *out);
+int arg_factor(const char *s, double *out); /* a real number > 1 */
 /* Hex encoding for root infos in the environment. out needs 2*n+1 bytes. */
 void hex_encode(const void *data, size_t n, char *out);
 /* Returns the number of bytes decoded, or -EINVAL. */

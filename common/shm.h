@@ -56,6 +56,7 @@ typedef struct desc {
 } desc_t;
 
 #define DESC_F_INLINE 1   /* coop: the send blocks travel in the control block */
+#define DESC_F_ZC_OUT 2   /* coop: the receive blocks lie in the poster's arena */
 
 typedef struct cqe {
     uint64_t tag;

@@ -1,9 +1,13 @@
 /*
  * Cooperative level 0 (see common/coop.h): the ranks of a communicator run its collectives
- * among themselves, each rank computing one share of every piece, with two barriers per piece
- * (descriptors posted, shares done). Pieces small enough travel inline in the control block;
- * then every rank computes its own output and one barrier is enough. Waiting spins briefly,
- * yielding the core, then sleeps on a futex in the control block.
+ * among themselves. Pieces small enough travel inline in the control block. Larger pieces read
+ * every rank's input where it lies (its HcclMemAlloc buffer, or a copy in its staging area).
+ * When every rank's output lies in its arena, each rank computes one share of the piece into all
+ * outputs (two barriers: posted, done); otherwise each rank computes its own output straight
+ * into its own buffer, whatever memory that is (one barrier, plus "done" for a rank whose input
+ * others read in place). Staging is double-buffered by piece parity: a rank overwrites a slot
+ * two pieces later, after every peer posted the piece in between and so finished with it.
+ * Waiting spins briefly, yielding the core, then sleeps on a futex in the control block.
  */
 #include <errno.h>
 #include <sched.h>
@@ -27,11 +31,15 @@ struct hc_coop {
     uint8_t **arena;       /* every rank's arena as mapped here */
     uint64_t *arena_bytes;
     l0_rank_t *l0r;
+    uint64_t stage_off;    /* two staging slots of stage_slot bytes in our arena */
+    uint64_t stage_slot;
     int broken;
 };
 
 static void coop_free(hc_comm_t *comm, hc_coop_t *cp)
 {
+    if (cp->stage_slot != 0)
+        hc_arena_free(&comm->c->alloc, cp->stage_off);
     if (cp->ctl != NULL)
         munmap(cp->ctl, cp->ctl_bytes);
     for (uint32_t q = 0; cp->arena != NULL && q < comm->nranks; q++)
@@ -79,6 +87,14 @@ HcclResult hc_coop_attach(hc_comm_t *comm, const Hccld__CommInitResp *r, int *fd
     }
     if (cp->ctl->magic != COOP_MAGIC || cp->ctl->nranks != n)
         goto out;
+    cp->stage_slot = comm->chunk_bytes;
+    cp->stage_off = hc_arena_alloc(&comm->c->alloc, 2 * cp->stage_slot);
+    if (cp->stage_off == UINT64_MAX) {
+        cp->stage_slot = 0;
+        ERR("INIT", "no room for coop staging in the arena (HCCL_BUFFSIZE)");
+        rc = HCCL_E_MEMORY;
+        goto out;
+    }
     comm->coop = cp;
     cp = NULL;
     rc = HCCL_SUCCESS;
@@ -97,12 +113,16 @@ void hc_coop_detach(hc_comm_t *comm)
     comm->coop = NULL;
 }
 
+/* Stores k, then rings only if someone sleeps: either the sleeper's recheck sees k, or this
+ * load sees the sleeper (both sides fence between their store and their load). */
 static void publish(coop_ctl_t *ctl, uint64_t *field, uint64_t k)
 {
     __atomic_store_n(field, k, __ATOMIC_RELEASE);
-    __atomic_add_fetch(&ctl->bell, 1, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&ctl->sleepers, __ATOMIC_SEQ_CST) != 0)
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&ctl->sleepers, __ATOMIC_RELAXED) != 0) {
+        __atomic_add_fetch(&ctl->bell, 1, __ATOMIC_SEQ_CST);
         futex_wake(&ctl->bell, INT32_MAX);
+    }
 }
 
 static int all_reached(const coop_ctl_t *ctl, uint32_t n, int done, uint64_t k)
@@ -123,17 +143,17 @@ static HcclResult wait_all(hc_comm_t *comm, int done, uint64_t k)
     uint64_t start = now_ns(), spin_until = start + c->spin_ns;
 
     for (unsigned i = 0;; i++) {
-        uint32_t bell = __atomic_load_n(&ctl->bell, __ATOMIC_ACQUIRE);
         if (all_reached(ctl, comm->nranks, done, k))
             return HCCL_SUCCESS;
         if (__atomic_load_n(&ctl->abort, __ATOMIC_ACQUIRE))
             return HCCL_E_REMOTE;
+        /* Spin, but let a peer that shares this core run; look at the clock rarely. */
+        if ((i & 63) != 63) {
+            cpu_relax();
+            continue;
+        }
         if (now_ns() < spin_until) {
-            /* Spin, but let a peer that shares this core run. */
-            if ((i & 63) == 63)
-                sched_yield();
-            else
-                cpu_relax();
+            sched_yield();
             continue;
         }
         if (hc_daemon_gone(c))
@@ -144,6 +164,7 @@ static HcclResult wait_all(hc_comm_t *comm, int done, uint64_t k)
             return HCCL_E_TIMEOUT;
         }
         __atomic_add_fetch(&ctl->sleepers, 1, __ATOMIC_SEQ_CST);
+        uint32_t bell = __atomic_load_n(&ctl->bell, __ATOMIC_SEQ_CST);
         if (!all_reached(ctl, comm->nranks, done, k) && !__atomic_load_n(&ctl->abort,
                                                                           __ATOMIC_SEQ_CST))
             futex_wait(&ctl->bell, bell, SLEEP_SLICE_NS);
@@ -217,18 +238,97 @@ static HcclResult run_inline(hc_comm_t *comm, const hc_op_t *op)
     return HCCL_SUCCESS;
 }
 
-/* One piece of a large operation: this rank computes share `me` into everyone's output. */
-static HcclResult run_piece(hc_comm_t *comm, op_plan_t *p, uint64_t piece)
+/* How this rank's buffers take part in a large operation. */
+typedef struct coop_plan {
+    const hc_op_t *op;
+    desc_side_t s, r;
+    uint64_t s_off, r_off;
+    int zc_in, zc_out;
+    int in_place;          /* zero-copy input overlapping the output */
+    uint64_t piece, npieces;
+} coop_plan_t;
+
+static int spans_overlap(const uint8_t *a, uint64_t alen, const uint8_t *b, uint64_t blen)
+{
+    return alen && blen && a < b + blen && b < a + alen;
+}
+
+static void coop_plan(hc_comm_t *comm, const hc_op_t *op, coop_plan_t *p)
+{
+    desc_t d = {.kind = op->kind, .dtype = op->dtype, .root = op->root, .count = op->count};
+    uint64_t es = dtype_size(op->dtype), slen, rlen;
+
+    memset(p, 0, sizeof(*p));
+    p->op = op;
+    desc_sides(&d, comm->nranks, comm->rank, &p->s, &p->r);
+    if (op->kind == DESC_BROADCAST && comm->rank == op->root)
+        p->r.nblocks = 0; /* the root's buffer already holds the result */
+    slen = p->s.nblocks ? (p->s.nblocks - 1) * op->send_stride + p->s.bytes : 0;
+    rlen = p->r.nblocks ? (p->r.nblocks - 1) * op->recv_stride + p->r.bytes : 0;
+    p->zc_in = p->s.nblocks == 0 || hc_in_arena(comm->c, op->send, slen, &p->s_off);
+    p->zc_out = p->r.nblocks == 0 || hc_in_arena(comm->c, op->recv, rlen, &p->r_off);
+    /* Peers may still read a zero-copy input that this rank's own output overwrites. */
+    p->in_place = p->zc_in && spans_overlap(op->send, slen, op->recv, rlen);
+    p->piece = comm->chunk_bytes / (es * hc_kind_max_blocks(op->kind, comm->nranks));
+    p->piece = p->piece ? p->piece : 1;
+    p->npieces = (op->count + p->piece - 1) / p->piece;
+}
+
+static void coop_piece_desc(hc_comm_t *comm, const coop_plan_t *p, uint64_t k, uint64_t first,
+                            uint64_t n, desc_t *d)
+{
+    const hc_op_t *op = p->op;
+    hc_coop_t *cp = comm->coop;
+    uint64_t es = dtype_size(op->dtype);
+
+    *d = (desc_t){.comm_id = comm->id, .kind = op->kind, .dtype = op->dtype,
+                  .redop = op->redop, .seq = k, .count = n, .root = op->root,
+                  .rank = comm->rank, .total = op->count};
+    if (p->zc_in) {
+        d->send_off = p->s_off + first * es;
+        d->send_stride = op->send_stride;
+    } else {
+        d->send_off = cp->stage_off + (k & 1) * cp->stage_slot;
+        d->send_stride = n * es;
+        for (uint32_t b = 0; b < p->s.nblocks; b++)
+            memcpy(comm->c->arena + d->send_off + b * n * es,
+                   op->send + b * op->send_stride + first * es, n * es);
+    }
+    if (p->zc_out) {
+        d->flags |= DESC_F_ZC_OUT;
+        d->recv_off = p->r_off + first * es;
+        d->recv_stride = op->recv_stride;
+    } else {
+        d->recv_off = d->send_off; /* never used by peers; kept inside the arena */
+        d->recv_stride = d->send_stride;
+    }
+    if (op->kind == DESC_BROADCAST && comm->rank == op->root) {
+        d->recv_off = d->send_off;
+        d->recv_stride = d->send_stride;
+    }
+}
+
+static int all_zc_out(const hc_coop_t *cp, uint32_t n, unsigned par)
+{
+    for (uint32_t q = 0; q < n; q++)
+        if (!(cp->ctl->slot[q].d[par].flags & DESC_F_ZC_OUT))
+            return 0;
+    return 1;
+}
+
+/* One piece of a large operation. */
+static HcclResult run_piece(hc_comm_t *comm, const coop_plan_t *p, uint64_t piece)
 {
     hc_coop_t *cp = comm->coop;
     uint32_t me = comm->rank, n = comm->nranks;
     coop_slot_t *mine = &cp->ctl->slot[me];
+    uint64_t k = ++comm->coll_seq, first = piece * p->piece, cnt = p->op->count - first;
+    unsigned par = k & 1;
     desc_t d;
     HcclResult rc;
 
-    hc_piece_prep(comm, p, piece, 0, &d);
-    uint64_t k = ++d.seq; /* hc_piece_prep took coll_seq - 1 */
-    unsigned par = k & 1;
+    cnt = cnt < p->piece ? cnt : p->piece;
+    coop_piece_desc(comm, p, k, first, cnt, &d);
     mine->d[par] = d;
     publish(cp->ctl, &mine->posted, k);
     if ((rc = wait_all(comm, 0, k)) != HCCL_SUCCESS || (rc = check_slots(comm, par)) != 0)
@@ -240,29 +340,45 @@ static HcclResult run_piece(hc_comm_t *comm, op_plan_t *p, uint64_t piece)
                                  .send_stride = dq->send_stride, .recv_stride = dq->recv_stride};
     }
     l0_op_t l0 = {.kind = d.kind, .dtype = d.dtype, .redop = d.redop, .root = d.root,
-                  .nranks = n, .count = d.count, .ranks = cp->l0r};
-    l0_run_part(&l0, me, n);
+                  .nranks = n, .count = cnt, .ranks = cp->l0r};
+    if (all_zc_out(cp, n, par)) {
+        /* Everyone's output is reachable: each rank computes one share into all of them. */
+        l0_run_part(&l0, me, n);
+        publish(cp->ctl, &mine->done, k);
+        return wait_all(comm, 1, k);
+    }
+    /* Each rank computes its own output, wherever it is; in place, into the (unused) staging
+     * slot first, copied out once no peer reads the input any more. */
+    uint64_t es = dtype_size(d.dtype);
+    uint8_t *scratch = comm->c->arena + cp->stage_off + (k & 1) * cp->stage_slot;
+    cp->l0r[me].recv = p->in_place ? scratch : p->op->recv + first * es;
+    cp->l0r[me].recv_stride = p->in_place ? cnt * es : p->op->recv_stride;
+    l0.only_plus1 = me + 1;
+    if (p->r.nblocks > 0)
+        l0_run_part(&l0, 0, 1);
     publish(cp->ctl, &mine->done, k);
-    if ((rc = wait_all(comm, 1, k)) != HCCL_SUCCESS)
+    if (p->zc_in && (rc = wait_all(comm, 1, k)) != HCCL_SUCCESS)
         return rc;
-    hc_piece_copy_out(comm, p, piece, 0);
+    for (uint32_t b = 0; p->in_place && b < p->r.nblocks; b++)
+        memcpy(p->op->recv + b * p->op->recv_stride + first * es, scratch + b * cnt * es,
+               cnt * es);
     return HCCL_SUCCESS;
 }
 
 HcclResult hc_coop_run(hc_comm_t *comm, const hc_op_t *op)
 {
     hc_coop_t *cp = comm->coop;
-    op_plan_t p;
-    HcclResult rc;
+    coop_plan_t p;
+    HcclResult rc = HCCL_SUCCESS;
 
     if (cp->broken || __atomic_load_n(&cp->ctl->abort, __ATOMIC_ACQUIRE))
         return HCCL_E_REMOTE;
     if (fits_inline(comm, op)) {
         rc = run_inline(comm, op);
-    } else if ((rc = hc_plan(comm, op, 1, &p)) == HCCL_SUCCESS) {
+    } else {
+        coop_plan(comm, op, &p);
         for (uint64_t piece = 0; piece < p.npieces && rc == HCCL_SUCCESS; piece++)
             rc = run_piece(comm, &p, piece);
-        hc_plan_free(comm, &p);
     }
     /* After a failure the ranks' sequences no longer line up: the comm is done for. */
     if (rc != HCCL_SUCCESS)

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -62,7 +63,7 @@ static int wait_until(hc_client_t *c, int (*pred)(hc_client_t *, uint32_t), uint
 {
     uint64_t start = now_ns(), spin_until = start + c->spin_ns;
 
-    for (;;) {
+    for (unsigned i = 0;; i++) {
         if (pred(c, arg))
             return 0;
         if (pthread_mutex_trylock(&c->cq_lock) == 0) {
@@ -71,9 +72,14 @@ static int wait_until(hc_client_t *c, int (*pred)(hc_client_t *, uint32_t), uint
             if (pred(c, arg))
                 return 0;
         }
+        /* Spin, yielding now and then to whoever shares the core (the daemon, a peer). */
+        if ((i & 15) != 15) {
+            cpu_relax();
+            continue;
+        }
         uint64_t now = now_ns();
         if (now < spin_until) {
-            cpu_relax();
+            sched_yield();
             continue;
         }
         if (hc_daemon_gone(c))

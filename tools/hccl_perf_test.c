@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "dtype.h"
+#include "env.h"
 #include "hccl/hccl.h"
 
 #define EXIT_WRONG 1
@@ -941,54 +942,6 @@ static void usage(FILE *out)
             "  -h         this help\n");
 }
 
-static int parse_size(const char *s, size_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno != 0 || end == s || *s == '-') {
-        return 0;
-    }
-    int shift = 0;
-    switch (*end) {
-    case 'k': case 'K': shift = 10; end++; break;
-    case 'm': case 'M': shift = 20; end++; break;
-    case 'g': case 'G': shift = 30; end++; break;
-    default: break;
-    }
-    if (*end == 'B' || *end == 'b') {
-        end++;
-    }
-    if (*end != '\0' || v > (SIZE_MAX >> shift)) {
-        return 0;
-    }
-    *out = (size_t)(v << shift);
-    return 1;
-}
-
-static int parse_int(const char *s, int min, int max, int *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < min || v > max) {
-        return 0;
-    }
-    *out = (int)v;
-    return 1;
-}
-
-static int parse_factor(const char *s, double *out)
-{
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || *end != '\0' || !(v > 1.0)) {
-        return 0;
-    }
-    *out = v;
-    return 1;
-}
-
 static int parse_dtype(const char *s, HcclDataType *dt)
 {
     int v = dtype_from_name(s);
@@ -1032,17 +985,17 @@ static int parse_opt(int c, const char *arg, struct perf_opts *o)
 {
     switch (c) {
     case 't': return parse_colls(arg, o);
-    case 'b': return parse_size(arg, &o->min_bytes);
-    case 'e': return parse_size(arg, &o->max_bytes);
-    case 'f': o->step = 0; return parse_factor(arg, &o->factor);
-    case 'i': o->factor = 0; return parse_size(arg, &o->step) && o->step > 0;
-    case 'g': return parse_int(arg, 1, 4096, &o->nranks);
-    case 'n': return parse_int(arg, 1, 1000000000, &o->iters);
-    case 'w': return parse_int(arg, 0, 1000000000, &o->warmup);
+    case 'b': return arg_size(arg, &o->min_bytes);
+    case 'e': return arg_size(arg, &o->max_bytes);
+    case 'f': o->step = 0; return arg_factor(arg, &o->factor);
+    case 'i': o->factor = 0; return arg_size(arg, &o->step) && o->step > 0;
+    case 'g': return arg_int(arg, 1, 4096, &o->nranks);
+    case 'n': return arg_int(arg, 1, 1000000000, &o->iters);
+    case 'w': return arg_int(arg, 0, 1000000000, &o->warmup);
     case 'd': return parse_dtype(arg, &o->dtype);
     case 'o': return parse_redop(arg, &o->op);
-    case 'r': return parse_int(arg, 0, 1 << 30, &o->root);
-    case 'c': return parse_int(arg, 0, 1, &o->check);
+    case 'r': return arg_int(arg, 0, 1 << 30, &o->root);
+    case 'c': return arg_int(arg, 0, 1, &o->check);
     case 'z': o->zero_copy = 1; return 1;
     case 'S': o->use_stream = 1; return 1;
     case 'J': o->json_path = arg; return 1;

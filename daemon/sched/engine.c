@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -149,8 +150,7 @@ static void *engine_main(void *arg)
         }
         if (now_ns() - idle_since < ENGINE_SPIN_NS) {
             pthread_mutex_unlock(&eng->lock);
-            for (int i = 0; i < 32; i++)
-                cpu_relax();
+            sched_yield();
             pthread_mutex_lock(&eng->lock);
             continue;
         }
