@@ -17,6 +17,7 @@
 
 #define COOP_MAGIC 0x636f6f70u /* "coop" */
 #define COOP_INLINE 4096u      /* bytes of inline input per rank and parity */
+#define COOP_MAX_RANKS 64u     /* beyond, barriers that scan every slot cost too much */
 
 typedef struct coop_slot {
     alignas(SHM_CACHELINE) uint64_t posted; /* last piece whose descriptor is published */

@@ -2,9 +2,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coop.h"
 #include "log.h"
 #include "reduce.h"
 #include "server/server.h"
+
+/* Pieces every rank has posted: the ranks' own count of collectives run among themselves. */
+static uint64_t coop_pieces_done(const coop_ctl_t *ctl)
+{
+    uint64_t low = UINT64_MAX;
+
+    for (uint32_t q = 0; q < ctl->nranks; q++) {
+        uint64_t v = __atomic_load_n(&ctl->slot[q].posted, __ATOMIC_RELAXED);
+        low = v < low ? v : low;
+    }
+    return low == UINT64_MAX ? 0 : low;
+}
 
 static uint64_t now_ms(server_t *srv)
 {
@@ -43,6 +56,8 @@ static void fill_comms(server_t *srv, Hccld__StatusResp *r, Hccld__CommStatus *c
     for (scomm_t *c = srv->comms; c != NULL; c = c->next) {
         engine_comm_stats_t st = {0};
         engine_get_comm_stats(srv->eng, c->id, &st);
+        if (c->coop != NULL)
+            st.ops_done += coop_pieces_done(c->coop);
         hccld__comm_status__init(&cm[n]);
         cm[n].comm_id = c->id;
         cm[n].nranks = c->nranks;
@@ -50,6 +65,7 @@ static void fill_comms(server_t *srv, Hccld__StatusResp *r, Hccld__CommStatus *c
         cm[n].ops_done = st.ops_done;
         cm[n].ops_in_flight = st.queued;
         cm[n].job_id = c->job_hex;
+        cm[n].level0 = c->coop != NULL ? "coop" : "daemon";
         cmp[n] = &cm[n];
         n++;
     }

@@ -1,4 +1,5 @@
 #include "harness.h"
+#include "uds.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -26,13 +27,11 @@ const char *harness_admin_socket(void)
 
 static int can_connect(const char *path)
 {
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    int fd = socket(AF_UNIX, SOCK_STREAM, 0), ok;
+    int fd = uds_connect(path);
 
-    strncpy(sa.sun_path, path, sizeof(sa.sun_path) - 1);
-    ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-    close(fd);
-    return ok;
+    if (fd >= 0)
+        close(fd);
+    return fd >= 0;
 }
 
 int harness_alive(pid_t pid)

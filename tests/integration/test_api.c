@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "uds.h"
 #include "ref.h"
 #include "suites.h"
 
@@ -212,6 +213,58 @@ START_TEST(test_mismatch)
 }
 END_TEST
 
+/* hccld-ctl's status names a running job's communicator and its ranks. */
+static int hold(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+{
+    int fd = *(int *)arg;
+    char c = 0;
+    float x = 1, y;
+
+    /* Barrier, then wait for the test to have looked, then leave together. */
+    if (HcclAllReduce(&x, &y, 1, FP32, SUM, comm, NULL) != HCCL_SUCCESS)
+        return 1;
+    if (r == 0 && read(fd, &c, 1) != 1)
+        return 2;
+    return HcclAllReduce(&x, &y, 1, FP32, SUM, comm, NULL) == HCCL_SUCCESS && y == (float)n ? 0
+                                                                                             : 3;
+}
+
+START_TEST(test_status)
+{
+    pid_t pids[2];
+    int p[2];
+    Hccld__Msg m = HCCLD__MSG__INIT, *resp = NULL;
+    Hccld__StatusReq req = HCCLD__STATUS_REQ__INIT;
+    uds_conn_t conn;
+    int found = 0;
+
+    ck_assert_int_eq(pipe(p), 0);
+    ck_assert_int_eq(harness_spawn_ranks(2, hold, &p[0], 60, pids), 0);
+    for (int tries = 0; tries < 500 && !found; tries++) {
+        int fd = uds_connect(harness_admin_socket());
+        ck_assert_int_ge(fd, 0);
+        uds_conn_init(&conn, fd);
+        m.body_case = HCCLD__MSG__BODY_STATUS_REQ;
+        m.status_req = &req;
+        ck_assert_int_eq(uds_send(fd, &m, NULL, 0), 0);
+        ck_assert_int_eq(uds_recv(&conn, &resp, 5000), 0);
+        ck_assert_int_eq(resp->body_case, HCCLD__MSG__BODY_STATUS_RESP);
+        ck_assert_str_eq(resp->status_resp->version, HCCLD_VERSION);
+        for (size_t i = 0; i < resp->status_resp->n_comms; i++)
+            if (resp->status_resp->comms[i]->nranks == 2 &&
+                resp->status_resp->comms[i]->joined == 2)
+                found = 1;
+        frame_msg_free(resp);
+        uds_conn_close(&conn);
+        if (!found)
+            usleep(10000);
+    }
+    ck_assert_int_eq(write(p[1], "x", 1), 1);
+    ck_assert_int_eq(harness_wait(pids, 2, 60), 0);
+    ck_assert(found);
+}
+END_TEST
+
 Suite *api_suite(void)
 {
     Suite *s = suite_create("api");
@@ -225,6 +278,7 @@ Suite *api_suite(void)
     tcase_add_test(tc, test_stream_chain);
     tcase_add_test(tc, test_two_jobs);
     tcase_add_test(tc, test_mismatch);
+    tcase_add_test(tc, test_status);
     suite_add_tcase(s, tc);
     return s;
 }

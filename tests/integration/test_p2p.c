@@ -65,7 +65,7 @@ static int a2av(HcclComm comm, uint32_t r, uint32_t n, void *arg)
         st = sd[j] + sc[j];
         rt = rd[j] + rc[j];
     }
-    int32_t *s = malloc((st + 1) * 4), *o = malloc((rt + 1) * 4);
+    int32_t *s = calloc(st + 1, 4), *o = malloc((rt + 1) * 4);
     for (uint32_t j = 0; j < n; j++)
         for (uint64_t i = 0; i < sc[j]; i++)
             s[sd[j] + i] = (int32_t)(r * 100000 + j * 1000 + i % 1000);
