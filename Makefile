@@ -21,7 +21,7 @@ PKGS_TEST   := check
 
 # Missing tools or libraries: install them (Debian packages only) before anything else.
 DEPS_STAMP := $(BUILD)/.deps-ok
-$(DEPS_STAMP):
+$(DEPS_STAMP): scripts/install-deps.sh
 	@if ! command -v protoc-c >/dev/null 2>&1 || ! command -v pkg-config >/dev/null 2>&1 || \
 	    ! pkg-config --exists $(PKGS_CORE) $(PKGS_TEST); then \
 	    echo "hcclD: installing missing dependencies (scripts/install-deps.sh)"; \

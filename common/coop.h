@@ -2,7 +2,8 @@
  * Cooperative level 0: when a communicator's ranks fit on the node's cores and belong to one
  * tenant, they run collectives among themselves instead of through the daemon. The daemon
  * creates this control block (a memfd) and hands it, with every member's arena, to every
- * member. Rank r publishes piece k's descriptor in its slot and bumps `posted`; once every rank
+ * member. Rank r publishes piece k's descriptor in its slot d[k % 2], writing d.seq = k last
+ * (the peer reads the sequence and the descriptor from the same cache lines); once every rank
  * posted k, each validates all descriptors (a peer is trusted no more than a client is), runs
  * its share, and bumps `done`. Small pieces travel inline and need only the first barrier.
  * The daemon sets `abort` when a member dies or leaves; waiters then fail with HCCL_E_REMOTE.
@@ -20,10 +21,13 @@
 #define COOP_MAX_RANKS 64u     /* beyond, barriers that scan every slot cost too much */
 
 typedef struct coop_slot {
-    alignas(SHM_CACHELINE) uint64_t posted; /* last piece whose descriptor is published */
+    /* By parity of the piece number; d.seq is what this rank posted. Small inputs follow the
+     * descriptor directly, so that a peer fetches both in the fewest cache lines. */
+    struct coop_pkt {
+        alignas(SHM_CACHELINE) desc_t d;
+        uint8_t data[COOP_INLINE];
+    } pkt[2];
     alignas(SHM_CACHELINE) uint64_t done;   /* last piece whose share this rank finished */
-    alignas(SHM_CACHELINE) desc_t d[2];     /* by parity of the piece number */
-    alignas(SHM_CACHELINE) uint8_t data[2][COOP_INLINE];
 } coop_slot_t;
 
 typedef struct coop_ctl {
@@ -34,6 +38,15 @@ typedef struct coop_ctl {
     alignas(SHM_CACHELINE) uint32_t abort;    /* set by the daemon: the comm is broken */
     alignas(SHM_CACHELINE) coop_slot_t slot[];
 } coop_ctl_t;
+
+/* The last piece rank q posted. */
+static inline uint64_t coop_posted(const coop_slot_t *s)
+{
+    uint64_t a = __atomic_load_n(&s->pkt[0].d.seq, __ATOMIC_ACQUIRE);
+    uint64_t b = __atomic_load_n(&s->pkt[1].d.seq, __ATOMIC_ACQUIRE);
+
+    return a > b ? a : b;
+}
 
 static inline uint64_t coop_ctl_bytes(uint32_t nranks)
 {

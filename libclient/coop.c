@@ -125,10 +125,21 @@ static void publish(coop_ctl_t *ctl, uint64_t *field, uint64_t k)
     }
 }
 
+/* Writes the descriptor, its sequence last, so that a peer that sees the sequence sees it all. */
+static void post(coop_ctl_t *ctl, desc_t *slot, const desc_t *d)
+{
+    desc_t tmp = *d;
+
+    /* The old sequence (k - 2) stays until the release store: nobody waits for it any more. */
+    tmp.seq = slot->seq;
+    *slot = tmp;
+    publish(ctl, &slot->seq, d->seq);
+}
+
 static int all_reached(const coop_ctl_t *ctl, uint32_t n, int done, uint64_t k)
 {
     for (uint32_t q = 0; q < n; q++) {
-        const uint64_t *f = done ? &ctl->slot[q].done : &ctl->slot[q].posted;
+        const uint64_t *f = done ? &ctl->slot[q].done : &ctl->slot[q].pkt[k & 1].d.seq;
         if (__atomic_load_n(f, __ATOMIC_ACQUIRE) < k)
             return 0;
     }
@@ -178,11 +189,11 @@ static HcclResult wait_all(hc_comm_t *comm, int done, uint64_t k)
 static HcclResult check_slots(hc_comm_t *comm, unsigned par)
 {
     hc_coop_t *cp = comm->coop;
-    const desc_t *d0 = &cp->ctl->slot[0].d[par];
+    const desc_t *d0 = &cp->ctl->slot[0].pkt[par].d;
     const char *why = NULL;
 
     for (uint32_t q = 0; q < comm->nranks; q++) {
-        desc_t d = cp->ctl->slot[q].d[par];
+        desc_t d = cp->ctl->slot[q].pkt[par].d;
         int inl = d.flags & DESC_F_INLINE;
         const char *what = desc_disagree(d0, &d);
         if (what != NULL) {
@@ -223,13 +234,12 @@ static HcclResult run_inline(hc_comm_t *comm, const hc_op_t *op)
 
     desc_sides(&d, n, me, &s, &r);
     for (uint32_t i = 0; i < s.nblocks; i++)
-        memcpy(mine->data[par] + i * b, op->send + i * op->send_stride, b);
-    mine->d[par] = d;
-    publish(cp->ctl, &mine->posted, k);
+        memcpy(mine->pkt[par].data + i * b, op->send + i * op->send_stride, b);
+    post(cp->ctl, &mine->pkt[par].d, &d);
     if ((rc = wait_all(comm, 0, k)) != HCCL_SUCCESS || (rc = check_slots(comm, par)) != 0)
         return rc;
     for (uint32_t q = 0; q < n; q++)
-        cp->l0r[q] = (l0_rank_t){.send = cp->ctl->slot[q].data[par], .send_stride = b};
+        cp->l0r[q] = (l0_rank_t){.send = cp->ctl->slot[q].pkt[par].data, .send_stride = b};
     cp->l0r[me].recv = op->recv;
     cp->l0r[me].recv_stride = op->recv_stride;
     l0_op_t l0 = {.kind = op->kind, .dtype = op->dtype, .redop = op->redop, .root = op->root,
@@ -311,7 +321,7 @@ static void coop_piece_desc(hc_comm_t *comm, const coop_plan_t *p, uint64_t k, u
 static int all_zc_out(const hc_coop_t *cp, uint32_t n, unsigned par)
 {
     for (uint32_t q = 0; q < n; q++)
-        if (!(cp->ctl->slot[q].d[par].flags & DESC_F_ZC_OUT))
+        if (!(cp->ctl->slot[q].pkt[par].d.flags & DESC_F_ZC_OUT))
             return 0;
     return 1;
 }
@@ -329,12 +339,11 @@ static HcclResult run_piece(hc_comm_t *comm, const coop_plan_t *p, uint64_t piec
 
     cnt = cnt < p->piece ? cnt : p->piece;
     coop_piece_desc(comm, p, k, first, cnt, &d);
-    mine->d[par] = d;
-    publish(cp->ctl, &mine->posted, k);
+    post(cp->ctl, &mine->pkt[par].d, &d);
     if ((rc = wait_all(comm, 0, k)) != HCCL_SUCCESS || (rc = check_slots(comm, par)) != 0)
         return rc;
     for (uint32_t q = 0; q < n; q++) {
-        const desc_t *dq = &cp->ctl->slot[q].d[par];
+        const desc_t *dq = &cp->ctl->slot[q].pkt[par].d;
         cp->l0r[q] = (l0_rank_t){.send = cp->arena[q] + dq->send_off,
                                  .recv = cp->arena[q] + dq->recv_off,
                                  .send_stride = dq->send_stride, .recv_stride = dq->recv_stride};

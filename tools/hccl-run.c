@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bind.h"
 #include "env.h"
 #include "hccl/hccl.h"
 #include "rootinfo.h"
@@ -65,6 +66,7 @@ static pid_t spawn(int rank, int n, int ndaemons, char **daemons, const char *he
     set_env_u("HCCL_LOCAL_SIZE", (unsigned long)(d == ndaemons - 1 ? n - d * per : per));
     if (daemons[d] != NULL)
         setenv("HCCLD_SOCKET", daemons[d], 1);
+    bind_local_rank((unsigned)(rank - d * per), (unsigned)(d == ndaemons - 1 ? n - d * per : per));
     execvp(argv[0], argv);
     fprintf(stderr, "hccl-run: cannot run %s: %s\n", argv[0], strerror(errno));
     _exit(127);

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bind.h"
 #include "dtype.h"
 #include "env.h"
 #include "hccl/hccl.h"
@@ -902,6 +903,7 @@ static int run_forked(const struct perf_opts *opt)
     for (; started < opt->nranks; started++) {
         pid_t pid = fork();
         if (pid == 0) {
+            bind_local_rank((unsigned)started, (unsigned)opt->nranks);
             exit(child_main(opt, &root, (uint32_t)started));
         }
         if (pid < 0) {

@@ -13,7 +13,7 @@ static uint64_t coop_pieces_done(const coop_ctl_t *ctl)
     uint64_t low = UINT64_MAX;
 
     for (uint32_t q = 0; q < ctl->nranks; q++) {
-        uint64_t v = __atomic_load_n(&ctl->slot[q].posted, __ATOMIC_RELAXED);
+        uint64_t v = coop_posted(&ctl->slot[q]);
         low = v < low ? v : low;
     }
     return low == UINT64_MAX ? 0 : low;

@@ -1,0 +1,103 @@
+/* Entry points of the level-1 algorithms: argument checks, names, and the dispatch. */
+#include <errno.h>
+#include <stdlib.h>
+#include <strings.h>
+
+#include "algo/algo_int.h"
+#include "shm.h"
+
+static const char *const names[ALGO_COUNT] = {
+    [ALGO_RING] = "ring",   [ALGO_MESH] = "fullmesh",     [ALGO_HDR] = "H-D_R",
+    [ALGO_TREE] = "tree",   [ALGO_PAIRWISE] = "pairwise",
+};
+
+static int (*const builders[ALGO_COUNT])(const algo_ctx_t *, sbuild_t *) = {
+    [ALGO_RING] = ring_build, [ALGO_MESH] = mesh_build,         [ALGO_HDR] = hdr_build,
+    [ALGO_TREE] = tree_build, [ALGO_PAIRWISE] = pairwise_build,
+};
+
+const char *algo_name(int algo)
+{
+    return algo >= 0 && algo < ALGO_COUNT ? names[algo] : "?";
+}
+
+/* Case does not matter: HCCL's documents spell the names one way, users type them another. */
+int algo_from_name(const char *s)
+{
+    if (s == NULL)
+        return -1;
+    for (int a = 0; a < ALGO_COUNT; a++)
+        if (strcasecmp(s, names[a]) == 0)
+            return a;
+    return -1;
+}
+
+static int kind_is_collective(int kind)
+{
+    return kind >= DESC_ALLREDUCE && kind <= DESC_BARRIER;
+}
+
+int algo_serves(int algo, int kind)
+{
+    if (algo < 0 || algo >= ALGO_COUNT || !kind_is_collective(kind))
+        return 0;
+    if (algo == ALGO_PAIRWISE)
+        return kind == DESC_ALLTOALL;
+    if (algo == ALGO_MESH)
+        return 1;
+    return kind != DESC_ALLTOALL;
+}
+
+static int kind_has_root(int kind)
+{
+    return kind == DESC_BROADCAST || kind == DESC_REDUCE || kind == DESC_SCATTER;
+}
+
+uint64_t layout_out_elems(int kind, uint32_t n, uint64_t count)
+{
+    switch (kind) {
+    case DESC_ALLGATHER:
+    case DESC_REDUCE_SCATTER:
+    case DESC_ALLTOALL: return (uint64_t)n * count;
+    case DESC_BARRIER: return 0;
+    default: return count;
+    }
+}
+
+void sched_free(sched_t *s)
+{
+    if (s == NULL)
+        return;
+    free(s->steps);
+    free(s->round_start);
+    s->steps = NULL;
+    s->round_start = NULL;
+    s->nsteps = s->nrounds = 0;
+}
+
+int algo_build(int algo, int kind, uint32_t nnodes, uint32_t me, uint32_t root, uint64_t count,
+               sched_t *out)
+{
+    algo_ctx_t c = {.kind = kind, .n = nnodes, .me = me, .count = count};
+    sbuild_t b;
+    int rc;
+
+    if (out == NULL || !algo_serves(algo, kind) || nnodes == 0 || me >= nnodes)
+        return -EINVAL;
+    if (kind_has_root(kind) && root >= nnodes)
+        return -EINVAL;
+    /* Every offset a schedule names lies below n * count, so that product must fit. */
+    if (count > UINT64_MAX / nnodes / 2)
+        return -EINVAL;
+    c.root = kind_has_root(kind) ? root : 0;
+    if (kind == DESC_BARRIER)
+        c.count = 0;
+    sb_init(&b, me, kind == DESC_BARRIER, layout_out_elems(kind, nnodes, c.count));
+    /* Without data there is nothing to move; only a barrier synchronizes. */
+    rc = c.count == 0 && kind != DESC_BARRIER ? 0 : builders[algo](&c, &b);
+    if (rc != 0) {
+        free(b.e);
+        return rc;
+    }
+    return sb_finish(&b, out);
+}

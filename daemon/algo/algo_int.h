@@ -1,0 +1,143 @@
+/*
+ * Internals shared by the level-1 algorithms: the schedule builder and the index arithmetic
+ * they have in common. Not for use outside daemon/algo.
+ *
+ * Algorithms place each step at a virtual time. Both ends of a transfer give it the same
+ * time, and each phase of a composed algorithm starts after the last time of the previous
+ * phase on every node, so ordering all steps by time gives one global order that every node
+ * follows: that is why the schedules cannot deadlock. The builder sorts a node's steps by
+ * time, keeps steps of equal time in the order they were added (both ends add transfers
+ * between the same pair in the same order) and turns each distinct time into one round.
+ */
+#ifndef HCCLD_ALGO_ALGO_INT_H
+#define HCCLD_ALGO_ALGO_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "algo/algo.h"
+
+typedef struct algo_ctx {
+    int kind;          /* enum desc_kind */
+    uint32_t n;        /* nodes */
+    uint32_t me;
+    uint32_t root;     /* 0 for kinds without a root */
+    uint64_t count;    /* elements per block; 0 for BARRIER */
+} algo_ctx_t;
+
+typedef struct sb_entry {
+    uint64_t t;
+    uint32_t seq;
+    step_t st;
+} sb_entry_t;
+
+typedef struct sbuild {
+    sb_entry_t *e;
+    uint32_t n, cap;
+    uint32_t me;
+    int keep_empty;    /* BARRIER: zero-length steps are the synchronization itself */
+    int err;           /* -ENOMEM once an append failed */
+    uint64_t out_elems;
+} sbuild_t;
+
+void sb_init(sbuild_t *b, uint32_t me, int keep_empty, uint64_t out_elems);
+void sb_step(sbuild_t *b, uint64_t t, uint8_t op, uint8_t buf, uint32_t peer, uint64_t off,
+             uint64_t len);
+/* Sorts into rounds and fills out; frees the builder's memory either way. */
+int sb_finish(sbuild_t *b, sched_t *out);
+
+static inline void sb_send(sbuild_t *b, uint64_t t, uint32_t peer, uint64_t off, uint64_t len)
+{
+    sb_step(b, t, STEP_SEND, SCHED_BUF_OUT, peer, off, len);
+}
+
+static inline void sb_recv(sbuild_t *b, uint64_t t, uint32_t peer, uint64_t off, uint64_t len)
+{
+    sb_step(b, t, STEP_RECV, SCHED_BUF_OUT, peer, off, len);
+}
+
+static inline void sb_reduce(sbuild_t *b, uint64_t t, uint32_t peer, uint64_t off, uint64_t len)
+{
+    sb_step(b, t, STEP_RECV_REDUCE, SCHED_BUF_OUT, peer, off, len);
+}
+
+/* A local step (COPY or REDUCE) from buf[src_off, +len) into OUT[dst_off, +len). */
+void sb_local(sbuild_t *b, uint64_t t, uint8_t op, uint8_t buf, uint64_t src_off,
+              uint64_t dst_off, uint64_t len);
+
+static inline void sb_copy(sbuild_t *b, uint64_t t, uint8_t buf, uint64_t src_off,
+                           uint64_t dst_off, uint64_t len)
+{
+    sb_local(b, t, STEP_COPY, buf, src_off, dst_off, len);
+}
+
+/* Start of part i when `total` elements are split into `parts` nearly equal parts. */
+static inline uint64_t part_off(uint64_t total, uint64_t parts, uint64_t i)
+{
+    uint64_t q = total / parts, r = total % parts;
+
+    return i * q + (i < r ? i : r);
+}
+
+/* Blocks 0..np-1 of a buffer: either `fixed` elements each (block i at i * fixed), or, when
+ * fixed is 0, `total` elements cut into np nearly equal blocks. */
+typedef struct parts {
+    uint64_t total;
+    uint64_t fixed;
+    uint32_t np;
+} parts_t;
+
+static inline uint64_t parts_off(const parts_t *p, uint64_t i)
+{
+    return p->fixed ? i * p->fixed : part_off(p->total, p->np, i);
+}
+
+/* One block per node: the layout's blocks for the kinds that have n of them, else the data
+ * cut into n nearly equal blocks (ALLREDUCE, and the phases that make up REDUCE and
+ * BROADCAST). Blocks may be empty when count < n. */
+parts_t node_parts(const algo_ctx_t *c);
+
+/* How many pieces a pipeline of `depth` extra hops should cut `count` elements into. */
+uint64_t algo_pieces(uint64_t count, uint64_t depth);
+/* floor(log2(x)) for x >= 1, and the smallest L with 2^L >= x. */
+uint32_t ilog2_floor(uint64_t x);
+uint32_t ilog2_ceil(uint64_t x);
+
+static inline uint32_t rel_of(const algo_ctx_t *c, uint32_t node)
+{
+    return (uint32_t)(((uint64_t)node + c->n - c->root) % c->n);
+}
+
+static inline uint32_t abs_of(const algo_ctx_t *c, uint32_t rel)
+{
+    return (uint32_t)(((uint64_t)rel + c->root) % c->n);
+}
+
+/*
+ * Block ranges for the binomial scatter and gather: how node `rel` names blocks [q0, q1) of
+ * relative ranks. ABS keeps block q at OUT[abs(q)*count] (or reads IN there, for the root of
+ * SCATTER); REL keeps it at OUT[(q - rel)*count], so a node's own block lands at OUT[0].
+ */
+enum blk_mode { BLK_ABS_OUT, BLK_ABS_IN, BLK_REL };
+void blk_emit(sbuild_t *b, const algo_ctx_t *c, uint64_t t, uint8_t op, enum blk_mode mode,
+              uint32_t peer_rel, uint32_t rel, uint32_t q0, uint32_t q1);
+
+/* Binomial trees over relative ranks; each returns the first time after its last step. */
+uint64_t binomial_scatter(sbuild_t *b, const algo_ctx_t *c, uint64_t t0, int from_in,
+                          enum blk_mode keep);
+uint64_t binomial_gather(sbuild_t *b, const algo_ctx_t *c, uint64_t t0);
+uint64_t binomial_bcast0(sbuild_t *b, const algo_ctx_t *c, uint64_t t0);
+/* The whole SCATTER collective on a binomial tree (root's copy and staging included). */
+void binomial_scatter_kind(sbuild_t *b, const algo_ctx_t *c);
+
+/* Per-algorithm builders: 0 or -EINVAL for a kind they do not serve. */
+int ring_build(const algo_ctx_t *c, sbuild_t *b);
+int mesh_build(const algo_ctx_t *c, sbuild_t *b);
+int hdr_build(const algo_ctx_t *c, sbuild_t *b);
+int tree_build(const algo_ctx_t *c, sbuild_t *b);
+int pairwise_build(const algo_ctx_t *c, sbuild_t *b);
+
+/* Elements of OUT the layout of algo.h needs for kind (before any staging). */
+uint64_t layout_out_elems(int kind, uint32_t n, uint64_t count);
+
+#endif

@@ -1,0 +1,108 @@
+/*
+ * Binomial trees over relative ranks (rank minus root, modulo n), for any n: the scatter and
+ * gather of whole blocks that tree and H-D_R share, and a plain broadcast for barriers.
+ * In the tree of n nodes, node rel's subtree is [rel, rel + lowbit(rel)) clipped to n, and it
+ * hears from rel - lowbit(rel). Step j of L = ceil(log2 n) steps pairs nodes 2^(L-1-j) apart
+ * going down (scatter, broadcast) and 2^j apart going up (gather).
+ */
+#include "algo/algo_int.h"
+
+/* Emits one transfer of blocks [q0, q1) as up to two steps: a range of relative ranks maps to
+ * absolute blocks that wrap past n - 1 once, and both ends split at the same place so that
+ * their lengths match even when one end keeps blocks in relative order. */
+void blk_emit(sbuild_t *b, const algo_ctx_t *c, uint64_t t, uint8_t op, enum blk_mode mode,
+              uint32_t peer_rel, uint32_t rel, uint32_t q0, uint32_t q1)
+{
+    uint32_t wrap = c->n - c->root, peer = abs_of(c, peer_rel);
+    uint32_t seg[2][2] = {{q0, q1 < wrap ? q1 : wrap}, {q0 > wrap ? q0 : wrap, q1}};
+
+    if (c->count == 0) {
+        sb_step(b, t, op, SCHED_BUF_OUT, peer, 0, 0);
+        return;
+    }
+    for (int i = 0; i < 2; i++) {
+        uint32_t a = seg[i][0], e = seg[i][1];
+        uint64_t off;
+
+        if (a >= e)
+            continue;
+        off = mode == BLK_REL ? (uint64_t)(a - rel) * c->count
+                              : (uint64_t)abs_of(c, a) * c->count;
+        sb_step(b, t, op, mode == BLK_ABS_IN ? SCHED_BUF_IN : SCHED_BUF_OUT, peer, off,
+                (uint64_t)(e - a) * c->count);
+    }
+}
+
+static uint32_t min_u32(uint32_t a, uint64_t b)
+{
+    return b < a ? (uint32_t)b : a;
+}
+
+uint64_t binomial_scatter(sbuild_t *b, const algo_ctx_t *c, uint64_t t0, int from_in,
+                          enum blk_mode keep)
+{
+    uint32_t rel = rel_of(c, c->me), levels = ilog2_ceil(c->n);
+
+    for (uint32_t j = 0; j < levels; j++) {
+        uint64_t d = 1ull << (levels - 1 - j);
+
+        if (rel % (2 * d) == 0 && rel + d < c->n) {
+            enum blk_mode m = rel == 0 && from_in ? BLK_ABS_IN : keep;
+            blk_emit(b, c, t0 + j, STEP_SEND, m, (uint32_t)(rel + d), rel, (uint32_t)(rel + d),
+                     min_u32(c->n, rel + 2 * d));
+        } else if (rel % (2 * d) == d) {
+            blk_emit(b, c, t0 + j, STEP_RECV, keep, (uint32_t)(rel - d), rel, rel,
+                     min_u32(c->n, rel + d));
+        }
+    }
+    return t0 + levels;
+}
+
+uint64_t binomial_gather(sbuild_t *b, const algo_ctx_t *c, uint64_t t0)
+{
+    uint32_t rel = rel_of(c, c->me), levels = ilog2_ceil(c->n);
+
+    for (uint32_t j = 0; j < levels; j++) {
+        uint64_t d = 1ull << j;
+
+        if (rel % (2 * d) == d)
+            blk_emit(b, c, t0 + j, STEP_SEND, BLK_ABS_OUT, (uint32_t)(rel - d), rel, rel,
+                     min_u32(c->n, rel + d));
+        else if (rel % (2 * d) == 0 && rel + d < c->n)
+            blk_emit(b, c, t0 + j, STEP_RECV, BLK_ABS_OUT, (uint32_t)(rel + d), rel,
+                     (uint32_t)(rel + d), min_u32(c->n, rel + 2 * d));
+    }
+    return t0 + levels;
+}
+
+/* Zero-length fan-out from the root: the second half of a tree barrier. */
+uint64_t binomial_bcast0(sbuild_t *b, const algo_ctx_t *c, uint64_t t0)
+{
+    uint32_t rel = rel_of(c, c->me), levels = ilog2_ceil(c->n);
+
+    for (uint32_t j = 0; j < levels; j++) {
+        uint64_t d = 1ull << (levels - 1 - j);
+
+        if (rel % (2 * d) == 0 && rel + d < c->n)
+            sb_send(b, t0 + j, abs_of(c, (uint32_t)(rel + d)), 0, 0);
+        else if (rel % (2 * d) == d)
+            sb_recv(b, t0 + j, abs_of(c, (uint32_t)(rel - d)), 0, 0);
+    }
+    return t0 + levels;
+}
+
+/* SCATTER by binomial tree: the root copies its own block and sends each child its subtree's
+ * blocks straight from IN; the others keep their subtree in relative order, own block first. */
+void binomial_scatter_kind(sbuild_t *b, const algo_ctx_t *c)
+{
+    uint32_t rel = rel_of(c, c->me);
+
+    if (rel == 0) {
+        sb_copy(b, 0, SCHED_BUF_IN, (uint64_t)c->root * c->count, 0, c->count);
+    } else {
+        uint64_t low = rel & (0u - rel), sub = c->n - rel < low ? c->n - rel : low;
+        if (sub * c->count > b->out_elems)
+            b->out_elems = sub * c->count;
+    }
+    binomial_scatter(b, c, 0, 1, BLK_REL);
+}
