@@ -13,7 +13,7 @@ endif
 PREFIX   ?= /usr/local
 VERSION  := 0.1.0
 
-PKGS_CORE   := libuv libprotobuf-c hwloc libsystemd inih
+PKGS_CORE   := libuv libprotobuf-c hwloc libsystemd inih libsodium jansson
 PKGS_CLIENT := libprotobuf-c
 PKGS_TEST   := check
 

@@ -59,7 +59,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-"$HCCLD" --socket "$SOCK" --foreground --log-level warn >"$RES/hccld.log" 2>&1 &
+"$HCCLD" --socket "$SOCK" --listen 127.0.0.1:0 --foreground --log-level warn >"$RES/hccld.log" 2>&1 &
 HCCLD_PID=$!
 for _ in $(seq 100); do
     [ -S "$SOCK" ] && break

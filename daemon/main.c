@@ -27,6 +27,7 @@ typedef struct opts {
     uint64_t workers;
     uint64_t chunk;
     int l0_mode;
+    char listen[64];
 } opts_t;
 
 static int l0_mode_parse(const char *s)
@@ -50,6 +51,7 @@ static void usage(FILE *f)
             "                       l0_mode = auto|coop|daemon)\n"
             "  --log-level LEVEL    error|warn|info|debug (default warn)\n"
             "  --workers N          executor threads (default: online CPUs)\n"
+            "  --listen IP:PORT     accept peer daemons (default 0.0.0.0:60000; none: one node)\n"
             "  --foreground         do not detach (systemd and tests use this)\n"
             "  --version, --help\n");
 }
@@ -91,6 +93,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         {"socket", required_argument, 0, 's'}, {"admin-socket", required_argument, 0, 'a'},
         {"config", required_argument, 0, 'c'}, {"log-level", required_argument, 0, 'l'},
         {"workers", required_argument, 0, 'w'}, {"foreground", no_argument, 0, 'f'},
+        {"listen", required_argument, 0, 'L'},
         {"version", no_argument, 0, 'V'},     {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     int c, level = -1;
@@ -98,8 +101,10 @@ static int parse_args(int argc, char **argv, opts_t *o)
     snprintf(o->socket_path, sizeof(o->socket_path), "%s", DEFAULT_SOCKET);
     o->log_level = LOG_WARN;
     o->chunk = DEFAULT_CHUNK;
-    while ((c = getopt_long(argc, argv, "s:a:c:l:w:fVh", lo, NULL)) != -1) {
+    snprintf(o->listen, sizeof(o->listen), "0.0.0.0:60000");
+    while ((c = getopt_long(argc, argv, "s:a:c:l:w:fVhL:", lo, NULL)) != -1) {
         switch (c) {
+        case 'L': snprintf(o->listen, sizeof(o->listen), "%s", optarg); break;
         case 's': snprintf(o->socket_path, sizeof(o->socket_path), "%s", optarg); break;
         case 'a': snprintf(o->admin_path, sizeof(o->admin_path), "%s", optarg); break;
         case 'c': o->config = optarg; break;
@@ -203,7 +208,8 @@ int main(int argc, char **argv)
     loop = uv_default_loop();
     server_config_t cfg = {.socket_path = o.socket_path, .admin_path = o.admin_path,
                            .workers = (unsigned)o.workers, .chunk_bytes = o.chunk,
-                           .max_arena = SERVER_MAX_ARENA, .l0_mode = o.l0_mode};
+                           .max_arena = SERVER_MAX_ARENA, .l0_mode = o.l0_mode,
+                           .listen = strcmp(o.listen, "none") == 0 ? NULL : o.listen};
     if (server_start(&srv, loop, &cfg) != 0)
         return 1;
     if (notify_fd >= 0) {

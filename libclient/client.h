@@ -72,6 +72,7 @@ typedef struct hc_comm {
     uint64_t coll_seq;
     HcclResult async_err;
     hc_coop_t *coop;       /* cooperative level 0, or NULL: everything through the daemon */
+    uint32_t nnodes;       /* daemons the comm spans */
 } hc_comm_t;
 
 /* One collective or point-to-point transfer as the user described it. */

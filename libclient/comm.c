@@ -75,6 +75,7 @@ static HcclResult init_answer(hc_client_t *c, const Hccld__CommInitResp *r, hc_c
 
     comm->id = r->comm_id;
     comm->chunk_bytes = r->chunk_bytes;
+    comm->nnodes = r->nnodes ? r->nnodes : 1;
     if (r->l0_mode != 1) {
         for (int i = 0; i < nfds; i++)
             close(fds[i]);

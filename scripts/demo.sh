@@ -7,7 +7,7 @@ BUILD=${1:-build}
 DIR=$(mktemp -d /tmp/hccld-demo-XXXXXX)
 SOCK=$DIR/hccld.sock
 
-"$BUILD/bin/hccld" --socket "$SOCK" --foreground --log-level warn &
+"$BUILD/bin/hccld" --socket "$SOCK" --listen 127.0.0.1:0 --foreground --log-level warn &
 DAEMON=$!
 trap 'kill $DAEMON 2>/dev/null; wait $DAEMON 2>/dev/null; rm -rf "$DIR"' EXIT
 for _ in $(seq 500); do

@@ -22,7 +22,8 @@
 #include "server/server.h"
 
 typedef struct join {
-    session_t *s;       /* NULL: not joined */
+    session_t *s;       /* a rank of this node, or */
+    peer_t *p;          /* the daemon of a remote rank; both NULL: not joined */
     uint64_t req_id;
     uint32_t l0_mode;   /* what the rank asked for */
 } join_t;
@@ -62,7 +63,27 @@ static void job_free(job_t *j)
     uv_close((uv_handle_t *)&j->timer, job_freed);
 }
 
-static void send_init_resp(session_t *s, uint64_t req_id, int result, const char *why,
+/* The answer to a rank of a comm that spans several daemons. */
+void send_multinode_resp(session_t *s, uint64_t req_id, const scomm_t *c, uint32_t rank,
+                         uint32_t nnodes)
+{
+    Hccld__Msg m = HCCLD__MSG__INIT;
+    Hccld__CommInitResp r = HCCLD__COMM_INIT_RESP__INIT;
+
+    r.result = c != NULL ? HCCL_SUCCESS : HCCL_E_MEMORY;
+    r.message = "";
+    r.comm_id = c != NULL ? c->id : 0;
+    r.nranks = c != NULL ? c->nranks : 0;
+    r.rank = rank;
+    r.chunk_bytes = 1 << 20;
+    r.nnodes = nnodes;
+    m.req_id = req_id;
+    m.body_case = HCCLD__MSG__BODY_COMM_INIT_RESP;
+    m.comm_init_resp = &r;
+    session_send(s, &m);
+}
+
+void send_init_resp(session_t *s, uint64_t req_id, int result, const char *why,
                            uint32_t comm_id, uint32_t nranks, uint32_t rank, uint64_t chunk)
 {
     Hccld__Msg m = HCCLD__MSG__INIT;
@@ -87,7 +108,7 @@ static void missing_ranks(const job_t *j, char *buf, size_t cap)
 
     buf[0] = '\0';
     for (uint32_t r = 0; r < j->nranks && n + 16 < cap; r++)
-        if (j->ranks[r].s == NULL) {
+        if (j->ranks[r].s == NULL && j->ranks[r].p == NULL) {
             n += (size_t)snprintf(buf + n, cap - n, "%s%u", shown ? "," : "", r);
             if (++shown == 32 && r + 1 < j->nranks) {
                 snprintf(buf + n, cap - n, ",...");
@@ -108,10 +129,19 @@ static void on_job_timeout(uv_timer_t *t)
         snprintf(why, sizeof(why), "timed out: %u of %u ranks joined; never arrived: %s",
                  j->joined, j->nranks, missing);
         ERR("INIT", "job %s: %s", j->hex, why);
-        for (uint32_t r = 0; r < j->nranks; r++)
+        Hccld__Msg m = HCCLD__MSG__INIT;
+        Hccld__Membership mb = HCCLD__MEMBERSHIP__INIT;
+        mb.result = HCCL_E_TIMEOUT;
+        mb.message = why;
+        m.body_case = HCCLD__MSG__BODY_MEMBERSHIP;
+        m.membership = &mb;
+        for (uint32_t r = 0; r < j->nranks; r++) {
             if (j->ranks[r].s != NULL)
                 send_init_resp(j->ranks[r].s, j->ranks[r].req_id, HCCL_E_TIMEOUT, why, 0,
                                j->nranks, r, 0);
+            else if (j->ranks[r].p != NULL)
+                peer_send(j->ranks[r].p, &m); /* the member daemon answers its ranks once */
+        }
     }
     job_free(j);
 }
@@ -147,7 +177,7 @@ void jobs_root_info(server_t *srv, session_t *s, uint64_t req_id, const Hccld__R
     ri.job_id.len = sizeof(j->id);
     ri.job_key.data = j->key;
     ri.job_key.len = sizeof(j->key);
-    ri.root_addr = "";
+    ri.root_addr = srv->advertised;
     ri.root_socket = (char *)srv->cfg.socket_path;
     resp.info = &ri;
     session_send(s, &m);
@@ -179,6 +209,8 @@ static uint64_t comm_chunk(server_t *srv, const job_t *j)
 
     /* Four chunks in flight must fit in the smallest arena of the comm. */
     for (uint32_t r = 0; r < j->nranks; r++) {
+        if (j->ranks[r].s == NULL)
+            continue;
         uint64_t cap = j->ranks[r].s->layout.arena_bytes / 4 / 4096 * 4096;
         if (cap < chunk)
             chunk = cap;
@@ -281,17 +313,41 @@ static void answer_ranks(job_t *j, scomm_t *c, uint64_t chunk)
     }
 }
 
-static void job_complete(server_t *srv, job_t *j)
+scomm_t *scomm_add(server_t *srv, uint32_t nranks, uint32_t nnodes, const char *job_hex)
 {
     scomm_t *c = calloc(1, sizeof(*c));
+
+    if (c == NULL || (c->sids = calloc(nranks, sizeof(*c->sids))) == NULL) {
+        free(c);
+        return NULL;
+    }
+    c->id = ++srv->next_comm_id;
+    c->nranks = nranks;
+    c->nnodes = nnodes;
+    c->coop_fd = -1;
+    snprintf(c->job_hex, sizeof(c->job_hex), "%s", job_hex);
+    c->next = srv->comms;
+    srv->comms = c;
+    return c;
+}
+
+static void scomm_unlink(server_t *srv, scomm_t *c)
+{
+    for (scomm_t **pp = &srv->comms; *pp != NULL; pp = &(*pp)->next)
+        if (*pp == c) {
+            *pp = c->next;
+            return;
+        }
+}
+
+static void job_complete(server_t *srv, job_t *j)
+{
+    scomm_t *c = scomm_add(srv, j->nranks, 1, j->hex);
     uint64_t chunk = comm_chunk(srv, j);
     int rc = -ENOMEM, mode = comm_mode(srv, j);
 
-    if (c != NULL && (c->sids = calloc(j->nranks, sizeof(*c->sids))) != NULL) {
-        c->id = ++srv->next_comm_id;
-        c->nranks = j->nranks;
-        c->coop_fd = -1;
-        memcpy(c->job_hex, j->hex, sizeof(c->job_hex));
+    if (c != NULL) {
+        c->nlocal = j->nranks;
         for (uint32_t r = 0; r < j->nranks; r++)
             c->sids[r] = j->ranks[r].s->sid;
         rc = mode == L0_COOP ? coop_create(c) : 0;
@@ -303,20 +359,128 @@ static void job_complete(server_t *srv, job_t *j)
         for (uint32_t r = 0; r < j->nranks; r++)
             send_init_resp(j->ranks[r].s, j->ranks[r].req_id, HCCL_E_INTERNAL,
                            "the daemon could not create the communicator", 0, j->nranks, r, 0);
-        if (c != NULL && c->sids != NULL)
+        if (c != NULL) {
+            scomm_unlink(srv, c);
             scomm_free(c);
-        else
-            free(c);
+        }
         job_free(j);
         return;
     }
-    c->next = srv->comms;
-    srv->comms = c;
     INFO("INIT", "job %s: comm %u formed with %u ranks, level 0 %s, chunk %llu KiB", j->hex,
          c->id, c->nranks, c->coop ? "cooperative" : "by the daemon",
          (unsigned long long)(chunk >> 10));
     answer_ranks(j, c, chunk);
     job_free(j);
+}
+
+/* Node list (daemon addresses in order of their first rank) and each rank's node. */
+static uint32_t job_nodes(server_t *srv, const job_t *j, char **nodes, uint32_t *rank_node)
+{
+    uint32_t nn = 0;
+
+    for (uint32_t r = 0; r < j->nranks; r++) {
+        char *a = j->ranks[r].p != NULL ? j->ranks[r].p->addr : srv->advertised;
+        uint32_t k = 0;
+        while (k < nn && strcmp(nodes[k], a) != 0)
+            k++;
+        if (k == nn)
+            nodes[nn++] = a;
+        rank_node[r] = k;
+    }
+    return nn;
+}
+
+/* Every rank joined and some live on other daemons: tell each daemon the membership once, then
+ * answer our own ranks. The data path between daemons is not there yet: their collectives
+ * fail with HCCL_E_NOT_SUPPORT (see libclient). */
+static void job_complete_multinode(server_t *srv, job_t *j)
+{
+    char **nodes = calloc(j->nranks, sizeof(*nodes));
+    uint32_t *rank_node = calloc(j->nranks, sizeof(*rank_node)), nn = 0;
+    Hccld__Msg m = HCCLD__MSG__INIT;
+    Hccld__Membership mb = HCCLD__MEMBERSHIP__INIT;
+    scomm_t *c = NULL;
+
+    if (nodes == NULL || rank_node == NULL)
+        goto out;
+    nn = job_nodes(srv, j, nodes, rank_node);
+    mb.nranks = j->nranks;
+    mb.n_nodes = nn;
+    mb.nodes = nodes;
+    mb.n_rank_node = j->nranks;
+    mb.rank_node = rank_node;
+    m.body_case = HCCLD__MSG__BODY_MEMBERSHIP;
+    m.membership = &mb;
+    for (uint32_t r = 0; r < j->nranks; r++) {
+        peer_t *p = j->ranks[r].p;
+        int first = p != NULL;
+        for (uint32_t q = 0; q < r && first; q++)
+            first = j->ranks[q].p != p;
+        if (first)
+            peer_send(p, &m);
+    }
+    c = scomm_add(srv, j->nranks, nn, j->hex);
+    for (uint32_t r = 0; c != NULL && r < j->nranks; r++)
+        if (j->ranks[r].s != NULL) {
+            c->sids[r] = j->ranks[r].s->sid;
+            c->nlocal++;
+        }
+    INFO("INIT", "job %s: comm %u formed with %u ranks on %u daemons", j->hex, c ? c->id : 0,
+         j->nranks, nn);
+out:
+    for (uint32_t r = 0; r < j->nranks; r++)
+        if (j->ranks[r].s != NULL)
+            send_multinode_resp(j->ranks[r].s, j->ranks[r].req_id, c, r, nn);
+    free(nodes);
+    free(rank_node);
+    job_free(j);
+}
+
+/* Why rank `rank` of `nranks` may not join j, or NULL. */
+static const char *join_refusal(const job_t *j, uint32_t nranks, uint32_t rank)
+{
+    if (nranks == 0 || nranks > SERVER_MAX_RANKS)
+        return "nRanks out of range";
+    if (j->nranks != 0 && nranks != j->nranks)
+        return "nRanks differs from the other ranks' value";
+    if (rank >= nranks)
+        return "rank out of range";
+    if (j->nranks != 0 && (j->ranks[rank].s != NULL || j->ranks[rank].p != NULL))
+        return "this rank already joined";
+    return NULL;
+}
+
+static int job_add(job_t *j, uint32_t nranks, uint32_t rank, join_t join)
+{
+    if (j->nranks == 0) {
+        j->ranks = calloc(nranks, sizeof(*j->ranks));
+        if (j->ranks == NULL)
+            return -ENOMEM;
+        j->nranks = nranks;
+    }
+    j->ranks[rank] = join;
+    j->joined++;
+    return 0;
+}
+
+static int job_is_local(const job_t *j)
+{
+    for (uint32_t r = 0; r < j->nranks; r++)
+        if (j->ranks[r].p != NULL)
+            return 0;
+    return 1;
+}
+
+static void job_complete_multinode(server_t *srv, job_t *j);
+
+static void job_check_complete(server_t *srv, job_t *j)
+{
+    if (j->joined < j->nranks)
+        return;
+    if (job_is_local(j))
+        job_complete(srv, j);
+    else
+        job_complete_multinode(srv, j);
 }
 
 void jobs_comm_init(server_t *srv, session_t *s, uint64_t req_id, const Hccld__CommInitReq *req)
@@ -326,39 +490,89 @@ void jobs_comm_init(server_t *srv, session_t *s, uint64_t req_id, const Hccld__C
     job_t *j = NULL;
 
     if (req->info == NULL || req->info->job_id.len != ROOTINFO_ID_BYTES ||
-        req->info->job_key.len != ROOTINFO_KEY_BYTES)
+        req->info->job_key.len != ROOTINFO_KEY_BYTES) {
         why = "malformed root info";
-    else if ((j = job_find(srv, req->info->job_id.data)) == NULL)
+    } else if (req->info->root_addr[0] != '\0' &&
+               strcmp(req->info->root_addr, srv->advertised) != 0) {
+        rjobs_join(srv, s, req_id, req); /* another daemon is the root */
+        return;
+    } else if ((j = job_find(srv, req->info->job_id.data)) == NULL) {
         why = "unknown, expired or already used root info", result = HCCL_E_NOT_FOUND;
-    else if (!key_equal(j->key, req->info->job_key.data))
+    } else if (!key_equal(j->key, req->info->job_key.data)) {
         why = "wrong job key for this root info";
-    else if (req->nranks == 0 || req->nranks > SERVER_MAX_LOCAL_RANKS)
+    } else if (req->nranks > SERVER_MAX_LOCAL_RANKS && job_is_local(j)) {
         why = "nRanks out of range for one node";
-    else if (j->nranks != 0 && req->nranks != j->nranks)
-        why = "nRanks differs from the other ranks' value";
-    else if (req->rank >= req->nranks)
-        why = "rank out of range";
-    else if (j->nranks != 0 && j->ranks[req->rank].s != NULL)
-        why = "this rank already joined";
+    } else {
+        why = join_refusal(j, req->nranks, req->rank);
+    }
+    if (why == NULL &&
+        job_add(j, req->nranks, req->rank,
+                (join_t){.s = s, .req_id = req_id, .l0_mode = req->l0_mode}) != 0)
+        why = "out of memory", result = HCCL_E_MEMORY;
     if (why != NULL) {
         WARN("INIT", "pid %d: comm init refused: %s", (int)s->pid, why);
         send_init_resp(s, req_id, result, why, 0, req->nranks, req->rank, 0);
         return;
     }
-    if (j->nranks == 0) {
-        j->ranks = calloc(req->nranks, sizeof(*j->ranks));
-        if (j->ranks == NULL) {
-            send_init_resp(s, req_id, HCCL_E_MEMORY, "out of memory", 0, 0, 0, 0);
-            return;
-        }
-        j->nranks = req->nranks;
-    }
-    j->ranks[req->rank] = (join_t){.s = s, .req_id = req_id, .l0_mode = req->l0_mode};
-    j->joined++;
     DBG("INIT", "job %s: rank %u of %u joined (pid %d)", j->hex, req->rank, j->nranks,
         (int)s->pid);
-    if (j->joined == j->nranks)
-        job_complete(srv, j);
+    job_check_complete(srv, j);
+}
+
+/* A rank of another daemon joins one of our jobs. */
+static void remote_join(server_t *srv, peer_t *p, const Hccld__JoinReq *req)
+{
+    job_t *j = job_find(srv, p->job_id);
+    const char *why = j == NULL ? "the job is gone" : join_refusal(j, req->nranks, req->rank);
+    Hccld__Msg m = HCCLD__MSG__INIT;
+    Hccld__Membership mb = HCCLD__MEMBERSHIP__INIT;
+
+    if (why == NULL && job_add(j, req->nranks, req->rank, (join_t){.p = p}) != 0)
+        why = "out of memory";
+    if (why != NULL) {
+        WARN("INIT", "daemon %s: rank %u refused: %s", p->addr, req->rank, why);
+        mb.result = HCCL_E_PARA;
+        mb.message = (char *)why;
+        m.body_case = HCCLD__MSG__BODY_MEMBERSHIP;
+        m.membership = &mb;
+        peer_send(p, &m);
+        return;
+    }
+    DBG("INIT", "job %s: rank %u of %u joined from daemon %s", j->hex, req->rank, j->nranks,
+        p->addr);
+    job_check_complete(srv, j);
+}
+
+void jobs_peer_msg(peer_t *p, const Hccld__Msg *m)
+{
+    if (m->body_case == HCCLD__MSG__BODY_JOIN_REQ)
+        remote_join(p->srv, p, m->join_req);
+    else if (m->body_case == HCCLD__MSG__BODY_MEMBERSHIP)
+        rjobs_membership(p->srv, p, m->membership);
+    else
+        WARN("NET", "daemon %s sent an unexpected message (%d)", p->addr, (int)m->body_case);
+}
+
+void jobs_peer_gone(peer_t *p)
+{
+    for (job_t *j = p->srv->jobs; j != NULL; j = j->next)
+        for (uint32_t r = 0; r < j->nranks; r++)
+            if (j->ranks[r].p == p) {
+                j->ranks[r].p = NULL;
+                j->joined--;
+            }
+    rjobs_link_gone(p->srv, p);
+}
+
+int jobs_key_for(server_t *srv, const uint8_t *job_id, uint8_t *key)
+{
+    job_t *j = job_find(srv, job_id);
+
+    if (j != NULL) {
+        memcpy(key, j->key, ROOTINFO_KEY_BYTES);
+        return 0;
+    }
+    return rjobs_key_for(srv, job_id, key);
 }
 
 static scomm_t *scomm_find(server_t *srv, uint32_t id)
@@ -375,7 +589,7 @@ static void scomm_leave(server_t *srv, scomm_t *c, uint32_t rank)
     c->left++;
     scomm_abort(c);
     engine_comm_leave(srv->eng, c->id, rank);
-    if (c->left < c->nranks)
+    if (c->left < c->nlocal)
         return;
     for (scomm_t **pp = &srv->comms; *pp != NULL; pp = &(*pp)->next)
         if (*pp == c) {
@@ -406,6 +620,7 @@ void jobs_comm_destroy(server_t *srv, session_t *s, uint64_t req_id,
 
 void jobs_session_gone(server_t *srv, session_t *s)
 {
+    rjobs_session_gone(srv, s);
     for (job_t *j = srv->jobs; j != NULL; j = j->next)
         for (uint32_t r = 0; r < j->nranks; r++)
             if (j->ranks[r].s == s) {
@@ -421,7 +636,7 @@ void jobs_session_gone(server_t *srv, session_t *s)
                 c->left++;
                 scomm_abort(c);
             }
-        if (c->left == c->nranks) {
+        if (c->left == c->nlocal) {
             /* The engine frees its half when the last session leaves; forget ours. */
             for (scomm_t **pp = &srv->comms; *pp != NULL; pp = &(*pp)->next)
                 if (*pp == c) {

@@ -1,6 +1,7 @@
 /* Listening sockets, signals and orderly shutdown. */
 #include <errno.h>
 #include <stdlib.h>
+#include <sodium.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
@@ -90,6 +91,15 @@ int server_start(server_t *srv, uv_loop_t *loop, const server_config_t *cfg)
     srv->eng = engine_create(cfg->workers);
     if (srv->eng == NULL)
         return -ENOMEM;
+    if (sodium_init() < 0) {
+        ERR("INIT", "sodium_init() failed");
+        return -EIO;
+    }
+    const char *wl = getenv("HCCL_WHITELIST_FILE");
+    if (wl != NULL && *wl != '\0' && whitelist_load(srv, wl) != 0)
+        return -EINVAL;
+    if (cfg->listen != NULL && (rc = peer_listen(srv, cfg->listen)) != 0)
+        return rc;
     /* Any local user may run jobs (tenants are told apart by SO_PEERCRED); the admin socket
      * is for root and the admin group only. */
     if ((rc = listen_on(srv, &srv->listener, cfg->socket_path, 0666, on_client_conn)) != 0)
@@ -128,6 +138,8 @@ void server_stop(server_t *srv)
         session_close(s);
     }
     jobs_stop(srv);
+    rjobs_stop(srv);
+    peers_stop(srv);
     uv_close((uv_handle_t *)&srv->sigterm, NULL);
     uv_close((uv_handle_t *)&srv->sigint, NULL);
     uv_close((uv_handle_t *)&srv->sighup, NULL);

@@ -12,10 +12,12 @@
 
 #include "frame.h"
 #include "sched/engine.h"
+#include "server/peer.h"
 #include "shm.h"
 
 #define SERVER_MAX_CLIENTS 1024
 #define SERVER_MAX_LOCAL_RANKS 256
+#define SERVER_MAX_RANKS 4096
 #define SERVER_HELLO_TIMEOUT_MS 5000
 #define SERVER_SQ_ENTRIES 256
 #define SERVER_MAX_ARENA (16ull << 30)
@@ -27,7 +29,10 @@ typedef struct server_config {
     uint64_t chunk_bytes;     /* staging chunk agreed by a comm's ranks */
     uint64_t max_arena;
     int l0_mode;              /* 0 auto, 1 coop, 2 daemon: HCCLD_L0_MODE, the operator's say */
+    const char *listen;       /* "IP:PORT" for peer daemons, or NULL */
 } server_config_t;
+
+typedef struct rjob rjob_t;
 
 typedef struct job job_t;
 typedef struct scomm scomm_t;
@@ -43,7 +48,14 @@ typedef struct server {
     session_t *sessions;
     unsigned nsessions;
     job_t *jobs;
+    rjob_t *rjobs;            /* jobs whose root is another daemon */
     scomm_t *comms;
+    uv_tcp_t tcp_listener;
+    int tcp_listening;
+    char advertised[PEER_ADDR_MAX]; /* "IP:PORT" peers reach us at; empty when not listening */
+    peer_t *peers;
+    char **whitelist;         /* HCCL_WHITELIST_FILE's host_ip, or NULL: anyone */
+    size_t nwhitelist;
     uint64_t next_sid;
     uint32_t next_comm_id;
     uint64_t started_ms;
@@ -81,6 +93,8 @@ struct session {
 struct scomm {
     uint32_t id;
     uint32_t nranks;
+    uint32_t nlocal;   /* ranks on this node */
+    uint32_t nnodes;
     uint32_t left;
     char job_hex[33];
     uint64_t *sids;  /* per rank; 0 once the rank left */
@@ -92,6 +106,10 @@ struct scomm {
 
 int server_start(server_t *srv, uv_loop_t *loop, const server_config_t *cfg);
 void server_stop(server_t *srv);
+
+/* framed.c: frames over libuv streams */
+int framed_send(uv_stream_t *stream, const Hccld__Msg *m);
+void framed_alloc(frame_dec_t *dec, uv_buf_t *buf);
 
 /* session.c */
 void session_accept(server_t *srv, uv_stream_t *listener, enum session_kind kind);
@@ -109,6 +127,28 @@ void jobs_comm_destroy(server_t *srv, session_t *s, uint64_t req_id,
 /* The session is going away: leave pending joins and communicators. */
 void jobs_session_gone(server_t *srv, session_t *s);
 void jobs_stop(server_t *srv);
+/* The key of a job this daemon knows (as root or member); 0 or -ENOENT. */
+int jobs_key_for(server_t *srv, const uint8_t *job_id, uint8_t *key);
+void jobs_peer_msg(peer_t *p, const Hccld__Msg *m);
+void jobs_peer_gone(peer_t *p);
+void send_init_resp(session_t *s, uint64_t req_id, int result, const char *why, uint32_t comm_id,
+                    uint32_t nranks, uint32_t rank, uint64_t chunk);
+void send_multinode_resp(session_t *s, uint64_t req_id, const scomm_t *c, uint32_t rank,
+                         uint32_t nnodes);
+/* A communicator record for ranks of this node; sids[r] for local ranks, 0 for others. */
+scomm_t *scomm_add(server_t *srv, uint32_t nranks, uint32_t nnodes, const char *job_hex);
+
+/* rjobs.c: the member side of a job whose root is another daemon */
+void rjobs_join(server_t *srv, session_t *s, uint64_t req_id, const Hccld__CommInitReq *req);
+int rjobs_key_for(server_t *srv, const uint8_t *job_id, uint8_t *key);
+void rjobs_membership(server_t *srv, peer_t *p, const Hccld__Membership *m);
+void rjobs_link_gone(server_t *srv, peer_t *p);
+void rjobs_session_gone(server_t *srv, session_t *s);
+void rjobs_stop(server_t *srv);
+
+/* whitelist.c */
+int whitelist_load(server_t *srv, const char *path);
+int whitelist_allows(const server_t *srv, const char *ip);
 
 /* admin.c */
 void admin_handle(server_t *srv, session_t *s, const Hccld__Msg *m);

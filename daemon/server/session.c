@@ -13,39 +13,11 @@
 #include "server/server.h"
 #include "uds.h"
 
-typedef struct write_req {
-    uv_write_t req;
-    uv_buf_t buf;
-} write_req_t;
-
-static void on_write(uv_write_t *req, int status)
-{
-    write_req_t *w = (write_req_t *)req;
-
-    free(w->buf.base);
-    free(w);
-}
-
 int session_send(session_t *s, const Hccld__Msg *m)
 {
-    size_t cap = FRAME_HDR + FRAME_MAX;
-    write_req_t *w;
-
     if (s->state == SESSION_CLOSING)
         return -EPIPE;
-    w = malloc(sizeof(*w));
-    if (w == NULL || (w->buf.base = malloc(cap)) == NULL) {
-        free(w);
-        return -ENOMEM;
-    }
-    w->buf.len = frame_encode(m, (uint8_t *)w->buf.base, cap);
-    if (w->buf.len == 0 ||
-        uv_write(&w->req, (uv_stream_t *)&s->pipe, &w->buf, 1, on_write) != 0) {
-        free(w->buf.base);
-        free(w);
-        return -EIO;
-    }
-    return 0;
+    return framed_send((uv_stream_t *)&s->pipe, m);
 }
 
 int session_send_fds(session_t *s, const Hccld__Msg *m, const int *fds, int nfds)
@@ -248,13 +220,7 @@ static int dispatch_client(session_t *s, const Hccld__Msg *m)
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
-    session_t *s = h->data;
-    uint8_t *p;
-    size_t n;
-
-    frame_dec_space(s->dec, &p, &n);
-    buf->base = (char *)p;
-    buf->len = n;
+    framed_alloc(((session_t *)h->data)->dec, buf);
 }
 
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)

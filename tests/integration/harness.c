@@ -39,7 +39,7 @@ int harness_alive(pid_t pid)
     return waitpid(pid, NULL, WNOHANG) == 0;
 }
 
-pid_t harness_daemon_start(const char *extra_arg)
+pid_t harness_daemon_spawn(char *sock, size_t cap)
 {
     const char *bin = getenv("HCCLD_BIN");
     char dir[] = "/tmp/hccld-test-XXXXXX";
@@ -49,22 +49,35 @@ pid_t harness_daemon_start(const char *extra_arg)
         bin = "build/bin/hccld";
     if (mkdtemp(dir) == NULL)
         return -1;
-    snprintf(sock_path, sizeof(sock_path), "%s/hccld.sock", dir);
-    snprintf(admin_path, sizeof(admin_path), "%s/hccld-admin.sock", dir);
+    snprintf(sock, cap, "%s/hccld.sock", dir);
     pid = fork();
     if (pid == 0) {
         const char *level = getenv("HCCLD_TEST_LOG_LEVEL");
-        execl(bin, bin, "--socket", sock_path, "--foreground", "--log-level",
-              level ? level : "error", extra_arg, (char *)NULL);
+        execl(bin, bin, "--socket", sock, "--foreground", "--listen", "127.0.0.1:0",
+              "--log-level", level ? level : "error", (char *)NULL);
         _exit(127);
     }
     /* Ready means accepting connections; bounded so that a broken daemon fails fast. */
-    for (int i = 0; i < 1000 && !can_connect(sock_path); i++) {
+    for (int i = 0; i < 1000 && !can_connect(sock); i++) {
         if (!harness_alive(pid))
             return -1;
         usleep(10000);
     }
-    setenv("HCCLD_SOCKET", sock_path, 1);
+    return pid;
+}
+
+pid_t harness_daemon_start(const char *extra_arg)
+{
+    pid_t pid = harness_daemon_spawn(sock_path, sizeof(sock_path));
+    char *slash;
+
+    (void)extra_arg;
+    snprintf(admin_path, sizeof(admin_path), "%s", sock_path);
+    slash = strrchr(admin_path, '/');
+    snprintf(slash + 1, sizeof(admin_path) - (size_t)(slash + 1 - admin_path),
+             "hccld-admin.sock");
+    if (pid > 0)
+        setenv("HCCLD_SOCKET", sock_path, 1);
     return pid;
 }
 
@@ -76,7 +89,8 @@ void harness_daemon_stop(pid_t pid)
     waitpid(pid, NULL, 0);
 }
 
-int harness_spawn_ranks(uint32_t n, rank_fn fn, void *arg, unsigned timeout_s, pid_t *pids)
+int harness_spawn_ranks_on(uint32_t n, char *const *socks, rank_fn fn, void *arg,
+                           unsigned timeout_s, pid_t *pids)
 {
     HcclRootInfo ri;
     HcclResult rc = HcclGetRootInfo(&ri);
@@ -90,6 +104,8 @@ int harness_spawn_ranks(uint32_t n, rank_fn fn, void *arg, unsigned timeout_s, p
         if (pids[r] == 0) {
             HcclComm comm;
             alarm(timeout_s);
+            if (socks != NULL)
+                setenv("HCCLD_SOCKET", socks[r], 1);
             rc = HcclCommInitRootInfo(n, &ri, r, &comm);
             if (rc != HCCL_SUCCESS) {
                 fprintf(stderr, "rank %u: init: %s\n", r, HcclGetErrorString(rc));
@@ -102,6 +118,11 @@ int harness_spawn_ranks(uint32_t n, rank_fn fn, void *arg, unsigned timeout_s, p
         }
     }
     return 0;
+}
+
+int harness_spawn_ranks(uint32_t n, rank_fn fn, void *arg, unsigned timeout_s, pid_t *pids)
+{
+    return harness_spawn_ranks_on(n, NULL, fn, arg, timeout_s, pids);
 }
 
 int harness_wait(pid_t *pids, uint32_t n, unsigned timeout_s)

@@ -3,6 +3,7 @@
 #define HCCLD_TESTS_HARNESS_H
 
 #include <check.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -26,6 +27,12 @@ int harness_run_ranks(uint32_t n, rank_fn fn, void *arg, unsigned timeout_s);
 
 /* Like harness_run_ranks, without waiting: pids go to pids[n]. */
 int harness_spawn_ranks(uint32_t n, rank_fn fn, void *arg, unsigned timeout_s, pid_t *pids);
+/* Starts another daemon in its own temp dir; its socket path goes to sock. */
+pid_t harness_daemon_spawn(char *sock, size_t cap);
+/* As harness_spawn_ranks, rank r talking to the daemon at socks[r] (NULL: the default one).
+ * The root info comes from the daemon of HCCLD_SOCKET in the caller. */
+int harness_spawn_ranks_on(uint32_t n, char *const *socks, rank_fn fn, void *arg,
+                           unsigned timeout_s, pid_t *pids);
 /* Waits for the given children; returns how many failed. */
 int harness_wait(pid_t *pids, uint32_t n, unsigned timeout_s);
 

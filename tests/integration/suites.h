@@ -8,7 +8,8 @@
     X(colls)            \
     X(p2p)              \
     X(api)              \
-    X(hostile)
+    X(hostile)          \
+    X(multinode)
 
 #define X(name) Suite *name##_suite(void);
 INTEG_SUITES(X)

@@ -1,0 +1,79 @@
+/*
+ * Connections between daemons (control plane, libuv TCP). Each connection serves one job and
+ * proves the job key before anything else crosses it (see PeerHello in proto/hccld.proto).
+ */
+#ifndef HCCLD_SERVER_PEER_H
+#define HCCLD_SERVER_PEER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "frame.h"
+
+#define AUTH_NONCE_BYTES 16
+#define AUTH_MAC_BYTES 32
+#define PEER_ADDR_MAX 64
+#define PEER_JOB_BYTES 16
+
+typedef struct server server_t;
+typedef struct peer peer_t;
+
+enum peer_state {
+    PEER_CONNECTING,      /* outgoing: TCP connect in progress */
+    PEER_WAIT_CHALLENGE,  /* outgoing: sent PeerHello */
+    PEER_WAIT_RESULT,     /* outgoing: sent PeerProof */
+    PEER_WAIT_HELLO,      /* incoming: nothing yet */
+    PEER_WAIT_PROOF,      /* incoming: sent PeerChallenge */
+    PEER_READY,
+    PEER_CLOSING
+};
+
+/* result is an HcclResult: 0 once the peer is authenticated, an error when it never will be. */
+typedef void (*peer_ready_cb)(peer_t *p, int result);
+/* A message on an authenticated connection. */
+typedef void (*peer_msg_cb)(peer_t *p, const Hccld__Msg *m);
+typedef void (*peer_gone_cb)(peer_t *p);
+
+struct peer {
+    server_t *srv;
+    uv_tcp_t tcp;
+    uv_connect_t creq;
+    uv_timer_t timer;
+    frame_dec_t *dec;
+    enum peer_state state;
+    int handles_open;
+    uint8_t job_id[PEER_JOB_BYTES];
+    uint8_t key[PEER_JOB_BYTES];
+    uint8_t nonce_c[AUTH_NONCE_BYTES]; /* the connecting side's */
+    uint8_t nonce_a[AUTH_NONCE_BYTES]; /* the accepting side's */
+    char addr[PEER_ADDR_MAX];          /* the other daemon's advertised address */
+    char ip[48];                       /* where the connection really comes from */
+    peer_ready_cb on_ready;
+    peer_msg_cb on_msg;
+    peer_gone_cb on_gone;
+    void *user;
+    peer_t *next;
+};
+
+/* Listens on "HOST:PORT" (port 0: any) and sets srv->advertised to "IP:PORT". */
+int peer_listen(server_t *srv, const char *hostport);
+/* Connects to the daemon at addr for one job; on_ready tells how the handshake ended. */
+peer_t *peer_connect(server_t *srv, const char *addr, const uint8_t *job_id, const uint8_t *key,
+                     unsigned timeout_ms, peer_ready_cb on_ready, void *user);
+int peer_send(peer_t *p, const Hccld__Msg *m);
+void peer_close(peer_t *p);
+void peers_stop(server_t *srv);
+
+/* auth.c */
+void auth_nonce(uint8_t nonce[AUTH_NONCE_BYTES]);
+void auth_mac(const uint8_t *key, size_t keylen, const char *role, const uint8_t *n1,
+              const uint8_t *n2, uint8_t mac[AUTH_MAC_BYTES]);
+int auth_check(const uint8_t *key, size_t keylen, const char *role, const uint8_t *n1,
+               const uint8_t *n2, const uint8_t *mac, size_t maclen);
+
+/* addr.c */
+int addr_advertised(const char *listen_host, char *out, size_t cap);
+int ifname_match(const char *spec, const char *name);
+
+#endif

@@ -1,0 +1,241 @@
+/*
+ * The member side of a job whose root is another daemon: our ranks' joins travel over one
+ * authenticated connection to the root daemon, which answers with the membership once every
+ * rank of the job joined (or with the reason it never will).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "env.h"
+#include "hccl/hccl.h"
+#include "log.h"
+#include "rootinfo.h"
+#include "server/server.h"
+
+typedef struct rjoin {
+    session_t *s;      /* NULL once its process left */
+    uint64_t req_id;
+    uint32_t rank;
+} rjoin_t;
+
+struct rjob {
+    server_t *srv;
+    uint8_t id[ROOTINFO_ID_BYTES];
+    uint8_t key[ROOTINFO_KEY_BYTES];
+    char hex[33];
+    char root[PEER_ADDR_MAX];
+    uint32_t nranks;
+    peer_t *link;      /* to the root daemon */
+    int ready;         /* link authenticated: joins go out at once */
+    rjoin_t *joins;
+    uint32_t njoins, cap;
+    uv_timer_t timer;  /* the root never answering still ends in an answer */
+    rjob_t *next;
+};
+
+static rjob_t *rjob_find(server_t *srv, const uint8_t *id)
+{
+    for (rjob_t *r = srv->rjobs; r != NULL; r = r->next)
+        if (memcmp(r->id, id, sizeof(r->id)) == 0)
+            return r;
+    return NULL;
+}
+
+int rjobs_key_for(server_t *srv, const uint8_t *job_id, uint8_t *key)
+{
+    rjob_t *r = rjob_find(srv, job_id);
+
+    if (r == NULL)
+        return -1;
+    memcpy(key, r->key, sizeof(r->key));
+    return 0;
+}
+
+static void rjob_freed(uv_handle_t *h)
+{
+    rjob_t *r = h->data;
+
+    free(r->joins);
+    free(r);
+}
+
+static void rjob_free(rjob_t *r)
+{
+    for (rjob_t **pp = &r->srv->rjobs; *pp != NULL; pp = &(*pp)->next)
+        if (*pp == r) {
+            *pp = r->next;
+            break;
+        }
+    if (r->link != NULL) {
+        peer_t *l = r->link;
+        r->link = NULL;
+        l->user = NULL;
+        peer_close(l);
+    }
+    uv_close((uv_handle_t *)&r->timer, rjob_freed);
+}
+
+/* Answers every local rank with an error and forgets the job. */
+static void rjob_fail(rjob_t *r, int result, const char *why)
+{
+    ERR("INIT", "job %s (root %s): %s", r->hex, r->root, why);
+    for (uint32_t i = 0; i < r->njoins; i++)
+        if (r->joins[i].s != NULL)
+            send_init_resp(r->joins[i].s, r->joins[i].req_id, result, why, 0, r->nranks,
+                           r->joins[i].rank, 0);
+    rjob_free(r);
+}
+
+static void send_join(rjob_t *r, const rjoin_t *j)
+{
+    Hccld__Msg m = HCCLD__MSG__INIT;
+    Hccld__JoinReq req = HCCLD__JOIN_REQ__INIT;
+
+    req.nranks = r->nranks;
+    req.rank = j->rank;
+    req.pid = (uint32_t)j->s->pid;
+    m.body_case = HCCLD__MSG__BODY_JOIN_REQ;
+    m.join_req = &req;
+    peer_send(r->link, &m);
+}
+
+static void on_link_ready(peer_t *p, int result)
+{
+    rjob_t *r = p->user;
+
+    if (r == NULL)
+        return;
+    if (result != HCCL_SUCCESS) {
+        r->link = NULL; /* peer_close frees it */
+        rjob_fail(r, HCCL_E_TCP_CONNECT, "cannot reach or authenticate with the root daemon");
+        return;
+    }
+    r->ready = 1;
+    p->on_msg = jobs_peer_msg;
+    p->on_gone = jobs_peer_gone;
+    for (uint32_t i = 0; i < r->njoins; i++)
+        if (r->joins[i].s != NULL)
+            send_join(r, &r->joins[i]);
+}
+
+static void on_rjob_timeout(uv_timer_t *t)
+{
+    rjob_fail(t->data, HCCL_E_TIMEOUT, "no membership from the root daemon in time");
+}
+
+static rjob_t *rjob_open(server_t *srv, const Hccld__CommInitReq *req)
+{
+    rjob_t *r = calloc(1, sizeof(*r));
+    uint32_t timeout_s = req->timeout_s ? req->timeout_s : 120;
+
+    if (r == NULL)
+        return NULL;
+    r->srv = srv;
+    memcpy(r->id, req->info->job_id.data, sizeof(r->id));
+    memcpy(r->key, req->info->job_key.data, sizeof(r->key));
+    hex_encode(r->id, sizeof(r->id), r->hex);
+    snprintf(r->root, sizeof(r->root), "%s", req->info->root_addr);
+    r->nranks = req->nranks;
+    uv_timer_init(srv->loop, &r->timer);
+    r->timer.data = r;
+    uv_timer_start(&r->timer, on_rjob_timeout, (uint64_t)timeout_s * 1000 + 2000, 0);
+    r->next = srv->rjobs;
+    srv->rjobs = r;
+    r->link = peer_connect(srv, r->root, r->id, r->key, timeout_s * 1000, on_link_ready, r);
+    if (r->link == NULL) {
+        rjob_fail(r, HCCL_E_PARA, "the root info names an unusable root address");
+        return NULL;
+    }
+    return r;
+}
+
+void rjobs_join(server_t *srv, session_t *s, uint64_t req_id, const Hccld__CommInitReq *req)
+{
+    rjob_t *r = rjob_find(srv, req->info->job_id.data);
+
+    if (srv->advertised[0] == '\0') {
+        send_init_resp(s, req_id, HCCL_E_NOT_SUPPORT,
+                       "this daemon does not listen for peers (--listen)", 0, req->nranks,
+                       req->rank, 0);
+        return;
+    }
+    if (r == NULL && (r = rjob_open(srv, req)) == NULL)
+        return;
+    if (r->njoins == r->cap) {
+        uint32_t cap = r->cap ? 2 * r->cap : 4;
+        rjoin_t *v = realloc(r->joins, cap * sizeof(*v));
+        if (v == NULL) {
+            send_init_resp(s, req_id, HCCL_E_MEMORY, "out of memory", 0, req->nranks,
+                           req->rank, 0);
+            return;
+        }
+        r->joins = v;
+        r->cap = cap;
+    }
+    r->joins[r->njoins] = (rjoin_t){.s = s, .req_id = req_id, .rank = req->rank};
+    if (r->ready)
+        send_join(r, &r->joins[r->njoins]);
+    r->njoins++;
+}
+
+static rjob_t *rjob_by_link(server_t *srv, peer_t *p)
+{
+    for (rjob_t *r = srv->rjobs; r != NULL; r = r->next)
+        if (r->link == p)
+            return r;
+    return NULL;
+}
+
+void rjobs_membership(server_t *srv, peer_t *p, const Hccld__Membership *m)
+{
+    rjob_t *r = rjob_by_link(srv, p);
+    scomm_t *c;
+
+    if (r == NULL)
+        return;
+    if (m->result != HCCL_SUCCESS) {
+        rjob_fail(r, m->result, m->message);
+        return;
+    }
+    if (m->nranks != r->nranks || m->n_rank_node != m->nranks) {
+        rjob_fail(r, HCCL_E_INTERNAL, "malformed membership from the root daemon");
+        return;
+    }
+    c = scomm_add(srv, m->nranks, (uint32_t)m->n_nodes, r->hex);
+    for (uint32_t i = 0; c != NULL && i < r->njoins; i++)
+        if (r->joins[i].s != NULL && r->joins[i].rank < c->nranks) {
+            c->sids[r->joins[i].rank] = r->joins[i].s->sid;
+            c->nlocal++;
+        }
+    INFO("INIT", "job %s: comm %u formed with %u ranks on %zu daemons (root %s)", r->hex,
+         c ? c->id : 0, m->nranks, m->n_nodes, r->root);
+    for (uint32_t i = 0; i < r->njoins; i++)
+        if (r->joins[i].s != NULL)
+            send_multinode_resp(r->joins[i].s, r->joins[i].req_id, c, r->joins[i].rank,
+                                (uint32_t)m->n_nodes);
+    rjob_free(r);
+}
+
+void rjobs_link_gone(server_t *srv, peer_t *p)
+{
+    rjob_t *r = rjob_by_link(srv, p);
+
+    if (r != NULL) {
+        r->link = NULL;
+        rjob_fail(r, HCCL_E_REMOTE, "lost the connection to the root daemon");
+    }
+}
+
+void rjobs_session_gone(server_t *srv, session_t *s)
+{
+    for (rjob_t *r = srv->rjobs; r != NULL; r = r->next)
+        for (uint32_t i = 0; i < r->njoins; i++)
+            if (r->joins[i].s == s)
+                r->joins[i].s = NULL;
+}
+
+void rjobs_stop(server_t *srv)
+{
+    while (srv->rjobs != NULL)
+        rjob_fail(srv->rjobs, HCCL_E_REMOTE, "the daemon is shutting down");
+}
