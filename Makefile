@@ -53,6 +53,7 @@ COMMON_SRC := $(wildcard common/*.c)
 CLIENT_SRC := $(wildcard libclient/*.c)
 DAEMON_SRC := $(wildcard daemon/*.c daemon/*/*.c)
 UNIT_SRC   := $(wildcard tests/unit/*.c)
+ALGO_SRC   := $(wildcard daemon/algo/*.c)
 INTEG_SRC  := $(wildcard tests/integration/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
@@ -67,6 +68,7 @@ LIB_A      := $(BUILD)/lib/libhccl.a
 LIB_PC     := $(BUILD)/lib/pkgconfig/hccl.pc
 UNIT_BIN   := $(BUILD)/tests/unit_tests
 INTEG_BIN  := $(BUILD)/tests/integration_tests
+SIM_BIN    := $(BUILD)/tests/sim_all
 
 .PHONY: all test test-unit test-integration demo bench install clean format-check
 all: $(BIN_HCCLD) $(BIN_TOOLS) $(LIB_SO) $(LIB_A) $(LIB_PC)
@@ -114,7 +116,7 @@ $(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(LIB_A)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(ALLLDFLAGS) $(call pc_libs,$(PKGS_CLIENT)) -lm
 
-$(UNIT_BIN): $(call obj,$(UNIT_SRC)) $(BUILD)/lib/libhcclcommon.a
+$(UNIT_BIN): $(call obj,$(UNIT_SRC) $(ALGO_SRC) tests/sim/sim.c) $(BUILD)/lib/libhcclcommon.a
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(ALLLDFLAGS) $(call pc_libs,$(PKGS_TEST) $(PKGS_CLIENT)) -lm
 
@@ -122,7 +124,12 @@ $(INTEG_BIN): $(call obj,$(INTEG_SRC)) $(LIB_A)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(ALLLDFLAGS) $(call pc_libs,$(PKGS_TEST) $(PKGS_CLIENT)) -lm
 
-test: all $(UNIT_BIN) $(INTEG_BIN)
+# The level-1 simulator: every algorithm x collective for 1..64, 256, 1024, 4096 nodes.
+$(SIM_BIN): $(call obj,tests/sim/main.c tests/sim/sim.c $(ALGO_SRC)) $(BUILD)/lib/libhcclcommon.a
+	@mkdir -p $(@D)
+	$(CC) -o $@ $^ $(ALLLDFLAGS) -lm
+
+test: all $(UNIT_BIN) $(INTEG_BIN) $(SIM_BIN)
 	./tests/run.sh $(BUILD)
 
 test-unit: $(UNIT_BIN)

@@ -19,6 +19,7 @@
 #define COOP_MAGIC 0x636f6f70u /* "coop" */
 #define COOP_INLINE 4096u      /* bytes of inline input per rank and parity */
 #define COOP_MAX_RANKS 64u     /* beyond, barriers that scan every slot cost too much */
+#define COOP_OWN_OUTPUT_MAX 2u /* up to this many ranks, each computes its own output */
 
 typedef struct coop_slot {
     /* By parity of the piece number; d.seq is what this rank posted. Small inputs follow the

@@ -255,6 +255,7 @@ typedef struct coop_plan {
     uint64_t s_off, r_off;
     int zc_in, zc_out;
     int in_place;          /* zero-copy input overlapping the output */
+    int stage_out;         /* output staged in the arena so that peers can write shares */
     uint64_t piece, npieces;
 } coop_plan_t;
 
@@ -279,6 +280,9 @@ static void coop_plan(hc_comm_t *comm, const hc_op_t *op, coop_plan_t *p)
     p->zc_out = p->r.nblocks == 0 || hc_in_arena(comm->c, op->recv, rlen, &p->r_off);
     /* Peers may still read a zero-copy input that this rank's own output overwrites. */
     p->in_place = p->zc_in && spans_overlap(op->send, slen, op->recv, rlen);
+    /* Computing its own output costs each rank a read of every input: fine for two ranks,
+     * wasteful beyond, where shares into staged outputs move less memory. */
+    p->stage_out = !p->zc_out && comm->nranks > COOP_OWN_OUTPUT_MAX;
     p->piece = comm->chunk_bytes / (es * hc_kind_max_blocks(op->kind, comm->nranks));
     p->piece = p->piece ? p->piece : 1;
     p->npieces = (op->count + p->piece - 1) / p->piece;
@@ -308,6 +312,11 @@ static void coop_piece_desc(hc_comm_t *comm, const coop_plan_t *p, uint64_t k, u
         d->flags |= DESC_F_ZC_OUT;
         d->recv_off = p->r_off + first * es;
         d->recv_stride = op->recv_stride;
+    } else if (p->stage_out) {
+        d->flags |= DESC_F_ZC_OUT;
+        d->recv_off = cp->stage_off + (k & 1) * cp->stage_slot +
+                      (p->zc_in ? 0 : p->s.nblocks * n * es);
+        d->recv_stride = n * es;
     } else {
         d->recv_off = d->send_off; /* never used by peers; kept inside the arena */
         d->recv_stride = d->send_stride;
@@ -354,7 +363,13 @@ static HcclResult run_piece(hc_comm_t *comm, const coop_plan_t *p, uint64_t piec
         /* Everyone's output is reachable: each rank computes one share into all of them. */
         l0_run_part(&l0, me, n);
         publish(cp->ctl, &mine->done, k);
-        return wait_all(comm, 1, k);
+        if ((rc = wait_all(comm, 1, k)) != HCCL_SUCCESS || !p->stage_out)
+            return rc;
+        uint64_t es = dtype_size(d.dtype);
+        for (uint32_t b = 0; b < p->r.nblocks; b++)
+            memcpy(p->op->recv + b * p->op->recv_stride + first * es,
+                   comm->c->arena + d.recv_off + b * cnt * es, cnt * es);
+        return HCCL_SUCCESS;
     }
     /* Each rank computes its own output, wherever it is; in place, into the (unused) staging
      * slot first, copied out once no peer reads the input any more. */

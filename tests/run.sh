@@ -18,6 +18,7 @@ run() {
 }
 
 run unit "$BUILD/tests/unit_tests"
+run sim "$BUILD/tests/sim_all"
 HCCLD_BIN="$BUILD/bin/hccld" run integration "$BUILD/tests/integration_tests"
 
 # Check prints "NN%: Checks: C, Failures: F, Errors: E" per runner; add them up.

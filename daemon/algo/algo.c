@@ -7,13 +7,14 @@
 #include "shm.h"
 
 static const char *const names[ALGO_COUNT] = {
-    [ALGO_RING] = "ring",   [ALGO_MESH] = "fullmesh",     [ALGO_HDR] = "H-D_R",
-    [ALGO_TREE] = "tree",   [ALGO_PAIRWISE] = "pairwise",
+    [ALGO_RING] = "ring", [ALGO_MESH] = "fullmesh",     [ALGO_HDR] = "H-D_R",
+    [ALGO_TREE] = "tree", [ALGO_PAIRWISE] = "pairwise",
 };
 
 static int (*const builders[ALGO_COUNT])(const algo_ctx_t *, sbuild_t *) = {
-    [ALGO_RING] = ring_build, [ALGO_MESH] = mesh_build,         [ALGO_HDR] = hdr_build,
-    [ALGO_TREE] = tree_build, [ALGO_PAIRWISE] = pairwise_build,
+    [ALGO_RING] = algo_ring_build,         [ALGO_MESH] = algo_mesh_build,
+    [ALGO_HDR] = algo_hdr_build,           [ALGO_TREE] = algo_tree_build,
+    [ALGO_PAIRWISE] = algo_pairwise_build,
 };
 
 const char *algo_name(int algo)
@@ -53,7 +54,7 @@ static int kind_has_root(int kind)
     return kind == DESC_BROADCAST || kind == DESC_REDUCE || kind == DESC_SCATTER;
 }
 
-uint64_t layout_out_elems(int kind, uint32_t n, uint64_t count)
+uint64_t algo_layout_elems(int kind, uint32_t n, uint64_t count)
 {
     switch (kind) {
     case DESC_ALLGATHER:
@@ -92,7 +93,7 @@ int algo_build(int algo, int kind, uint32_t nnodes, uint32_t me, uint32_t root, 
     c.root = kind_has_root(kind) ? root : 0;
     if (kind == DESC_BARRIER)
         c.count = 0;
-    sb_init(&b, me, kind == DESC_BARRIER, layout_out_elems(kind, nnodes, c.count));
+    sb_init(&b, me, kind == DESC_BARRIER, algo_layout_elems(kind, nnodes, c.count));
     /* Without data there is nothing to move; only a barrier synchronizes. */
     rc = c.count == 0 && kind != DESC_BARRIER ? 0 : builders[algo](&c, &b);
     if (rc != 0) {

@@ -74,7 +74,8 @@ void sched_free(sched_t *s);
  * included (one round, every block direct); pairwise: alltoall only. */
 int algo_serves(int algo, int kind);
 /* "ring", "fullmesh", "H-D_R", "tree", "pairwise"; algo_from_name also accepts HCCL's
- * "NHR", "NB" and "pipeline" as aliases only if they are implemented; -1 if unknown. */
+ * "NHR", "NB" and "pipeline" as aliases only if they are implemented (they are not); it
+ * ignores case; -1 if unknown. */
 const char *algo_name(int algo);
 int algo_from_name(const char *s);
 

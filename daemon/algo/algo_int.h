@@ -18,11 +18,11 @@
 #include "algo/algo.h"
 
 typedef struct algo_ctx {
-    int kind;          /* enum desc_kind */
-    uint32_t n;        /* nodes */
+    int kind;   /* enum desc_kind */
+    uint32_t n; /* nodes */
     uint32_t me;
-    uint32_t root;     /* 0 for kinds without a root */
-    uint64_t count;    /* elements per block; 0 for BARRIER */
+    uint32_t root;  /* 0 for kinds without a root */
+    uint64_t count; /* elements per block; 0 for BARRIER */
 } algo_ctx_t;
 
 typedef struct sb_entry {
@@ -35,8 +35,8 @@ typedef struct sbuild {
     sb_entry_t *e;
     uint32_t n, cap;
     uint32_t me;
-    int keep_empty;    /* BARRIER: zero-length steps are the synchronization itself */
-    int err;           /* -ENOMEM once an append failed */
+    int keep_empty; /* BARRIER: zero-length steps are the synchronization itself */
+    int err;        /* -ENOMEM once an append failed */
     uint64_t out_elems;
 } sbuild_t;
 
@@ -62,11 +62,11 @@ static inline void sb_reduce(sbuild_t *b, uint64_t t, uint32_t peer, uint64_t of
 }
 
 /* A local step (COPY or REDUCE) from buf[src_off, +len) into OUT[dst_off, +len). */
-void sb_local(sbuild_t *b, uint64_t t, uint8_t op, uint8_t buf, uint64_t src_off,
-              uint64_t dst_off, uint64_t len);
+void sb_local(sbuild_t *b, uint64_t t, uint8_t op, uint8_t buf, uint64_t src_off, uint64_t dst_off,
+              uint64_t len);
 
-static inline void sb_copy(sbuild_t *b, uint64_t t, uint8_t buf, uint64_t src_off,
-                           uint64_t dst_off, uint64_t len)
+static inline void sb_copy(sbuild_t *b, uint64_t t, uint8_t buf, uint64_t src_off, uint64_t dst_off,
+                           uint64_t len)
 {
     sb_local(b, t, STEP_COPY, buf, src_off, dst_off, len);
 }
@@ -95,13 +95,13 @@ static inline uint64_t parts_off(const parts_t *p, uint64_t i)
 /* One block per node: the layout's blocks for the kinds that have n of them, else the data
  * cut into n nearly equal blocks (ALLREDUCE, and the phases that make up REDUCE and
  * BROADCAST). Blocks may be empty when count < n. */
-parts_t node_parts(const algo_ctx_t *c);
+parts_t algo_node_parts(const algo_ctx_t *c);
 
 /* How many pieces a pipeline of `depth` extra hops should cut `count` elements into. */
 uint64_t algo_pieces(uint64_t count, uint64_t depth);
 /* floor(log2(x)) for x >= 1, and the smallest L with 2^L >= x. */
-uint32_t ilog2_floor(uint64_t x);
-uint32_t ilog2_ceil(uint64_t x);
+uint32_t algo_log2_floor(uint64_t x);
+uint32_t algo_log2_ceil(uint64_t x);
 
 static inline uint32_t rel_of(const algo_ctx_t *c, uint32_t node)
 {
@@ -131,13 +131,13 @@ uint64_t binomial_bcast0(sbuild_t *b, const algo_ctx_t *c, uint64_t t0);
 void binomial_scatter_kind(sbuild_t *b, const algo_ctx_t *c);
 
 /* Per-algorithm builders: 0 or -EINVAL for a kind they do not serve. */
-int ring_build(const algo_ctx_t *c, sbuild_t *b);
-int mesh_build(const algo_ctx_t *c, sbuild_t *b);
-int hdr_build(const algo_ctx_t *c, sbuild_t *b);
-int tree_build(const algo_ctx_t *c, sbuild_t *b);
-int pairwise_build(const algo_ctx_t *c, sbuild_t *b);
+int algo_ring_build(const algo_ctx_t *c, sbuild_t *b);
+int algo_mesh_build(const algo_ctx_t *c, sbuild_t *b);
+int algo_hdr_build(const algo_ctx_t *c, sbuild_t *b);
+int algo_tree_build(const algo_ctx_t *c, sbuild_t *b);
+int algo_pairwise_build(const algo_ctx_t *c, sbuild_t *b);
 
 /* Elements of OUT the layout of algo.h needs for kind (before any staging). */
-uint64_t layout_out_elems(int kind, uint32_t n, uint64_t count);
+uint64_t algo_layout_elems(int kind, uint32_t n, uint64_t count);
 
 #endif

@@ -26,8 +26,7 @@ void blk_emit(sbuild_t *b, const algo_ctx_t *c, uint64_t t, uint8_t op, enum blk
 
         if (a >= e)
             continue;
-        off = mode == BLK_REL ? (uint64_t)(a - rel) * c->count
-                              : (uint64_t)abs_of(c, a) * c->count;
+        off = mode == BLK_REL ? (uint64_t)(a - rel) * c->count : (uint64_t)abs_of(c, a) * c->count;
         sb_step(b, t, op, mode == BLK_ABS_IN ? SCHED_BUF_IN : SCHED_BUF_OUT, peer, off,
                 (uint64_t)(e - a) * c->count);
     }
@@ -41,7 +40,7 @@ static uint32_t min_u32(uint32_t a, uint64_t b)
 uint64_t binomial_scatter(sbuild_t *b, const algo_ctx_t *c, uint64_t t0, int from_in,
                           enum blk_mode keep)
 {
-    uint32_t rel = rel_of(c, c->me), levels = ilog2_ceil(c->n);
+    uint32_t rel = rel_of(c, c->me), levels = algo_log2_ceil(c->n);
 
     for (uint32_t j = 0; j < levels; j++) {
         uint64_t d = 1ull << (levels - 1 - j);
@@ -60,7 +59,7 @@ uint64_t binomial_scatter(sbuild_t *b, const algo_ctx_t *c, uint64_t t0, int fro
 
 uint64_t binomial_gather(sbuild_t *b, const algo_ctx_t *c, uint64_t t0)
 {
-    uint32_t rel = rel_of(c, c->me), levels = ilog2_ceil(c->n);
+    uint32_t rel = rel_of(c, c->me), levels = algo_log2_ceil(c->n);
 
     for (uint32_t j = 0; j < levels; j++) {
         uint64_t d = 1ull << j;
@@ -78,7 +77,7 @@ uint64_t binomial_gather(sbuild_t *b, const algo_ctx_t *c, uint64_t t0)
 /* Zero-length fan-out from the root: the second half of a tree barrier. */
 uint64_t binomial_bcast0(sbuild_t *b, const algo_ctx_t *c, uint64_t t0)
 {
-    uint32_t rel = rel_of(c, c->me), levels = ilog2_ceil(c->n);
+    uint32_t rel = rel_of(c, c->me), levels = algo_log2_ceil(c->n);
 
     for (uint32_t j = 0; j < levels; j++) {
         uint64_t d = 1ull << (levels - 1 - j);

@@ -26,23 +26,23 @@ typedef struct hdr {
     const algo_ctx_t *c;
     uint32_t p, r, logp;
     uint32_t rel;
-    int extra;      /* an odd relative rank below 2r: sits out between the folds */
-    uint32_t v;     /* new rank among the p, when not extra */
-    int by_block;   /* groups are pairs of layout blocks (REDUCE_SCATTER, ALLGATHER) */
+    int extra;    /* an odd relative rank below 2r: sits out between the folds */
+    uint32_t v;   /* new rank among the p, when not extra */
+    int by_block; /* groups are pairs of layout blocks (REDUCE_SCATTER, ALLGATHER) */
     parts_t parts;
 } hdr_t;
 
 static void hdr_init(hdr_t *h, const algo_ctx_t *c)
 {
     h->c = c;
-    h->logp = ilog2_floor(c->n);
+    h->logp = algo_log2_floor(c->n);
     h->p = 1u << h->logp;
     h->r = c->n - h->p;
     h->rel = rel_of(c, c->me);
     h->extra = h->rel < 2 * h->r && (h->rel & 1);
     h->v = h->rel < 2 * h->r ? h->rel / 2 : h->rel - h->r;
     h->by_block = c->kind == DESC_REDUCE_SCATTER || c->kind == DESC_ALLGATHER;
-    h->parts = h->by_block ? node_parts(c) : (parts_t){.total = c->count, .np = h->p};
+    h->parts = h->by_block ? algo_node_parts(c) : (parts_t){.total = c->count, .np = h->p};
 }
 
 /* The first relative rank that v stands for, which is also the first block of its group. */
@@ -62,8 +62,8 @@ static uint64_t gstart(const hdr_t *h, uint32_t v)
 }
 
 /* One step on groups [g0, g1) with new rank `peer`. */
-static void gstep(sbuild_t *b, const hdr_t *h, uint64_t t, uint8_t op, uint32_t peer,
-                  uint32_t g0, uint32_t g1)
+static void gstep(sbuild_t *b, const hdr_t *h, uint64_t t, uint8_t op, uint32_t peer, uint32_t g0,
+                  uint32_t g1)
 {
     sb_step(b, t, op, SCHED_BUF_OUT, v_node(h, peer), gstart(h, g0), gstart(h, g1) - gstart(h, g0));
 }
@@ -117,8 +117,8 @@ static void group_gather(sbuild_t *b, const hdr_t *h, uint64_t t0)
 /* One transfer of [off, +len) between an extra (odd rel below 2r) and the even rel below it:
  * from the extra to the even one (the fold-in), or back when `to_extra` (the fold-out). The
  * receiving side applies `op`. Nodes from 2r on take no part. */
-static void fold(sbuild_t *b, const hdr_t *h, uint64_t t, int to_extra, uint8_t op,
-                 uint64_t off, uint64_t len)
+static void fold(sbuild_t *b, const hdr_t *h, uint64_t t, int to_extra, uint8_t op, uint64_t off,
+                 uint64_t len)
 {
     const algo_ctx_t *c = h->c;
 
@@ -132,7 +132,7 @@ static void fold(sbuild_t *b, const hdr_t *h, uint64_t t, int to_extra, uint8_t 
 
 static void dissemination(sbuild_t *b, const algo_ctx_t *c)
 {
-    for (uint32_t k = 0; k < ilog2_ceil(c->n); k++) {
+    for (uint32_t k = 0; k < algo_log2_ceil(c->n); k++) {
         uint64_t d = 1ull << k;
 
         sb_send(b, k, (uint32_t)((c->me + d) % c->n), 0, 0);
@@ -185,7 +185,7 @@ static void hdr_phases(sbuild_t *b, const hdr_t *h)
     }
 }
 
-int hdr_build(const algo_ctx_t *c, sbuild_t *b)
+int algo_hdr_build(const algo_ctx_t *c, sbuild_t *b)
 {
     hdr_t h;
 

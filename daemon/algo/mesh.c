@@ -5,7 +5,8 @@
  *                   own block into staging; then local reductions (see mesh_rs).
  *   allgather       one round: own block to everyone, everyone's block from them.
  *   allreduce       reduce-scatter then allgather of count cut into n blocks.
- *   broadcast       the root sends block j to node j, then an allgather among the others.
+ *   broadcast       the root sends block j to node j, then an allgather to which the root
+ *                   only contributes its own block.
  *   reduce          reduce-scatter, then every node sends its block to the root.
  *   scatter, alltoall, barrier   one round of direct transfers.
  */
@@ -48,12 +49,11 @@ static uint64_t mesh_rs(sbuild_t *b, const algo_ctx_t *c, const parts_t *p, uint
         for (uint64_t i = 0; i + s < c->n; i += 2 * s)
             sb_local(b, t, STEP_REDUCE, SCHED_BUF_OUT, base + (i + s - 1) * slot,
                      i == 0 ? mine : base + (i - 1) * slot, len);
-    return t0 + 1 + ilog2_ceil(c->n);
+    return t0 + 1 + algo_log2_ceil(c->n);
 }
 
 /* Node `skip` (the root of a broadcast, which has everything) receives nothing. */
-static void mesh_ag(sbuild_t *b, const algo_ctx_t *c, const parts_t *p, uint64_t t0,
-                    uint32_t skip)
+static void mesh_ag(sbuild_t *b, const algo_ctx_t *c, const parts_t *p, uint64_t t0, uint32_t skip)
 {
     for (uint32_t d = 1; d < c->n; d++) {
         uint32_t to = peer_at(c, d, 1), from = peer_at(c, d, 0);
@@ -118,9 +118,9 @@ static void mesh_alltoall(sbuild_t *b, const algo_ctx_t *c)
     }
 }
 
-int mesh_build(const algo_ctx_t *c, sbuild_t *b)
+int algo_mesh_build(const algo_ctx_t *c, sbuild_t *b)
 {
-    parts_t p = node_parts(c);
+    parts_t p = algo_node_parts(c);
 
     switch (c->kind) {
     case DESC_ALLREDUCE: mesh_ag(b, c, &p, mesh_rs(b, c, &p, 0), NO_NODE); return 0;

@@ -8,7 +8,7 @@
 #include "algo/algo_int.h"
 #include "shm.h"
 
-int pairwise_build(const algo_ctx_t *c, sbuild_t *b)
+int algo_pairwise_build(const algo_ctx_t *c, sbuild_t *b)
 {
     uint64_t cnt = c->count;
 

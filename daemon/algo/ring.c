@@ -116,9 +116,9 @@ static void ring_barrier(sbuild_t *b, const algo_ctx_t *c)
     }
 }
 
-int ring_build(const algo_ctx_t *c, sbuild_t *b)
+int algo_ring_build(const algo_ctx_t *c, sbuild_t *b)
 {
-    parts_t p = node_parts(c);
+    parts_t p = algo_node_parts(c);
 
     switch (c->kind) {
     case DESC_ALLREDUCE:

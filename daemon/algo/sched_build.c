@@ -58,11 +58,11 @@ void sb_step(sbuild_t *b, uint64_t t, uint8_t op, uint8_t buf, uint32_t peer, ui
     sb_append(b, t, &st);
 }
 
-void sb_local(sbuild_t *b, uint64_t t, uint8_t op, uint8_t buf, uint64_t src_off,
-              uint64_t dst_off, uint64_t len)
+void sb_local(sbuild_t *b, uint64_t t, uint8_t op, uint8_t buf, uint64_t src_off, uint64_t dst_off,
+              uint64_t len)
 {
-    step_t st = {.op = op, .buf = buf, .peer = b->me, .off = dst_off, .len = len,
-                 .src_off = src_off};
+    step_t st = {
+        .op = op, .buf = buf, .peer = b->me, .off = dst_off, .len = len, .src_off = src_off};
 
     if (len == 0)
         return;
@@ -109,13 +109,23 @@ static void fill_rounds(const sbuild_t *b, sched_t *s)
     s->round_start[r] = b->n;
 }
 
+static int sorted(const sbuild_t *b)
+{
+    for (uint32_t i = 1; i < b->n; i++)
+        if (b->e[i].t < b->e[i - 1].t)
+            return 0;
+    return 1;
+}
+
 int sb_finish(sbuild_t *b, sched_t *s)
 {
     int rc = b->err;
 
     memset(s, 0, sizeof(*s));
     if (rc == 0) {
-        qsort(b->e, b->n, sizeof(*b->e), entry_cmp);
+        /* Most algorithms add steps in time order already. */
+        if (!sorted(b))
+            qsort(b->e, b->n, sizeof(*b->e), entry_cmp);
         s->nsteps = b->n;
         s->nrounds = count_rounds(b);
         s->out_elems = b->out_elems;
@@ -133,14 +143,14 @@ int sb_finish(sbuild_t *b, sched_t *s)
     return rc;
 }
 
-uint32_t ilog2_floor(uint64_t x)
+uint32_t algo_log2_floor(uint64_t x)
 {
     return x <= 1 ? 0 : 63u - (uint32_t)__builtin_clzll(x);
 }
 
-uint32_t ilog2_ceil(uint64_t x)
+uint32_t algo_log2_ceil(uint64_t x)
 {
-    return x <= 1 ? 0 : ilog2_floor(x - 1) + 1;
+    return x <= 1 ? 0 : algo_log2_floor(x - 1) + 1;
 }
 
 static uint64_t isqrt(uint64_t x)
@@ -173,7 +183,7 @@ uint64_t algo_pieces(uint64_t count, uint64_t depth)
     return p ? p : 1;
 }
 
-parts_t node_parts(const algo_ctx_t *c)
+parts_t algo_node_parts(const algo_ctx_t *c)
 {
     if (c->kind == DESC_REDUCE_SCATTER || c->kind == DESC_ALLGATHER || c->kind == DESC_ALLTOALL)
         return (parts_t){.total = (uint64_t)c->n * c->count, .fixed = c->count, .np = c->n};

@@ -24,8 +24,8 @@
 
 typedef struct btree {
     const algo_ctx_t *c;
-    int mirror;   /* the second tree of the double binary tree */
-    uint32_t v;   /* my heap index */
+    int mirror; /* the second tree of the double binary tree */
+    uint32_t v; /* my heap index */
 } btree_t;
 
 static void bt_init(btree_t *bt, const algo_ctx_t *c, int mirror)
@@ -42,7 +42,7 @@ static uint32_t bt_node(const btree_t *bt, uint32_t v)
 
 static uint32_t depth(uint32_t v)
 {
-    return ilog2_floor((uint64_t)v + 1);
+    return algo_log2_floor((uint64_t)v + 1);
 }
 
 /* Levels below v: its leftmost descendant h levels down is (v + 1) * 2^h - 1. */
@@ -68,8 +68,8 @@ static void bt_down(sbuild_t *b, const btree_t *bt, uint64_t base, uint64_t len,
     uint64_t np = algo_pieces(len, depth(n - 1));
 
     for (uint64_t k = 0; k < np; k++) {
-        uint64_t off = base + part_off(len, np, k), plen = part_off(len, np, k + 1) -
-                                                          part_off(len, np, k);
+        uint64_t off = base + part_off(len, np, k),
+                 plen = part_off(len, np, k + 1) - part_off(len, np, k);
         uint64_t t = t0 + stride * k + h;
 
         if (v > 0)
@@ -87,8 +87,8 @@ static uint64_t bt_up(sbuild_t *b, const btree_t *bt, uint64_t base, uint64_t le
     uint64_t np = algo_pieces(len, depth(n - 1));
 
     for (uint64_t k = 0; k < np; k++) {
-        uint64_t off = base + part_off(len, np, k), plen = part_off(len, np, k + 1) -
-                                                          part_off(len, np, k);
+        uint64_t off = base + part_off(len, np, k),
+                 plen = part_off(len, np, k + 1) - part_off(len, np, k);
 
         for (uint64_t ch = 2ull * v + 1; ch <= 2ull * v + 2 && ch < n; ch++)
             sb_reduce(b, 2 * k + up_lag((uint32_t)ch, n), bt_node(bt, (uint32_t)ch), off, plen);
@@ -135,7 +135,7 @@ static void tree_reduce_scatter(sbuild_t *b, const algo_ctx_t *c)
     binomial_scatter(b, c, t, 0, BLK_ABS_OUT);
 }
 
-int tree_build(const algo_ctx_t *c, sbuild_t *b)
+int algo_tree_build(const algo_ctx_t *c, sbuild_t *b)
 {
     btree_t bt;
 
@@ -147,9 +147,7 @@ int tree_build(const algo_ctx_t *c, sbuild_t *b)
     case DESC_ALLGATHER: tree_allgather(b, c); return 0;
     case DESC_REDUCE_SCATTER: tree_reduce_scatter(b, c); return 0;
     case DESC_SCATTER: binomial_scatter_kind(b, c); return 0;
-    case DESC_BARRIER:
-        binomial_bcast0(b, c, binomial_gather(b, c, 0));
-        return 0;
+    case DESC_BARRIER: binomial_bcast0(b, c, binomial_gather(b, c, 0)); return 0;
     default: return -EINVAL;
     }
 }

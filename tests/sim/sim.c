@@ -22,8 +22,8 @@
 #define POISON 0xdeadbeefcafef00dull
 
 typedef struct chan {
-    uint32_t src;          /* the sending node; NONE marks a free slot */
-    uint64_t head, tail;   /* unmatched steps (global ids), all on one side */
+    uint32_t src;        /* the sending node; NONE marks a free slot */
+    uint64_t head, tail; /* unmatched steps (global ids), all on one side */
 } chan_t;
 
 /* Channels into one node, keyed by sender: small per-node tables stay in cache. */
@@ -34,14 +34,14 @@ typedef struct ctab {
 
 typedef struct snode {
     sched_t s;
-    ctab_t in;             /* channels whose receiver is this node */
+    ctab_t in; /* channels whose receiver is this node */
     uint64_t *out;
-    uint64_t *valid;       /* one bit per OUT element */
-    uint64_t *know;        /* BARRIER: nodes known to have arrived, as of this round's start */
-    uint64_t *know_next;   /* ... including what this round's receives taught */
-    uint64_t gbase;        /* global id of step 0 */
+    uint64_t *valid;     /* one bit per OUT element */
+    uint64_t *know;      /* BARRIER: nodes known to have arrived, as of this round's start */
+    uint64_t *know_next; /* ... including what this round's receives taught */
+    uint64_t gbase;      /* global id of step 0 */
     uint32_t round;
-    uint32_t pending;      /* steps of the current round not yet complete */
+    uint32_t pending; /* steps of the current round not yet complete */
 } snode_t;
 
 typedef struct ival {
@@ -61,12 +61,14 @@ typedef struct sim {
     uint64_t count;
     snode_t *nodes;
     uint64_t nsteps;
-    uint64_t *next;        /* channel queue links, per global step id */
-    uint32_t *owner;       /* node of each global step id */
-    ival_buf_t iv;         /* reused by the conflict check of every round */
-    uint32_t *work;        /* nodes whose round just completed */
+    uint64_t *next;  /* channel queue links, per global step id */
+    uint32_t *owner; /* node of each global step id */
+    ival_buf_t iv;   /* reused by the conflict check of every round */
+    uint32_t *work;  /* nodes whose round just completed */
     uint32_t nwork;
     uint64_t know_words;
+    sim_build_fn build;
+    void *build_arg;
     sim_stats_t stats;
     char *err;
     size_t errlen;
@@ -78,9 +80,9 @@ static int fail(sim_t *sm, const char *fmt, ...)
     va_list ap;
 
     if (!sm->failed && sm->err != NULL && sm->errlen > 0) {
-        int k = snprintf(sm->err, sm->errlen, "%s/%d n=%u root=%u count=%llu: ",
-                         algo_name(sm->algo), sm->kind, sm->n, sm->root,
-                         (unsigned long long)sm->count);
+        int k =
+            snprintf(sm->err, sm->errlen, "%s/%d n=%u root=%u count=%llu: ", algo_name(sm->algo),
+                     sm->kind, sm->n, sm->root, (unsigned long long)sm->count);
         va_start(ap, fmt);
         if (k >= 0 && (size_t)k < sm->errlen)
             vsnprintf(sm->err + k, sm->errlen - (size_t)k, fmt, ap);
@@ -160,8 +162,7 @@ static int check_step(sim_t *sm, uint32_t i, uint32_t r, const step_t *st)
     if (st->op < STEP_SEND || st->op > STEP_REDUCE || st->buf > SCHED_BUF_IN)
         return fail(sm, "node %u round %u: bad op %u or buf %u", i, r, st->op, st->buf);
     if (is_local(st) ? st->peer != i : (st->peer >= sm->n || st->peer == i))
-        return fail(sm, "node %u round %u: %s with bad peer %u", i, r, op_name(st->op),
-                    st->peer);
+        return fail(sm, "node %u round %u: %s with bad peer %u", i, r, op_name(st->op), st->peer);
     if (sm->kind == DESC_BARRIER && st->len != 0)
         return fail(sm, "node %u round %u: barrier step of length %llu", i, r,
                     (unsigned long long)st->len);
@@ -298,16 +299,17 @@ static int put_val(sim_t *sm, uint32_t i, uint8_t op, uint64_t idx, uint64_t v)
 static int move_data(sim_t *sm, uint32_t si, const step_t *ss, uint32_t di, const step_t *ds)
 {
     uint64_t src = is_local(ss) ? ss->src_off : ss->off;
-    uint8_t op = ds->op == STEP_COPY ? STEP_RECV : ds->op == STEP_REDUCE ? STEP_RECV_REDUCE
-                                                                        : ds->op;
+    uint8_t op = ds->op == STEP_COPY     ? STEP_RECV
+                 : ds->op == STEP_REDUCE ? STEP_RECV_REDUCE
+                                         : ds->op;
 
     for (uint64_t k = 0; k < ss->len; k++) {
         int ok = 1;
         uint64_t v = src_val(sm, si, ss->buf, src + k, &ok);
 
         if (!ok)
-            return fail(sm, "node %u %s to %u reads uninitialised OUT[%llu]", si,
-                        op_name(ss->op), ds == ss ? si : di, (unsigned long long)(src + k));
+            return fail(sm, "node %u %s to %u reads uninitialised OUT[%llu]", si, op_name(ss->op),
+                        ds == ss ? si : di, (unsigned long long)(src + k));
         if (put_val(sm, di, op, ds->off + k, v) != 0)
             return -1;
     }
@@ -321,11 +323,16 @@ static uint32_t mix(uint32_t x)
     return x * 0x9e3779b1u;
 }
 
-static int ctab_grow(sim_t *sm, ctab_t *ct)
+/* Grows the table to at least `want` slots (a power of two). */
+static int ctab_grow(sim_t *sm, ctab_t *ct, uint64_t want)
 {
-    uint32_t cap = ct->cap ? ct->cap * 2 : 8, mask = cap - 1;
-    chan_t *nt = malloc((size_t)cap * sizeof(*nt));
+    uint32_t cap = ct->cap ? ct->cap * 2 : 8, mask;
+    chan_t *nt;
 
+    while (cap < want)
+        cap *= 2;
+    mask = cap - 1;
+    nt = malloc((size_t)cap * sizeof(*nt));
     if (nt == NULL)
         return fail(sm, "out of memory");
     for (uint32_t k = 0; k < cap; k++)
@@ -349,7 +356,7 @@ static chan_t *chan_get(sim_t *sm, uint32_t src, uint32_t dst)
     ctab_t *ct = &sm->nodes[dst].in;
     uint32_t mask, h;
 
-    if (2 * (ct->used + 1) > ct->cap && ctab_grow(sm, ct) != 0)
+    if (2 * (ct->used + 1) > ct->cap && ctab_grow(sm, ct, 0) != 0)
         return NULL;
     mask = ct->cap - 1;
     for (h = mix(src) & mask; ct->t[h].src != NONE; h = (h + 1) & mask)
@@ -471,9 +478,10 @@ static int run(sim_t *sm)
         const snode_t *nd = &sm->nodes[i];
         if (nd->round < nd->s.nrounds) {
             const step_t *st = &nd->s.steps[nd->s.round_start[nd->round]];
-            return fail(sm, "deadlock: node %u stuck in round %u of %u (%u steps pending; "
-                        "first step: %s peer %u)", i, nd->round, nd->s.nrounds,
-                        nd->pending, op_name(st->op), st->peer);
+            return fail(sm,
+                        "deadlock: node %u stuck in round %u of %u (%u steps pending; "
+                        "first step: %s peer %u)",
+                        i, nd->round, nd->s.nrounds, nd->pending, op_name(st->op), st->peer);
         }
     }
     return 0;
@@ -530,11 +538,29 @@ static int alloc_node(sim_t *sm, uint32_t i)
     return 0;
 }
 
+/* Sizes each node's channel table for the senders its receives name, so that tables do not
+ * grow while the run posts steps. */
+static int presize_channels(sim_t *sm)
+{
+    for (uint32_t i = 0; i < sm->n; i++) {
+        ctab_t *ct = &sm->nodes[i].in;
+        uint64_t recvs = 0;
+        for (uint32_t k = 0; k < sm->nodes[i].s.nsteps; k++)
+            recvs += sm->nodes[i].s.steps[k].op == STEP_RECV ||
+                     sm->nodes[i].s.steps[k].op == STEP_RECV_REDUCE;
+        if (recvs > sm->n)
+            recvs = sm->n;
+        if (ctab_grow(sm, ct, 2 * recvs + 2) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 static int build_all(sim_t *sm)
 {
     for (uint32_t i = 0; i < sm->n; i++) {
         snode_t *nd = &sm->nodes[i];
-        int rc = algo_build(sm->algo, sm->kind, sm->n, i, sm->root, sm->count, &nd->s);
+        int rc = sm->build(sm->build_arg, i, &nd->s);
         if (rc != 0)
             return fail(sm, "algo_build for node %u returned %d", i, rc);
         nd->gbase = sm->nsteps;
@@ -552,7 +578,7 @@ static int build_all(sim_t *sm)
     for (uint32_t i = 0; i < sm->n; i++)
         for (uint64_t k = 0; k < sm->nodes[i].s.nsteps; k++)
             sm->owner[sm->nodes[i].gbase + k] = i;
-    return 0;
+    return presize_channels(sm);
 }
 
 /* ---- The reference ---- */
@@ -576,8 +602,8 @@ static uint64_t expect(const sim_t *sm, const uint64_t *sums, uint32_t i, uint64
     case DESC_ALLREDUCE: return idx < cnt ? sums[idx] : (*want = 0);
     case DESC_REDUCE: return i == sm->root && idx < cnt ? sums[idx] : (*want = 0);
     case DESC_BROADCAST: return idx < cnt ? hval(sm->root, idx) : (*want = 0);
-    case DESC_ALLGATHER: return idx < sm->n * cnt ? hval((uint32_t)(idx / cnt), idx % cnt)
-                                                  : (*want = 0);
+    case DESC_ALLGATHER:
+        return idx < sm->n * cnt ? hval((uint32_t)(idx / cnt), idx % cnt) : (*want = 0);
     case DESC_REDUCE_SCATTER:
         return idx / cnt == i && idx < sm->n * cnt ? sum_over_nodes(sm, idx) : (*want = 0);
     case DESC_ALLTOALL:
@@ -599,8 +625,7 @@ static int check_node_result(sim_t *sm, const uint64_t *sums, uint32_t i)
         if (!want)
             continue;
         if (!bit_get(nd->valid, idx))
-            return fail(sm, "node %u: result OUT[%llu] never written", i,
-                        (unsigned long long)idx);
+            return fail(sm, "node %u: result OUT[%llu] never written", i, (unsigned long long)idx);
         if (nd->out[idx] != v)
             return fail(sm, "node %u: OUT[%llu] = %016llx, expected %016llx", i,
                         (unsigned long long)idx, (unsigned long long)nd->out[idx],
@@ -655,35 +680,78 @@ static void sim_free(sim_t *sm)
     free(sm->work);
 }
 
+static int run_all(sim_t *sm, sim_stats_t *stats)
+{
+    int rc = -1;
+
+    if (sm->err != NULL && sm->errlen > 0)
+        sm->err[0] = '\0';
+    if (sm->n == 0)
+        return fail(sm, "no nodes");
+    sm->know_words = (sm->n + 63) / 64;
+    sm->nodes = calloc(sm->n, sizeof(*sm->nodes));
+    /* A node is on the work list at most once at a time. */
+    sm->work = malloc((size_t)sm->n * sizeof(*sm->work));
+    if (sm->nodes == NULL || sm->work == NULL)
+        fail(sm, "out of memory");
+    else if (build_all(sm) == 0 && run(sm) == 0 && check_results(sm) == 0)
+        rc = 0;
+    if (stats != NULL)
+        *stats = sm->stats;
+    sim_free(sm);
+    return rc;
+}
+
+typedef struct algo_args {
+    int algo, kind;
+    uint32_t n, root;
+    uint64_t count;
+} algo_args_t;
+
+static int build_algo(void *arg, uint32_t me, sched_t *out)
+{
+    const algo_args_t *a = arg;
+
+    return algo_build(a->algo, a->kind, a->n, me, a->root, a->count, out);
+}
+
 int sim_run_stats(int algo, int kind, uint32_t nnodes, uint32_t root, uint64_t count,
                   sim_stats_t *stats, char *err, size_t errlen)
 {
-    sim_t sm = {.algo = algo, .kind = kind, .n = nnodes, .root = root, .count = count,
-                .err = err, .errlen = errlen};
-    int rc = -1;
+    algo_args_t a = {algo, kind, nnodes, root, count};
+    sim_t sm = {.algo = algo,
+                .kind = kind,
+                .n = nnodes,
+                .root = root,
+                .count = count,
+                .build = build_algo,
+                .build_arg = &a,
+                .err = err,
+                .errlen = errlen};
 
-    if (err != NULL && errlen > 0)
-        err[0] = '\0';
-    if (nnodes == 0)
-        return fail(&sm, "no nodes");
-    sm.know_words = (nnodes + 63) / 64;
-    sm.nodes = calloc(nnodes, sizeof(*sm.nodes));
-    /* A node is on the work list at most once at a time. */
-    sm.work = malloc((size_t)nnodes * sizeof(*sm.work));
-    if (sm.nodes == NULL || sm.work == NULL)
-        fail(&sm, "out of memory");
-    else if (build_all(&sm) == 0 && run(&sm) == 0 && check_results(&sm) == 0)
-        rc = 0;
-    if (stats != NULL)
-        *stats = sm.stats;
-    sim_free(&sm);
-    return rc;
+    return run_all(&sm, stats);
 }
 
 int sim_run(int algo, int kind, uint32_t nnodes, uint32_t root, uint64_t count, char *err,
             size_t errlen)
 {
     return sim_run_stats(algo, kind, nnodes, root, count, NULL, err, errlen);
+}
+
+int sim_run_fn(int kind, uint32_t nnodes, uint32_t root, uint64_t count, sim_build_fn build,
+               void *arg, char *err, size_t errlen)
+{
+    sim_t sm = {.algo = -1,
+                .kind = kind,
+                .n = nnodes,
+                .root = root,
+                .count = count,
+                .build = build,
+                .build_arg = arg,
+                .err = err,
+                .errlen = errlen};
+
+    return run_all(&sm, NULL);
 }
 
 /* Elements a schedule holds and moves: its OUT and the lengths of all its steps. */

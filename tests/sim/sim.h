@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "algo/algo.h"
+
 typedef struct sim_stats {
     uint64_t steps;      /* over all nodes */
     uint64_t transfers;  /* matched send/receive pairs */
@@ -22,6 +24,12 @@ int sim_run(int algo, int kind, uint32_t nnodes, uint32_t root, uint64_t count, 
 /* The same, with statistics (stats may be NULL). */
 int sim_run_stats(int algo, int kind, uint32_t nnodes, uint32_t root, uint64_t count,
                   sim_stats_t *stats, char *err, size_t errlen);
+/* Runs schedules from `build` instead of algo_build: build(arg, me, out) fills node me's
+ * schedule (freed by the simulator with sched_free) and returns 0. For testing the simulator
+ * itself on schedules that are wrong on purpose. */
+typedef int (*sim_build_fn)(void *arg, uint32_t me, sched_t *out);
+int sim_run_fn(int kind, uint32_t nnodes, uint32_t root, uint64_t count, sim_build_fn build,
+               void *arg, char *err, size_t errlen);
 /* An estimate of a run's size from a few nodes' schedules (averaged, times nnodes): total
  * steps, and total elements held in OUT plus moved by steps. Returns 0, or -1 if the
  * schedule cannot be built. */

@@ -11,7 +11,8 @@
     X(frame)           \
     X(desc)            \
     X(l0)              \
-    X(env)
+    X(env)             \
+    X(algo)
 
 #define X(name) Suite *name##_suite(void);
 UNIT_SUITES(X)
