@@ -54,6 +54,7 @@ CLIENT_SRC := $(wildcard libclient/*.c)
 DAEMON_SRC := $(wildcard daemon/*.c daemon/*/*.c)
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 ALGO_SRC   := $(wildcard daemon/algo/*.c)
+TP_SRC     := $(wildcard daemon/transport/*.c)
 INTEG_SRC  := $(wildcard tests/integration/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
@@ -116,9 +117,9 @@ $(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(LIB_A)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(ALLLDFLAGS) $(call pc_libs,$(PKGS_CLIENT)) -lm
 
-$(UNIT_BIN): $(call obj,$(UNIT_SRC) $(ALGO_SRC) tests/sim/sim.c) $(BUILD)/lib/libhcclcommon.a
+$(UNIT_BIN): $(call obj,$(UNIT_SRC) $(ALGO_SRC) $(TP_SRC) tests/sim/sim.c) $(BUILD)/lib/libhcclcommon.a
 	@mkdir -p $(@D)
-	$(CC) -o $@ $^ $(ALLLDFLAGS) $(call pc_libs,$(PKGS_TEST) $(PKGS_CLIENT)) -lm
+	$(CC) -o $@ $^ $(ALLLDFLAGS) $(call pc_libs,$(PKGS_TEST) $(PKGS_CLIENT) libsodium) -lm
 
 $(INTEG_BIN): $(call obj,$(INTEG_SRC)) $(LIB_A)
 	@mkdir -p $(@D)

@@ -11,8 +11,8 @@
 
 #include "frame.h"
 
-#define AUTH_NONCE_BYTES 16
-#define AUTH_MAC_BYTES 32
+#include "transport/auth.h"
+
 #define PEER_ADDR_MAX 64
 #define PEER_JOB_BYTES 16
 
@@ -64,13 +64,6 @@ peer_t *peer_connect(server_t *srv, const char *addr, const uint8_t *job_id, con
 int peer_send(peer_t *p, const Hccld__Msg *m);
 void peer_close(peer_t *p);
 void peers_stop(server_t *srv);
-
-/* auth.c */
-void auth_nonce(uint8_t nonce[AUTH_NONCE_BYTES]);
-void auth_mac(const uint8_t *key, size_t keylen, const char *role, const uint8_t *n1,
-              const uint8_t *n2, uint8_t mac[AUTH_MAC_BYTES]);
-int auth_check(const uint8_t *key, size_t keylen, const char *role, const uint8_t *n1,
-               const uint8_t *n2, const uint8_t *mac, size_t maclen);
 
 /* addr.c */
 int addr_advertised(const char *listen_host, char *out, size_t cap);

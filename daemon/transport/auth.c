@@ -1,8 +1,7 @@
-/* Proof of a job key between daemons: HMAC-SHA256 over both sides' nonces, never the key. */
+#include "transport/auth.h"
+
 #include <sodium.h>
 #include <string.h>
-
-#include "server/peer.h"
 
 void auth_nonce(uint8_t nonce[AUTH_NONCE_BYTES])
 {

@@ -1,0 +1,19 @@
+/* Proof of a job key between daemons: HMAC-SHA256 over both sides' nonces, never the key. */
+#ifndef HCCLD_TRANSPORT_AUTH_H
+#define HCCLD_TRANSPORT_AUTH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define AUTH_NONCE_BYTES 16
+#define AUTH_MAC_BYTES 32
+#define AUTH_KEY_BYTES 16
+#define AUTH_JOB_BYTES 16
+
+void auth_nonce(uint8_t nonce[AUTH_NONCE_BYTES]);
+void auth_mac(const uint8_t *key, size_t keylen, const char *role, const uint8_t *n1,
+              const uint8_t *n2, uint8_t mac[AUTH_MAC_BYTES]);
+int auth_check(const uint8_t *key, size_t keylen, const char *role, const uint8_t *n1,
+               const uint8_t *n2, const uint8_t *mac, size_t maclen);
+
+#endif
