@@ -73,6 +73,7 @@ typedef struct hc_comm {
     HcclResult async_err;
     hc_coop_t *coop;       /* cooperative level 0, or NULL: everything through the daemon */
     uint32_t nnodes;       /* daemons the comm spans */
+    uint64_t split_seq;    /* HcclCommSplit calls so far (they pair up across ranks) */
 } hc_comm_t;
 
 /* One collective or point-to-point transfer as the user described it. */

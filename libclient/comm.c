@@ -84,13 +84,43 @@ static HcclResult init_answer(hc_client_t *c, const Hccld__CommInitResp *r, hc_c
     return hc_coop_attach(comm, r, fds, nfds);
 }
 
+/* Sends a request that the daemon answers with a CommInitResp, and fills comm from it. A
+ * successful answer without a comm (comm_id 0: HCCL_SPLIT_NOCOLOR) leaves comm->id 0. */
+static HcclResult comm_call(hc_client_t *c, Hccld__Msg *m, const char *what, uint32_t rank,
+                            uint64_t timeout_s, hc_comm_t *comm)
+{
+    Hccld__Msg *resp = NULL;
+    HcclResult rc;
+
+    /* The daemon enforces the timeout and names the missing ranks; we wait a little longer. */
+    rc = hc_ctl_call(c, m, &resp, (int)(timeout_s * 1000 + 5000));
+    if (rc != HCCL_SUCCESS) {
+        ERR("INIT", "rank %u: no answer from the daemon to %s (%s)", rank, what,
+            HcclGetErrorString(rc));
+        return rc;
+    }
+    if (resp->body_case != HCCLD__MSG__BODY_COMM_INIT_RESP) {
+        rc = HCCL_E_INTERNAL;
+    } else if (resp->comm_init_resp->result != HCCL_SUCCESS) {
+        rc = (HcclResult)resp->comm_init_resp->result;
+        ERR("INIT", "rank %u: %s failed: %s (%s)", rank, what, resp->comm_init_resp->message,
+            HcclGetErrorString(rc));
+    } else if (resp->comm_init_resp->comm_id != 0) {
+        comm->nranks = resp->comm_init_resp->nranks;
+        comm->rank = resp->comm_init_resp->rank;
+        comm->c = c;
+        rc = init_answer(c, resp->comm_init_resp, comm);
+    }
+    frame_msg_free(resp);
+    return rc;
+}
+
 static HcclResult init_call(hc_client_t *c, Hccld__RootInfo *ri, uint32_t n, uint32_t rank,
                             hc_comm_t *comm)
 {
-    Hccld__Msg m = HCCLD__MSG__INIT, *resp = NULL;
+    Hccld__Msg m = HCCLD__MSG__INIT;
     Hccld__CommInitReq req = HCCLD__COMM_INIT_REQ__INIT;
     uint64_t timeout_s = hc_env_connect_timeout_s();
-    HcclResult rc;
 
     req.info = ri;
     req.nranks = n;
@@ -99,27 +129,7 @@ static HcclResult init_call(hc_client_t *c, Hccld__RootInfo *ri, uint32_t n, uin
     req.l0_mode = l0_mode_wanted();
     m.body_case = HCCLD__MSG__BODY_COMM_INIT_REQ;
     m.comm_init_req = &req;
-    /* The daemon enforces the timeout and names the missing ranks; we wait a little longer. */
-    rc = hc_ctl_call(c, &m, &resp, (int)(timeout_s * 1000 + 5000));
-    if (rc != HCCL_SUCCESS) {
-        ERR("INIT", "rank %u: no answer from the daemon to comm init (%s)", rank,
-            HcclGetErrorString(rc));
-        return rc;
-    }
-    if (resp->body_case != HCCLD__MSG__BODY_COMM_INIT_RESP) {
-        rc = HCCL_E_INTERNAL;
-    } else if (resp->comm_init_resp->result != HCCL_SUCCESS) {
-        rc = (HcclResult)resp->comm_init_resp->result;
-        ERR("INIT", "rank %u: comm init failed: %s (%s)", rank, resp->comm_init_resp->message,
-            HcclGetErrorString(rc));
-    } else {
-        comm->nranks = n;
-        comm->rank = rank;
-        comm->c = c;
-        rc = init_answer(c, resp->comm_init_resp, comm);
-    }
-    frame_msg_free(resp);
-    return rc;
+    return comm_call(c, &m, "comm init", rank, timeout_s, comm);
 }
 
 HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *rootInfo, uint32_t rank,
@@ -178,6 +188,43 @@ HcclResult HcclCommInitFromEnv(HcclComm *comm)
         return HCCL_E_PARA;
     }
     return HcclCommInitRootInfo((uint32_t)size, &ri, (uint32_t)rank, comm);
+}
+
+HcclResult HcclCommSplit(HcclComm comm, uint32_t color, uint32_t key, HcclComm *newComm)
+{
+    Hccld__Msg m = HCCLD__MSG__INIT;
+    Hccld__CommSplitReq req = HCCLD__COMM_SPLIT_REQ__INIT;
+    uint64_t timeout_s = hc_env_connect_timeout_s();
+    hc_comm_t *parent, *child;
+    HcclResult rc = hc_comm_check(comm, &parent);
+
+    if (rc == HCCL_SUCCESS && newComm == NULL)
+        rc = HCCL_E_PTR;
+    if (rc != HCCL_SUCCESS)
+        return rc;
+    if ((child = calloc(1, sizeof(*child))) == NULL)
+        return HCCL_E_MEMORY;
+    req.comm_id = parent->id;
+    req.rank = parent->rank;
+    req.color = color;
+    req.key = key;
+    req.seq = parent->split_seq++;
+    req.l0_mode = l0_mode_wanted();
+    req.timeout_s = (uint32_t)timeout_s;
+    m.body_case = HCCLD__MSG__BODY_COMM_SPLIT_REQ;
+    m.comm_split_req = &req;
+    rc = comm_call(parent->c, &m, "comm split", parent->rank, timeout_s, child);
+    if (rc != HCCL_SUCCESS || child->id == 0) {
+        free(child);
+        if (rc == HCCL_SUCCESS)
+            *newComm = NULL;
+        return rc;
+    }
+    child->magic = HC_COMM_MAGIC;
+    *newComm = child;
+    INFO("INIT", "rank %u split (color %u, key %u): comm %u, rank %u of %u", parent->rank, color,
+         key, child->id, child->rank, child->nranks);
+    return HCCL_SUCCESS;
 }
 
 HcclResult HcclCommDestroy(HcclComm comm)

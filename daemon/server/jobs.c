@@ -21,12 +21,6 @@
 #include "rootinfo.h"
 #include "server/server.h"
 
-typedef struct join {
-    session_t *s;       /* a rank of this node, or */
-    peer_t *p;          /* the daemon of a remote rank; both NULL: not joined */
-    uint64_t req_id;
-    uint32_t l0_mode;   /* what the rank asked for */
-} join_t;
 
 struct job {
     server_t *srv;
@@ -203,15 +197,15 @@ static int key_equal(const uint8_t *a, const uint8_t *b)
     return diff == 0;
 }
 
-static uint64_t comm_chunk(server_t *srv, const job_t *j)
+static uint64_t comm_chunk(server_t *srv, uint32_t n, const join_t *ranks)
 {
     uint64_t chunk = srv->cfg.chunk_bytes;
 
     /* Four chunks in flight must fit in the smallest arena of the comm. */
-    for (uint32_t r = 0; r < j->nranks; r++) {
-        if (j->ranks[r].s == NULL)
+    for (uint32_t r = 0; r < n; r++) {
+        if (ranks[r].s == NULL)
             continue;
-        uint64_t cap = j->ranks[r].s->layout.arena_bytes / 4 / 4096 * 4096;
+        uint64_t cap = ranks[r].s->layout.arena_bytes / 4 / 4096 * 4096;
         if (cap < chunk)
             chunk = cap;
     }
@@ -222,22 +216,22 @@ static uint64_t comm_chunk(server_t *srv, const job_t *j)
  * it beats the daemon's executor even with 4 and 8 ranks (their waits yield the core, then
  * sleep), so it is the default up to COOP_MAX_RANKS; HCCLD_L0_MODE or the ranks' HCCL_L0_MODE
  * can choose the daemon. */
-static int comm_mode(server_t *srv, const job_t *j)
+static int comm_mode(server_t *srv, uint32_t n, const join_t *ranks)
 {
-    uint32_t asked = j->ranks[0].l0_mode;
+    uint32_t asked = ranks[0].l0_mode;
 
     if (srv->cfg.l0_mode == L0_DAEMON)
         return L0_DAEMON;
-    for (uint32_t r = 1; r < j->nranks; r++) {
-        const session_t *a = j->ranks[0].s, *b = j->ranks[r].s;
+    for (uint32_t r = 1; r < n; r++) {
+        const session_t *a = ranks[0].s, *b = ranks[r].s;
         if (a->uid != b->uid || strcmp(a->job_name, b->job_name) != 0)
             return L0_DAEMON;
-        if (j->ranks[r].l0_mode != asked)
+        if (ranks[r].l0_mode != asked)
             asked = L0_AUTO;
     }
     if (asked != L0_AUTO)
         return (int)asked;
-    return j->nranks <= COOP_MAX_RANKS ? L0_COOP : L0_DAEMON;
+    return n <= COOP_MAX_RANKS ? L0_COOP : L0_DAEMON;
 }
 
 static int coop_create(scomm_t *c)
@@ -274,7 +268,7 @@ static void scomm_abort(scomm_t *c)
 }
 
 /* Answers every rank; coop ranks also get the control block and all arenas. */
-static void answer_ranks(job_t *j, scomm_t *c, uint64_t chunk)
+static void answer_ranks(uint32_t n, const join_t *ranks, scomm_t *c, uint64_t chunk)
 {
     Hccld__Msg m = HCCLD__MSG__INIT;
     Hccld__CommInitResp r = HCCLD__COMM_INIT_RESP__INIT;
@@ -285,29 +279,29 @@ static void answer_ranks(job_t *j, scomm_t *c, uint64_t chunk)
     m.comm_init_resp = &r;
     r.message = "";
     r.comm_id = c->id;
-    r.nranks = j->nranks;
+    r.nranks = n;
     r.chunk_bytes = chunk;
     if (c->coop != NULL) {
         fds[0] = c->coop_fd;
-        for (uint32_t q = 0; q < j->nranks; q++) {
-            arenas[q] = j->ranks[q].s->layout.arena_bytes;
-            fds[q + 1] = j->ranks[q].s->arena_fd;
+        for (uint32_t q = 0; q < n; q++) {
+            arenas[q] = ranks[q].s->layout.arena_bytes;
+            fds[q + 1] = ranks[q].s->arena_fd;
         }
         r.l0_mode = L0_COOP;
-        r.n_arena_bytes = j->nranks;
+        r.n_arena_bytes = n;
         r.arena_bytes = arenas;
         r.ctl_bytes = c->coop_bytes;
     }
-    for (uint32_t q = 0; q < j->nranks; q++) {
-        session_t *s = j->ranks[q].s;
-        m.req_id = j->ranks[q].req_id;
+    for (uint32_t q = 0; q < n; q++) {
+        session_t *s = ranks[q].s;
+        m.req_id = ranks[q].req_id;
         r.rank = q;
         if (c->coop == NULL) {
             session_send(s, &m);
-        } else if (session_send_fds(s, &m, fds, (int)j->nranks + 1) != 0) {
+        } else if (session_send_fds(s, &m, fds, (int)n + 1) != 0) {
             ERR("INIT", "comm %u: could not pass the shared segments to rank %u", c->id, q);
             send_init_resp(s, m.req_id, HCCL_E_INTERNAL, "could not pass shared segments", 0,
-                           j->nranks, q, 0);
+                           n, q, 0);
             scomm_abort(c);
         }
     }
@@ -340,36 +334,41 @@ static void scomm_unlink(server_t *srv, scomm_t *c)
         }
 }
 
-static void job_complete(server_t *srv, job_t *j)
+int comm_form(server_t *srv, uint32_t n, const join_t *ranks, const char *hex)
 {
-    scomm_t *c = scomm_add(srv, j->nranks, 1, j->hex);
-    uint64_t chunk = comm_chunk(srv, j);
-    int rc = -ENOMEM, mode = comm_mode(srv, j);
+    scomm_t *c = scomm_add(srv, n, 1, hex);
+    uint64_t chunk = comm_chunk(srv, n, ranks);
+    int rc = -ENOMEM, mode = comm_mode(srv, n, ranks);
 
     if (c != NULL) {
-        c->nlocal = j->nranks;
-        for (uint32_t r = 0; r < j->nranks; r++)
-            c->sids[r] = j->ranks[r].s->sid;
+        c->nlocal = n;
+        for (uint32_t r = 0; r < n; r++)
+            c->sids[r] = ranks[r].s->sid;
         rc = mode == L0_COOP ? coop_create(c) : 0;
         if (rc == 0)
             rc = engine_comm_create(srv->eng, c->id, c->nranks, c->sids);
     }
     if (rc != 0) {
-        ERR("INIT", "job %s: creating the communicator failed (%d)", j->hex, rc);
-        for (uint32_t r = 0; r < j->nranks; r++)
-            send_init_resp(j->ranks[r].s, j->ranks[r].req_id, HCCL_E_INTERNAL,
-                           "the daemon could not create the communicator", 0, j->nranks, r, 0);
+        ERR("INIT", "job %s: creating the communicator failed (%d)", hex, rc);
+        for (uint32_t r = 0; r < n; r++)
+            send_init_resp(ranks[r].s, ranks[r].req_id, HCCL_E_INTERNAL,
+                           "the daemon could not create the communicator", 0, n, r, 0);
         if (c != NULL) {
             scomm_unlink(srv, c);
             scomm_free(c);
         }
-        job_free(j);
-        return;
+        return rc;
     }
-    INFO("INIT", "job %s: comm %u formed with %u ranks, level 0 %s, chunk %llu KiB", j->hex,
+    INFO("INIT", "job %s: comm %u formed with %u ranks, level 0 %s, chunk %llu KiB", hex,
          c->id, c->nranks, c->coop ? "cooperative" : "by the daemon",
          (unsigned long long)(chunk >> 10));
-    answer_ranks(j, c, chunk);
+    answer_ranks(n, ranks, c, chunk);
+    return 0;
+}
+
+static void job_complete(server_t *srv, job_t *j)
+{
+    comm_form(srv, j->nranks, j->ranks, j->hex);
     job_free(j);
 }
 
@@ -575,7 +574,7 @@ int jobs_key_for(server_t *srv, const uint8_t *job_id, uint8_t *key)
     return rjobs_key_for(srv, job_id, key);
 }
 
-static scomm_t *scomm_find(server_t *srv, uint32_t id)
+scomm_t *scomm_lookup(server_t *srv, uint32_t id)
 {
     for (scomm_t *c = srv->comms; c != NULL; c = c->next)
         if (c->id == id)
@@ -604,7 +603,7 @@ void jobs_comm_destroy(server_t *srv, session_t *s, uint64_t req_id,
 {
     Hccld__Msg m = HCCLD__MSG__INIT;
     Hccld__CommDestroyResp r = HCCLD__COMM_DESTROY_RESP__INIT;
-    scomm_t *c = scomm_find(srv, req->comm_id);
+    scomm_t *c = scomm_lookup(srv, req->comm_id);
 
     if (c == NULL || req->rank >= c->nranks || c->sids[req->rank] != s->sid) {
         r.result = HCCL_E_PARA;
@@ -621,6 +620,7 @@ void jobs_comm_destroy(server_t *srv, session_t *s, uint64_t req_id,
 void jobs_session_gone(server_t *srv, session_t *s)
 {
     rjobs_session_gone(srv, s);
+    splits_session_gone(srv, s);
     for (job_t *j = srv->jobs; j != NULL; j = j->next)
         for (uint32_t r = 0; r < j->nranks; r++)
             if (j->ranks[r].s == s) {

@@ -139,6 +139,7 @@ void server_stop(server_t *srv)
     }
     jobs_stop(srv);
     rjobs_stop(srv);
+    splits_stop(srv);
     peers_stop(srv);
     uv_close((uv_handle_t *)&srv->sigterm, NULL);
     uv_close((uv_handle_t *)&srv->sigint, NULL);

@@ -33,6 +33,17 @@ typedef struct server_config {
 } server_config_t;
 
 typedef struct rjob rjob_t;
+typedef struct split split_t;
+typedef struct peer peer_t;
+typedef struct session session_t;
+
+/* A rank that asked to join a communicator. */
+typedef struct join {
+    session_t *s;       /* a rank of this node, or */
+    peer_t *p;          /* the daemon of a remote rank; both NULL: not joined */
+    uint64_t req_id;
+    uint32_t l0_mode;   /* what the rank asked for */
+} join_t;
 
 typedef struct job job_t;
 typedef struct scomm scomm_t;
@@ -49,6 +60,7 @@ typedef struct server {
     unsigned nsessions;
     job_t *jobs;
     rjob_t *rjobs;            /* jobs whose root is another daemon */
+    split_t *splits;          /* HcclCommSplit calls waiting for the other ranks */
     scomm_t *comms;
     uv_tcp_t tcp_listener;
     int tcp_listening;
@@ -135,8 +147,18 @@ void send_init_resp(session_t *s, uint64_t req_id, int result, const char *why, 
                     uint32_t nranks, uint32_t rank, uint64_t chunk);
 void send_multinode_resp(session_t *s, uint64_t req_id, const scomm_t *c, uint32_t rank,
                          uint32_t nnodes);
+/* Forms a communicator of n ranks of this node (ranks[r] in comm rank order) and answers each;
+ * job_hex names it in logs and status. 0, or a negative errno after answering with an error. */
+int comm_form(server_t *srv, uint32_t n, const join_t *ranks, const char *hex);
 /* A communicator record for ranks of this node; sids[r] for local ranks, 0 for others. */
 scomm_t *scomm_add(server_t *srv, uint32_t nranks, uint32_t nnodes, const char *job_hex);
+
+scomm_t *scomm_lookup(server_t *srv, uint32_t id);
+
+/* split.c */
+void jobs_comm_split(server_t *srv, session_t *s, uint64_t req_id, const Hccld__CommSplitReq *req);
+void splits_session_gone(server_t *srv, session_t *s);
+void splits_stop(server_t *srv);
 
 /* rjobs.c: the member side of a job whose root is another daemon */
 void rjobs_join(server_t *srv, session_t *s, uint64_t req_id, const Hccld__CommInitReq *req);

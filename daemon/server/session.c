@@ -210,6 +210,9 @@ static int dispatch_client(session_t *s, const Hccld__Msg *m)
     case HCCLD__MSG__BODY_COMM_INIT_REQ:
         jobs_comm_init(s->srv, s, m->req_id, m->comm_init_req);
         return 0;
+    case HCCLD__MSG__BODY_COMM_SPLIT_REQ:
+        jobs_comm_split(s->srv, s, m->req_id, m->comm_split_req);
+        return 0;
     case HCCLD__MSG__BODY_COMM_DESTROY_REQ:
         jobs_comm_destroy(s->srv, s, m->req_id, m->comm_destroy_req);
         return 0;

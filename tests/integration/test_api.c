@@ -265,6 +265,61 @@ START_TEST(test_status)
 }
 END_TEST
 
+/* Row and column groups of a 2 x 3 grid (the groups run side by side, each rank alternating
+ * between its row and its column) plus a color only one rank uses and ranks that opt out:
+ * sums over each group, child ranks ordered by key then parent rank. */
+static int allreduce_sum_check(HcclComm c, int32_t mine, int32_t want, int32_t size)
+{
+    int32_t *a = malloc(50000 * 4), *b = malloc(50000 * 4);
+    int bad = 0;
+
+    for (int i = 0; i < 50000; i++)
+        a[i] = mine + i;
+    if (HcclAllReduce(a, b, 50000, HCCL_DATA_TYPE_INT32, SUM, c, NULL) != HCCL_SUCCESS)
+        bad = 1;
+    for (int i = 0; i < 50000 && !bad; i++)
+        bad = b[i] != want + size * i;
+    free(a);
+    free(b);
+    return bad;
+}
+
+static int split_grid(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+{
+    HcclComm row = NULL, col = NULL, none = (HcclComm)1;
+    uint32_t rr, rn, cr, cn;
+
+    /* rows: {0,1,2} {3,4,5}, reversed by key; columns: {0,3} {1,4} {2,5} */
+    if (HcclCommSplit(comm, r / 3, 10 - r, &row) != HCCL_SUCCESS ||
+        HcclCommSplit(comm, r % 3, r, &col) != HCCL_SUCCESS ||
+        HcclCommSplit(comm, r == 5 ? 0 : HCCL_SPLIT_NOCOLOR, 0, &none) != HCCL_SUCCESS)
+        return 1;
+    if (HcclGetRankId(row, &rr) || HcclGetRankSize(row, &rn) || HcclGetRankId(col, &cr) ||
+        HcclGetRankSize(col, &cn))
+        return 2;
+    if (rn != 3 || rr != 2 - r % 3 || cn != 2 || cr != r / 3)
+        return 3;
+    if ((r == 5) != (none != NULL))
+        return 4;
+    /* Sum of (rank + i) over the group: rows 0+1+2 or 3+4+5, columns r%3 + r%3+3. */
+    int32_t row_sum = (int32_t)(r / 3) * 9 + 3, col_sum = 2 * (int32_t)(r % 3) + 3;
+    for (int i = 0; i < 3; i++)
+        if (allreduce_sum_check(row, (int32_t)r, row_sum, 3) != 0 ||
+            allreduce_sum_check(col, (int32_t)r, col_sum, 2) != 0)
+            return 5;
+    HcclCommDestroy(row);
+    HcclCommDestroy(col);
+    if (none != NULL)
+        HcclCommDestroy(none);
+    return HcclCommSplit(NULL, 0, 0, &row) == HCCL_E_PTR ? 0 : 6;
+}
+
+START_TEST(test_split)
+{
+    ck_assert_int_eq(harness_run_ranks(6, split_grid, NULL, 120), 0);
+}
+END_TEST
+
 Suite *api_suite(void)
 {
     Suite *s = suite_create("api");
@@ -279,6 +334,7 @@ Suite *api_suite(void)
     tcase_add_test(tc, test_two_jobs);
     tcase_add_test(tc, test_mismatch);
     tcase_add_test(tc, test_status);
+    tcase_add_test(tc, test_split);
     suite_add_tcase(s, tc);
     return s;
 }

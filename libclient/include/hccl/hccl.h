@@ -95,6 +95,12 @@ HCCL_API HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *ro
  * environment (set by hccl-run). */
 HCCL_API HcclResult HcclCommInitFromEnv(HcclComm *comm);
 HCCL_API HcclResult HcclCommDestroy(HcclComm comm);
+
+/* Every rank of comm calls it (as MPI_Comm_split / ncclCommSplit): ranks passing the same color
+ * form a new communicator, ordered by key then by their rank in comm. A rank passing
+ * HCCL_SPLIT_NOCOLOR joins none and gets *newComm = NULL. */
+#define HCCL_SPLIT_NOCOLOR 0xffffffffu
+HCCL_API HcclResult HcclCommSplit(HcclComm comm, uint32_t color, uint32_t key, HcclComm *newComm);
 HCCL_API HcclResult HcclGetRankSize(HcclComm comm, uint32_t *rankSize);
 HCCL_API HcclResult HcclGetRankId(HcclComm comm, uint32_t *rank);
 /* The first error an asynchronous operation on comm met, or HCCL_SUCCESS. */
