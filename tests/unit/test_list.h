@@ -12,7 +12,9 @@
     X(desc)            \
     X(l0)              \
     X(env)             \
-    X(algo)
+    X(algo)            \
+    X(tcp)             \
+    X(l1)
 
 #define X(name) Suite *name##_suite(void);
 UNIT_SUITES(X)

@@ -1,0 +1,186 @@
+#include "exec/l1.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "log.h"
+#include "reduce.h"
+
+struct l1_run {
+    l1_args_t a;
+    size_t es;
+    uint32_t round;       /* the round in progress */
+    int posted;           /* its transfers are posted */
+    tp_req_t **reqs;      /* by step index within the round; NULL once done */
+    uint64_t *scratch_at; /* RECV_REDUCE: element offset of its data in scratch */
+    uint8_t *scratch;
+    uint32_t max_round_steps;
+};
+
+static const uint8_t *step_src(const l1_run_t *r, const step_t *s, uint64_t off)
+{
+    const uint8_t *base = s->buf == SCHED_BUF_IN ? r->a.in : r->a.out;
+
+    return base + off * r->es;
+}
+
+static void reduce_into(l1_run_t *r, uint8_t *dst, const uint8_t *src, uint64_t len)
+{
+    const void *srcs[2] = {dst, src};
+
+    reduce_n(r->a.dtype, r->a.redop, dst, srcs, 2, len);
+}
+
+/* Local steps touch no range that another step of the round writes: run them at once. */
+static void run_local(l1_run_t *r, const step_t *s)
+{
+    uint8_t *dst = r->a.out + s->off * r->es;
+
+    if (s->op == STEP_COPY)
+        memmove(dst, step_src(r, s, s->src_off), s->len * r->es);
+    else
+        reduce_into(r, dst, step_src(r, s, s->src_off), s->len);
+}
+
+static int post_round(l1_run_t *r)
+{
+    const sched_t *sc = r->a.sched;
+    uint32_t first = sc->round_start[r->round], n = sc->round_start[r->round + 1] - first;
+    uint64_t scratch = 0;
+    int rc = 0;
+
+    for (uint32_t i = 0; i < n && rc == 0; i++) {
+        const step_t *s = &sc->steps[first + i];
+        tp_conn_t *c = s->peer < UINT32_MAX ? r->a.conns[s->peer] : NULL;
+        r->reqs[i] = NULL;
+        switch (s->op) {
+        case STEP_SEND:
+            rc = r->a.tp->isend(c, step_src(r, s, s->off), s->len * r->es, NULL, r->a.tag,
+                                &r->reqs[i]);
+            break;
+        case STEP_RECV:
+            rc = r->a.tp->irecv(c, r->a.out + s->off * r->es, s->len * r->es, NULL, r->a.tag,
+                                &r->reqs[i]);
+            break;
+        case STEP_RECV_REDUCE:
+            r->scratch_at[i] = scratch;
+            rc = r->a.tp->irecv(c, r->scratch + scratch * r->es, s->len * r->es, NULL,
+                                r->a.tag, &r->reqs[i]);
+            scratch += s->len;
+            break;
+        default:
+            run_local(r, s);
+            break;
+        }
+    }
+    if (rc != 0)
+        ERR("COLL", "node %u round %u: posting a transfer failed (%d)", r->a.me, r->round, rc);
+    return rc;
+}
+
+/* Tests every pending transfer of the round: 1 when all are done. */
+static int test_round(l1_run_t *r)
+{
+    const sched_t *sc = r->a.sched;
+    uint32_t first = sc->round_start[r->round], n = sc->round_start[r->round + 1] - first;
+    int all = 1;
+
+    for (uint32_t i = 0; i < n; i++) {
+        int done = 0, rc;
+        if (r->reqs[i] == NULL)
+            continue;
+        rc = r->a.tp->test(r->reqs[i], &done);
+        if (done)
+            r->reqs[i] = NULL;
+        if (rc != 0) {
+            ERR("COLL", "node %u round %u: a transfer with node %u failed (%d)", r->a.me,
+                r->round, sc->steps[first + i].peer, rc);
+            return rc;
+        }
+        all &= done;
+    }
+    return all;
+}
+
+static void finish_round(l1_run_t *r)
+{
+    const sched_t *sc = r->a.sched;
+    uint32_t first = sc->round_start[r->round], n = sc->round_start[r->round + 1] - first;
+
+    for (uint32_t i = 0; i < n; i++) {
+        const step_t *s = &sc->steps[first + i];
+        if (s->op == STEP_RECV_REDUCE)
+            reduce_into(r, r->a.out + s->off * r->es, r->scratch + r->scratch_at[i] * r->es,
+                        s->len);
+    }
+}
+
+int l1_progress(l1_run_t *r)
+{
+    while (r->round < r->a.sched->nrounds) {
+        int rc;
+        if (!r->posted) {
+            if ((rc = post_round(r)) != 0)
+                return rc;
+            r->posted = 1;
+        }
+        if ((rc = test_round(r)) <= 0)
+            return rc;
+        finish_round(r);
+        r->round++;
+        r->posted = 0;
+    }
+    return 1;
+}
+
+int l1_poll_fds(l1_run_t *r, struct pollfd *pfd, int max)
+{
+    const sched_t *sc = r->a.sched;
+    int n = 0;
+
+    if (r->round >= sc->nrounds)
+        return 0;
+    for (uint32_t i = sc->round_start[r->round]; i < sc->round_start[r->round + 1]; i++) {
+        const step_t *s = &sc->steps[i];
+        if (s->op <= STEP_RECV_REDUCE && n < max)
+            n += r->a.tp->poll_fds(r->a.conns[s->peer], pfd + n, max - n);
+    }
+    return n;
+}
+
+int l1_start(const l1_args_t *a, l1_run_t **r_p)
+{
+    l1_run_t *r = calloc(1, sizeof(*r));
+    uint32_t most = 0;
+
+    if (r == NULL)
+        return -ENOMEM;
+    r->a = *a;
+    r->es = dtype_size(a->dtype);
+    for (uint32_t k = 0; k < a->sched->nrounds; k++) {
+        uint32_t n = a->sched->round_start[k + 1] - a->sched->round_start[k];
+        most = n > most ? n : most;
+    }
+    r->max_round_steps = most;
+    r->reqs = calloc(most + 1, sizeof(*r->reqs));
+    r->scratch_at = calloc(most + 1, sizeof(*r->scratch_at));
+    r->scratch = malloc(a->sched->scratch_elems * r->es + 64);
+    if (r->reqs == NULL || r->scratch_at == NULL || r->scratch == NULL) {
+        l1_free(r);
+        return -ENOMEM;
+    }
+    *r_p = r;
+    return 0;
+}
+
+void l1_free(l1_run_t *r)
+{
+    if (r == NULL)
+        return;
+    free(r->reqs);
+    free(r->scratch_at);
+    free(r->scratch);
+    free(r);
+}

@@ -1,0 +1,39 @@
+/*
+ * Level 1: runs one node's schedule (algo/algo.h) over a transport (transport/transport.h),
+ * without blocking. Each round posts all its transfers at once, runs its local steps, then,
+ * once every transfer is done, applies the received reductions. The caller polls
+ * l1_progress and sleeps on l1_poll_fds in between.
+ */
+#ifndef HCCLD_EXEC_L1_H
+#define HCCLD_EXEC_L1_H
+
+#include <poll.h>
+#include <stdint.h>
+
+#include "algo/algo.h"
+#include "transport/transport.h"
+
+typedef struct l1_run l1_run_t;
+
+typedef struct l1_args {
+    const sched_t *sched;
+    const transport_ops_t *tp;
+    tp_conn_t **conns;    /* by node index; conns[me] unused */
+    uint32_t me;
+    uint8_t *out;         /* OUT: sched->out_elems elements */
+    const uint8_t *in;    /* IN, for the kinds that have one */
+    uint8_t dtype;
+    uint8_t redop;
+    uint64_t tag;         /* the same on every node for this operation */
+} l1_args_t;
+
+/* 0 and a run, -ENOMEM. The arguments must outlive the run. */
+int l1_start(const l1_args_t *a, l1_run_t **r_p);
+/* 1 when done, 0 while transfers are pending, or a negative errno (the run stops). */
+int l1_progress(l1_run_t *r);
+/* The fds to wait on for progress; returns how many were written. */
+int l1_poll_fds(l1_run_t *r, struct pollfd *pfd, int max);
+/* Frees the run (after completion or failure). */
+void l1_free(l1_run_t *r);
+
+#endif

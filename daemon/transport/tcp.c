@@ -1,0 +1,252 @@
+/*
+ * The TCP transport: the ops table, listeners and connection setup. The handshake lives in
+ * tcp_hs.c, the data stream in tcp_msg.c, the wire format in tcp_wire.c.
+ */
+#include <errno.h>
+#include <sodium.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "env.h"
+#include "log.h"
+#include "transport/tcp_conn.h"
+#include "transport/tcp_sock.h"
+
+struct tp_listener {
+    int fd;
+};
+
+static int crypto_ready(void)
+{
+    if (sodium_init() < 0) {
+        ERR("NET", "sodium_init() failed");
+        return -EIO;
+    }
+    return 0;
+}
+
+static int tcp_listen(const char *ip, tp_listener_t **l_p, char *addr_out, size_t cap)
+{
+    tp_listener_t *l;
+    int rc = crypto_ready();
+
+    if (rc != 0)
+        return rc;
+    l = calloc(1, sizeof(*l));
+    if (l == NULL)
+        return -ENOMEM;
+    rc = tcp_sock_listen(ip, &l->fd, addr_out, cap);
+    if (rc != 0)
+        goto err_free;
+    INFO("NET", "listening on %s", addr_out);
+    *l_p = l;
+    return 0;
+
+err_free:
+    free(l);
+    return rc;
+}
+
+static int tcp_listen_fd(tp_listener_t *l)
+{
+    return l->fd;
+}
+
+static void tcp_listen_close(tp_listener_t *l)
+{
+    if (l == NULL)
+        return;
+    close(l->fd);
+    free(l);
+}
+
+/* Striping over several sockets did not exist yet; say so once rather than ignore it. */
+static void nsocks_check(void)
+{
+    static int warned;
+    uint64_t n;
+
+    if (!warned && env_u64("HCCLD_TCP_NSOCKS", 1, 1, 64, &n) == 0 && n > 1) {
+        WARN("NET", "HCCLD_TCP_NSOCKS=%llu: striping is not implemented, using 1 socket",
+             (unsigned long long)n);
+        warned = 1;
+    }
+}
+
+/* A connection around fd; HCCL_CHECKSUM decides whether its sends carry a CRC32C. */
+static int conn_new(int fd, tp_conn_t **c_p)
+{
+    tp_conn_t *c = calloc(1, sizeof(*c));
+    uint64_t csum;
+
+    if (c == NULL)
+        return -ENOMEM;
+    nsocks_check();
+    if (env_u64("HCCL_CHECKSUM", 0, 0, 1, &csum) != 0)
+        csum = 0;
+    c->fd = fd;
+    c->state = TCP_CONN_HANDSHAKE;
+    c->checksum = (int)csum;
+    tcp_msg_init(c);
+    *c_p = c;
+    return 0;
+}
+
+static int tcp_accept(tp_listener_t *l, tp_key_lookup_fn lookup, void *ctx, tp_conn_t **c_p)
+{
+    tp_conn_t *c;
+    int fd, rc;
+
+    fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+        rc = -errno;
+        if (rc == -EAGAIN || rc == -EINTR || rc == -ECONNABORTED)
+            return -EAGAIN;
+        ERR("NET", "accept4() failed: %s", strerror(-rc));
+        return rc;
+    }
+    rc = tcp_sock_tune(fd);
+    if (rc != 0)
+        goto err_close;
+    rc = conn_new(fd, &c);
+    if (rc != 0)
+        goto err_close;
+    tcp_hs_init_accept(&c->hs, lookup, ctx);
+    *c_p = c;
+    return 0;
+
+err_close:
+    close(fd);
+    return rc;
+}
+
+static int tcp_connect(const char *addr, const uint8_t job_id[AUTH_JOB_BYTES],
+                       const uint8_t key[AUTH_KEY_BYTES], uint32_t my_node, tp_conn_t **c_p)
+{
+    tp_conn_t *c;
+    int fd, rc;
+
+    if (my_node == TP_NODE_UNKNOWN)
+        return -EINVAL;
+    rc = crypto_ready();
+    if (rc != 0)
+        return rc;
+    rc = tcp_sock_connect(addr, &fd);
+    if (rc != 0)
+        return rc;
+    rc = conn_new(fd, &c);
+    if (rc != 0)
+        goto err_close;
+    tcp_hs_init_connect(&c->hs, job_id, key, my_node);
+    *c_p = c;
+    return 0;
+
+err_close:
+    close(fd);
+    return rc;
+}
+
+static int tcp_conn_state(tp_conn_t *c)
+{
+    int rc;
+
+    if (c->state != TCP_CONN_HANDSHAKE)
+        return c->state == TCP_CONN_READY ? 1 : c->err;
+    rc = tcp_hs_progress(&c->hs, c->fd);
+    if (rc < 0) {
+        tcp_hs_clear(&c->hs);
+        tcp_conn_fail(c, rc);
+        return rc;
+    }
+    if (rc == 1) {
+        /* The key has served its purpose; it need not stay in this memory. */
+        tcp_hs_clear(&c->hs);
+        c->state = TCP_CONN_READY;
+        DBG("NET", "connection with node %u ready", c->hs.peer_node);
+    }
+    return rc;
+}
+
+static uint32_t tcp_conn_peer_node(tp_conn_t *c)
+{
+    return c->hs.peer_node;
+}
+
+/* TCP reads and writes any memory; the buffer itself serves as the registration. */
+static int tcp_reg_mem(tp_conn_t *c, void *base, size_t len, void **mr_p)
+{
+    *mr_p = base;
+    return 0;
+}
+
+static void tcp_dereg_mem(tp_conn_t *c, void *mr)
+{
+}
+
+static int tcp_isend(tp_conn_t *c, const void *buf, size_t len, void *mr, uint64_t tag,
+                     tp_req_t **r_p)
+{
+    return tcp_msg_post(c, TCP_DIR_SEND, (void *)buf, len, tag, r_p);
+}
+
+static int tcp_irecv(tp_conn_t *c, void *buf, size_t len, void *mr, uint64_t tag, tp_req_t **r_p)
+{
+    return tcp_msg_post(c, TCP_DIR_RECV, buf, len, tag, r_p);
+}
+
+static int tcp_test(tp_req_t *r, int *done_p)
+{
+    int status;
+
+    if (!r->done)
+        tcp_msg_progress(r->conn);
+    *done_p = r->done;
+    if (!r->done)
+        return 0;
+    status = r->status;
+    tcp_req_release(r);
+    return status;
+}
+
+static int tcp_poll_fds(tp_conn_t *c, struct pollfd *pfd, int max)
+{
+    short ev;
+
+    if (max < 1 || c->state == TCP_CONN_FAILED)
+        return 0;
+    ev = c->state == TCP_CONN_HANDSHAKE ? tcp_hs_events(&c->hs) : tcp_msg_events(c);
+    /* An fd with no events would still wake poll() on a hangup, again and again. */
+    if (ev == 0)
+        return 0;
+    pfd[0] = (struct pollfd){.fd = c->fd, .events = ev};
+    return 1;
+}
+
+static void tcp_close(tp_conn_t *c)
+{
+    if (c == NULL)
+        return;
+    tcp_hs_clear(&c->hs);
+    close(c->fd);
+    free(c);
+}
+
+const transport_ops_t tp_tcp = {
+    .name = "tcp",
+    .listen = tcp_listen,
+    .listen_fd = tcp_listen_fd,
+    .accept = tcp_accept,
+    .connect = tcp_connect,
+    .conn_state = tcp_conn_state,
+    .conn_peer_node = tcp_conn_peer_node,
+    .reg_mem = tcp_reg_mem,
+    .dereg_mem = tcp_dereg_mem,
+    .isend = tcp_isend,
+    .irecv = tcp_irecv,
+    .test = tcp_test,
+    .poll_fds = tcp_poll_fds,
+    .close = tcp_close,
+    .listen_close = tcp_listen_close,
+};

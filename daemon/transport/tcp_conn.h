@@ -1,0 +1,66 @@
+/*
+ * Internals of a TCP connection, shared by tcp.c (setup, the ops table) and tcp_msg.c
+ * (requests and the data stream). Not for use outside the TCP transport.
+ */
+#ifndef HCCLD_TRANSPORT_TCP_CONN_H
+#define HCCLD_TRANSPORT_TCP_CONN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "transport/tcp_hs.h"
+#include "transport/tcp_wire.h"
+#include "transport/transport.h"
+
+/* Outstanding requests per connection, both directions together: memory stays bounded. */
+#define TCP_MAX_REQS 256
+
+enum tcp_dir { TCP_DIR_SEND, TCP_DIR_RECV };
+enum tcp_conn_state { TCP_CONN_HANDSHAKE, TCP_CONN_READY, TCP_CONN_FAILED };
+
+struct tp_req {
+    tp_conn_t *conn;
+    tp_req_t *next;
+    uint8_t *buf;
+    size_t len;
+    uint64_t tag;
+    size_t moved; /* send: header and payload bytes written; receive: payload bytes read */
+    int dir;
+    int done;
+    int status;
+    uint8_t hdr[TCP_HDR_BYTES]; /* send: the encoded header */
+};
+
+typedef struct tcp_queue {
+    tp_req_t *head, *tail;
+} tcp_queue_t;
+
+struct tp_conn {
+    int fd;
+    int state;
+    int err;      /* the failure, once state is TCP_CONN_FAILED */
+    int checksum; /* HCCL_CHECKSUM=1: sends carry a CRC32C of their payload */
+    tcp_hs_t hs;
+    tcp_queue_t sendq, recvq;
+    /* The header of the next incoming message, read before its receive may be posted. */
+    uint8_t rx_raw[TCP_HDR_BYTES];
+    size_t rx_raw_off;
+    int rx_ready;   /* rx holds a decoded header whose payload has not been read yet */
+    int rx_matched; /* rx has been checked against the head of recvq */
+    tcp_hdr_t rx;
+    tp_req_t *free_reqs;
+    tp_req_t reqs[TCP_MAX_REQS];
+};
+
+/* Queues a send or a receive on a ready connection. */
+int tcp_msg_post(tp_conn_t *c, int dir, void *buf, size_t len, uint64_t tag, tp_req_t **r_p);
+/* Moves data until the socket would block: 0, or the error that failed the connection. */
+int tcp_msg_progress(tp_conn_t *c);
+short tcp_msg_events(const tp_conn_t *c);
+void tcp_msg_init(tp_conn_t *c);
+/* Gives back a request that test() reported done. */
+void tcp_req_release(tp_req_t *r);
+/* Fails the connection: every pending request completes with err (already logged). */
+void tcp_conn_fail(tp_conn_t *c, int err);
+
+#endif

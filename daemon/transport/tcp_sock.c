@@ -1,0 +1,219 @@
+#include "transport/tcp_sock.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "env.h"
+#include "log.h"
+
+#define TCP_BUF_DEFAULT (4u << 20)
+#define TCP_LISTEN_BACKLOG 128
+
+/* Reads HCCLD_TCP_BUF once; a bad value is reported and the default kept. */
+static int tcp_buf_bytes(void)
+{
+    static int bytes;
+    const char *s;
+    uint64_t v;
+
+    if (bytes != 0)
+        return bytes;
+    bytes = TCP_BUF_DEFAULT;
+    s = getenv("HCCLD_TCP_BUF");
+    if (s != NULL && *s != '\0') {
+        if (parse_size(s, &v) == 0 && v >= 4096 && v <= (1u << 30))
+            bytes = (int)v;
+        else
+            WARN("NET", "HCCLD_TCP_BUF=\"%s\" is invalid (4K..1G), using %d", s, bytes);
+    }
+    return bytes;
+}
+
+/* A numeric IPv4 or IPv6 address (no names: they would need a blocking resolver). */
+static int ip_parse(const char *host, uint16_t port, struct sockaddr_storage *ss, socklen_t *len_p)
+{
+    struct sockaddr_in *in4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+
+    memset(ss, 0, sizeof(*ss));
+    if (inet_pton(AF_INET, host, &in4->sin_addr) == 1) {
+        in4->sin_family = AF_INET;
+        in4->sin_port = htons(port);
+        *len_p = sizeof(*in4);
+        return 0;
+    }
+    if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons(port);
+        *len_p = sizeof(*in6);
+        return 0;
+    }
+    return -EINVAL;
+}
+
+/* Splits "ip:port" or "[ip6]:port" into a socket address. */
+static int addr_parse(const char *addr, struct sockaddr_storage *ss, socklen_t *len_p)
+{
+    char host[INET6_ADDRSTRLEN];
+    const char *colon = strrchr(addr, ':');
+    const char *h = addr;
+    size_t hlen;
+    uint64_t port;
+
+    if (colon == NULL || parse_u64(colon + 1, &port) != 0 || port == 0 || port > 65535)
+        return -EINVAL;
+    hlen = (size_t)(colon - addr);
+    if (hlen >= 2 && addr[0] == '[' && addr[hlen - 1] == ']') {
+        h = addr + 1;
+        hlen -= 2;
+    }
+    if (hlen == 0 || hlen >= sizeof(host))
+        return -EINVAL;
+    memcpy(host, h, hlen);
+    host[hlen] = '\0';
+    return ip_parse(host, (uint16_t)port, ss, len_p);
+}
+
+static int addr_format(const struct sockaddr_storage *ss, char *out, size_t cap)
+{
+    char host[INET6_ADDRSTRLEN];
+    int n;
+
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *in4 = (const struct sockaddr_in *)ss;
+        inet_ntop(AF_INET, &in4->sin_addr, host, sizeof(host));
+        n = snprintf(out, cap, "%s:%u", host, ntohs(in4->sin_port));
+    } else {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
+        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+        n = snprintf(out, cap, "[%s]:%u", host, ntohs(in6->sin6_port));
+    }
+    return n > 0 && (size_t)n < cap ? 0 : -ENOSPC;
+}
+
+/*
+ * Buffers are set before listen or connect, so that the window scale covers them. A refusal
+ * only costs speed, so it is a warning.
+ */
+static void set_buffers(int fd)
+{
+    int bytes = tcp_buf_bytes();
+
+    if (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes)) != 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes)) != 0)
+        WARN("NET", "setsockopt(SO_SNDBUF/SO_RCVBUF, %d) failed: %s", bytes, strerror(errno));
+}
+
+int tcp_sock_tune(int fd)
+{
+    int one = 1;
+
+    if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0) {
+        int err = errno;
+        ERR("NET", "setsockopt(TCP_NODELAY) failed: %s", strerror(err));
+        return -err;
+    }
+    set_buffers(fd);
+    return 0;
+}
+
+static int sock_open(int family, int *fd_p)
+{
+    int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+    if (fd < 0) {
+        int err = errno;
+        ERR("NET", "socket() failed: %s", strerror(err));
+        return -err;
+    }
+    *fd_p = fd;
+    return 0;
+}
+
+int tcp_sock_listen(const char *ip, int *fd_p, char *addr_out, size_t cap)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int fd = -1, rc;
+
+    rc = ip_parse(ip, 0, &ss, &len);
+    if (rc != 0) {
+        ERR("NET", "listen: \"%s\" is not a numeric IP address", ip);
+        return rc;
+    }
+    rc = sock_open(ss.ss_family, &fd);
+    if (rc != 0)
+        return rc;
+    /* Accepted sockets inherit the buffers, and with them the window scale of the SYN-ACK. */
+    set_buffers(fd);
+    if (bind(fd, (struct sockaddr *)&ss, len) != 0 || listen(fd, TCP_LISTEN_BACKLOG) != 0 ||
+        getsockname(fd, (struct sockaddr *)&ss, &len) != 0) {
+        rc = -errno;
+        ERR("NET", "bind/listen/getsockname(%s) failed: %s", ip, strerror(-rc));
+        goto err_close;
+    }
+    rc = addr_format(&ss, addr_out, cap);
+    if (rc != 0)
+        goto err_close;
+    *fd_p = fd;
+    return 0;
+
+err_close:
+    close(fd);
+    return rc;
+}
+
+int tcp_sock_connect(const char *addr, int *fd_p)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int fd = -1, rc;
+
+    rc = addr_parse(addr, &ss, &len);
+    if (rc != 0) {
+        ERR("NET", "connect: \"%s\" is not ip:port", addr);
+        return rc;
+    }
+    rc = sock_open(ss.ss_family, &fd);
+    if (rc != 0)
+        return rc;
+    rc = tcp_sock_tune(fd);
+    if (rc != 0)
+        goto err_close;
+    if (connect(fd, (struct sockaddr *)&ss, len) != 0 && errno != EINPROGRESS) {
+        rc = -errno;
+        ERR("NET", "connect(%s) failed: %s", addr, strerror(-rc));
+        goto err_close;
+    }
+    *fd_p = fd;
+    return 0;
+
+err_close:
+    close(fd);
+    return rc;
+}
+
+int tcp_sock_connect_done(int fd)
+{
+    struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+    int err = 0;
+    socklen_t len = sizeof(err);
+
+    if (poll(&pfd, 1, 0) == 0)
+        return 0;
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+        err = errno;
+    if (err != 0) {
+        ERR("NET", "connect() failed: %s", strerror(err));
+        return -err;
+    }
+    return 1;
+}

@@ -1,0 +1,48 @@
+/*
+ * The TCP transport's wire format: fixed little-endian records with a magic, one for the
+ * handshake and one header in front of every data message. Decoders validate every field.
+ */
+#ifndef HCCLD_TRANSPORT_TCP_WIRE_H
+#define HCCLD_TRANSPORT_TCP_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "transport/auth.h"
+
+#define TCP_WIRE_VERSION 1
+#define TCP_HS_BYTES 80
+#define TCP_HDR_BYTES 32
+#define TCP_HDR_F_CRC 1u
+
+enum tcp_hs_type {
+    TCP_HS_HELLO = 1,   /* connecting side: job, node, nonce_c */
+    TCP_HS_ACCEPT = 2,  /* accepting side: nonce_a, HMAC(key, "tp-accept" | nonce_c | nonce_a) */
+    TCP_HS_CONFIRM = 3, /* connecting side: HMAC(key, "tp-connect" | nonce_a | nonce_c) */
+    TCP_HS_REFUSE = 4,  /* either side: reason (a positive errno), then it closes */
+};
+
+typedef struct tcp_hs_msg {
+    uint16_t type;
+    uint32_t node;
+    uint32_t reason;
+    uint8_t job[AUTH_JOB_BYTES];
+    uint8_t nonce[AUTH_NONCE_BYTES];
+    uint8_t mac[AUTH_MAC_BYTES];
+} tcp_hs_msg_t;
+
+typedef struct tcp_hdr {
+    uint32_t flags;
+    uint64_t tag;
+    uint64_t len;
+    uint32_t crc;
+} tcp_hdr_t;
+
+void tcp_hs_encode(const tcp_hs_msg_t *m, uint8_t out[TCP_HS_BYTES]);
+/* -EPROTO if the record is not a well-formed handshake message of this version. */
+int tcp_hs_decode(const uint8_t in[TCP_HS_BYTES], tcp_hs_msg_t *m);
+void tcp_hdr_encode(const tcp_hdr_t *h, uint8_t out[TCP_HDR_BYTES]);
+/* -EPROTO if the header is malformed. */
+int tcp_hdr_decode(const uint8_t in[TCP_HDR_BYTES], tcp_hdr_t *h);
+
+#endif

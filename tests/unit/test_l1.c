@@ -1,0 +1,266 @@
+/*
+ * Level 1 end to end inside one process: N nodes on 127.0.0.1, a full mesh of TCP transport
+ * connections that proved the job key, every algorithm's schedule for every collective it
+ * serves run by the level-1 executor, results compared element by element.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "exec/l1.h"
+#include "hccl/hccl.h"
+#include "shm.h"
+#include "test_list.h"
+
+#define MAXN 5
+
+static const uint8_t job[AUTH_JOB_BYTES] = {1, 2, 3};
+static const uint8_t key[AUTH_KEY_BYTES] = {9, 8, 7};
+
+typedef struct mesh {
+    uint32_t n;
+    tp_listener_t *l[MAXN];
+    tp_conn_t *c[MAXN][MAXN]; /* c[i][j]: node i's connection to node j */
+} mesh_t;
+
+static int lookup(void *ctx, const uint8_t id[AUTH_JOB_BYTES], uint8_t out[AUTH_KEY_BYTES])
+{
+    if (memcmp(id, job, AUTH_JOB_BYTES) != 0)
+        return -ENOENT;
+    memcpy(out, key, AUTH_KEY_BYTES);
+    return 0;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+typedef struct accepted {
+    uint32_t node; /* the listener's node */
+    tp_conn_t *c;
+} accepted_t;
+
+/* Node j connects to every i < j; i's listener accepts and learns j from the handshake. */
+static int mesh_open(mesh_t *m, uint32_t n)
+{
+    char addr[MAXN][TP_ADDR_MAX];
+    accepted_t acc[MAXN * MAXN];
+    int nacc = 0, placed = 0, want = (int)(n * (n - 1) / 2);
+    double deadline = now_s() + 10;
+
+    memset(m, 0, sizeof(*m));
+    m->n = n;
+    for (uint32_t i = 0; i < n; i++)
+        if (tp_tcp.listen("127.0.0.1", &m->l[i], addr[i], sizeof(addr[i])) != 0)
+            return -1;
+    for (uint32_t j = 0; j < n; j++)
+        for (uint32_t i = 0; i < j; i++)
+            if (tp_tcp.connect(addr[i], job, key, j, &m->c[j][i]) != 0)
+                return -2;
+    while (placed < want && now_s() < deadline) {
+        tp_conn_t *c;
+        for (uint32_t i = 0; i < n; i++)
+            while (nacc < MAXN * MAXN && tp_tcp.accept(m->l[i], lookup, NULL, &c) == 0)
+                acc[nacc++] = (accepted_t){.node = i, .c = c};
+        for (uint32_t j = 0; j < n; j++)
+            for (uint32_t i = 0; i < j; i++)
+                if (tp_tcp.conn_state(m->c[j][i]) < 0)
+                    return -4;
+        for (int k = 0; k < nacc; k++) {
+            if (acc[k].c == NULL || tp_tcp.conn_state(acc[k].c) != 1)
+                continue;
+            uint32_t peer = tp_tcp.conn_peer_node(acc[k].c);
+            if (peer >= n || m->c[acc[k].node][peer] != NULL)
+                return -5;
+            m->c[acc[k].node][peer] = acc[k].c;
+            acc[k].c = NULL;
+            placed++;
+        }
+    }
+    for (uint32_t j = 0; j < n; j++)
+        for (uint32_t i = 0; i < j; i++)
+            while (tp_tcp.conn_state(m->c[j][i]) == 0 && now_s() < deadline)
+                ;
+    return placed == want ? 0 : -3;
+}
+
+static void mesh_close(mesh_t *m)
+{
+    for (uint32_t i = 0; i < m->n; i++) {
+        for (uint32_t j = 0; j < m->n; j++)
+            if (m->c[i][j] != NULL)
+                tp_tcp.close(m->c[i][j]);
+        tp_tcp.listen_close(m->l[i]);
+    }
+}
+
+static int32_t v(uint32_t node, uint64_t k)
+{
+    return (int32_t)(node * 1000 + k % 997);
+}
+
+/* Lays out node `me`'s input as algo.h says. */
+static void fill(int kind, uint32_t n, uint32_t me, uint32_t root, uint64_t cnt, int32_t *out,
+                 int32_t *in)
+{
+    switch (kind) {
+    case DESC_ALLREDUCE: case DESC_REDUCE:
+        for (uint64_t i = 0; i < cnt; i++)
+            out[i] = v(me, i);
+        break;
+    case DESC_BROADCAST:
+        for (uint64_t i = 0; me == root && i < cnt; i++)
+            out[i] = v(me, i);
+        break;
+    case DESC_ALLGATHER:
+        for (uint64_t i = 0; i < cnt; i++)
+            out[me * cnt + i] = v(me, i);
+        break;
+    case DESC_REDUCE_SCATTER:
+        for (uint64_t k = 0; k < n * cnt; k++)
+            out[k] = v(me, k);
+        break;
+    case DESC_ALLTOALL: case DESC_SCATTER:
+        for (uint64_t k = 0; k < n * cnt; k++)
+            in[k] = v(me, k);
+        break;
+    default:
+        break;
+    }
+}
+
+static int32_t sum(uint32_t n, uint64_t k)
+{
+    int32_t s = 0;
+
+    for (uint32_t q = 0; q < n; q++)
+        s += v(q, k);
+    return s;
+}
+
+/* Number of wrong elements in node me's result. */
+static uint64_t check(int kind, uint32_t n, uint32_t me, uint32_t root, uint64_t cnt,
+                      const int32_t *out)
+{
+    uint64_t bad = 0;
+
+    switch (kind) {
+    case DESC_ALLREDUCE:
+        for (uint64_t i = 0; i < cnt; i++)
+            bad += out[i] != sum(n, i);
+        break;
+    case DESC_REDUCE:
+        for (uint64_t i = 0; me == root && i < cnt; i++)
+            bad += out[i] != sum(n, i);
+        break;
+    case DESC_BROADCAST:
+        for (uint64_t i = 0; i < cnt; i++)
+            bad += out[i] != v(root, i);
+        break;
+    case DESC_ALLGATHER:
+        for (uint64_t k = 0; k < n * cnt; k++)
+            bad += out[k] != v((uint32_t)(k / cnt), k % cnt);
+        break;
+    case DESC_REDUCE_SCATTER:
+        for (uint64_t i = 0; i < cnt; i++)
+            bad += out[me * cnt + i] != sum(n, me * cnt + i);
+        break;
+    case DESC_ALLTOALL:
+        for (uint64_t k = 0; k < n * cnt; k++)
+            bad += out[k] != v((uint32_t)(k / cnt), me * cnt + k % cnt);
+        break;
+    case DESC_SCATTER:
+        for (uint64_t i = 0; i < cnt; i++)
+            bad += out[i] != v(root, me * cnt + i);
+        break;
+    default:
+        break;
+    }
+    return bad;
+}
+
+/* Runs one collective on every node at once; returns the number of wrong elements, or -1. */
+static long run_case(mesh_t *m, int algo, int kind, uint32_t root, uint64_t cnt, uint64_t tag)
+{
+    uint32_t n = m->n;
+    sched_t sc[MAXN];
+    int32_t *out[MAXN], *in[MAXN];
+    l1_run_t *run[MAXN];
+    int done[MAXN] = {0}, ndone = 0, failed = 0;
+    long bad = 0;
+    double deadline = now_s() + 30;
+
+    for (uint32_t me = 0; me < n; me++) {
+        if (algo_build(algo, kind, n, me, root, cnt, &sc[me]) != 0)
+            return -1;
+        out[me] = calloc(sc[me].out_elems + 1, sizeof(int32_t));
+        in[me] = calloc(n * cnt + 1, sizeof(int32_t));
+        fill(kind, n, me, root, cnt, out[me], in[me]);
+        l1_args_t a = {.sched = &sc[me], .tp = &tp_tcp, .conns = m->c[me], .me = me,
+                       .out = (uint8_t *)out[me], .in = (uint8_t *)in[me],
+                       .dtype = HCCL_DATA_TYPE_INT32, .redop = HCCL_REDUCE_SUM, .tag = tag};
+        if (l1_start(&a, &run[me]) != 0)
+            return -1;
+    }
+    while (ndone < (int)n && !failed && now_s() < deadline)
+        for (uint32_t me = 0; me < n; me++) {
+            if (done[me])
+                continue;
+            int rc = l1_progress(run[me]);
+            if (rc < 0)
+                failed = 1;
+            if (rc == 1)
+                done[me] = 1, ndone++;
+        }
+    for (uint32_t me = 0; me < n; me++) {
+        if (!failed && ndone == (int)n)
+            bad += (long)check(kind, n, me, root, cnt, out[me]);
+        l1_free(run[me]);
+        sched_free(&sc[me]);
+        free(out[me]);
+        free(in[me]);
+    }
+    return failed || ndone < (int)n ? -1 : bad;
+}
+
+START_TEST(test_every_algorithm_over_tcp)
+{
+    static const int kinds[] = {DESC_ALLREDUCE, DESC_BROADCAST, DESC_ALLGATHER,
+                                DESC_REDUCE_SCATTER, DESC_ALLTOALL, DESC_REDUCE, DESC_SCATTER,
+                                DESC_BARRIER};
+    static const uint64_t counts[] = {1, 7, 1000, 262147};
+    uint64_t tag = 1;
+
+    for (uint32_t n = 2; n <= MAXN; n++) {
+        mesh_t m;
+        ck_assert_int_eq(mesh_open(&m, n), 0);
+        for (int algo = 0; algo < ALGO_COUNT; algo++)
+            for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
+                for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+                    if (!algo_serves(algo, kinds[k]))
+                        continue;
+                    uint64_t cnt = kinds[k] == DESC_BARRIER ? 0 : counts[c];
+                    long bad = run_case(&m, algo, kinds[k], n - 1 - (uint32_t)c % n, cnt, tag++);
+                    ck_assert_msg(bad == 0, "%s kind %d n %u count %llu: %ld", algo_name(algo),
+                                  kinds[k], n, (unsigned long long)cnt, bad);
+                }
+        mesh_close(&m);
+    }
+}
+END_TEST
+
+Suite *l1_suite(void)
+{
+    Suite *s = suite_create("l1");
+    TCase *tc = tcase_create("l1");
+
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_every_algorithm_over_tcp);
+    suite_add_tcase(s, tc);
+    return s;
+}
