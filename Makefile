@@ -130,7 +130,7 @@ $(SIM_BIN): $(call obj,tests/sim/main.c tests/sim/sim.c $(ALGO_SRC)) $(BUILD)/li
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(ALLLDFLAGS) -lm
 
-test: all $(UNIT_BIN) $(INTEG_BIN) $(SIM_BIN)
+test: all $(UNIT_BIN) $(INTEG_BIN) $(SIM_BIN) format-check
 	./tests/run.sh $(BUILD)
 
 test-unit: $(UNIT_BIN)
@@ -159,8 +159,10 @@ install: all
 	sed 's|@BINDIR@|$(PREFIX)/bin|g' systemd/hccld.service > $(DESTDIR)/lib/systemd/system/hccld.service
 	[ -e $(DESTDIR)/etc/hccld/hccld.conf ] || install -m 0644 systemd/hccld.conf $(DESTDIR)/etc/hccld/
 
+FORMAT_SRC = $(wildcard common/*.[ch] libclient/*.[ch] libclient/include/hccl/*.h daemon/*.c \
+             daemon/*/*.[ch] tools/*.c tests/*/*.[ch] bench/*.c)
 format-check:
-	clang-format --dry-run --Werror $(COMMON_SRC) $(CLIENT_SRC) $(DAEMON_SRC)
+	clang-format --dry-run --Werror $(FORMAT_SRC)
 
 clean:
 	rm -rf $(BUILD)

@@ -56,16 +56,26 @@ static void usage(FILE *out)
 static int parse_opts(int argc, char **argv, struct bench_opts *o)
 {
     int c;
-    *o = (struct bench_opts){ .min_bytes = 8, .max_bytes = 64 << 20, .factor = 2.0,
-                              .iters = 20, .warmup = 5, .lat_iters = 1000 };
+    *o = (struct bench_opts){.min_bytes = 8,
+                             .max_bytes = 64 << 20,
+                             .factor = 2.0,
+                             .iters = 20,
+                             .warmup = 5,
+                             .lat_iters = 1000};
     opterr = g_rank == 0;
     while ((c = getopt(argc, argv, "b:e:f:i:n:w:l:h")) != -1) {
         int ok = 1;
         switch (c) {
         case 'b': ok = arg_size(optarg, &o->min_bytes); break;
         case 'e': ok = arg_size(optarg, &o->max_bytes); break;
-        case 'f': ok = arg_factor(optarg, &o->factor); o->step = 0; break;
-        case 'i': ok = arg_size(optarg, &o->step) && o->step > 0; o->factor = 0; break;
+        case 'f':
+            ok = arg_factor(optarg, &o->factor);
+            o->step = 0;
+            break;
+        case 'i':
+            ok = arg_size(optarg, &o->step) && o->step > 0;
+            o->factor = 0;
+            break;
         case 'n': ok = arg_int(optarg, 1, 1000000000, &o->iters); break;
         case 'w': ok = arg_int(optarg, 0, 1000000000, &o->warmup); break;
         case 'l': ok = arg_int(optarg, 0, 1000000000, &o->lat_iters); break;

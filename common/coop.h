@@ -28,7 +28,7 @@ typedef struct coop_slot {
         alignas(SHM_CACHELINE) desc_t d;
         uint8_t data[COOP_INLINE];
     } pkt[2];
-    alignas(SHM_CACHELINE) uint64_t done;   /* last piece whose share this rank finished */
+    alignas(SHM_CACHELINE) uint64_t done; /* last piece whose share this rank finished */
 } coop_slot_t;
 
 typedef struct coop_ctl {

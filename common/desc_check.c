@@ -60,13 +60,34 @@ void desc_sides(const desc_t *d, uint32_t nranks, uint32_t rank, desc_side_t *se
     int root = d->root == rank;
 
     switch (d->kind) {
-    case DESC_ALLREDUCE: ns = 1; nr = 1; break;
-    case DESC_BROADCAST: ns = root; nr = 1; break;
-    case DESC_ALLGATHER: ns = 1; nr = nranks; break;
-    case DESC_REDUCE_SCATTER: ns = nranks; nr = 1; break;
-    case DESC_ALLTOALL: ns = nranks; nr = nranks; break;
-    case DESC_REDUCE: ns = 1; nr = root; break;
-    case DESC_SCATTER: ns = root ? nranks : 0; nr = 1; break;
+    case DESC_ALLREDUCE:
+        ns = 1;
+        nr = 1;
+        break;
+    case DESC_BROADCAST:
+        ns = root;
+        nr = 1;
+        break;
+    case DESC_ALLGATHER:
+        ns = 1;
+        nr = nranks;
+        break;
+    case DESC_REDUCE_SCATTER:
+        ns = nranks;
+        nr = 1;
+        break;
+    case DESC_ALLTOALL:
+        ns = nranks;
+        nr = nranks;
+        break;
+    case DESC_REDUCE:
+        ns = 1;
+        nr = root;
+        break;
+    case DESC_SCATTER:
+        ns = root ? nranks : 0;
+        nr = 1;
+        break;
     case DESC_SEND: ns = 1; break;
     case DESC_RECV: nr = 1; break;
     default: break;
@@ -85,8 +106,7 @@ static int side_fits(const desc_side_t *s, uint64_t arena)
     if (s->nblocks > 1 && s->stride < s->bytes)
         return 0;
     if (__builtin_mul_overflow((uint64_t)(s->nblocks - 1), s->stride, &span) ||
-        __builtin_add_overflow(span, s->bytes, &span) ||
-        __builtin_add_overflow(s->off, span, &end))
+        __builtin_add_overflow(span, s->bytes, &span) || __builtin_add_overflow(s->off, span, &end))
         return 0;
     return end <= arena;
 }

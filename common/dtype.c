@@ -19,10 +19,10 @@ static const struct {
     const char *name;
     int dt;
 } dtype_aliases[] = {
-    {"fp16", HCCL_DATA_TYPE_FP16},    {"float16", HCCL_DATA_TYPE_FP16},
-    {"fp32", HCCL_DATA_TYPE_FP32},    {"float32", HCCL_DATA_TYPE_FP32},
-    {"fp64", HCCL_DATA_TYPE_FP64},    {"float64", HCCL_DATA_TYPE_FP64},
-    {"bf16", HCCL_DATA_TYPE_BFP16},   {"bfp16", HCCL_DATA_TYPE_BFP16},
+    {"fp16", HCCL_DATA_TYPE_FP16},  {"float16", HCCL_DATA_TYPE_FP16},
+    {"fp32", HCCL_DATA_TYPE_FP32},  {"float32", HCCL_DATA_TYPE_FP32},
+    {"fp64", HCCL_DATA_TYPE_FP64},  {"float64", HCCL_DATA_TYPE_FP64},
+    {"bf16", HCCL_DATA_TYPE_BFP16}, {"bfp16", HCCL_DATA_TYPE_BFP16},
 };
 
 static const char *const redops[HCCL_REDUCE_RESERVED] = {

@@ -36,9 +36,18 @@ int parse_size(const char *s, uint64_t *val_p)
         return -EINVAL;
     switch (toupper((unsigned char)*end)) {
     case '\0': break;
-    case 'K': mult = 1ull << 10; end++; break;
-    case 'M': mult = 1ull << 20; end++; break;
-    case 'G': mult = 1ull << 30; end++; break;
+    case 'K':
+        mult = 1ull << 10;
+        end++;
+        break;
+    case 'M':
+        mult = 1ull << 20;
+        end++;
+        break;
+    case 'G':
+        mult = 1ull << 30;
+        end++;
+        break;
     default: return -EINVAL;
     }
     if (*end == 'B' || *end == 'b')

@@ -18,8 +18,13 @@ typedef struct lane {
 static unsigned lane_count(const l0_op_t *op)
 {
     switch (op->kind) {
-    case DESC_ALLREDUCE: case DESC_REDUCE: case DESC_BROADCAST: case DESC_SEND: return 1;
-    case DESC_ALLGATHER: case DESC_REDUCE_SCATTER: case DESC_SCATTER: return op->nranks;
+    case DESC_ALLREDUCE:
+    case DESC_REDUCE:
+    case DESC_BROADCAST:
+    case DESC_SEND: return 1;
+    case DESC_ALLGATHER:
+    case DESC_REDUCE_SCATTER:
+    case DESC_SCATTER: return op->nranks;
     case DESC_ALLTOALL: return op->nranks * op->nranks;
     default: return 0;
     }
@@ -32,13 +37,15 @@ static unsigned lane_dsts_all(const l0_op_t *op, unsigned i, uint8_t **out)
     unsigned n = 0;
 
     switch (op->kind) {
-    case DESC_ALLREDUCE: case DESC_BROADCAST:
+    case DESC_ALLREDUCE:
+    case DESC_BROADCAST:
         for (unsigned j = 0; j < op->nranks; j++)
             out[n++] = rk[j].recv;
         break;
     case DESC_REDUCE: out[n++] = rk[op->root].recv; break;
     case DESC_SEND: out[n++] = rk[1].recv; break;
-    case DESC_REDUCE_SCATTER: case DESC_SCATTER: out[n++] = rk[i].recv; break;
+    case DESC_REDUCE_SCATTER:
+    case DESC_SCATTER: out[n++] = rk[i].recv; break;
     case DESC_ALLGATHER:
         for (unsigned j = 0; j < op->nranks; j++)
             out[n++] = rk[j].recv + (uint64_t)i * rk[j].recv_stride;
@@ -59,7 +66,8 @@ static const uint8_t *lane_src(const l0_op_t *op, unsigned i, unsigned k)
     const l0_rank_t *rk = op->ranks;
 
     switch (op->kind) {
-    case DESC_ALLREDUCE: case DESC_REDUCE: return rk[k].send;
+    case DESC_ALLREDUCE:
+    case DESC_REDUCE: return rk[k].send;
     case DESC_REDUCE_SCATTER: return rk[k].send + (uint64_t)i * rk[k].send_stride;
     case DESC_BROADCAST: return rk[op->root].send;
     case DESC_SEND: return rk[0].send;
@@ -77,10 +85,13 @@ static const uint8_t *lane_src(const l0_op_t *op, unsigned i, unsigned k)
 static uint32_t lane_dst_rank(const l0_op_t *op, unsigned i, unsigned j)
 {
     switch (op->kind) {
-    case DESC_ALLREDUCE: case DESC_BROADCAST: case DESC_ALLGATHER: return j;
+    case DESC_ALLREDUCE:
+    case DESC_BROADCAST:
+    case DESC_ALLGATHER: return j;
     case DESC_REDUCE: return op->root;
     case DESC_SEND: return 1;
-    case DESC_REDUCE_SCATTER: case DESC_SCATTER: return i;
+    case DESC_REDUCE_SCATTER:
+    case DESC_SCATTER: return i;
     case DESC_ALLTOALL: return i % op->nranks;
     default: return UINT32_MAX;
     }
@@ -104,8 +115,7 @@ uint64_t l0_bytes(const l0_op_t *op)
 }
 
 /* Reduces nsrc sources at byte offset off into dst, in rounds of at most L0_MAX_FANIN. */
-static void reduce_span(const l0_op_t *op, unsigned lane, uint8_t *dst, uint64_t off,
-                        uint64_t n)
+static void reduce_span(const l0_op_t *op, unsigned lane, uint8_t *dst, uint64_t off, uint64_t n)
 {
     const void *src[L0_MAX_FANIN];
     size_t es = dtype_size(op->dtype);
@@ -129,8 +139,7 @@ static void lane_span(const l0_op_t *op, unsigned lane, uint64_t off, uint64_t n
 
     if (nd == 0)
         return;
-    if (op->kind == DESC_ALLREDUCE || op->kind == DESC_REDUCE ||
-        op->kind == DESC_REDUCE_SCATTER) {
+    if (op->kind == DESC_ALLREDUCE || op->kind == DESC_REDUCE || op->kind == DESC_REDUCE_SCATTER) {
         reduce_span(op, lane, dsts[0] + off, off, n);
         src = dsts[0] + off;
         first = 1;

@@ -19,13 +19,13 @@ typedef struct l0_rank {
 } l0_rank_t;
 
 typedef struct l0_op {
-    uint8_t kind;         /* enum desc_kind; DESC_SEND moves ranks[0].send -> ranks[1].recv */
+    uint8_t kind; /* enum desc_kind; DESC_SEND moves ranks[0].send -> ranks[1].recv */
     uint8_t dtype;
     uint8_t redop;
     uint32_t root;
     uint32_t nranks;
-    uint64_t count;       /* elements per block */
-    uint32_t only_plus1;  /* 0: all outputs; r + 1: only rank r's (each rank computes its own) */
+    uint64_t count;      /* elements per block */
+    uint32_t only_plus1; /* 0: all outputs; r + 1: only rank r's (each rank computes its own) */
     const l0_rank_t *ranks;
 } l0_op_t;
 

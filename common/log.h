@@ -17,10 +17,10 @@ int log_level_parse(const char *s);
 void log_msg(int level, const char *subsys, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-#define LOG_AT(lvl, sub, ...)                      \
-    do {                                           \
-        if (log_level_cur >= (lvl))                \
-            log_msg((lvl), (sub), __VA_ARGS__);    \
+#define LOG_AT(lvl, sub, ...)                                                                      \
+    do {                                                                                           \
+        if (log_level_cur >= (lvl))                                                                \
+            log_msg((lvl), (sub), __VA_ARGS__);                                                    \
     } while (0)
 #define ERR(sub, ...) LOG_AT(LOG_ERROR, sub, __VA_ARGS__)
 #define WARN(sub, ...) LOG_AT(LOG_WARN, sub, __VA_ARGS__)

@@ -145,8 +145,8 @@ const char *reduce_isa(void)
     return isa_current()->name;
 }
 
-void reduce_n(HcclDataType dt, HcclReduceOp op, void *dst, const void *const *srcs,
-              unsigned nsrc, size_t count)
+void reduce_n(HcclDataType dt, HcclReduceOp op, void *dst, const void *const *srcs, unsigned nsrc,
+              size_t count)
 {
     if (!dtype_valid((int)dt) || !redop_valid((int)op) || nsrc == 0 || count == 0)
         return;

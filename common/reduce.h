@@ -29,8 +29,8 @@
  * (callers validate client requests with dtype_valid/redop_valid first). Thread-safe; does not
  * allocate.
  */
-void reduce_n(HcclDataType dt, HcclReduceOp op, void *dst, const void *const *srcs,
-              unsigned nsrc, size_t count);
+void reduce_n(HcclDataType dt, HcclReduceOp op, void *dst, const void *const *srcs, unsigned nsrc,
+              size_t count);
 
 /*
  * Selects the kernels: "generic", "avx2" or "avx512" (case-insensitive). NULL selects the

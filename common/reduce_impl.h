@@ -25,8 +25,7 @@
 #include "hccl/hccl.h"
 
 /* A kernel for one data type and operator; it gets nsrc >= 2 and count >= 1. */
-typedef void (*reduce_kernel_fn)(void *dst, const void *const *srcs, unsigned nsrc,
-                                 size_t count);
+typedef void (*reduce_kernel_fn)(void *dst, const void *const *srcs, unsigned nsrc, size_t count);
 
 extern const reduce_kernel_fn reduce_table_generic[HCCL_DATA_TYPE_RESERVED][HCCL_REDUCE_RESERVED];
 extern const reduce_kernel_fn reduce_table_avx2[HCCL_DATA_TYPE_RESERVED][HCCL_REDUCE_RESERVED];
@@ -55,16 +54,16 @@ typedef uint16_t vh16 __attribute__((vector_size(VB / 2)));
 
 /* ---- Loads and stores ---------------------------------------------------------------------- */
 
-#define DEFINE_LOAD_STORE(tag, ST, VT)                                                        \
-    static inline VT ld_##tag(const ST *p)                                                    \
-    {                                                                                         \
-        VT v;                                                                                 \
-        memcpy(&v, p, sizeof v);                                                              \
-        return v;                                                                             \
-    }                                                                                         \
-    static inline void st_##tag(ST *p, VT v)                                                  \
-    {                                                                                         \
-        memcpy(p, &v, sizeof v);                                                              \
+#define DEFINE_LOAD_STORE(tag, ST, VT)                                                             \
+    static inline VT ld_##tag(const ST *p)                                                         \
+    {                                                                                              \
+        VT v;                                                                                      \
+        memcpy(&v, p, sizeof v);                                                                   \
+        return v;                                                                                  \
+    }                                                                                              \
+    static inline void st_##tag(ST *p, VT v)                                                       \
+    {                                                                                              \
+        memcpy(p, &v, sizeof v);                                                                   \
     }
 
 DEFINE_LOAD_STORE(i8, int8_t, vs8)
@@ -150,24 +149,24 @@ static inline void st_fp16(uint16_t *p, vf32 v)
 
 /* Integers: SUM and PROD in unsigned lanes, where wrapping is defined; comparisons in the
  * type's own signedness. A comparison gives all-ones lanes where true, used as a bit mask. */
-#define DEFINE_INT_OPS(tag, VT, UVT)                                                          \
-    static inline VT add_##tag(VT acc, VT x)                                                  \
-    {                                                                                         \
-        return (VT)((UVT)acc + (UVT)x);                                                       \
-    }                                                                                         \
-    static inline VT mul_##tag(VT acc, VT x)                                                  \
-    {                                                                                         \
-        return (VT)((UVT)acc * (UVT)x);                                                       \
-    }                                                                                         \
-    static inline VT max_##tag(VT acc, VT x)                                                  \
-    {                                                                                         \
-        VT take = (VT)(x > acc);                                                              \
-        return (x & take) | (acc & ~take);                                                    \
-    }                                                                                         \
-    static inline VT min_##tag(VT acc, VT x)                                                  \
-    {                                                                                         \
-        VT take = (VT)(x < acc);                                                              \
-        return (x & take) | (acc & ~take);                                                    \
+#define DEFINE_INT_OPS(tag, VT, UVT)                                                               \
+    static inline VT add_##tag(VT acc, VT x)                                                       \
+    {                                                                                              \
+        return (VT)((UVT)acc + (UVT)x);                                                            \
+    }                                                                                              \
+    static inline VT mul_##tag(VT acc, VT x)                                                       \
+    {                                                                                              \
+        return (VT)((UVT)acc * (UVT)x);                                                            \
+    }                                                                                              \
+    static inline VT max_##tag(VT acc, VT x)                                                       \
+    {                                                                                              \
+        VT take = (VT)(x > acc);                                                                   \
+        return (x & take) | (acc & ~take);                                                         \
+    }                                                                                              \
+    static inline VT min_##tag(VT acc, VT x)                                                       \
+    {                                                                                              \
+        VT take = (VT)(x < acc);                                                                   \
+        return (x & take) | (acc & ~take);                                                         \
     }
 
 DEFINE_INT_OPS(i8, vs8, vu8)
@@ -184,24 +183,24 @@ DEFINE_INT_OPS(u64, vu64, vu64)
  * in acc, stays (nothing compares larger than it), and among equal values (+0.0 and -0.0) the
  * earliest source wins. IT is the integer vector type of the lane masks.
  */
-#define DEFINE_FLOAT_OPS(tag, VT, IT)                                                         \
-    static inline VT add_##tag(VT acc, VT x)                                                  \
-    {                                                                                         \
-        return acc + x;                                                                       \
-    }                                                                                         \
-    static inline VT mul_##tag(VT acc, VT x)                                                  \
-    {                                                                                         \
-        return acc * x;                                                                       \
-    }                                                                                         \
-    static inline VT max_##tag(VT acc, VT x)                                                  \
-    {                                                                                         \
-        IT take = (x > acc) | (x != x);                                                       \
-        return (VT)(((IT)x & take) | ((IT)acc & ~take));                                      \
-    }                                                                                         \
-    static inline VT min_##tag(VT acc, VT x)                                                  \
-    {                                                                                         \
-        IT take = (x < acc) | (x != x);                                                       \
-        return (VT)(((IT)x & take) | ((IT)acc & ~take));                                      \
+#define DEFINE_FLOAT_OPS(tag, VT, IT)                                                              \
+    static inline VT add_##tag(VT acc, VT x)                                                       \
+    {                                                                                              \
+        return acc + x;                                                                            \
+    }                                                                                              \
+    static inline VT mul_##tag(VT acc, VT x)                                                       \
+    {                                                                                              \
+        return acc * x;                                                                            \
+    }                                                                                              \
+    static inline VT max_##tag(VT acc, VT x)                                                       \
+    {                                                                                              \
+        IT take = (x > acc) | (x != x);                                                            \
+        return (VT)(((IT)x & take) | ((IT)acc & ~take));                                           \
+    }                                                                                              \
+    static inline VT min_##tag(VT acc, VT x)                                                       \
+    {                                                                                              \
+        IT take = (x < acc) | (x != x);                                                            \
+        return (VT)(((IT)x & take) | ((IT)acc & ~take));                                           \
     }
 
 DEFINE_FLOAT_OPS(f32, vf32, vs32)
@@ -218,55 +217,55 @@ DEFINE_FLOAT_OPS(f64, vf64, vs64)
  * computed by the very same vector code as the rest (out of line, to keep the main loop's
  * frame small).
  */
-#define DEFINE_KERNEL(NAME, ST, VT, N, LD, SV, OP)                                            \
-    static inline VT NAME##_step(const void *const *srcs, unsigned nsrc, size_t i)            \
-    {                                                                                         \
-        VT acc = LD((const ST *)srcs[0] + i);                                                 \
-        for (unsigned k = 1; k < nsrc; k++)                                                   \
-            acc = OP(acc, LD((const ST *)srcs[k] + i));                                       \
-        return acc;                                                                           \
-    }                                                                                         \
-    static __attribute__((noinline)) void NAME##_tail(ST *d, const void *const *srcs,         \
-                                                      unsigned nsrc, size_t i, size_t rem)    \
-    {                                                                                         \
-        ST buf[N];                                                                            \
-        VT acc;                                                                               \
-                                                                                              \
-        memset(buf, 0, sizeof buf);                                                           \
-        memcpy(buf, (const ST *)srcs[0] + i, rem * sizeof(ST));                               \
-        acc = LD(buf);                                                                        \
-        for (unsigned k = 1; k < nsrc; k++) {                                                 \
-            memcpy(buf, (const ST *)srcs[k] + i, rem * sizeof(ST));                           \
-            acc = OP(acc, LD(buf));                                                           \
-        }                                                                                     \
-        SV(buf, acc);                                                                         \
-        memcpy(d, buf, rem * sizeof(ST));                                                     \
-    }                                                                                         \
-    static void NAME(void *dst, const void *const *srcs, unsigned nsrc, size_t count)         \
-    {                                                                                         \
-        ST *d = dst;                                                                          \
-        size_t i = 0;                                                                         \
-                                                                                              \
-        if (nsrc == 2) {                                                                      \
-            const ST *a = srcs[0], *b = srcs[1];                                              \
-            for (; i + 2 * (N) <= count; i += 2 * (N)) {                                      \
-                VT x0 = OP(LD(a + i), LD(b + i));                                             \
-                VT x1 = OP(LD(a + i + (N)), LD(b + i + (N)));                                 \
-                SV(d + i, x0);                                                                \
-                SV(d + i + (N), x1);                                                          \
-            }                                                                                 \
-        }                                                                                     \
-        for (; i + (N) <= count; i += (N))                                                    \
-            SV(d + i, NAME##_step(srcs, nsrc, i));                                            \
-        if (i < count)                                                                        \
-            NAME##_tail(d + i, srcs, nsrc, i, count - i);                                     \
+#define DEFINE_KERNEL(NAME, ST, VT, N, LD, SV, OP)                                                 \
+    static inline VT NAME##_step(const void *const *srcs, unsigned nsrc, size_t i)                 \
+    {                                                                                              \
+        VT acc = LD((const ST *)srcs[0] + i);                                                      \
+        for (unsigned k = 1; k < nsrc; k++)                                                        \
+            acc = OP(acc, LD((const ST *)srcs[k] + i));                                            \
+        return acc;                                                                                \
+    }                                                                                              \
+    static __attribute__((noinline)) void NAME##_tail(ST *d, const void *const *srcs,              \
+                                                      unsigned nsrc, size_t i, size_t rem)         \
+    {                                                                                              \
+        ST buf[N];                                                                                 \
+        VT acc;                                                                                    \
+                                                                                                   \
+        memset(buf, 0, sizeof buf);                                                                \
+        memcpy(buf, (const ST *)srcs[0] + i, rem * sizeof(ST));                                    \
+        acc = LD(buf);                                                                             \
+        for (unsigned k = 1; k < nsrc; k++) {                                                      \
+            memcpy(buf, (const ST *)srcs[k] + i, rem * sizeof(ST));                                \
+            acc = OP(acc, LD(buf));                                                                \
+        }                                                                                          \
+        SV(buf, acc);                                                                              \
+        memcpy(d, buf, rem * sizeof(ST));                                                          \
+    }                                                                                              \
+    static void NAME(void *dst, const void *const *srcs, unsigned nsrc, size_t count)              \
+    {                                                                                              \
+        ST *d = dst;                                                                               \
+        size_t i = 0;                                                                              \
+                                                                                                   \
+        if (nsrc == 2) {                                                                           \
+            const ST *a = srcs[0], *b = srcs[1];                                                   \
+            for (; i + 2 * (N) <= count; i += 2 * (N)) {                                           \
+                VT x0 = OP(LD(a + i), LD(b + i));                                                  \
+                VT x1 = OP(LD(a + i + (N)), LD(b + i + (N)));                                      \
+                SV(d + i, x0);                                                                     \
+                SV(d + i + (N), x1);                                                               \
+            }                                                                                      \
+        }                                                                                          \
+        for (; i + (N) <= count; i += (N))                                                         \
+            SV(d + i, NAME##_step(srcs, nsrc, i));                                                 \
+        if (i < count)                                                                             \
+            NAME##_tail(d + i, srcs, nsrc, i, count - i);                                          \
     }
 
 /* The four operators of one data type; OPS names the operator family (f32 for fp16/bf16). */
-#define DEFINE_KERNELS(tag, ST, VT, N, LD, SV, OPS)                                           \
-    DEFINE_KERNEL(kernel_sum_##tag, ST, VT, N, LD, SV, add_##OPS)                             \
-    DEFINE_KERNEL(kernel_prod_##tag, ST, VT, N, LD, SV, mul_##OPS)                            \
-    DEFINE_KERNEL(kernel_max_##tag, ST, VT, N, LD, SV, max_##OPS)                             \
+#define DEFINE_KERNELS(tag, ST, VT, N, LD, SV, OPS)                                                \
+    DEFINE_KERNEL(kernel_sum_##tag, ST, VT, N, LD, SV, add_##OPS)                                  \
+    DEFINE_KERNEL(kernel_prod_##tag, ST, VT, N, LD, SV, mul_##OPS)                                 \
+    DEFINE_KERNEL(kernel_max_##tag, ST, VT, N, LD, SV, max_##OPS)                                  \
     DEFINE_KERNEL(kernel_min_##tag, ST, VT, N, LD, SV, min_##OPS)
 
 DEFINE_KERNELS(i8, int8_t, vs8, VB, ld_i8, st_i8, i8)
@@ -282,19 +281,19 @@ DEFINE_KERNELS(f64, double, vf64, VB / 8, ld_f64, st_f64, f64)
 DEFINE_KERNELS(fp16, uint16_t, vf32, VB / 4, ld_fp16, st_fp16, f32)
 DEFINE_KERNELS(bf16, uint16_t, vf32, VB / 4, ld_bf16, st_bf16, f32)
 
-#define KERNEL_ROW(tag)                                                                       \
-    {                                                                                         \
-        [HCCL_REDUCE_SUM] = kernel_sum_##tag, [HCCL_REDUCE_PROD] = kernel_prod_##tag,         \
-        [HCCL_REDUCE_MAX] = kernel_max_##tag, [HCCL_REDUCE_MIN] = kernel_min_##tag,           \
+#define KERNEL_ROW(tag)                                                                            \
+    {                                                                                              \
+        [HCCL_REDUCE_SUM] = kernel_sum_##tag, [HCCL_REDUCE_PROD] = kernel_prod_##tag,              \
+        [HCCL_REDUCE_MAX] = kernel_max_##tag, [HCCL_REDUCE_MIN] = kernel_min_##tag,                \
     }
 
 const reduce_kernel_fn REDUCE_SFX(reduce_table)[HCCL_DATA_TYPE_RESERVED][HCCL_REDUCE_RESERVED] = {
-    [HCCL_DATA_TYPE_INT8] = KERNEL_ROW(i8),     [HCCL_DATA_TYPE_UINT8] = KERNEL_ROW(u8),
-    [HCCL_DATA_TYPE_INT16] = KERNEL_ROW(i16),   [HCCL_DATA_TYPE_UINT16] = KERNEL_ROW(u16),
-    [HCCL_DATA_TYPE_INT32] = KERNEL_ROW(i32),   [HCCL_DATA_TYPE_UINT32] = KERNEL_ROW(u32),
-    [HCCL_DATA_TYPE_INT64] = KERNEL_ROW(i64),   [HCCL_DATA_TYPE_UINT64] = KERNEL_ROW(u64),
-    [HCCL_DATA_TYPE_FP32] = KERNEL_ROW(f32),    [HCCL_DATA_TYPE_FP64] = KERNEL_ROW(f64),
-    [HCCL_DATA_TYPE_FP16] = KERNEL_ROW(fp16),   [HCCL_DATA_TYPE_BFP16] = KERNEL_ROW(bf16),
+    [HCCL_DATA_TYPE_INT8] = KERNEL_ROW(i8),   [HCCL_DATA_TYPE_UINT8] = KERNEL_ROW(u8),
+    [HCCL_DATA_TYPE_INT16] = KERNEL_ROW(i16), [HCCL_DATA_TYPE_UINT16] = KERNEL_ROW(u16),
+    [HCCL_DATA_TYPE_INT32] = KERNEL_ROW(i32), [HCCL_DATA_TYPE_UINT32] = KERNEL_ROW(u32),
+    [HCCL_DATA_TYPE_INT64] = KERNEL_ROW(i64), [HCCL_DATA_TYPE_UINT64] = KERNEL_ROW(u64),
+    [HCCL_DATA_TYPE_FP32] = KERNEL_ROW(f32),  [HCCL_DATA_TYPE_FP64] = KERNEL_ROW(f64),
+    [HCCL_DATA_TYPE_FP16] = KERNEL_ROW(fp16), [HCCL_DATA_TYPE_BFP16] = KERNEL_ROW(bf16),
 };
 
 #undef VB

@@ -17,7 +17,7 @@ typedef struct ring {
     char *slots;
     uint32_t entries; /* power of two */
     uint32_t esize;
-    uint32_t mine;    /* producer: tail; consumer: head */
+    uint32_t mine; /* producer: tail; consumer: head */
 } ring_t;
 
 static inline void ring_attach(ring_t *r, ring_hdr_t *hdr, uint32_t entries, uint32_t esize)

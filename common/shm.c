@@ -13,10 +13,10 @@ void shm_layout_make(uint64_t arena_bytes, uint32_t sq_entries, uint32_t cq_entr
     l.sq_entries = sq_entries;
     l.cq_entries = cq_entries;
     l.sq_off = SHM_PAGE;
-    l.cq_off = align_up(l.sq_off + sizeof(ring_hdr_t) + (uint64_t)sq_entries * sizeof(desc_t),
-                        SHM_PAGE);
-    l.seg_bytes = align_up(l.cq_off + sizeof(ring_hdr_t) + (uint64_t)cq_entries * sizeof(cqe_t),
-                           SHM_PAGE);
+    l.cq_off =
+        align_up(l.sq_off + sizeof(ring_hdr_t) + (uint64_t)sq_entries * sizeof(desc_t), SHM_PAGE);
+    l.seg_bytes =
+        align_up(l.cq_off + sizeof(ring_hdr_t) + (uint64_t)cq_entries * sizeof(cqe_t), SHM_PAGE);
     l.arena_bytes = align_up(arena_bytes, SHM_PAGE);
     *layout_p = l;
 }

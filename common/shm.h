@@ -38,29 +38,29 @@ enum desc_kind {
  * so zero-copy and staged ranks can post the same piece of an operation with different strides.
  */
 typedef struct desc {
-    uint64_t tag;         /* the client's, echoed in the completion */
-    uint32_t comm_id;     /* from CommInitResp */
-    uint8_t kind;         /* enum desc_kind */
-    uint8_t dtype;        /* HcclDataType */
-    uint8_t redop;        /* HcclReduceOp */
+    uint64_t tag;     /* the client's, echoed in the completion */
+    uint32_t comm_id; /* from CommInitResp */
+    uint8_t kind;     /* enum desc_kind */
+    uint8_t dtype;    /* HcclDataType */
+    uint8_t redop;    /* HcclReduceOp */
     uint8_t flags;
-    uint64_t seq;         /* collectives: per comm; send/recv: per (comm, peer, direction) */
+    uint64_t seq; /* collectives: per comm; send/recv: per (comm, peer, direction) */
     uint64_t count;
-    uint32_t root;        /* root rank, or peer rank for send/recv */
-    uint32_t rank;        /* the poster's rank in the comm (a process may hold several) */
+    uint32_t root; /* root rank, or peer rank for send/recv */
+    uint32_t rank; /* the poster's rank in the comm (a process may hold several) */
     uint64_t send_off;
     uint64_t send_stride;
     uint64_t recv_off;
     uint64_t recv_stride;
-    uint64_t total;       /* elements per block of the whole operation, on every piece */
+    uint64_t total; /* elements per block of the whole operation, on every piece */
 } desc_t;
 
-#define DESC_F_INLINE 1   /* coop: the send blocks travel in the control block */
-#define DESC_F_ZC_OUT 2   /* coop: the receive blocks lie in the poster's arena */
+#define DESC_F_INLINE 1 /* coop: the send blocks travel in the control block */
+#define DESC_F_ZC_OUT 2 /* coop: the receive blocks lie in the poster's arena */
 
 typedef struct cqe {
     uint64_t tag;
-    int32_t status;       /* HcclResult */
+    int32_t status; /* HcclResult */
     uint32_t reserved;
 } cqe_t;
 

@@ -101,7 +101,9 @@ static int read_some(uds_conn_t *c, int timeout_ms)
     if (pr < 0)
         return errno == EINTR ? 0 : -errno;
     struct iovec iov = {.iov_base = p, .iov_len = room};
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.space,
+    struct msghdr mh = {.msg_iov = &iov,
+                        .msg_iovlen = 1,
+                        .msg_control = ctl.space,
                         .msg_controllen = sizeof(ctl.space)};
     n = recvmsg(c->fd, &mh, MSG_CMSG_CLOEXEC);
     if (n < 0)

@@ -83,19 +83,18 @@ static void admin_beside(opts_t *o)
     const char *slash = strrchr(o->socket_path, '/');
     int dirlen = slash ? (int)(slash - o->socket_path) : 0;
 
-    snprintf(o->admin_path, sizeof(o->admin_path), "%.*s%shccld-admin.sock", dirlen,
-             o->socket_path, slash ? "/" : "");
+    snprintf(o->admin_path, sizeof(o->admin_path), "%.*s%shccld-admin.sock", dirlen, o->socket_path,
+             slash ? "/" : "");
 }
 
 static int parse_args(int argc, char **argv, opts_t *o)
 {
     static const struct option lo[] = {
-        {"socket", required_argument, 0, 's'}, {"admin-socket", required_argument, 0, 'a'},
-        {"config", required_argument, 0, 'c'}, {"log-level", required_argument, 0, 'l'},
+        {"socket", required_argument, 0, 's'},  {"admin-socket", required_argument, 0, 'a'},
+        {"config", required_argument, 0, 'c'},  {"log-level", required_argument, 0, 'l'},
         {"workers", required_argument, 0, 'w'}, {"foreground", no_argument, 0, 'f'},
-        {"listen", required_argument, 0, 'L'},
-        {"version", no_argument, 0, 'V'},     {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+        {"listen", required_argument, 0, 'L'},  {"version", no_argument, 0, 'V'},
+        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     int c, level = -1;
 
     snprintf(o->socket_path, sizeof(o->socket_path), "%s", DEFAULT_SOCKET);
@@ -206,9 +205,12 @@ int main(int argc, char **argv)
         WARN("INIT", "HCCLD_SIMD names an ISA this CPU lacks; using %s", reduce_isa());
     make_socket_dir(o.socket_path);
     loop = uv_default_loop();
-    server_config_t cfg = {.socket_path = o.socket_path, .admin_path = o.admin_path,
-                           .workers = (unsigned)o.workers, .chunk_bytes = o.chunk,
-                           .max_arena = SERVER_MAX_ARENA, .l0_mode = o.l0_mode,
+    server_config_t cfg = {.socket_path = o.socket_path,
+                           .admin_path = o.admin_path,
+                           .workers = (unsigned)o.workers,
+                           .chunk_bytes = o.chunk,
+                           .max_arena = SERVER_MAX_ARENA,
+                           .l0_mode = o.l0_mode,
                            .listen = strcmp(o.listen, "none") == 0 ? NULL : o.listen};
     if (server_start(&srv, loop, &cfg) != 0)
         return 1;

@@ -21,8 +21,8 @@ static HcclResult check_common(HcclComm comm, uint64_t count, int dtype, hc_comm
     }
     /* Every rank-block of every rank must be addressable: count * size * nranks fits. */
     if (__builtin_mul_overflow(count, (uint64_t)dtype_size(dtype), bytes_p) ||
-        *bytes_p > UINT64_MAX / ((*c_p)->nranks + 1ull) || *bytes_p > (uint64_t)PTRDIFF_MAX /
-                                                                          ((*c_p)->nranks + 1ull)) {
+        *bytes_p > UINT64_MAX / ((*c_p)->nranks + 1ull) ||
+        *bytes_p > (uint64_t)PTRDIFF_MAX / ((*c_p)->nranks + 1ull)) {
         ERR("COLL", "count %llu overflows the byte size", (unsigned long long)count);
         return HCCL_E_PARA;
     }
@@ -65,8 +65,14 @@ HcclResult HcclAllReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataT
         return rc;
     if (sendBuf == NULL || recvBuf == NULL)
         return HCCL_E_PTR;
-    hc_op_t o = {.kind = DESC_ALLREDUCE, .dtype = dataType, .redop = op, .count = count,
-                 .send = sendBuf, .send_stride = b, .recv = recvBuf, .recv_stride = b};
+    hc_op_t o = {.kind = DESC_ALLREDUCE,
+                 .dtype = dataType,
+                 .redop = op,
+                 .count = count,
+                 .send = sendBuf,
+                 .send_stride = b,
+                 .recv = recvBuf,
+                 .recv_stride = b};
     return run(c, &o, stream);
 }
 
@@ -83,8 +89,14 @@ HcclResult HcclBroadcast(void *buf, uint64_t count, HcclDataType dataType, uint3
         return rc;
     if (buf == NULL)
         return HCCL_E_PTR;
-    hc_op_t o = {.kind = DESC_BROADCAST, .dtype = dataType, .root = root, .count = count,
-                 .send = buf, .send_stride = b, .recv = buf, .recv_stride = b};
+    hc_op_t o = {.kind = DESC_BROADCAST,
+                 .dtype = dataType,
+                 .root = root,
+                 .count = count,
+                 .send = buf,
+                 .send_stride = b,
+                 .recv = buf,
+                 .recv_stride = b};
     return run(c, &o, stream);
 }
 
@@ -99,8 +111,13 @@ HcclResult HcclAllGather(void *sendBuf, void *recvBuf, uint64_t sendCount, HcclD
         return rc;
     if (sendBuf == NULL || recvBuf == NULL)
         return HCCL_E_PTR;
-    hc_op_t o = {.kind = DESC_ALLGATHER, .dtype = dataType, .count = sendCount,
-                 .send = sendBuf, .send_stride = b, .recv = recvBuf, .recv_stride = b};
+    hc_op_t o = {.kind = DESC_ALLGATHER,
+                 .dtype = dataType,
+                 .count = sendCount,
+                 .send = sendBuf,
+                 .send_stride = b,
+                 .recv = recvBuf,
+                 .recv_stride = b};
     return run(c, &o, stream);
 }
 
@@ -118,8 +135,13 @@ HcclResult HcclReduceScatter(void *sendBuf, void *recvBuf, uint64_t recvCount,
         return rc;
     if (sendBuf == NULL || recvBuf == NULL)
         return HCCL_E_PTR;
-    hc_op_t o = {.kind = DESC_REDUCE_SCATTER, .dtype = dataType, .redop = op,
-                 .count = recvCount, .send = sendBuf, .send_stride = b, .recv = recvBuf,
+    hc_op_t o = {.kind = DESC_REDUCE_SCATTER,
+                 .dtype = dataType,
+                 .redop = op,
+                 .count = recvCount,
+                 .send = sendBuf,
+                 .send_stride = b,
+                 .recv = recvBuf,
                  .recv_stride = b};
     return run(c, &o, stream);
 }
@@ -140,8 +162,13 @@ HcclResult HcclAlltoAll(const void *sendBuf, uint64_t sendCount, HcclDataType se
         return rc;
     if (sendBuf == NULL || recvBuf == NULL)
         return HCCL_E_PTR;
-    hc_op_t o = {.kind = DESC_ALLTOALL, .dtype = sendType, .count = sendCount,
-                 .send = sendBuf, .send_stride = b, .recv = recvBuf, .recv_stride = b};
+    hc_op_t o = {.kind = DESC_ALLTOALL,
+                 .dtype = sendType,
+                 .count = sendCount,
+                 .send = sendBuf,
+                 .send_stride = b,
+                 .recv = recvBuf,
+                 .recv_stride = b};
     return run(c, &o, stream);
 }
 
@@ -186,8 +213,8 @@ HcclResult HcclAlltoAllV(const void *sendBuf, const uint64_t *sendCounts, const 
         return rc;
     if ((st > 0 && sendBuf == NULL) || (rt > 0 && recvBuf == NULL))
         return HCCL_E_PTR;
-    hc_call_t call = {.comm = c, .alltoallv = 1,
-                      .op = {.dtype = sendType, .send = sendBuf, .recv = recvBuf}};
+    hc_call_t call = {
+        .comm = c, .alltoallv = 1, .op = {.dtype = sendType, .send = sendBuf, .recv = recvBuf}};
     size_t n = c->nranks;
     if ((call.counts = malloc(4 * n * sizeof(uint64_t))) == NULL)
         return HCCL_E_MEMORY;
@@ -213,8 +240,14 @@ HcclResult HcclReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType
         return rc;
     if (sendBuf == NULL || (recvBuf == NULL && c->rank == root))
         return HCCL_E_PTR;
-    hc_op_t o = {.kind = DESC_REDUCE, .dtype = dataType, .redop = op, .root = root,
-                 .count = count, .send = sendBuf, .send_stride = b, .recv = recvBuf,
+    hc_op_t o = {.kind = DESC_REDUCE,
+                 .dtype = dataType,
+                 .redop = op,
+                 .root = root,
+                 .count = count,
+                 .send = sendBuf,
+                 .send_stride = b,
+                 .recv = recvBuf,
                  .recv_stride = b};
     return run(c, &o, stream);
 }
@@ -232,8 +265,14 @@ HcclResult HcclScatter(void *sendBuf, void *recvBuf, uint64_t recvCount, HcclDat
         return rc;
     if (recvBuf == NULL || (sendBuf == NULL && c->rank == root))
         return HCCL_E_PTR;
-    hc_op_t o = {.kind = DESC_SCATTER, .dtype = dataType, .root = root, .count = recvCount,
-                 .send = sendBuf, .send_stride = b, .recv = recvBuf, .recv_stride = b};
+    hc_op_t o = {.kind = DESC_SCATTER,
+                 .dtype = dataType,
+                 .root = root,
+                 .count = recvCount,
+                 .send = sendBuf,
+                 .send_stride = b,
+                 .recv = recvBuf,
+                 .recv_stride = b};
     return run(c, &o, stream);
 }
 
@@ -261,8 +300,14 @@ static HcclResult p2p(uint8_t kind, void *buf, uint64_t count, HcclDataType dt, 
         return rc;
     if (buf == NULL)
         return HCCL_E_PTR;
-    hc_op_t o = {.kind = kind, .dtype = dt, .root = peer, .count = count, .send = buf,
-                 .send_stride = b, .recv = buf, .recv_stride = b};
+    hc_op_t o = {.kind = kind,
+                 .dtype = dt,
+                 .root = peer,
+                 .count = count,
+                 .send = buf,
+                 .send_stride = b,
+                 .recv = buf,
+                 .recv_stride = b};
     return run(c, &o, stream);
 }
 

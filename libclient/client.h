@@ -71,9 +71,9 @@ typedef struct hc_comm {
     uint64_t chunk_bytes;
     uint64_t coll_seq;
     HcclResult async_err;
-    hc_coop_t *coop;       /* cooperative level 0, or NULL: everything through the daemon */
-    uint32_t nnodes;       /* daemons the comm spans */
-    uint64_t split_seq;    /* HcclCommSplit calls so far (they pair up across ranks) */
+    hc_coop_t *coop;    /* cooperative level 0, or NULL: everything through the daemon */
+    uint32_t nnodes;    /* daemons the comm spans */
+    uint64_t split_seq; /* HcclCommSplit calls so far (they pair up across ranks) */
 } hc_comm_t;
 
 /* One collective or point-to-point transfer as the user described it. */
@@ -81,10 +81,10 @@ typedef struct hc_op {
     uint8_t kind;
     uint8_t dtype;
     uint8_t redop;
-    uint32_t root;         /* root, or peer for send/recv */
-    uint64_t count;        /* elements per block */
+    uint32_t root;  /* root, or peer for send/recv */
+    uint64_t count; /* elements per block */
     const uint8_t *send;
-    uint64_t send_stride;  /* bytes between the user's send blocks */
+    uint64_t send_stride; /* bytes between the user's send blocks */
     uint8_t *recv;
     uint64_t recv_stride;
 } hc_op_t;
@@ -124,11 +124,11 @@ typedef struct op_plan {
     desc_side_t s, r;      /* blocks of this rank's descriptor */
     uint64_t s_off, r_off; /* arena offsets when zero-copy */
     int s_zc, r_zc;
-    uint64_t piece;        /* elements per block per descriptor */
+    uint64_t piece; /* elements per block per descriptor */
     uint64_t npieces;
-    uint64_t slot_bytes;   /* staging bytes per piece */
-    uint64_t stage_off;    /* nstage slots of slot_bytes */
-    uint64_t next;         /* next piece to post */
+    uint64_t slot_bytes; /* staging bytes per piece */
+    uint64_t stage_off;  /* nstage slots of slot_bytes */
+    uint64_t next;       /* next piece to post */
 } op_plan_t;
 
 uint64_t hc_kind_max_blocks(uint8_t kind, uint32_t n);

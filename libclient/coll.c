@@ -18,15 +18,17 @@
 typedef struct inflight {
     op_plan_t *p;
     uint64_t piece;
-    uint32_t slot;        /* completion slot */
-    unsigned stage;       /* staging slot */
+    uint32_t slot;  /* completion slot */
+    unsigned stage; /* staging slot */
 } inflight_t;
 
 /* Blocks a kind can have on one side at most, on any rank: fixes P for the whole comm. */
 uint64_t hc_kind_max_blocks(uint8_t kind, uint32_t n)
 {
     switch (kind) {
-    case DESC_ALLGATHER: case DESC_REDUCE_SCATTER: case DESC_SCATTER: return (uint64_t)n + 1;
+    case DESC_ALLGATHER:
+    case DESC_REDUCE_SCATTER:
+    case DESC_SCATTER: return (uint64_t)n + 1;
     case DESC_ALLTOALL: return 2ull * n;
     default: return 2;
     }
@@ -86,8 +88,13 @@ void hc_piece_prep(hc_comm_t *comm, op_plan_t *p, uint64_t piece, unsigned stage
 
     piece_range(p, piece, &first, &n);
     slot = p->stage_off + stage * p->slot_bytes;
-    *d = (desc_t){.comm_id = comm->id, .kind = op->kind, .dtype = op->dtype,
-                  .redop = op->redop, .count = n, .root = op->root, .rank = comm->rank};
+    *d = (desc_t){.comm_id = comm->id,
+                  .kind = op->kind,
+                  .dtype = op->dtype,
+                  .redop = op->redop,
+                  .count = n,
+                  .root = op->root,
+                  .rank = comm->rank};
     if (p->s_zc) {
         d->send_off = p->s_off + first * es;
         d->send_stride = op->send_stride;
@@ -195,8 +202,10 @@ HcclResult hc_ops_run(hc_comm_t *comm, const hc_op_t *ops, unsigned nops)
 
     if (comm->nnodes > 1) {
         /* The comm formed across daemons, but moving data between them is the next step. */
-        ERR("COLL", "comm %u spans %u daemons: data transfer between daemons is not "
-                    "implemented yet", comm->id, comm->nnodes);
+        ERR("COLL",
+            "comm %u spans %u daemons: data transfer between daemons is not "
+            "implemented yet",
+            comm->id, comm->nnodes);
         rc = HCCL_E_NOT_SUPPORT;
     } else if (comm->coop != NULL && nops == 1 && desc_is_collective(ops[0].kind))
         rc = hc_coop_run(comm, &ops[0]);
@@ -232,9 +241,15 @@ HcclResult hc_alltoallv_run(hc_comm_t *comm, const uint8_t *send, const uint64_t
     for (uint32_t d = 1; d < n; d++) {
         uint32_t to = (me + d) % n, from = (me + n - d) % n;
         hc_op_t ops[2] = {
-            {.kind = DESC_SEND, .dtype = dtype, .root = to, .count = scounts[to],
+            {.kind = DESC_SEND,
+             .dtype = dtype,
+             .root = to,
+             .count = scounts[to],
              .send = send + sdispls[to] * es},
-            {.kind = DESC_RECV, .dtype = dtype, .root = from, .count = rcounts[from],
+            {.kind = DESC_RECV,
+             .dtype = dtype,
+             .root = from,
+             .count = rcounts[from],
              .recv = recv + rdispls[from] * es},
         };
         HcclResult rc = hc_ops_run(comm, ops, 2);

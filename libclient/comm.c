@@ -47,7 +47,8 @@ HcclResult HcclGetRootInfo(HcclRootInfo *rootInfo)
         return rc;
     if (resp->body_case != HCCLD__MSG__BODY_ROOT_INFO_RESP || resp->root_info_resp->info == NULL)
         rc = resp->body_case == HCCLD__MSG__BODY_ROOT_INFO_RESP
-                 ? (HcclResult)resp->root_info_resp->result : HCCL_E_INTERNAL;
+                 ? (HcclResult)resp->root_info_resp->result
+                 : HCCL_E_INTERNAL;
     else if (rootinfo_pack(resp->root_info_resp->info, rootInfo) != 0)
         rc = HCCL_E_INTERNAL;
     frame_msg_free(resp);
@@ -181,8 +182,7 @@ HcclResult HcclCommInitFromEnv(HcclComm *comm)
     memset(&ri, 0, sizeof(ri));
     if (hex == NULL || hex_decode(hex, ri.internal, sizeof(ri.internal)) < 0 ||
         parse_u64(getenv("HCCL_RANK"), &rank) != 0 ||
-        parse_u64(getenv("HCCL_WORLD_SIZE"), &size) != 0 || size > UINT32_MAX ||
-        rank >= size) {
+        parse_u64(getenv("HCCL_WORLD_SIZE"), &size) != 0 || size > UINT32_MAX || rank >= size) {
         ERR("INIT", "HcclCommInitFromEnv needs HCCL_ROOT_INFO (hex), HCCL_RANK and "
                     "HCCL_WORLD_SIZE (as hccl-run sets them)");
         return HCCL_E_PARA;

@@ -37,14 +37,16 @@ static void log_setup(void)
 
 static int welcome_apply(hc_client_t *c, const Hccld__Welcome *w)
 {
-    shm_layout_t l = {.seg_bytes = w->seg_bytes, .sq_off = w->sq_off,
-                      .sq_entries = w->sq_entries, .cq_off = w->cq_off,
-                      .cq_entries = w->cq_entries, .arena_bytes = w->arena_bytes};
+    shm_layout_t l = {.seg_bytes = w->seg_bytes,
+                      .sq_off = w->sq_off,
+                      .sq_entries = w->sq_entries,
+                      .cq_off = w->cq_off,
+                      .cq_entries = w->cq_entries,
+                      .arena_bytes = w->arena_bytes};
 
     if (c->conn.nfds < 3)
         return -EPROTO;
-    c->seg = mmap(NULL, l.seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
-                  c->conn.fds[0], 0);
+    c->seg = mmap(NULL, l.seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, c->conn.fds[0], 0);
     if (c->seg == MAP_FAILED) {
         c->seg = NULL;
         ERR("IPC", "mmap() of the daemon segment (%llu bytes) failed: %s",
@@ -54,8 +56,8 @@ static int welcome_apply(hc_client_t *c, const Hccld__Welcome *w)
     c->arena = mmap(NULL, l.arena_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, c->conn.fds[1], 0);
     if (c->arena == MAP_FAILED) {
         c->arena = NULL;
-        ERR("IPC", "mmap() of the arena (%llu bytes) failed: %s",
-            (unsigned long long)l.arena_bytes, strerror(errno));
+        ERR("IPC", "mmap() of the arena (%llu bytes) failed: %s", (unsigned long long)l.arena_bytes,
+            strerror(errno));
         return -errno;
     }
     close(c->conn.fds[0]);
@@ -141,15 +143,15 @@ static HcclResult client_open(hc_client_t **c_p)
     c->exec_timeout_ns = exec_s * 1000000000ull;
     fd = uds_connect(path);
     if (fd < 0) {
-        ERR("IPC", "cannot reach hccld at %s: %s (is the daemon running? set HCCLD_SOCKET)",
-            path, strerror(-fd));
+        ERR("IPC", "cannot reach hccld at %s: %s (is the daemon running? set HCCLD_SOCKET)", path,
+            strerror(-fd));
         client_free(c);
         return HCCL_E_UNAVAIL;
     }
     c->conn.fd = fd;
     rc = hello(c);
-    if (rc == HCCL_SUCCESS && (hc_slots_init(c) != 0 || hc_arena_init(&c->alloc,
-                                                                     c->l.arena_bytes) != 0))
+    if (rc == HCCL_SUCCESS &&
+        (hc_slots_init(c) != 0 || hc_arena_init(&c->alloc, c->l.arena_bytes) != 0))
         rc = HCCL_E_MEMORY;
     if (rc != HCCL_SUCCESS) {
         client_free(c);

@@ -28,10 +28,10 @@
 struct hc_coop {
     coop_ctl_t *ctl;
     uint64_t ctl_bytes;
-    uint8_t **arena;       /* every rank's arena as mapped here */
+    uint8_t **arena; /* every rank's arena as mapped here */
     uint64_t *arena_bytes;
     l0_rank_t *l0r;
-    uint64_t stage_off;    /* two staging slots of stage_slot bytes in our arena */
+    uint64_t stage_off; /* two staging slots of stage_slot bytes in our arena */
     uint64_t stage_slot;
     int broken;
 };
@@ -77,8 +77,8 @@ HcclResult hc_coop_attach(hc_comm_t *comm, const Hccld__CommInitResp *r, int *fd
             cp->arena[q] = comm->c->arena;
             continue;
         }
-        cp->arena[q] = mmap(NULL, cp->arena_bytes[q], PROT_READ | PROT_WRITE, MAP_SHARED,
-                            fds[q + 1], 0);
+        cp->arena[q] =
+            mmap(NULL, cp->arena_bytes[q], PROT_READ | PROT_WRITE, MAP_SHARED, fds[q + 1], 0);
         if (cp->arena[q] == MAP_FAILED) {
             cp->arena[q] = NULL;
             ERR("INIT", "mmap() of rank %u's arena failed: %s", q, strerror(errno));
@@ -176,8 +176,8 @@ static HcclResult wait_all(hc_comm_t *comm, int done, uint64_t k)
         }
         __atomic_add_fetch(&ctl->sleepers, 1, __ATOMIC_SEQ_CST);
         uint32_t bell = __atomic_load_n(&ctl->bell, __ATOMIC_SEQ_CST);
-        if (!all_reached(ctl, comm->nranks, done, k) && !__atomic_load_n(&ctl->abort,
-                                                                          __ATOMIC_SEQ_CST))
+        if (!all_reached(ctl, comm->nranks, done, k) &&
+            !__atomic_load_n(&ctl->abort, __ATOMIC_SEQ_CST))
             futex_wait(&ctl->bell, bell, SLEEP_SLICE_NS);
         __atomic_sub_fetch(&ctl->sleepers, 1, __ATOMIC_SEQ_CST);
     }
@@ -197,8 +197,9 @@ static HcclResult check_slots(hc_comm_t *comm, unsigned par)
         int inl = d.flags & DESC_F_INLINE;
         const char *what = desc_disagree(d0, &d);
         if (what != NULL) {
-            ERR("COLL", "rank %u: ranks disagree on the %s: rank 0 posted %s(count %llu), rank "
-                        "%u posted %s(count %llu)",
+            ERR("COLL",
+                "rank %u: ranks disagree on the %s: rank 0 posted %s(count %llu), rank "
+                "%u posted %s(count %llu)",
                 comm->rank, what, desc_kind_name(d0->kind), (unsigned long long)d0->total, q,
                 desc_kind_name(d.kind), (unsigned long long)d.total);
             return HCCL_E_PARA;
@@ -226,9 +227,18 @@ static HcclResult run_inline(hc_comm_t *comm, const hc_op_t *op)
     uint64_t k = ++comm->coll_seq, es = dtype_size(op->dtype), b = op->count * es;
     unsigned par = k & 1;
     coop_slot_t *mine = &cp->ctl->slot[me];
-    desc_t d = {.comm_id = comm->id, .kind = op->kind, .dtype = op->dtype, .redop = op->redop,
-                .flags = DESC_F_INLINE, .seq = k, .count = op->count, .root = op->root,
-                .rank = me, .send_stride = b, .recv_stride = b, .total = op->count};
+    desc_t d = {.comm_id = comm->id,
+                .kind = op->kind,
+                .dtype = op->dtype,
+                .redop = op->redop,
+                .flags = DESC_F_INLINE,
+                .seq = k,
+                .count = op->count,
+                .root = op->root,
+                .rank = me,
+                .send_stride = b,
+                .recv_stride = b,
+                .total = op->count};
     desc_side_t s, r;
     HcclResult rc;
 
@@ -242,8 +252,14 @@ static HcclResult run_inline(hc_comm_t *comm, const hc_op_t *op)
         cp->l0r[q] = (l0_rank_t){.send = cp->ctl->slot[q].pkt[par].data, .send_stride = b};
     cp->l0r[me].recv = op->recv;
     cp->l0r[me].recv_stride = op->recv_stride;
-    l0_op_t l0 = {.kind = op->kind, .dtype = op->dtype, .redop = op->redop, .root = op->root,
-                  .nranks = n, .count = op->count, .only_plus1 = me + 1, .ranks = cp->l0r};
+    l0_op_t l0 = {.kind = op->kind,
+                  .dtype = op->dtype,
+                  .redop = op->redop,
+                  .root = op->root,
+                  .nranks = n,
+                  .count = op->count,
+                  .only_plus1 = me + 1,
+                  .ranks = cp->l0r};
     l0_run_part(&l0, 0, 1);
     return HCCL_SUCCESS;
 }
@@ -254,8 +270,8 @@ typedef struct coop_plan {
     desc_side_t s, r;
     uint64_t s_off, r_off;
     int zc_in, zc_out;
-    int in_place;          /* zero-copy input overlapping the output */
-    int stage_out;         /* output staged in the arena so that peers can write shares */
+    int in_place;  /* zero-copy input overlapping the output */
+    int stage_out; /* output staged in the arena so that peers can write shares */
     uint64_t piece, npieces;
 } coop_plan_t;
 
@@ -295,9 +311,15 @@ static void coop_piece_desc(hc_comm_t *comm, const coop_plan_t *p, uint64_t k, u
     hc_coop_t *cp = comm->coop;
     uint64_t es = dtype_size(op->dtype);
 
-    *d = (desc_t){.comm_id = comm->id, .kind = op->kind, .dtype = op->dtype,
-                  .redop = op->redop, .seq = k, .count = n, .root = op->root,
-                  .rank = comm->rank, .total = op->count};
+    *d = (desc_t){.comm_id = comm->id,
+                  .kind = op->kind,
+                  .dtype = op->dtype,
+                  .redop = op->redop,
+                  .seq = k,
+                  .count = n,
+                  .root = op->root,
+                  .rank = comm->rank,
+                  .total = op->count};
     if (p->zc_in) {
         d->send_off = p->s_off + first * es;
         d->send_stride = op->send_stride;
@@ -314,8 +336,8 @@ static void coop_piece_desc(hc_comm_t *comm, const coop_plan_t *p, uint64_t k, u
         d->recv_stride = op->recv_stride;
     } else if (p->stage_out) {
         d->flags |= DESC_F_ZC_OUT;
-        d->recv_off = cp->stage_off + (k & 1) * cp->stage_slot +
-                      (p->zc_in ? 0 : p->s.nblocks * n * es);
+        d->recv_off =
+            cp->stage_off + (k & 1) * cp->stage_slot + (p->zc_in ? 0 : p->s.nblocks * n * es);
         d->recv_stride = n * es;
     } else {
         d->recv_off = d->send_off; /* never used by peers; kept inside the arena */
@@ -355,10 +377,16 @@ static HcclResult run_piece(hc_comm_t *comm, const coop_plan_t *p, uint64_t piec
         const desc_t *dq = &cp->ctl->slot[q].pkt[par].d;
         cp->l0r[q] = (l0_rank_t){.send = cp->arena[q] + dq->send_off,
                                  .recv = cp->arena[q] + dq->recv_off,
-                                 .send_stride = dq->send_stride, .recv_stride = dq->recv_stride};
+                                 .send_stride = dq->send_stride,
+                                 .recv_stride = dq->recv_stride};
     }
-    l0_op_t l0 = {.kind = d.kind, .dtype = d.dtype, .redop = d.redop, .root = d.root,
-                  .nranks = n, .count = cnt, .ranks = cp->l0r};
+    l0_op_t l0 = {.kind = d.kind,
+                  .dtype = d.dtype,
+                  .redop = d.redop,
+                  .root = d.root,
+                  .nranks = n,
+                  .count = cnt,
+                  .ranks = cp->l0r};
     if (all_zc_out(cp, n, par)) {
         /* Everyone's output is reachable: each rank computes one share into all of them. */
         l0_run_part(&l0, me, n);
@@ -384,8 +412,7 @@ static HcclResult run_piece(hc_comm_t *comm, const coop_plan_t *p, uint64_t piec
     if (p->zc_in && (rc = wait_all(comm, 1, k)) != HCCL_SUCCESS)
         return rc;
     for (uint32_t b = 0; p->in_place && b < p->r.nblocks; b++)
-        memcpy(p->op->recv + b * p->op->recv_stride + first * es, scratch + b * cnt * es,
-               cnt * es);
+        memcpy(p->op->recv + b * p->op->recv_stride + first * es, scratch + b * cnt * es, cnt * es);
     return HCCL_SUCCESS;
 }
 

@@ -9,9 +9,9 @@ struct HcclStreamDef {
     pthread_mutex_t lock;
     pthread_cond_t cv;
     hc_call_t *head, *tail;
-    int running;       /* a call is executing */
+    int running; /* a call is executing */
     int stop;
-    HcclResult err;    /* first error since the last synchronize */
+    HcclResult err; /* first error since the last synchronize */
     pthread_t thread;
 };
 
@@ -22,9 +22,9 @@ static HcclResult call_exec(hc_call_t *call)
 
     if (!call->alltoallv)
         return hc_ops_run(c, &call->op, 1);
-    HcclResult rc = hc_alltoallv_run(c, call->op.send, call->counts, call->counts + n,
-                                     call->op.recv, call->counts + 2 * n, call->counts + 3 * n,
-                                     call->op.dtype);
+    HcclResult rc =
+        hc_alltoallv_run(c, call->op.send, call->counts, call->counts + n, call->op.recv,
+                         call->counts + 2 * n, call->counts + 3 * n, call->op.dtype);
     if (rc != HCCL_SUCCESS)
         hc_comm_set_error(c, rc);
     return rc;

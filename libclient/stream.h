@@ -8,7 +8,7 @@ typedef struct hc_call {
     hc_comm_t *comm;
     hc_op_t op;
     int alltoallv;
-    uint64_t *counts;  /* alltoallv: scounts, sdispls, rcounts, rdispls (4 x nranks), owned */
+    uint64_t *counts; /* alltoallv: scounts, sdispls, rcounts, rdispls (4 x nranks), owned */
     struct hc_call *next;
 } hc_call_t;
 

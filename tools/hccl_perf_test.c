@@ -113,11 +113,11 @@ static void dtype_store(HcclDataType dt, void *buf, size_t idx, double v)
 /* ---- Options ---- */
 
 struct perf_opts {
-    int colls[MAX_COLLS];   /* indexes into g_colls, in run order */
+    int colls[MAX_COLLS]; /* indexes into g_colls, in run order */
     int ncolls;
     size_t min_bytes;
     size_t max_bytes;
-    double factor;          /* > 1: multiply; otherwise add step */
+    double factor; /* > 1: multiply; otherwise add step */
     size_t step;
     int nranks;
     int iters;
@@ -135,10 +135,10 @@ struct perf_opts {
 
 /* Element counts of one test size, as nccl-tests defines them per collective. */
 struct coll_size {
-    size_t bytes;       /* the printed size: the larger of the send and receive sizes */
-    size_t count;       /* the printed count: the count argument of the call */
-    size_t send_count;  /* elements this rank sends (input) */
-    size_t recv_count;  /* elements this rank receives (output) */
+    size_t bytes;      /* the printed size: the larger of the send and receive sizes */
+    size_t count;      /* the printed count: the count argument of the call */
+    size_t send_count; /* elements this rank sends (input) */
+    size_t recv_count; /* elements this rank receives (output) */
 };
 
 struct bench;
@@ -147,16 +147,16 @@ enum inplace_kind { INPLACE_REAL, INPLACE_SAME, INPLACE_NONE };
 
 struct coll_ops {
     const char *name;
-    int reduces;                /* takes a reduction operator */
-    int rooted;                 /* takes a root */
+    int reduces; /* takes a reduction operator */
+    int rooted;  /* takes a root */
     enum inplace_kind inplace;
     double (*bus_factor)(uint32_t n);
     void (*sizes)(size_t bytes, size_t esize, uint32_t n, struct coll_size *cs);
     /* Points send and recv at this run's buffers; in-place layouts follow HCCL. */
-    void (*buffers)(const struct bench *b, const struct coll_size *cs, int inplace,
-                    void **send, void **recv);
-    HcclResult (*launch)(const struct bench *b, const struct coll_size *cs, void *send,
-                         void *recv, HcclStream stream);
+    void (*buffers)(const struct bench *b, const struct coll_size *cs, int inplace, void **send,
+                    void **recv);
+    HcclResult (*launch)(const struct bench *b, const struct coll_size *cs, void *send, void *recv,
+                         HcclStream stream);
     /* The value output element k must hold on this rank; NAN means "not checked". */
     double (*expect)(const struct bench *b, const struct coll_size *cs, size_t k);
 };
@@ -172,8 +172,8 @@ struct bench {
     size_t buf_bytes;
     void *sendbuf;
     void *recvbuf;
-    void *expected;         /* scratch for the expected output, malloc'ed */
-    uint64_t pattern_mod;   /* input values are in [0, pattern_mod) */
+    void *expected;       /* scratch for the expected output, malloc'ed */
+    uint64_t pattern_mod; /* input values are in [0, pattern_mod) */
     FILE *json;
     int json_records;
 };
@@ -205,34 +205,43 @@ static double reduced_value(const struct bench *b, size_t j)
     return acc;
 }
 
-static double factor_allreduce(uint32_t n) { return 2.0 * (n - 1) / n; }
-static double factor_gather(uint32_t n) { return (double)(n - 1) / n; }
-static double factor_one(uint32_t n) { return 1.0; }
+static double factor_allreduce(uint32_t n)
+{
+    return 2.0 * (n - 1) / n;
+}
+static double factor_gather(uint32_t n)
+{
+    return (double)(n - 1) / n;
+}
+static double factor_one(uint32_t n)
+{
+    return 1.0;
+}
 
 static void sizes_plain(size_t bytes, size_t esize, uint32_t n, struct coll_size *cs)
 {
     size_t count = bytes / esize;
-    *cs = (struct coll_size){ count * esize, count, count, count };
+    *cs = (struct coll_size){count * esize, count, count, count};
 }
 
 /* Allgather: -b/-e give the gathered size, so each rank sends 1/n of it. */
 static void sizes_allgather(size_t bytes, size_t esize, uint32_t n, struct coll_size *cs)
 {
     size_t per_rank = bytes / esize / n;
-    *cs = (struct coll_size){ per_rank * n * esize, per_rank, per_rank, per_rank * n };
+    *cs = (struct coll_size){per_rank * n * esize, per_rank, per_rank, per_rank * n};
 }
 
 static void sizes_reducescatter(size_t bytes, size_t esize, uint32_t n, struct coll_size *cs)
 {
     size_t per_rank = bytes / esize / n;
-    *cs = (struct coll_size){ per_rank * n * esize, per_rank, per_rank * n, per_rank };
+    *cs = (struct coll_size){per_rank * n * esize, per_rank, per_rank * n, per_rank};
 }
 
 /* Alltoall: the count is what goes to each peer. */
 static void sizes_alltoall(size_t bytes, size_t esize, uint32_t n, struct coll_size *cs)
 {
     size_t per_peer = bytes / esize / n;
-    *cs = (struct coll_size){ per_peer * n * esize, per_peer, per_peer * n, per_peer * n };
+    *cs = (struct coll_size){per_peer * n * esize, per_peer, per_peer * n, per_peer * n};
 }
 
 static void buffers_same(const struct bench *b, const struct coll_size *cs, int inplace,
@@ -249,8 +258,8 @@ static void buffers_allgather(const struct bench *b, const struct coll_size *cs,
     *send = inplace ? (char *)b->recvbuf + b->rank * cs->send_count * b->esize : b->sendbuf;
 }
 
-static void buffers_reducescatter(const struct bench *b, const struct coll_size *cs,
-                                  int inplace, void **send, void **recv)
+static void buffers_reducescatter(const struct bench *b, const struct coll_size *cs, int inplace,
+                                  void **send, void **recv)
 {
     *send = b->sendbuf;
     *recv = inplace ? (char *)b->sendbuf + b->rank * cs->recv_count * b->esize : b->recvbuf;
@@ -264,14 +273,14 @@ static void buffers_broadcast(const struct bench *b, const struct coll_size *cs,
     *recv = b->recvbuf;
 }
 
-static HcclResult launch_allreduce(const struct bench *b, const struct coll_size *cs,
-                                   void *send, void *recv, HcclStream stream)
+static HcclResult launch_allreduce(const struct bench *b, const struct coll_size *cs, void *send,
+                                   void *recv, HcclStream stream)
 {
     return HcclAllReduce(send, recv, cs->count, b->opt.dtype, b->opt.op, b->comm, stream);
 }
 
-static HcclResult launch_allgather(const struct bench *b, const struct coll_size *cs,
-                                   void *send, void *recv, HcclStream stream)
+static HcclResult launch_allgather(const struct bench *b, const struct coll_size *cs, void *send,
+                                   void *recv, HcclStream stream)
 {
     return HcclAllGather(send, recv, cs->count, b->opt.dtype, b->comm, stream);
 }
@@ -282,8 +291,8 @@ static HcclResult launch_reducescatter(const struct bench *b, const struct coll_
     return HcclReduceScatter(send, recv, cs->count, b->opt.dtype, b->opt.op, b->comm, stream);
 }
 
-static HcclResult launch_broadcast(const struct bench *b, const struct coll_size *cs,
-                                   void *send, void *recv, HcclStream stream)
+static HcclResult launch_broadcast(const struct bench *b, const struct coll_size *cs, void *send,
+                                   void *recv, HcclStream stream)
 {
     return HcclBroadcast(recv, cs->count, b->opt.dtype, (uint32_t)b->opt.root, b->comm, stream);
 }
@@ -335,18 +344,18 @@ static double expect_alltoall(const struct bench *b, const struct coll_size *cs,
 }
 
 static const struct coll_ops g_colls[MAX_COLLS] = {
-    { "allreduce", 1, 0, INPLACE_REAL, factor_allreduce, sizes_plain, buffers_same,
-      launch_allreduce, expect_allreduce },
-    { "allgather", 0, 0, INPLACE_REAL, factor_gather, sizes_allgather, buffers_allgather,
-      launch_allgather, expect_allgather },
-    { "reducescatter", 1, 0, INPLACE_REAL, factor_gather, sizes_reducescatter,
-      buffers_reducescatter, launch_reducescatter, expect_reducescatter },
-    { "broadcast", 0, 1, INPLACE_SAME, factor_one, sizes_plain, buffers_broadcast,
-      launch_broadcast, expect_broadcast },
-    { "reduce", 1, 1, INPLACE_REAL, factor_one, sizes_plain, buffers_same, launch_reduce,
-      expect_reduce },
-    { "alltoall", 0, 0, INPLACE_NONE, factor_gather, sizes_alltoall, buffers_same,
-      launch_alltoall, expect_alltoall },
+    {"allreduce", 1, 0, INPLACE_REAL, factor_allreduce, sizes_plain, buffers_same, launch_allreduce,
+     expect_allreduce},
+    {"allgather", 0, 0, INPLACE_REAL, factor_gather, sizes_allgather, buffers_allgather,
+     launch_allgather, expect_allgather},
+    {"reducescatter", 1, 0, INPLACE_REAL, factor_gather, sizes_reducescatter, buffers_reducescatter,
+     launch_reducescatter, expect_reducescatter},
+    {"broadcast", 0, 1, INPLACE_SAME, factor_one, sizes_plain, buffers_broadcast, launch_broadcast,
+     expect_broadcast},
+    {"reduce", 1, 1, INPLACE_REAL, factor_one, sizes_plain, buffers_same, launch_reduce,
+     expect_reduce},
+    {"alltoall", 0, 0, INPLACE_NONE, factor_gather, sizes_alltoall, buffers_same, launch_alltoall,
+     expect_alltoall},
 };
 
 /* ---- Errors ---- */
@@ -361,11 +370,11 @@ static int hccl_failed(const struct bench *b, const char *call, HcclResult rc)
     return 1;
 }
 
-#define TRY(b, call)                                                                         \
-    do {                                                                                     \
-        if (hccl_failed((b), #call, (call))) {                                               \
-            return -1;                                                                       \
-        }                                                                                    \
+#define TRY(b, call)                                                                               \
+    do {                                                                                           \
+        if (hccl_failed((b), #call, (call))) {                                                     \
+            return -1;                                                                             \
+        }                                                                                          \
     } while (0)
 
 /* ---- Checking ---- */
@@ -375,8 +384,7 @@ static int hccl_failed(const struct bench *b, const char *call, HcclResult rc)
  * NaN or -1 in every dtype, never a value we expect), so an element the collective failed to
  * write shows up as wrong.
  */
-static void fill_inputs(const struct bench *b, const struct coll_size *cs, void *send,
-                        void *recv)
+static void fill_inputs(const struct bench *b, const struct coll_size *cs, void *send, void *recv)
 {
     memset(recv, 0xff, cs->recv_count * b->esize);
     if (send == NULL) {
@@ -423,8 +431,7 @@ static double now_us(void)
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
 }
 
-static int run_iters(struct bench *b, const struct coll_size *cs, void *send, void *recv,
-                     int iters)
+static int run_iters(struct bench *b, const struct coll_size *cs, void *send, void *recv, int iters)
 {
     for (int i = 0; i < iters; i++) {
         TRY(b, b->coll->launch(b, cs, send, recv, b->stream));
@@ -452,11 +459,11 @@ static int time_runs(struct bench *b, const struct coll_size *cs, void *send, vo
 }
 
 struct mode_result {
-    double time_us;     /* slowest rank */
+    double time_us; /* slowest rank */
     double algbw;
     double busbw;
-    uint64_t wrong;     /* summed over ranks */
-    int valid;          /* 0: no such mode (alltoall in place) */
+    uint64_t wrong; /* summed over ranks */
+    int valid;      /* 0: no such mode (alltoall in place) */
 };
 
 /* Checks (if asked) and times one mode; the local results are reduced by the caller. */
@@ -475,8 +482,8 @@ static int run_mode(struct bench *b, const struct coll_size *cs, int inplace, do
 /* Runs one size in both modes and fills res[0] (out of place) and res[1] (in place). */
 static int run_size(struct bench *b, const struct coll_size *cs, struct mode_result res[2])
 {
-    double us[2] = { 0, 0 }, us_max[2];
-    uint64_t wrong[2] = { 0, 0 }, wrong_sum[2];
+    double us[2] = {0, 0}, us_max[2];
+    uint64_t wrong[2] = {0, 0}, wrong_sum[2];
     if (run_mode(b, cs, 0, &us[0], &wrong[0]) != 0) {
         return -1;
     }
@@ -484,8 +491,8 @@ static int run_size(struct bench *b, const struct coll_size *cs, struct mode_res
         return -1;
     }
     TRY(b, HcclAllReduce(us, us_max, 2, HCCL_DATA_TYPE_FP64, HCCL_REDUCE_MAX, b->comm, NULL));
-    TRY(b, HcclAllReduce(wrong, wrong_sum, 2, HCCL_DATA_TYPE_UINT64, HCCL_REDUCE_SUM, b->comm,
-                         NULL));
+    TRY(b,
+        HcclAllReduce(wrong, wrong_sum, 2, HCCL_DATA_TYPE_UINT64, HCCL_REDUCE_SUM, b->comm, NULL));
     for (int m = 0; m < 2; m++) {
         int src = b->coll->inplace == INPLACE_SAME ? 0 : m;
         res[m].time_us = us_max[src];
@@ -511,8 +518,7 @@ static void print_header(const struct bench *b)
         printf("# minBytes %zu maxBytes %zu step: %g(factor)", o->min_bytes, o->max_bytes,
                o->factor);
     } else {
-        printf("# minBytes %zu maxBytes %zu step: %zu(bytes)", o->min_bytes, o->max_bytes,
-               o->step);
+        printf("# minBytes %zu maxBytes %zu step: %zu(bytes)", o->min_bytes, o->max_bytes, o->step);
     }
     printf(" warmup iters: %d iters: %d validation: %d\n", o->warmup, o->iters, o->check);
     printf("# buffers: %s, launch: %s, rank 0: pid %d on %s\n#\n",
@@ -520,10 +526,9 @@ static void print_header(const struct bench *b)
            (int)getpid(), host);
     printf("# %81s %36s\n", "out-of-place", "in-place");
     printf("# %10s %12s %9s %7s %6s %9s %7s %7s %7s %9s %7s %7s %7s\n", "size", "count", "type",
-           "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
-           "#wrong");
-    printf("# %10s %12s %9s %7s %6s %9s %7s %7s %7s %9s %7s %7s %7s\n", "(B)", "(elements)", "",
-           "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+           "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+    printf("# %10s %12s %9s %7s %6s %9s %7s %7s %7s %9s %7s %7s %7s\n", "(B)", "(elements)", "", "",
+           "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
 }
 
 static void print_mode(const struct bench *b, const struct mode_result *r)
@@ -544,8 +549,7 @@ static void print_row(const struct bench *b, const struct coll_size *cs,
                       const struct mode_result res[2])
 {
     printf("  %10zu %12zu %9s %7s %6d", cs->bytes, cs->count, dtype_name(b->opt.dtype),
-           b->coll->reduces ? redop_name(b->opt.op) : "none",
-           b->coll->rooted ? b->opt.root : -1);
+           b->coll->reduces ? redop_name(b->opt.op) : "none", b->coll->rooted ? b->opt.root : -1);
     print_mode(b, &res[0]);
     print_mode(b, &res[1]);
     printf("\n");
@@ -574,8 +578,9 @@ static void json_record(struct bench *b, const struct coll_size *cs,
     if (f == NULL) {
         return;
     }
-    fprintf(f, "%s  {\"collective\": \"%s\", \"size\": %zu, \"count\": %zu, \"type\": \"%s\", "
-               "\"redop\": \"%s\", \"root\": %d, \"nranks\": %u, \"oop\": ",
+    fprintf(f,
+            "%s  {\"collective\": \"%s\", \"size\": %zu, \"count\": %zu, \"type\": \"%s\", "
+            "\"redop\": \"%s\", \"root\": %d, \"nranks\": %u, \"oop\": ",
             b->json_records++ ? ",\n" : "", b->coll->name, cs->bytes, cs->count,
             dtype_name(b->opt.dtype), b->coll->reduces ? redop_name(b->opt.op) : "none",
             b->coll->rooted ? b->opt.root : -1, b->nranks);
@@ -637,7 +642,7 @@ static void print_footer(const struct bench *b, const struct sweep_totals *t)
 /* Runs every size of one collective; *wrong gets the total over sizes and modes. */
 static int run_collective(struct bench *b, const struct coll_ops *coll, uint64_t *wrong)
 {
-    struct sweep_totals totals = { 0, 0, 0 };
+    struct sweep_totals totals = {0, 0, 0};
     b->coll = coll;
     pattern_setup(b);
     if (b->rank == 0) {
@@ -722,8 +727,7 @@ static int json_open(struct bench *b)
     }
     b->json = fopen(b->opt.json_path, "w");
     if (b->json == NULL) {
-        fprintf(stderr, "hccl_perf_test: cannot write %s: %s\n", b->opt.json_path,
-                strerror(errno));
+        fprintf(stderr, "hccl_perf_test: cannot write %s: %s\n", b->opt.json_path, strerror(errno));
         return -1;
     }
     fprintf(b->json, "[\n");
@@ -775,7 +779,7 @@ static void bench_teardown(struct bench *b)
 /* Runs the whole benchmark on an initialised communicator; returns an exit status. */
 static int bench_rank(const struct perf_opts *opt, HcclComm comm)
 {
-    struct bench b = { .opt = *opt, .comm = comm, .esize = dtype_size(opt->dtype) };
+    struct bench b = {.opt = *opt, .comm = comm, .esize = dtype_size(opt->dtype)};
     uint64_t wrong = 0;
     int rc = bench_setup(&b);
     for (int i = 0; rc == 0 && i < opt->ncolls; i++) {
@@ -816,8 +820,8 @@ static int child_main(const struct perf_opts *opt, const HcclRootInfo *root, uin
     HcclComm comm;
     HcclResult rc = HcclCommInitRootInfo((uint32_t)opt->nranks, root, rank, &comm);
     if (rc != HCCL_SUCCESS) {
-        fprintf(stderr, "hccl_perf_test: rank %u: HcclCommInitRootInfo failed: %s (%d)\n",
-                rank, HcclGetErrorString(rc), (int)rc);
+        fprintf(stderr, "hccl_perf_test: rank %u: HcclCommInitRootInfo failed: %s (%d)\n", rank,
+                HcclGetErrorString(rc), (int)rc);
         return EXIT_ERROR;
     }
     return bench_rank(opt, comm);
@@ -1009,10 +1013,17 @@ static int parse_opt(int c, const char *arg, struct perf_opts *o)
 static int parse_args(int argc, char **argv, struct perf_opts *o)
 {
     int c;
-    *o = (struct perf_opts){ .colls = { 0 }, .ncolls = 1, .min_bytes = 8,
-                             .max_bytes = 32 << 20, .factor = 2.0, .nranks = 1, .iters = 20,
-                             .warmup = 5, .dtype = HCCL_DATA_TYPE_FP32, .op = HCCL_REDUCE_SUM,
-                             .check = 1 };
+    *o = (struct perf_opts){.colls = {0},
+                            .ncolls = 1,
+                            .min_bytes = 8,
+                            .max_bytes = 32 << 20,
+                            .factor = 2.0,
+                            .nranks = 1,
+                            .iters = 20,
+                            .warmup = 5,
+                            .dtype = HCCL_DATA_TYPE_FP32,
+                            .op = HCCL_REDUCE_SUM,
+                            .check = 1};
     while ((c = getopt(argc, argv, "t:b:e:f:i:g:n:w:d:o:r:c:zSJ:h")) != -1) {
         if (c == 'h') {
             usage(stdout);
@@ -1043,8 +1054,7 @@ int main(int argc, char **argv)
     const char *env_rank = getenv("HCCL_RANK");
     if (env_rank != NULL) {
         if (opt.nranks != 1 && strcmp(env_rank, "0") == 0) {
-            fprintf(stderr, "hccl_perf_test: started by a launcher, -g %d ignored\n",
-                    opt.nranks);
+            fprintf(stderr, "hccl_perf_test: started by a launcher, -g %d ignored\n", opt.nranks);
         }
         return run_from_env(&opt);
     }

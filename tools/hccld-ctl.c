@@ -53,9 +53,9 @@ static void print_text(const Hccld__StatusResp *r)
     printf("communicators: %zu\n", r->n_comms);
     for (size_t i = 0; i < r->n_comms; i++) {
         const Hccld__CommStatus *c = r->comms[i];
-        printf("  comm %u job %s: %u/%u ranks, level 0 %s, %llu ops done, %u queued\n",
-               c->comm_id, c->job_id, c->joined, c->nranks, c->level0,
-               (unsigned long long)c->ops_done, c->ops_in_flight);
+        printf("  comm %u job %s: %u/%u ranks, level 0 %s, %llu ops done, %u queued\n", c->comm_id,
+               c->job_id, c->joined, c->nranks, c->level0, (unsigned long long)c->ops_done,
+               c->ops_in_flight);
     }
 }
 

@@ -57,11 +57,11 @@ typedef struct step {
 } step_t;
 
 typedef struct sched {
-    step_t *steps;        /* all rounds, in order */
+    step_t *steps; /* all rounds, in order */
     uint32_t nsteps;
     uint32_t nrounds;
-    uint32_t *round_start; /* nrounds + 1 entries: round r is steps[round_start[r] .. [r+1]) */
-    uint64_t out_elems;   /* OUT size the schedule needs (>= the layout's; the rest stages) */
+    uint32_t *round_start;  /* nrounds + 1 entries: round r is steps[round_start[r] .. [r+1]) */
+    uint64_t out_elems;     /* OUT size the schedule needs (>= the layout's; the rest stages) */
     uint64_t scratch_elems; /* largest RECV_REDUCE of any round, summed over that round */
 } sched_t;
 

@@ -8,7 +8,7 @@
 #include "log.h"
 
 #define EXEC_SPLIT_BYTES (256u << 10) /* below this one thread is faster than a hand-off */
-#define EXEC_SPIN_NS 30000ull          /* workers spin this long for the next op, then sleep */
+#define EXEC_SPIN_NS 30000ull         /* workers spin this long for the next op, then sleep */
 
 typedef struct exec_worker {
     exec_t *ex;
@@ -18,10 +18,10 @@ typedef struct exec_worker {
 
 struct exec {
     unsigned nworkers;
-    unsigned nparts;          /* parts of the current op */
+    unsigned nparts; /* parts of the current op */
     const l0_op_t *op;
-    uint32_t gen;             /* bumped for each op; workers wait on it */
-    uint32_t pending;         /* parts not yet finished; the caller waits on it */
+    uint32_t gen;     /* bumped for each op; workers wait on it */
+    uint32_t pending; /* parts not yet finished; the caller waits on it */
     int stop;
     exec_worker_t *workers;
 };

@@ -66,13 +66,11 @@ static int post_round(l1_run_t *r)
             break;
         case STEP_RECV_REDUCE:
             r->scratch_at[i] = scratch;
-            rc = r->a.tp->irecv(c, r->scratch + scratch * r->es, s->len * r->es, NULL,
-                                r->a.tag, &r->reqs[i]);
+            rc = r->a.tp->irecv(c, r->scratch + scratch * r->es, s->len * r->es, NULL, r->a.tag,
+                                &r->reqs[i]);
             scratch += s->len;
             break;
-        default:
-            run_local(r, s);
-            break;
+        default: run_local(r, s); break;
         }
     }
     if (rc != 0)
@@ -95,8 +93,8 @@ static int test_round(l1_run_t *r)
         if (done)
             r->reqs[i] = NULL;
         if (rc != 0) {
-            ERR("COLL", "node %u round %u: a transfer with node %u failed (%d)", r->a.me,
-                r->round, sc->steps[first + i].peer, rc);
+            ERR("COLL", "node %u round %u: a transfer with node %u failed (%d)", r->a.me, r->round,
+                sc->steps[first + i].peer, rc);
             return rc;
         }
         all &= done;

@@ -18,13 +18,13 @@ typedef struct l1_run l1_run_t;
 typedef struct l1_args {
     const sched_t *sched;
     const transport_ops_t *tp;
-    tp_conn_t **conns;    /* by node index; conns[me] unused */
+    tp_conn_t **conns; /* by node index; conns[me] unused */
     uint32_t me;
-    uint8_t *out;         /* OUT: sched->out_elems elements */
-    const uint8_t *in;    /* IN, for the kinds that have one */
+    uint8_t *out;      /* OUT: sched->out_elems elements */
+    const uint8_t *in; /* IN, for the kinds that have one */
     uint8_t dtype;
     uint8_t redop;
-    uint64_t tag;         /* the same on every node for this operation */
+    uint64_t tag; /* the same on every node for this operation */
 } l1_args_t;
 
 /* 0 and a run, -ENOMEM. The arguments must outlive the run. */

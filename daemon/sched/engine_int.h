@@ -26,13 +26,13 @@ typedef struct eng_member {
 struct eng_comm {
     uint32_t id;
     uint32_t nranks;
-    uint32_t left;      /* ranks that left */
-    int broken;         /* a rank died or misbehaved: every op fails with HCCL_E_REMOTE */
-    int coll_dead;      /* a rank left: collectives fail, transfers among the others go on */
+    uint32_t left; /* ranks that left */
+    int broken;    /* a rank died or misbehaved: every op fails with HCCL_E_REMOTE */
+    int coll_dead; /* a rank left: collectives fail, transfers among the others go on */
     uint64_t next_seq;
     uint64_t ops_done;
     eng_member_t *m;
-    l0_rank_t *l0r;     /* scratch for exec */
+    l0_rank_t *l0r; /* scratch for exec */
     eng_comm_t *next;
 };
 

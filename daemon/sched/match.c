@@ -127,8 +127,10 @@ void comm_rank_left(engine_t *eng, eng_comm_t *c, uint32_t rank)
         n += fail_p2p_with(eng, &c->m[r], rank, HCCL_E_REMOTE);
     }
     if (n > 0)
-        WARN("COLL", "comm %u: rank %u left with %u operations of others waiting for it; they "
-                     "fail with HCCL_E_REMOTE", c->id, rank, n);
+        WARN("COLL",
+             "comm %u: rank %u left with %u operations of others waiting for it; they "
+             "fail with HCCL_E_REMOTE",
+             c->id, rank, n);
 }
 
 void comm_route(engine_t *eng, eng_session_t *s, const desc_t *d)
@@ -171,8 +173,13 @@ static uint8_t *arena_at(eng_member_t *m, uint64_t off)
 
 static void run_op(engine_t *eng, eng_comm_t *c, const desc_t *d, uint32_t nranks)
 {
-    l0_op_t op = {.kind = d->kind, .dtype = d->dtype, .redop = d->redop, .root = d->root,
-                  .nranks = nranks, .count = d->count, .ranks = c->l0r};
+    l0_op_t op = {.kind = d->kind,
+                  .dtype = d->dtype,
+                  .redop = d->redop,
+                  .root = d->root,
+                  .nranks = nranks,
+                  .count = d->count,
+                  .ranks = c->l0r};
 
     exec_run(eng->exec, &op);
 }
@@ -188,9 +195,9 @@ static int coll_agrees(eng_comm_t *c, const desc_t *a, const desc_t *b, uint32_t
         "comm %u seq %llu: ranks disagree on the %s: rank 0 posted %s(count %llu of %llu, %s, "
         "root %u), rank %u posted %s(count %llu of %llu, %s, root %u)",
         c->id, (unsigned long long)a->seq, what, desc_kind_name(a->kind),
-        (unsigned long long)a->count, (unsigned long long)a->total, dtype_name(a->dtype),
-        a->root, r, desc_kind_name(b->kind), (unsigned long long)b->count,
-        (unsigned long long)b->total, dtype_name(b->dtype), b->root);
+        (unsigned long long)a->count, (unsigned long long)a->total, dtype_name(a->dtype), a->root,
+        r, desc_kind_name(b->kind), (unsigned long long)b->count, (unsigned long long)b->total,
+        dtype_name(b->dtype), b->root);
     return 0;
 }
 
@@ -233,8 +240,10 @@ static int coll_progress(engine_t *eng, eng_comm_t *c)
     for (uint32_t r = 0; r < c->nranks; r++) {
         eng_member_t *m = &c->m[r];
         desc_t *d = dq_at(&m->coll, 0);
-        c->l0r[r] = (l0_rank_t){.send = arena_at(m, d->send_off), .recv = arena_at(m, d->recv_off),
-                                .send_stride = d->send_stride, .recv_stride = d->recv_stride};
+        c->l0r[r] = (l0_rank_t){.send = arena_at(m, d->send_off),
+                                .recv = arena_at(m, d->recv_off),
+                                .send_stride = d->send_stride,
+                                .recv_stride = d->recv_stride};
     }
     run_op(eng, c, d0, c->nranks);
     coll_complete_all(eng, c, HCCL_SUCCESS);
@@ -261,8 +270,7 @@ static void p2p_run(engine_t *eng, eng_comm_t *c, uint32_t src, int si, uint32_t
     int status = HCCL_SUCCESS;
 
     if (s.total != r.total || s.count != r.count || s.dtype != r.dtype) {
-        ERR("COLL",
-            "comm %u: rank %u sends %llu x %s to rank %u, which receives %llu x %s from it",
+        ERR("COLL", "comm %u: rank %u sends %llu x %s to rank %u, which receives %llu x %s from it",
             c->id, src, (unsigned long long)s.total, dtype_name(s.dtype), dst,
             (unsigned long long)r.total, dtype_name(r.dtype));
         status = HCCL_E_PARA;

@@ -40,8 +40,7 @@ static int pick_interface(const char *spec, char *out, size_t cap)
     if (getifaddrs(&ifs) != 0)
         return 0;
     for (i = ifs; i != NULL && !found; i = i->ifa_next) {
-        if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET ||
-            !(i->ifa_flags & IFF_UP))
+        if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP))
             continue;
         if (spec != NULL ? !ifname_match(spec, i->ifa_name) : (i->ifa_flags & IFF_LOOPBACK))
             continue;

@@ -116,9 +116,7 @@ out:
 void admin_handle(server_t *srv, session_t *s, const Hccld__Msg *m)
 {
     switch (m->body_case) {
-    case HCCLD__MSG__BODY_STATUS_REQ:
-        send_status(srv, s, m->req_id);
-        break;
+    case HCCLD__MSG__BODY_STATUS_REQ: send_status(srv, s, m->req_id); break;
     default:
         WARN("IPC", "admin pid %d sent an unknown request (%d)", (int)s->pid, (int)m->body_case);
         session_close(s);

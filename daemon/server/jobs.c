@@ -21,13 +21,12 @@
 #include "rootinfo.h"
 #include "server/server.h"
 
-
 struct job {
     server_t *srv;
     uint8_t id[ROOTINFO_ID_BYTES];
     uint8_t key[ROOTINFO_KEY_BYTES];
     char hex[33];
-    uint32_t nranks;    /* 0 until the first rank joins */
+    uint32_t nranks; /* 0 until the first rank joins */
     uint32_t joined;
     join_t *ranks;
     uv_timer_t timer;
@@ -77,8 +76,8 @@ void send_multinode_resp(session_t *s, uint64_t req_id, const scomm_t *c, uint32
     session_send(s, &m);
 }
 
-void send_init_resp(session_t *s, uint64_t req_id, int result, const char *why,
-                           uint32_t comm_id, uint32_t nranks, uint32_t rank, uint64_t chunk)
+void send_init_resp(session_t *s, uint64_t req_id, int result, const char *why, uint32_t comm_id,
+                    uint32_t nranks, uint32_t rank, uint64_t chunk)
 {
     Hccld__Msg m = HCCLD__MSG__INIT;
     Hccld__CommInitResp r = HCCLD__COMM_INIT_RESP__INIT;
@@ -120,8 +119,8 @@ static void on_job_timeout(uv_timer_t *t)
         INFO("INIT", "job %s: root info expired unused", j->hex);
     } else {
         missing_ranks(j, missing, sizeof(missing));
-        snprintf(why, sizeof(why), "timed out: %u of %u ranks joined; never arrived: %s",
-                 j->joined, j->nranks, missing);
+        snprintf(why, sizeof(why), "timed out: %u of %u ranks joined; never arrived: %s", j->joined,
+                 j->nranks, missing);
         ERR("INIT", "job %s: %s", j->hex, why);
         Hccld__Msg m = HCCLD__MSG__INIT;
         Hccld__Membership mb = HCCLD__MEMBERSHIP__INIT;
@@ -131,8 +130,8 @@ static void on_job_timeout(uv_timer_t *t)
         m.membership = &mb;
         for (uint32_t r = 0; r < j->nranks; r++) {
             if (j->ranks[r].s != NULL)
-                send_init_resp(j->ranks[r].s, j->ranks[r].req_id, HCCL_E_TIMEOUT, why, 0,
-                               j->nranks, r, 0);
+                send_init_resp(j->ranks[r].s, j->ranks[r].req_id, HCCL_E_TIMEOUT, why, 0, j->nranks,
+                               r, 0);
             else if (j->ranks[r].p != NULL)
                 peer_send(j->ranks[r].p, &m); /* the member daemon answers its ranks once */
         }
@@ -300,8 +299,8 @@ static void answer_ranks(uint32_t n, const join_t *ranks, scomm_t *c, uint64_t c
             session_send(s, &m);
         } else if (session_send_fds(s, &m, fds, (int)n + 1) != 0) {
             ERR("INIT", "comm %u: could not pass the shared segments to rank %u", c->id, q);
-            send_init_resp(s, m.req_id, HCCL_E_INTERNAL, "could not pass shared segments", 0,
-                           n, q, 0);
+            send_init_resp(s, m.req_id, HCCL_E_INTERNAL, "could not pass shared segments", 0, n, q,
+                           0);
             scomm_abort(c);
         }
     }
@@ -359,9 +358,8 @@ int comm_form(server_t *srv, uint32_t n, const join_t *ranks, const char *hex)
         }
         return rc;
     }
-    INFO("INIT", "job %s: comm %u formed with %u ranks, level 0 %s, chunk %llu KiB", hex,
-         c->id, c->nranks, c->coop ? "cooperative" : "by the daemon",
-         (unsigned long long)(chunk >> 10));
+    INFO("INIT", "job %s: comm %u formed with %u ranks, level 0 %s, chunk %llu KiB", hex, c->id,
+         c->nranks, c->coop ? "cooperative" : "by the daemon", (unsigned long long)(chunk >> 10));
     answer_ranks(n, ranks, c, chunk);
     return 0;
 }
@@ -504,17 +502,15 @@ void jobs_comm_init(server_t *srv, session_t *s, uint64_t req_id, const Hccld__C
     } else {
         why = join_refusal(j, req->nranks, req->rank);
     }
-    if (why == NULL &&
-        job_add(j, req->nranks, req->rank,
-                (join_t){.s = s, .req_id = req_id, .l0_mode = req->l0_mode}) != 0)
+    if (why == NULL && job_add(j, req->nranks, req->rank,
+                               (join_t){.s = s, .req_id = req_id, .l0_mode = req->l0_mode}) != 0)
         why = "out of memory", result = HCCL_E_MEMORY;
     if (why != NULL) {
         WARN("INIT", "pid %d: comm init refused: %s", (int)s->pid, why);
         send_init_resp(s, req_id, result, why, 0, req->nranks, req->rank, 0);
         return;
     }
-    DBG("INIT", "job %s: rank %u of %u joined (pid %d)", j->hex, req->rank, j->nranks,
-        (int)s->pid);
+    DBG("INIT", "job %s: rank %u of %u joined (pid %d)", j->hex, req->rank, j->nranks, (int)s->pid);
     job_check_complete(srv, j);
 }
 

@@ -115,8 +115,8 @@ static int on_hello(peer_t *p, const Hccld__PeerHello *h)
 
 static int on_proof(peer_t *p, const Hccld__PeerProof *pr)
 {
-    if (!auth_check(p->key, PEER_JOB_BYTES, PEER_ROLE_CONNECT, p->nonce_a, p->nonce_c,
-                    pr->mac.data, pr->mac.len)) {
+    if (!auth_check(p->key, PEER_JOB_BYTES, PEER_ROLE_CONNECT, p->nonce_a, p->nonce_c, pr->mac.data,
+                    pr->mac.len)) {
         WARN("NET", "daemon %s (%s) failed to prove the job key; refused", p->addr, p->ip);
         send_result(p, HCCL_E_PARA, "wrong job key");
         return -EACCES;
@@ -175,8 +175,7 @@ static int dispatch(peer_t *p, const Hccld__Msg *m)
         if (p->on_msg != NULL)
             p->on_msg(p, m);
         return 0;
-    default:
-        return -EPROTO;
+    default: return -EPROTO;
     }
 }
 
@@ -245,8 +244,7 @@ static void remote_ip(peer_t *p)
     struct sockaddr_storage ss;
     int len = sizeof(ss);
 
-    if (uv_tcp_getpeername(&p->tcp, (struct sockaddr *)&ss, &len) == 0 &&
-        ss.ss_family == AF_INET)
+    if (uv_tcp_getpeername(&p->tcp, (struct sockaddr *)&ss, &len) == 0 && ss.ss_family == AF_INET)
         uv_ip4_name((struct sockaddr_in *)&ss, p->ip, sizeof(p->ip));
 }
 

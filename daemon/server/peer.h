@@ -20,11 +20,11 @@ typedef struct server server_t;
 typedef struct peer peer_t;
 
 enum peer_state {
-    PEER_CONNECTING,      /* outgoing: TCP connect in progress */
-    PEER_WAIT_CHALLENGE,  /* outgoing: sent PeerHello */
-    PEER_WAIT_RESULT,     /* outgoing: sent PeerProof */
-    PEER_WAIT_HELLO,      /* incoming: nothing yet */
-    PEER_WAIT_PROOF,      /* incoming: sent PeerChallenge */
+    PEER_CONNECTING,     /* outgoing: TCP connect in progress */
+    PEER_WAIT_CHALLENGE, /* outgoing: sent PeerHello */
+    PEER_WAIT_RESULT,    /* outgoing: sent PeerProof */
+    PEER_WAIT_HELLO,     /* incoming: nothing yet */
+    PEER_WAIT_PROOF,     /* incoming: sent PeerChallenge */
     PEER_READY,
     PEER_CLOSING
 };

@@ -13,7 +13,7 @@
 #include "server/server.h"
 
 typedef struct rjoin {
-    session_t *s;      /* NULL once its process left */
+    session_t *s; /* NULL once its process left */
     uint64_t req_id;
     uint32_t rank;
 } rjoin_t;
@@ -25,11 +25,11 @@ struct rjob {
     char hex[33];
     char root[PEER_ADDR_MAX];
     uint32_t nranks;
-    peer_t *link;      /* to the root daemon */
-    int ready;         /* link authenticated: joins go out at once */
+    peer_t *link; /* to the root daemon */
+    int ready;    /* link authenticated: joins go out at once */
     rjoin_t *joins;
     uint32_t njoins, cap;
-    uv_timer_t timer;  /* the root never answering still ends in an answer */
+    uv_timer_t timer; /* the root never answering still ends in an answer */
     rjob_t *next;
 };
 
@@ -165,8 +165,7 @@ void rjobs_join(server_t *srv, session_t *s, uint64_t req_id, const Hccld__CommI
         uint32_t cap = r->cap ? 2 * r->cap : 4;
         rjoin_t *v = realloc(r->joins, cap * sizeof(*v));
         if (v == NULL) {
-            send_init_resp(s, req_id, HCCL_E_MEMORY, "out of memory", 0, req->nranks,
-                           req->rank, 0);
+            send_init_resp(s, req_id, HCCL_E_MEMORY, "out of memory", 0, req->nranks, req->rank, 0);
             return;
         }
         r->joins = v;

@@ -1,7 +1,7 @@
 /* Listening sockets, signals and orderly shutdown. */
 #include <errno.h>
-#include <stdlib.h>
 #include <sodium.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>

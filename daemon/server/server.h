@@ -26,10 +26,10 @@ typedef struct server_config {
     const char *socket_path;
     const char *admin_path;
     unsigned workers;
-    uint64_t chunk_bytes;     /* staging chunk agreed by a comm's ranks */
+    uint64_t chunk_bytes; /* staging chunk agreed by a comm's ranks */
     uint64_t max_arena;
-    int l0_mode;              /* 0 auto, 1 coop, 2 daemon: HCCLD_L0_MODE, the operator's say */
-    const char *listen;       /* "IP:PORT" for peer daemons, or NULL */
+    int l0_mode;        /* 0 auto, 1 coop, 2 daemon: HCCLD_L0_MODE, the operator's say */
+    const char *listen; /* "IP:PORT" for peer daemons, or NULL */
 } server_config_t;
 
 typedef struct rjob rjob_t;
@@ -39,10 +39,10 @@ typedef struct session session_t;
 
 /* A rank that asked to join a communicator. */
 typedef struct join {
-    session_t *s;       /* a rank of this node, or */
-    peer_t *p;          /* the daemon of a remote rank; both NULL: not joined */
+    session_t *s; /* a rank of this node, or */
+    peer_t *p;    /* the daemon of a remote rank; both NULL: not joined */
     uint64_t req_id;
-    uint32_t l0_mode;   /* what the rank asked for */
+    uint32_t l0_mode; /* what the rank asked for */
 } join_t;
 
 typedef struct job job_t;
@@ -59,14 +59,14 @@ typedef struct server {
     session_t *sessions;
     unsigned nsessions;
     job_t *jobs;
-    rjob_t *rjobs;            /* jobs whose root is another daemon */
-    split_t *splits;          /* HcclCommSplit calls waiting for the other ranks */
+    rjob_t *rjobs;   /* jobs whose root is another daemon */
+    split_t *splits; /* HcclCommSplit calls waiting for the other ranks */
     scomm_t *comms;
     uv_tcp_t tcp_listener;
     int tcp_listening;
     char advertised[PEER_ADDR_MAX]; /* "IP:PORT" peers reach us at; empty when not listening */
     peer_t *peers;
-    char **whitelist;         /* HCCL_WHITELIST_FILE's host_ip, or NULL: anyone */
+    char **whitelist; /* HCCL_WHITELIST_FILE's host_ip, or NULL: anyone */
     size_t nwhitelist;
     uint64_t next_sid;
     uint32_t next_comm_id;
@@ -91,8 +91,8 @@ struct session {
     uid_t uid;
     gid_t gid;
     char job_name[64];
-    int memfd;       /* control segment: header and rings */
-    int arena_fd;    /* data arena, shown to peers of the same tenant in coop mode */
+    int memfd;    /* control segment: header and rings */
+    int arena_fd; /* data arena, shown to peers of the same tenant in coop mode */
     void *seg;
     void *arena;
     shm_layout_t layout;
@@ -105,11 +105,11 @@ struct session {
 struct scomm {
     uint32_t id;
     uint32_t nranks;
-    uint32_t nlocal;   /* ranks on this node */
+    uint32_t nlocal; /* ranks on this node */
     uint32_t nnodes;
     uint32_t left;
     char job_hex[33];
-    uint64_t *sids;  /* per rank; 0 once the rank left */
+    uint64_t *sids;        /* per rank; 0 once the rank left */
     struct coop_ctl *coop; /* cooperative level 0, or NULL */
     uint64_t coop_bytes;
     int coop_fd;

@@ -190,9 +190,8 @@ static void on_hello(session_t *s, uint64_t req_id, const Hccld__Hello *h)
     }
     s->state = SESSION_READY;
     uv_timer_stop(&s->hello_timer);
-    INFO("IPC", "client %llu: pid %d uid %d job '%s', arena %llu MiB",
-         (unsigned long long)s->sid, (int)s->pid, (int)s->uid, s->job_name,
-         (unsigned long long)(s->layout.arena_bytes >> 20));
+    INFO("IPC", "client %llu: pid %d uid %d job '%s', arena %llu MiB", (unsigned long long)s->sid,
+         (int)s->pid, (int)s->uid, s->job_name, (unsigned long long)(s->layout.arena_bytes >> 20));
 }
 
 static int dispatch_client(session_t *s, const Hccld__Msg *m)
@@ -216,8 +215,7 @@ static int dispatch_client(session_t *s, const Hccld__Msg *m)
     case HCCLD__MSG__BODY_COMM_DESTROY_REQ:
         jobs_comm_destroy(s->srv, s, m->req_id, m->comm_destroy_req);
         return 0;
-    default:
-        return -EPROTO;
+    default: return -EPROTO;
     }
 }
 

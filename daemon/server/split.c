@@ -12,7 +12,7 @@
 #include "server/server.h"
 
 typedef struct split_rank {
-    join_t join;        /* join.s NULL: not called yet */
+    join_t join; /* join.s NULL: not called yet */
     uint32_t color, key;
 } split_rank_t;
 
@@ -93,8 +93,7 @@ static void split_complete(split_t *sp)
         qsort_r(order, n, sizeof(*order), by_key, sp->r);
         for (uint32_t i = 0; i < n; i++)
             child[i] = sp->r[order[i]].join;
-        snprintf(hex, sizeof(hex), "%.16s.s%llu.c%u", sp->hex, (unsigned long long)sp->seq,
-                 color);
+        snprintf(hex, sizeof(hex), "%.16s.s%llu.c%u", sp->hex, (unsigned long long)sp->seq, color);
         comm_form(sp->srv, n, child, hex);
     }
     free(order);
@@ -149,9 +148,9 @@ void jobs_comm_split(server_t *srv, session_t *s, uint64_t req_id, const Hccld__
         send_init_resp(s, req_id, result, why, 0, 0, 0, 0);
         return;
     }
-    sp->r[req->rank] = (split_rank_t){
-        .join = {.s = s, .req_id = req_id, .l0_mode = req->l0_mode},
-        .color = req->color, .key = req->key};
+    sp->r[req->rank] = (split_rank_t){.join = {.s = s, .req_id = req_id, .l0_mode = req->l0_mode},
+                                      .color = req->color,
+                                      .key = req->key};
     if (++sp->called == sp->nranks)
         split_complete(sp);
 }

@@ -24,7 +24,8 @@ int whitelist_load(server_t *srv, const char *path)
         return -1;
     }
     srv->whitelist = calloc(json_array_size(list) + 1, sizeof(char *));
-    json_array_foreach(list, i, v) {
+    json_array_foreach(list, i, v)
+    {
         if (srv->whitelist != NULL && json_is_string(v))
             srv->whitelist[srv->nwhitelist++] = strdup(json_string_value(v));
     }

@@ -53,8 +53,8 @@ pid_t harness_daemon_spawn(char *sock, size_t cap)
     pid = fork();
     if (pid == 0) {
         const char *level = getenv("HCCLD_TEST_LOG_LEVEL");
-        execl(bin, bin, "--socket", sock, "--foreground", "--listen", "127.0.0.1:0",
-              "--log-level", level ? level : "error", (char *)NULL);
+        execl(bin, bin, "--socket", sock, "--foreground", "--listen", "127.0.0.1:0", "--log-level",
+              level ? level : "error", (char *)NULL);
         _exit(127);
     }
     /* Ready means accepting connections; bounded so that a broken daemon fails fast. */
@@ -74,8 +74,7 @@ pid_t harness_daemon_start(const char *extra_arg)
     (void)extra_arg;
     snprintf(admin_path, sizeof(admin_path), "%s", sock_path);
     slash = strrchr(admin_path, '/');
-    snprintf(slash + 1, sizeof(admin_path) - (size_t)(slash + 1 - admin_path),
-             "hccld-admin.sock");
+    snprintf(slash + 1, sizeof(admin_path) - (size_t)(slash + 1 - admin_path), "hccld-admin.sock");
     if (pid > 0)
         setenv("HCCLD_SOCKET", sock_path, 1);
     return pid;
@@ -137,8 +136,7 @@ int harness_wait(pid_t *pids, uint32_t n, unsigned timeout_s)
             if (pids[r] <= 0 || waitpid(pids[r], &st, WNOHANG) != pids[r])
                 continue;
             if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-                fprintf(stderr, "rank %u failed (%s %d)\n", r,
-                        WIFEXITED(st) ? "exit" : "signal",
+                fprintf(stderr, "rank %u failed (%s %d)\n", r, WIFEXITED(st) ? "exit" : "signal",
                         WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
                 failed++;
             }

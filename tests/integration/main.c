@@ -25,12 +25,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "integration_tests: could not start hccld (set HCCLD_BIN)\n");
         return 1;
     }
-#define X(name)                                    \
-    if (wanted(argc, argv, #name)) {               \
-        if (sr == NULL)                            \
-            sr = srunner_create(name##_suite());   \
-        else                                       \
-            srunner_add_suite(sr, name##_suite()); \
+#define X(name)                                                                                    \
+    if (wanted(argc, argv, #name)) {                                                               \
+        if (sr == NULL)                                                                            \
+            sr = srunner_create(name##_suite());                                                   \
+        else                                                                                       \
+            srunner_add_suite(sr, name##_suite());                                                 \
     }
     INTEG_SUITES(X)
 #undef X

@@ -42,10 +42,14 @@ int64_t ref_reduced(int dt, int op, uint32_t n, uint64_t k)
 void ref_store(int dt, void *buf, uint64_t i, int64_t v)
 {
     switch (dt) {
-    case HCCL_DATA_TYPE_INT8: case HCCL_DATA_TYPE_UINT8: ((int8_t *)buf)[i] = (int8_t)v; break;
-    case HCCL_DATA_TYPE_INT16: case HCCL_DATA_TYPE_UINT16: ((int16_t *)buf)[i] = (int16_t)v; break;
-    case HCCL_DATA_TYPE_INT32: case HCCL_DATA_TYPE_UINT32: ((int32_t *)buf)[i] = (int32_t)v; break;
-    case HCCL_DATA_TYPE_INT64: case HCCL_DATA_TYPE_UINT64: ((int64_t *)buf)[i] = v; break;
+    case HCCL_DATA_TYPE_INT8:
+    case HCCL_DATA_TYPE_UINT8: ((int8_t *)buf)[i] = (int8_t)v; break;
+    case HCCL_DATA_TYPE_INT16:
+    case HCCL_DATA_TYPE_UINT16: ((int16_t *)buf)[i] = (int16_t)v; break;
+    case HCCL_DATA_TYPE_INT32:
+    case HCCL_DATA_TYPE_UINT32: ((int32_t *)buf)[i] = (int32_t)v; break;
+    case HCCL_DATA_TYPE_INT64:
+    case HCCL_DATA_TYPE_UINT64: ((int64_t *)buf)[i] = v; break;
     case HCCL_DATA_TYPE_FP16: ((uint16_t *)buf)[i] = float_to_fp16((float)v); break;
     case HCCL_DATA_TYPE_BFP16: ((uint16_t *)buf)[i] = float_to_bf16((float)v); break;
     case HCCL_DATA_TYPE_FP32: ((float *)buf)[i] = (float)v; break;

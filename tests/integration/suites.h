@@ -4,11 +4,11 @@
 
 #include <check.h>
 
-#define INTEG_SUITES(X) \
-    X(colls)            \
-    X(p2p)              \
-    X(api)              \
-    X(hostile)          \
+#define INTEG_SUITES(X)                                                                            \
+    X(colls)                                                                                       \
+    X(p2p)                                                                                         \
+    X(api)                                                                                         \
+    X(hostile)                                                                                     \
     X(multinode)
 
 #define X(name) Suite *name##_suite(void);

@@ -6,9 +6,9 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "uds.h"
 #include "ref.h"
 #include "suites.h"
+#include "uds.h"
 
 #define FP32 HCCL_DATA_TYPE_FP32
 #define SUM HCCL_REDUCE_SUM
@@ -17,13 +17,13 @@ static int bad_args(HcclComm comm, uint32_t r, uint32_t n, void *arg)
 {
     float a[4] = {1, 2, 3, 4}, b[4];
     int fails = 0;
-#define EXPECT(call, want)                                                         \
-    do {                                                                           \
-        HcclResult got_ = (call);                                                  \
-        if (got_ != (want)) {                                                      \
-            fprintf(stderr, "%s: got %d, want %d\n", #call, got_, (int)(want));   \
-            fails++;                                                               \
-        }                                                                          \
+#define EXPECT(call, want)                                                                         \
+    do {                                                                                           \
+        HcclResult got_ = (call);                                                                  \
+        if (got_ != (want)) {                                                                      \
+            fprintf(stderr, "%s: got %d, want %d\n", #call, got_, (int)(want));                    \
+            fails++;                                                                               \
+        }                                                                                          \
     } while (0)
     EXPECT(HcclAllReduce(NULL, b, 4, FP32, SUM, comm, NULL), HCCL_E_PTR);
     EXPECT(HcclAllReduce(a, NULL, 4, FP32, SUM, comm, NULL), HCCL_E_PTR);
@@ -225,8 +225,7 @@ static int hold(HcclComm comm, uint32_t r, uint32_t n, void *arg)
         return 1;
     if (r == 0 && read(fd, &c, 1) != 1)
         return 2;
-    return HcclAllReduce(&x, &y, 1, FP32, SUM, comm, NULL) == HCCL_SUCCESS && y == (float)n ? 0
-                                                                                             : 3;
+    return HcclAllReduce(&x, &y, 1, FP32, SUM, comm, NULL) == HCCL_SUCCESS && y == (float)n ? 0 : 3;
 }
 
 START_TEST(test_status)

@@ -21,8 +21,8 @@ static const uint64_t counts[] = {0, 1, 3, 1000, 65537, 1048579};
 #define MAXCOUNT 1048579ull
 
 typedef struct bufs {
-    uint8_t *send, *recv;       /* malloc'd, nranks * MAXCOUNT * 8 bytes each */
-    uint8_t *zsend, *zrecv;     /* HcclMemAlloc'd, same size */
+    uint8_t *send, *recv;   /* malloc'd, nranks * MAXCOUNT * 8 bytes each */
+    uint8_t *zsend, *zrecv; /* HcclMemAlloc'd, same size */
 } bufs_t;
 
 typedef struct ccase {
@@ -33,8 +33,9 @@ typedef struct ccase {
 
 static int report(const ccase_t *c, uint32_t r, const char *what, uint64_t bad, uint64_t first)
 {
-    fprintf(stderr, "rank %u: %s %s %s count %llu mode %d root %u: %s (%llu wrong, first at %llu)\n",
-            r, desc_kind_name((uint8_t)c->kind), dtype_name(c->dt), redop_name(c->op),
+    fprintf(stderr,
+            "rank %u: %s %s %s count %llu mode %d root %u: %s (%llu wrong, first at %llu)\n", r,
+            desc_kind_name((uint8_t)c->kind), dtype_name(c->dt), redop_name(c->op),
             (unsigned long long)c->count, c->mode, c->root, what, (unsigned long long)bad,
             (unsigned long long)first);
     return 1;
@@ -46,7 +47,8 @@ static int64_t expect(const ccase_t *c, uint32_t r, uint32_t n, uint64_t i)
     uint64_t cnt = c->count;
 
     switch (c->kind) {
-    case DESC_ALLREDUCE: case DESC_REDUCE: return ref_reduced(c->dt, c->op, n, i);
+    case DESC_ALLREDUCE:
+    case DESC_REDUCE: return ref_reduced(c->dt, c->op, n, i);
     case DESC_BROADCAST: return ref_val(c->dt, c->op, c->root, i);
     case DESC_ALLGATHER: return ref_val(c->dt, c->op, (uint32_t)(i / cnt), i % cnt);
     case DESC_REDUCE_SCATTER: return ref_reduced(c->dt, c->op, n, r * cnt + i);
@@ -63,8 +65,8 @@ static uint64_t out_len(const ccase_t *c, uint32_t n)
 
 static uint64_t in_len(const ccase_t *c, uint32_t n)
 {
-    int multi = c->kind == DESC_REDUCE_SCATTER || c->kind == DESC_ALLTOALL ||
-                c->kind == DESC_SCATTER;
+    int multi =
+        c->kind == DESC_REDUCE_SCATTER || c->kind == DESC_ALLTOALL || c->kind == DESC_SCATTER;
     return multi ? n * c->count : c->count;
 }
 
@@ -74,8 +76,7 @@ static HcclResult call(const ccase_t *c, HcclComm comm, uint8_t *s, uint8_t *o)
     case DESC_ALLREDUCE: return HcclAllReduce(s, o, c->count, c->dt, c->op, comm, NULL);
     case DESC_BROADCAST: return HcclBroadcast(o, c->count, c->dt, c->root, comm, NULL);
     case DESC_ALLGATHER: return HcclAllGather(s, o, c->count, c->dt, comm, NULL);
-    case DESC_REDUCE_SCATTER:
-        return HcclReduceScatter(s, o, c->count, c->dt, c->op, comm, NULL);
+    case DESC_REDUCE_SCATTER: return HcclReduceScatter(s, o, c->count, c->dt, c->op, comm, NULL);
     case DESC_ALLTOALL: return HcclAlltoAll(s, c->count, c->dt, o, c->count, c->dt, comm, NULL);
     case DESC_REDUCE: return HcclReduce(s, o, c->count, c->dt, c->op, c->root, comm, NULL);
     case DESC_SCATTER: return HcclScatter(s, o, c->count, c->dt, c->root, comm, NULL);
@@ -148,8 +149,12 @@ static int all_cases(HcclComm comm, uint32_t r, uint32_t n, void *arg)
                         (kind == DESC_ALLTOALL || kind == DESC_SCATTER || kind == DESC_BROADCAST))
                         continue;
                     /* The root moves around so that every rank serves as one. */
-                    ccase_t c = {.kind = kind, .dt = dt, .op = op, .mode = mode,
-                                 .count = counts[k], .root = (uint32_t)(dt + k) % n};
+                    ccase_t c = {.kind = kind,
+                                 .dt = dt,
+                                 .op = op,
+                                 .mode = mode,
+                                 .count = counts[k],
+                                 .root = (uint32_t)(dt + k) % n};
                     failed += run_case(comm, r, n, &c, &b);
                     if (failed > 5)
                         return 1;
@@ -175,19 +180,40 @@ static void run_kind(int kind)
         }
 }
 
-START_TEST(test_allreduce) { run_kind(DESC_ALLREDUCE); }
+START_TEST(test_allreduce)
+{
+    run_kind(DESC_ALLREDUCE);
+}
 END_TEST
-START_TEST(test_broadcast) { run_kind(DESC_BROADCAST); }
+START_TEST(test_broadcast)
+{
+    run_kind(DESC_BROADCAST);
+}
 END_TEST
-START_TEST(test_allgather) { run_kind(DESC_ALLGATHER); }
+START_TEST(test_allgather)
+{
+    run_kind(DESC_ALLGATHER);
+}
 END_TEST
-START_TEST(test_reducescatter) { run_kind(DESC_REDUCE_SCATTER); }
+START_TEST(test_reducescatter)
+{
+    run_kind(DESC_REDUCE_SCATTER);
+}
 END_TEST
-START_TEST(test_alltoall) { run_kind(DESC_ALLTOALL); }
+START_TEST(test_alltoall)
+{
+    run_kind(DESC_ALLTOALL);
+}
 END_TEST
-START_TEST(test_reduce) { run_kind(DESC_REDUCE); }
+START_TEST(test_reduce)
+{
+    run_kind(DESC_REDUCE);
+}
 END_TEST
-START_TEST(test_scatter) { run_kind(DESC_SCATTER); }
+START_TEST(test_scatter)
+{
+    run_kind(DESC_SCATTER);
+}
 END_TEST
 
 Suite *colls_suite(void)

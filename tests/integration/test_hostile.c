@@ -101,10 +101,17 @@ static void lying_descriptors(void)
     ring_attach(&sq, shm_ring(seg, w.sq_off), w.sq_entries, sizeof(desc_t));
     ring_attach(&cq, shm_ring(seg, w.cq_off), w.cq_entries, sizeof(cqe_t));
     desc_t bad[] = {
-        {.comm_id = comm_id, .kind = DESC_ALLREDUCE, .dtype = 4, .count = 1000,
-         .send_off = w.arena_bytes - 100, .recv_off = 0},
+        {.comm_id = comm_id,
+         .kind = DESC_ALLREDUCE,
+         .dtype = 4,
+         .count = 1000,
+         .send_off = w.arena_bytes - 100,
+         .recv_off = 0},
         {.comm_id = comm_id, .kind = DESC_ALLREDUCE, .dtype = 4, .count = UINT64_MAX / 2},
-        {.comm_id = comm_id, .kind = DESC_ALLREDUCE, .dtype = 4, .count = 10,
+        {.comm_id = comm_id,
+         .kind = DESC_ALLREDUCE,
+         .dtype = 4,
+         .count = 10,
          .send_off = UINT64_MAX - 8},
         {.comm_id = comm_id, .kind = 99, .dtype = 4, .count = 10},
         {.comm_id = comm_id, .kind = DESC_ALLREDUCE, .dtype = 44, .count = 10},

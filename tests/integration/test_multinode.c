@@ -141,8 +141,7 @@ START_TEST(test_missing_rank_times_out)
             HcclComm comm;
             alarm(30);
             setenv("HCCLD_SOCKET", c.socks[i], 1);
-            _exit(HcclCommInitRootInfo(3, &ri, i == 0 ? 0 : 2, &comm) == HCCL_E_TIMEOUT ? 0
-                                                                                        : 1);
+            _exit(HcclCommInitRootInfo(3, &ri, i == 0 ? 0 : 2, &comm) == HCCL_E_TIMEOUT ? 0 : 1);
         }
     }
     ck_assert_int_eq(harness_wait(pids, 2, 30), 0);

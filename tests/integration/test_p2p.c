@@ -35,8 +35,8 @@ static int ring(HcclComm comm, uint32_t r, uint32_t n, void *arg)
         }
         for (uint64_t i = 0; i < cnt; i++)
             if (!ref_equal(dt, o, i, ref_val(dt, HCCL_REDUCE_SUM, from, i))) {
-                fprintf(stderr, "rank %u: count %llu: wrong at %llu\n", r,
-                        (unsigned long long)cnt, (unsigned long long)i);
+                fprintf(stderr, "rank %u: count %llu: wrong at %llu\n", r, (unsigned long long)cnt,
+                        (unsigned long long)i);
                 return 1;
             }
         free(s);

@@ -19,12 +19,12 @@ int main(int argc, char **argv)
 {
     SRunner *sr = NULL;
 
-#define X(name)                                  \
-    if (wanted(argc, argv, #name)) {             \
-        if (sr == NULL)                          \
-            sr = srunner_create(name##_suite()); \
-        else                                     \
-            srunner_add_suite(sr, name##_suite()); \
+#define X(name)                                                                                    \
+    if (wanted(argc, argv, #name)) {                                                               \
+        if (sr == NULL)                                                                            \
+            sr = srunner_create(name##_suite());                                                   \
+        else                                                                                       \
+            srunner_add_suite(sr, name##_suite());                                                 \
     }
     UNIT_SUITES(X)
 #undef X

@@ -45,8 +45,10 @@ START_TEST(test_random_descriptors)
                     .redop = (uint8_t)(rand() % 5),
                     .count = pick() / (uint64_t)(1 + rand() % 8),
                     .root = (uint32_t)(rand() % 6),
-                    .send_off = pick(), .send_stride = pick(),
-                    .recv_off = pick(), .recv_stride = pick()};
+                    .send_off = pick(),
+                    .send_stride = pick(),
+                    .recv_off = pick(),
+                    .recv_stride = pick()};
         uint32_t n = 1 + (uint32_t)(rand() % 5), rank = (uint32_t)rand() % n;
         const char *why = NULL;
         int rc = desc_check(&d, n, rank, ARENA, &why);
@@ -62,8 +64,8 @@ START_TEST(test_random_descriptors)
         expect_ok = d.kind > 0 && d.kind < DESC_KIND_MAX && dtype_valid(d.dtype) &&
                     (!desc_is_reduction(d.kind) || redop_valid(d.redop)) && d.root < n &&
                     bytes <= ARENA && side_ok(&s) && side_ok(&r);
-        ck_assert_msg((rc == 0) == expect_ok, "kind %d dtype %d count %llu: rc %d", d.kind,
-                      d.dtype, (unsigned long long)d.count, rc);
+        ck_assert_msg((rc == 0) == expect_ok, "kind %d dtype %d count %llu: rc %d", d.kind, d.dtype,
+                      (unsigned long long)d.count, rc);
         if (rc != 0)
             ck_assert_ptr_nonnull(why);
     }
@@ -72,8 +74,8 @@ END_TEST
 
 START_TEST(test_blocks_per_kind)
 {
-    desc_t d = {.kind = DESC_ALLGATHER, .dtype = HCCL_DATA_TYPE_FP32, .count = 10,
-                .recv_stride = 40};
+    desc_t d = {
+        .kind = DESC_ALLGATHER, .dtype = HCCL_DATA_TYPE_FP32, .count = 10, .recv_stride = 40};
     desc_side_t s, r;
 
     desc_sides(&d, 4, 1, &s, &r);

@@ -20,10 +20,10 @@
  * Like ck_assert_msg, for loops over many values: Check records the location of every passing
  * ck_assert (a message to the parent process), which is far too slow for millions of checks.
  */
-#define CHECK(cond, ...)                                                                      \
-    do {                                                                                      \
-        if (!(cond))                                                                          \
-            ck_abort_msg(__VA_ARGS__);                                                        \
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            ck_abort_msg(__VA_ARGS__);                                                             \
     } while (0)
 
 static uint32_t bits_of(float f)
@@ -110,8 +110,8 @@ START_TEST(fp16_to_float_exact)
         double want = (h & 0x7c00) == 0x7c00 ? INFINITY : fp16_code_value(h & 0x7fff);
         if (h & 0x8000)
             want = -want;
-        CHECK((double)f == want && !!signbit(f) == !!(h & 0x8000),
-              "fp16 %04x -> %a, want %a", h, f, want);
+        CHECK((double)f == want && !!signbit(f) == !!(h & 0x8000), "fp16 %04x -> %a, want %a", h, f,
+              want);
     }
 }
 END_TEST
@@ -160,16 +160,16 @@ END_TEST
 
 START_TEST(fp16_subnormals_and_nan)
 {
-    ck_assert_uint_eq(float_to_fp16(0x1p-24f), 0x0001);      /* smallest subnormal */
-    ck_assert_uint_eq(float_to_fp16(0x1p-25f), 0x0000);      /* tie with 0: even is 0 */
+    ck_assert_uint_eq(float_to_fp16(0x1p-24f), 0x0001); /* smallest subnormal */
+    ck_assert_uint_eq(float_to_fp16(0x1p-25f), 0x0000); /* tie with 0: even is 0 */
     ck_assert_uint_eq(float_to_fp16(nextafterf(0x1p-25f, 1.0f)), 0x0001);
-    ck_assert_uint_eq(float_to_fp16(3 * 0x1p-25f), 0x0002);  /* tie 1 / 2: even is 2 */
-    ck_assert_uint_eq(float_to_fp16(5 * 0x1p-25f), 0x0002);  /* tie 2 / 3: even is 2 */
-    ck_assert_uint_eq(float_to_fp16(0x3ffp-24f), 0x03ff);    /* largest subnormal */
+    ck_assert_uint_eq(float_to_fp16(3 * 0x1p-25f), 0x0002);        /* tie 1 / 2: even is 2 */
+    ck_assert_uint_eq(float_to_fp16(5 * 0x1p-25f), 0x0002);        /* tie 2 / 3: even is 2 */
+    ck_assert_uint_eq(float_to_fp16(0x3ffp-24f), 0x03ff);          /* largest subnormal */
     ck_assert_uint_eq(float_to_fp16(0x1p-14f - 0x1p-25f), 0x0400); /* tie 3ff / 400 */
-    ck_assert_uint_eq(float_to_fp16(0x1p-14f), 0x0400);      /* smallest normal */
+    ck_assert_uint_eq(float_to_fp16(0x1p-14f), 0x0400);            /* smallest normal */
     ck_assert_uint_eq(float_to_fp16(-0x1p-24f), 0x8001);
-    ck_assert_uint_eq(float_to_fp16(0x1p-130f), 0x0000);     /* float subnormal */
+    ck_assert_uint_eq(float_to_fp16(0x1p-130f), 0x0000); /* float subnormal */
     ck_assert_uint_eq(float_to_fp16(-0x1p-130f), 0x8000);
     ck_assert_uint_eq(float_to_fp16(-0.0f), 0x8000);
     ck_assert_float_eq(fp16_to_float(0x0001), 0x1p-24f);
@@ -191,9 +191,8 @@ START_TEST(fp16_all_ties_vs_reference)
         for (int j = 0; j < 3; j++)
             for (int s = 0; s < 2; s++) {
                 float f = s ? -probes[j] : probes[j];
-                CHECK(float_to_fp16(f) == ref_float_to_fp16(f),
-                      "float %a -> fp16 %04x, want %04x", f, float_to_fp16(f),
-                      ref_float_to_fp16(f));
+                CHECK(float_to_fp16(f) == ref_float_to_fp16(f), "float %a -> fp16 %04x, want %04x",
+                      f, float_to_fp16(f), ref_float_to_fp16(f));
             }
     }
 }
@@ -209,8 +208,8 @@ START_TEST(fp16_random_vs_reference)
         float f = float_of(b);
         if (isnan(f))
             continue;
-        CHECK(float_to_fp16(f) == ref_float_to_fp16(f), "float %a (%08x) -> %04x, want %04x",
-              f, b, float_to_fp16(f), ref_float_to_fp16(f));
+        CHECK(float_to_fp16(f) == ref_float_to_fp16(f), "float %a (%08x) -> %04x, want %04x", f, b,
+              float_to_fp16(f), ref_float_to_fp16(f));
     }
 }
 END_TEST
@@ -244,8 +243,8 @@ START_TEST(fp16_matches_f16c)
         if (n & 1)
             b = (b & 0x807fffffu) | ((uint32_t)(98 + rnd32() % 48) << 23);
         float f = float_of(b);
-        CHECK(float_to_fp16(f) == hw_float_to_fp16(f), "float %08x: %04x, F16C says %04x",
-              b, float_to_fp16(f), hw_float_to_fp16(f));
+        CHECK(float_to_fp16(f) == hw_float_to_fp16(f), "float %08x: %04x, F16C says %04x", b,
+              float_to_fp16(f), hw_float_to_fp16(f));
     }
 #endif
 }
@@ -276,7 +275,7 @@ START_TEST(bf16_roundtrip_all)
     for (unsigned h = 0; h < 0x10000; h++) {
         float f = bf16_to_float((uint16_t)h);
         CHECK(bits_of(f) == h << 16, "bf16 %04x -> %08x", h, bits_of(f)); /* NaNs too */
-              uint16_t back = float_to_bf16(f);
+        uint16_t back = float_to_bf16(f);
         if (bf16_is_nan((uint16_t)h)) {
             CHECK(bf16_is_nan(back) && (back & 0x8000) == (h & 0x8000),
                   "bf16 NaN %04x came back as %04x", h, back);
@@ -293,8 +292,8 @@ START_TEST(bf16_rounding)
     ck_assert_uint_eq(float_to_bf16(1.0f + 3 * 0x1p-8f), 0x3f82); /* tie: even is 1+2^-6 */
     ck_assert_uint_eq(float_to_bf16(nextafterf(1.0f + 0x1p-8f, 2.0f)), 0x3f81);
     ck_assert_uint_eq(float_to_bf16(-(1.0f + 3 * 0x1p-8f)), 0xbf82);
-    ck_assert_uint_eq(float_to_bf16(2.0f - 0x1p-9f), 0x4000);     /* carry into exponent */
-    ck_assert_uint_eq(float_to_bf16(3.4028235e38f), 0x7f80);      /* FLT_MAX rounds up: Inf */
+    ck_assert_uint_eq(float_to_bf16(2.0f - 0x1p-9f), 0x4000); /* carry into exponent */
+    ck_assert_uint_eq(float_to_bf16(3.4028235e38f), 0x7f80);  /* FLT_MAX rounds up: Inf */
     ck_assert_uint_eq(float_to_bf16(-3.4028235e38f), 0xff80);
     ck_assert_uint_eq(float_to_bf16(float_of(0x7f7f7fffu)), 0x7f7f); /* just below the tie */
     ck_assert_uint_eq(float_to_bf16(INFINITY), 0x7f80);

@@ -22,8 +22,10 @@ static void fix_init(l0_fix_t *f, uint32_t n, uint64_t count)
         for (uint64_t i = 0; i < n * count; i++)
             f->send[r][i] = (int32_t)(r * 1000003 + i);
         memset(f->recv[r], 0xAB, n * count * 4 + 4);
-        f->rk[r] = (l0_rank_t){.send = (uint8_t *)f->send[r], .recv = (uint8_t *)f->recv[r],
-                               .send_stride = count * 4, .recv_stride = count * 4};
+        f->rk[r] = (l0_rank_t){.send = (uint8_t *)f->send[r],
+                               .recv = (uint8_t *)f->recv[r],
+                               .send_stride = count * 4,
+                               .recv_stride = count * 4};
     }
 }
 
@@ -35,13 +37,13 @@ static void fix_free(l0_fix_t *f, uint32_t n)
     }
 }
 
-static int32_t expect(int kind, uint32_t n, uint32_t r, uint32_t root, uint64_t count,
-                      uint64_t i)
+static int32_t expect(int kind, uint32_t n, uint32_t r, uint32_t root, uint64_t count, uint64_t i)
 {
     int32_t acc = 0;
 
     switch (kind) {
-    case DESC_ALLREDUCE: case DESC_REDUCE:
+    case DESC_ALLREDUCE:
+    case DESC_REDUCE:
         for (uint32_t q = 0; q < n; q++)
             acc += (int32_t)(q * 1000003 + i);
         return acc;
@@ -64,7 +66,7 @@ static uint64_t out_len(int kind, uint32_t n, uint64_t count)
 
 START_TEST(test_kinds)
 {
-    static const int kinds[] = {DESC_ALLREDUCE, DESC_REDUCE, DESC_REDUCE_SCATTER, DESC_BROADCAST,
+    static const int kinds[] = {DESC_ALLREDUCE, DESC_REDUCE,  DESC_REDUCE_SCATTER, DESC_BROADCAST,
                                 DESC_ALLGATHER, DESC_SCATTER, DESC_ALLTOALL};
     static const uint64_t counts[] = {1, 7, 16, 1000, 70001};
 
@@ -75,9 +77,13 @@ START_TEST(test_kinds)
                     l0_fix_t f;
                     uint32_t root = n - 1;
                     fix_init(&f, n, counts[c]);
-                    l0_op_t op = {.kind = (uint8_t)kinds[k], .dtype = HCCL_DATA_TYPE_INT32,
-                                  .redop = HCCL_REDUCE_SUM, .root = root, .nranks = n,
-                                  .count = counts[c], .ranks = f.rk};
+                    l0_op_t op = {.kind = (uint8_t)kinds[k],
+                                  .dtype = HCCL_DATA_TYPE_INT32,
+                                  .redop = HCCL_REDUCE_SUM,
+                                  .root = root,
+                                  .nranks = n,
+                                  .count = counts[c],
+                                  .ranks = f.rk};
                     for (unsigned p = 0; p < parts; p++)
                         l0_run_part(&op, p, parts);
                     for (uint32_t r = 0; r < n; r++) {
@@ -90,10 +96,11 @@ START_TEST(test_kinds)
                             if (f.recv[r][i] != expect(kinds[k], n, r, root, counts[c], i) &&
                                 bad++ == 0)
                                 first = i;
-                        ck_assert_msg(bad == 0,
-                                      "kind %d n %u count %llu parts %u rank %u: %llu wrong from %llu",
-                                      kinds[k], n, (unsigned long long)counts[c], parts, r,
-                                      (unsigned long long)bad, (unsigned long long)first);
+                        ck_assert_msg(
+                            bad == 0,
+                            "kind %d n %u count %llu parts %u rank %u: %llu wrong from %llu",
+                            kinds[k], n, (unsigned long long)counts[c], parts, r,
+                            (unsigned long long)bad, (unsigned long long)first);
                         /* Nothing past the output is touched. */
                         ck_assert_uint_eq((uint32_t)f.recv[r][len], 0xABABABABu);
                     }
@@ -111,8 +118,12 @@ START_TEST(test_inplace_allreduce)
     fix_init(&f, n, count);
     for (uint32_t r = 0; r < n; r++)
         f.rk[r].recv = f.rk[r].send;
-    l0_op_t op = {.kind = DESC_ALLREDUCE, .dtype = HCCL_DATA_TYPE_INT32,
-                  .redop = HCCL_REDUCE_SUM, .nranks = n, .count = count, .ranks = f.rk};
+    l0_op_t op = {.kind = DESC_ALLREDUCE,
+                  .dtype = HCCL_DATA_TYPE_INT32,
+                  .redop = HCCL_REDUCE_SUM,
+                  .nranks = n,
+                  .count = count,
+                  .ranks = f.rk};
     l0_run_part(&op, 0, 2);
     l0_run_part(&op, 1, 2);
     uint64_t bad = 0;
@@ -127,7 +138,7 @@ END_TEST
 /* Each rank computing only its own output gives the same outputs as the split run. */
 START_TEST(test_only_own_output)
 {
-    static const int kinds[] = {DESC_ALLREDUCE, DESC_REDUCE, DESC_REDUCE_SCATTER, DESC_BROADCAST,
+    static const int kinds[] = {DESC_ALLREDUCE, DESC_REDUCE,  DESC_REDUCE_SCATTER, DESC_BROADCAST,
                                 DESC_ALLGATHER, DESC_SCATTER, DESC_ALLTOALL};
 
     for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
@@ -136,9 +147,14 @@ START_TEST(test_only_own_output)
             uint64_t count = 333, bad = 0;
             fix_init(&f, n, count);
             for (uint32_t me = 0; me < n; me++) {
-                l0_op_t op = {.kind = (uint8_t)kinds[k], .dtype = HCCL_DATA_TYPE_INT32,
-                              .redop = HCCL_REDUCE_SUM, .root = 0, .nranks = n, .count = count,
-                              .only_plus1 = me + 1, .ranks = f.rk};
+                l0_op_t op = {.kind = (uint8_t)kinds[k],
+                              .dtype = HCCL_DATA_TYPE_INT32,
+                              .redop = HCCL_REDUCE_SUM,
+                              .root = 0,
+                              .nranks = n,
+                              .count = count,
+                              .only_plus1 = me + 1,
+                              .ranks = f.rk};
                 l0_run_part(&op, 0, 1);
                 /* Nobody else's output was written yet. */
                 for (uint32_t q = me + 1; q < n; q++)

@@ -109,7 +109,8 @@ static void fill(int kind, uint32_t n, uint32_t me, uint32_t root, uint64_t cnt,
                  int32_t *in)
 {
     switch (kind) {
-    case DESC_ALLREDUCE: case DESC_REDUCE:
+    case DESC_ALLREDUCE:
+    case DESC_REDUCE:
         for (uint64_t i = 0; i < cnt; i++)
             out[i] = v(me, i);
         break;
@@ -125,12 +126,12 @@ static void fill(int kind, uint32_t n, uint32_t me, uint32_t root, uint64_t cnt,
         for (uint64_t k = 0; k < n * cnt; k++)
             out[k] = v(me, k);
         break;
-    case DESC_ALLTOALL: case DESC_SCATTER:
+    case DESC_ALLTOALL:
+    case DESC_SCATTER:
         for (uint64_t k = 0; k < n * cnt; k++)
             in[k] = v(me, k);
         break;
-    default:
-        break;
+    default: break;
     }
 }
 
@@ -178,8 +179,7 @@ static uint64_t check(int kind, uint32_t n, uint32_t me, uint32_t root, uint64_t
         for (uint64_t i = 0; i < cnt; i++)
             bad += out[i] != v(root, me * cnt + i);
         break;
-    default:
-        break;
+    default: break;
     }
     return bad;
 }
@@ -201,9 +201,15 @@ static long run_case(mesh_t *m, int algo, int kind, uint32_t root, uint64_t cnt,
         out[me] = calloc(sc[me].out_elems + 1, sizeof(int32_t));
         in[me] = calloc(n * cnt + 1, sizeof(int32_t));
         fill(kind, n, me, root, cnt, out[me], in[me]);
-        l1_args_t a = {.sched = &sc[me], .tp = &tp_tcp, .conns = m->c[me], .me = me,
-                       .out = (uint8_t *)out[me], .in = (uint8_t *)in[me],
-                       .dtype = HCCL_DATA_TYPE_INT32, .redop = HCCL_REDUCE_SUM, .tag = tag};
+        l1_args_t a = {.sched = &sc[me],
+                       .tp = &tp_tcp,
+                       .conns = m->c[me],
+                       .me = me,
+                       .out = (uint8_t *)out[me],
+                       .in = (uint8_t *)in[me],
+                       .dtype = HCCL_DATA_TYPE_INT32,
+                       .redop = HCCL_REDUCE_SUM,
+                       .tag = tag};
         if (l1_start(&a, &run[me]) != 0)
             return -1;
     }
@@ -230,9 +236,8 @@ static long run_case(mesh_t *m, int algo, int kind, uint32_t root, uint64_t cnt,
 
 START_TEST(test_every_algorithm_over_tcp)
 {
-    static const int kinds[] = {DESC_ALLREDUCE, DESC_BROADCAST, DESC_ALLGATHER,
-                                DESC_REDUCE_SCATTER, DESC_ALLTOALL, DESC_REDUCE, DESC_SCATTER,
-                                DESC_BARRIER};
+    static const int kinds[] = {DESC_ALLREDUCE, DESC_BROADCAST, DESC_ALLGATHER, DESC_REDUCE_SCATTER,
+                                DESC_ALLTOALL,  DESC_REDUCE,    DESC_SCATTER,   DESC_BARRIER};
     static const uint64_t counts[] = {1, 7, 1000, 262147};
     uint64_t tag = 1;
 

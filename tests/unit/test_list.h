@@ -4,16 +4,16 @@
 
 #include <check.h>
 
-#define UNIT_SUITES(X) \
-    X(half)            \
-    X(reduce)          \
-    X(ring)            \
-    X(frame)           \
-    X(desc)            \
-    X(l0)              \
-    X(env)             \
-    X(algo)            \
-    X(tcp)             \
+#define UNIT_SUITES(X)                                                                             \
+    X(half)                                                                                        \
+    X(reduce)                                                                                      \
+    X(ring)                                                                                        \
+    X(frame)                                                                                       \
+    X(desc)                                                                                        \
+    X(l0)                                                                                          \
+    X(env)                                                                                         \
+    X(algo)                                                                                        \
+    X(tcp)                                                                                         \
     X(l1)
 
 #define X(name) Suite *name##_suite(void);

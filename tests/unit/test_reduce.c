@@ -20,10 +20,10 @@
  * Like ck_assert_msg, for loops over many values: Check records the location of every passing
  * ck_assert (a message to the parent process), which is far too slow for millions of checks.
  */
-#define CHECK(cond, ...)                                                                      \
-    do {                                                                                      \
-        if (!(cond))                                                                          \
-            ck_abort_msg(__VA_ARGS__);                                                        \
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            ck_abort_msg(__VA_ARGS__);                                                             \
     } while (0)
 
 #define NISAS 3
@@ -55,8 +55,8 @@ static int is_float_type(int dt)
 
 static int is_signed_int(int dt)
 {
-    return dt == HCCL_DATA_TYPE_INT8 || dt == HCCL_DATA_TYPE_INT16 ||
-           dt == HCCL_DATA_TYPE_INT32 || dt == HCCL_DATA_TYPE_INT64;
+    return dt == HCCL_DATA_TYPE_INT8 || dt == HCCL_DATA_TYPE_INT16 || dt == HCCL_DATA_TYPE_INT32 ||
+           dt == HCCL_DATA_TYPE_INT64;
 }
 
 /* Element i of a buffer of type dt, as raw bits (zero-extended). */
@@ -303,12 +303,12 @@ static void check_guards(const struct reduce_case *c, const unsigned char *mem,
 
     for (const unsigned char *p = mem; p < data; p++)
         CHECK(*p == 0xa5, "%s %s %s n=%zu nsrc=%u %s: wrote %td bytes before dst", c->isa,
-              dtype_name(c->dt), redop_name(c->op), c->count, c->nsrc,
-              placement_names[c->where], data - p);
+              dtype_name(c->dt), redop_name(c->op), c->count, c->nsrc, placement_names[c->where],
+              data - p);
     for (const unsigned char *p = end; p < mem + case_extent(c); p++)
         CHECK(*p == 0xa5, "%s %s %s n=%zu nsrc=%u %s: wrote byte %td past dst", c->isa,
-              dtype_name(c->dt), redop_name(c->op), c->count, c->nsrc,
-              placement_names[c->where], p - end);
+              dtype_name(c->dt), redop_name(c->op), c->count, c->nsrc, placement_names[c->where],
+              p - end);
 }
 
 /* Sources that are not dst must be left alone. */
@@ -362,9 +362,8 @@ static void run_case(const struct reduce_case *c)
         CHECK(same_result(c->dt, got, want),
               "%s %s %s n=%zu nsrc=%u %s: [%zu] = %#llx, want %#llx (src0 %#llx src1 %#llx)",
               c->isa, dtype_name(c->dt), redop_name(c->op), c->count, c->nsrc,
-              placement_names[c->where], i, (unsigned long long)got,
-              (unsigned long long)want, (unsigned long long)in[0],
-              (unsigned long long)(c->nsrc > 1 ? in[1] : 0));
+              placement_names[c->where], i, (unsigned long long)got, (unsigned long long)want,
+              (unsigned long long)in[0], (unsigned long long)(c->nsrc > 1 ? in[1] : 0));
     }
     check_guards(c, dst_base, dst);
     check_sources(c, data, dst);
@@ -411,8 +410,8 @@ static void check_uniform(int dt, int op, const uint64_t *in, unsigned nsrc, uin
     for (size_t i = 0; i < COUNT; i++) {
         uint64_t got = get_bits(dt, out, i);
         CHECK(same_result(dt, got, want), "%s %s %s nsrc=%u: [%zu] = %#llx, want %#llx",
-              reduce_isa(), dtype_name(dt), redop_name(op), nsrc, i,
-              (unsigned long long)got, (unsigned long long)want);
+              reduce_isa(), dtype_name(dt), redop_name(op), nsrc, i, (unsigned long long)got,
+              (unsigned long long)want);
     }
 }
 
@@ -424,12 +423,12 @@ struct int_case {
 START_TEST(integer_wraparound)
 {
     static const struct int_case cases[] = {
-        {HCCL_DATA_TYPE_INT8, HCCL_REDUCE_SUM, 0x7f, 0x01, 0x80},          /* 127 + 1 = -128 */
+        {HCCL_DATA_TYPE_INT8, HCCL_REDUCE_SUM, 0x7f, 0x01, 0x80}, /* 127 + 1 = -128 */
         {HCCL_DATA_TYPE_UINT8, HCCL_REDUCE_SUM, 200, 100, 44},
-        {HCCL_DATA_TYPE_INT8, HCCL_REDUCE_PROD, 0xf0, 0xf0, 0x00},         /* -16 * -16 = 256 */
+        {HCCL_DATA_TYPE_INT8, HCCL_REDUCE_PROD, 0xf0, 0xf0, 0x00}, /* -16 * -16 = 256 */
         {HCCL_DATA_TYPE_UINT8, HCCL_REDUCE_PROD, 15, 17, 255},
-        {HCCL_DATA_TYPE_UINT8, HCCL_REDUCE_PROD, 16, 17, 16},              /* 272 mod 256 */
-        {HCCL_DATA_TYPE_INT16, HCCL_REDUCE_PROD, 300, 300, 24464},         /* 90000 - 65536 */
+        {HCCL_DATA_TYPE_UINT8, HCCL_REDUCE_PROD, 16, 17, 16},      /* 272 mod 256 */
+        {HCCL_DATA_TYPE_INT16, HCCL_REDUCE_PROD, 300, 300, 24464}, /* 90000 - 65536 */
         {HCCL_DATA_TYPE_UINT16, HCCL_REDUCE_SUM, 0xffff, 0xffff, 0xfffe},
         {HCCL_DATA_TYPE_INT32, HCCL_REDUCE_SUM, 0x7fffffff, 1, 0x80000000},
         {HCCL_DATA_TYPE_UINT32, HCCL_REDUCE_SUM, 0xffffffff, 2, 1},
@@ -439,7 +438,7 @@ START_TEST(integer_wraparound)
         {HCCL_DATA_TYPE_UINT64, HCCL_REDUCE_PROD, 0x8000000000000000ull, 2, 0},
         {HCCL_DATA_TYPE_INT64, HCCL_REDUCE_PROD, 0x100000001ull, 0x100000001ull, 0x200000001ull},
         /* MAX and MIN: the same bits order differently when signed. */
-        {HCCL_DATA_TYPE_INT8, HCCL_REDUCE_MAX, 0xff, 0x01, 0x01},          /* max(-1, 1) */
+        {HCCL_DATA_TYPE_INT8, HCCL_REDUCE_MAX, 0xff, 0x01, 0x01}, /* max(-1, 1) */
         {HCCL_DATA_TYPE_UINT8, HCCL_REDUCE_MAX, 0xff, 0x01, 0xff},
         {HCCL_DATA_TYPE_INT16, HCCL_REDUCE_MIN, 0x8000, 0x7fff, 0x8000},
         {HCCL_DATA_TYPE_UINT16, HCCL_REDUCE_MIN, 0x8000, 0x7fff, 0x7fff},
@@ -475,8 +474,7 @@ START_TEST(half_types_round_once)
     uint64_t h5[5] = {0x3c00, 0x0c00, 0x0c00, 0x0c00, 0x0c00};
     check_uniform(HCCL_DATA_TYPE_FP16, HCCL_REDUCE_SUM, h5, 5, 0x3c01);
     /* 60000 + 60000 - 60000: fp16 steps would overflow to Inf, fp32 does not. */
-    uint64_t big[3] = {float_to_fp16(60000.0f), float_to_fp16(60000.0f),
-                       float_to_fp16(-60000.0f)};
+    uint64_t big[3] = {float_to_fp16(60000.0f), float_to_fp16(60000.0f), float_to_fp16(-60000.0f)};
     check_uniform(HCCL_DATA_TYPE_FP16, HCCL_REDUCE_SUM, big, 3, float_to_fp16(60000.0f));
     /* 256 * 256 / 256 (as * 2^-8): the fp16 product 65536 would be Inf. */
     uint64_t prod[3] = {0x5c00, 0x5c00, 0x1c00};
@@ -569,11 +567,11 @@ START_TEST(nan_in_one_lane)
                 ((float *)srcs[k])[lane] = NAN;
                 reduce_n(HCCL_DATA_TYPE_FP32, (HcclReduceOp)op, out, srcs, 3, COUNT);
                 for (int i = 0; i < COUNT; i++) {
-                    float want = op == HCCL_REDUCE_MAX ? fmaxf((float)i, 0.5f)
-                                                       : fminf((float)-i, 0.5f);
+                    float want =
+                        op == HCCL_REDUCE_MAX ? fmaxf((float)i, 0.5f) : fminf((float)-i, 0.5f);
                     if (i == lane)
-                        CHECK(isnan(out[i]), "%s %s: NaN in src %d lane %d lost",
-                              reduce_isa(), redop_name(op), k, lane);
+                        CHECK(isnan(out[i]), "%s %s: NaN in src %d lane %d lost", reduce_isa(),
+                              redop_name(op), k, lane);
                     else
                         CHECK(out[i] == want, "%s %s: [%d] = %a, want %a", reduce_isa(),
                               redop_name(op), i, out[i], want);
@@ -695,12 +693,12 @@ START_TEST(dtype_table)
         size_t size;
         const char *name;
     } want[] = {
-        {HCCL_DATA_TYPE_INT8, 1, "int8"},      {HCCL_DATA_TYPE_INT16, 2, "int16"},
-        {HCCL_DATA_TYPE_INT32, 4, "int32"},    {HCCL_DATA_TYPE_FP16, 2, "half"},
-        {HCCL_DATA_TYPE_FP32, 4, "float"},     {HCCL_DATA_TYPE_INT64, 8, "int64"},
-        {HCCL_DATA_TYPE_UINT64, 8, "uint64"},  {HCCL_DATA_TYPE_UINT8, 1, "uint8"},
-        {HCCL_DATA_TYPE_UINT16, 2, "uint16"},  {HCCL_DATA_TYPE_UINT32, 4, "uint32"},
-        {HCCL_DATA_TYPE_FP64, 8, "double"},    {HCCL_DATA_TYPE_BFP16, 2, "bfloat16"},
+        {HCCL_DATA_TYPE_INT8, 1, "int8"},     {HCCL_DATA_TYPE_INT16, 2, "int16"},
+        {HCCL_DATA_TYPE_INT32, 4, "int32"},   {HCCL_DATA_TYPE_FP16, 2, "half"},
+        {HCCL_DATA_TYPE_FP32, 4, "float"},    {HCCL_DATA_TYPE_INT64, 8, "int64"},
+        {HCCL_DATA_TYPE_UINT64, 8, "uint64"}, {HCCL_DATA_TYPE_UINT8, 1, "uint8"},
+        {HCCL_DATA_TYPE_UINT16, 2, "uint16"}, {HCCL_DATA_TYPE_UINT32, 4, "uint32"},
+        {HCCL_DATA_TYPE_FP64, 8, "double"},   {HCCL_DATA_TYPE_BFP16, 2, "bfloat16"},
     };
 
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {

@@ -20,13 +20,13 @@ extern "C" {
 
 typedef enum {
     HCCL_SUCCESS = 0,
-    HCCL_E_PARA = 1,                /* bad argument */
-    HCCL_E_PTR = 2,                 /* null pointer or handle */
-    HCCL_E_MEMORY = 3,              /* out of (shared) memory */
+    HCCL_E_PARA = 1,   /* bad argument */
+    HCCL_E_PTR = 2,    /* null pointer or handle */
+    HCCL_E_MEMORY = 3, /* out of (shared) memory */
     HCCL_E_INTERNAL = 4,
     HCCL_E_NOT_SUPPORT = 5,
     HCCL_E_NOT_FOUND = 6,
-    HCCL_E_UNAVAIL = 7,             /* daemon not reachable */
+    HCCL_E_UNAVAIL = 7, /* daemon not reachable */
     HCCL_E_SYSCALL = 8,
     HCCL_E_TIMEOUT = 9,
     HCCL_E_OPEN_FILE_FAILURE = 10,
@@ -39,8 +39,8 @@ typedef enum {
     HCCL_E_PROFILING = 17,
     HCCL_E_CCE = 18,
     HCCL_E_NETWORK = 19,
-    HCCL_E_AGAIN = 20,              /* not done yet (HcclStreamQuery) */
-    HCCL_E_REMOTE = 21,             /* a peer rank or daemon failed */
+    HCCL_E_AGAIN = 20,  /* not done yet (HcclStreamQuery) */
+    HCCL_E_REMOTE = 21, /* a peer rank or daemon failed */
     HCCL_E_SUSPENDING = 22,
     HCCL_E_OPRETRY_FAIL = 23,
     HCCL_E_OOM = 24,
@@ -110,31 +110,30 @@ HCCL_API const char *HcclGetErrorString(HcclResult code);
 HCCL_API HcclResult HcclAllReduce(void *sendBuf, void *recvBuf, uint64_t count,
                                   HcclDataType dataType, HcclReduceOp op, HcclComm comm,
                                   HcclStream stream);
-HCCL_API HcclResult HcclBroadcast(void *buf, uint64_t count, HcclDataType dataType,
-                                  uint32_t root, HcclComm comm, HcclStream stream);
+HCCL_API HcclResult HcclBroadcast(void *buf, uint64_t count, HcclDataType dataType, uint32_t root,
+                                  HcclComm comm, HcclStream stream);
 HCCL_API HcclResult HcclAllGather(void *sendBuf, void *recvBuf, uint64_t sendCount,
                                   HcclDataType dataType, HcclComm comm, HcclStream stream);
 HCCL_API HcclResult HcclReduceScatter(void *sendBuf, void *recvBuf, uint64_t recvCount,
                                       HcclDataType dataType, HcclReduceOp op, HcclComm comm,
                                       HcclStream stream);
-HCCL_API HcclResult HcclAlltoAll(const void *sendBuf, uint64_t sendCount,
-                                 HcclDataType sendType, void *recvBuf, uint64_t recvCount,
-                                 HcclDataType recvType, HcclComm comm, HcclStream stream);
+HCCL_API HcclResult HcclAlltoAll(const void *sendBuf, uint64_t sendCount, HcclDataType sendType,
+                                 void *recvBuf, uint64_t recvCount, HcclDataType recvType,
+                                 HcclComm comm, HcclStream stream);
 HCCL_API HcclResult HcclAlltoAllV(const void *sendBuf, const uint64_t *sendCounts,
                                   const uint64_t *sdispls, HcclDataType sendType, void *recvBuf,
                                   const uint64_t *recvCounts, const uint64_t *rdispls,
                                   HcclDataType recvType, HcclComm comm, HcclStream stream);
-HCCL_API HcclResult HcclReduce(void *sendBuf, void *recvBuf, uint64_t count,
-                               HcclDataType dataType, HcclReduceOp op, uint32_t root,
-                               HcclComm comm, HcclStream stream);
+HCCL_API HcclResult HcclReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType dataType,
+                               HcclReduceOp op, uint32_t root, HcclComm comm, HcclStream stream);
 HCCL_API HcclResult HcclScatter(void *sendBuf, void *recvBuf, uint64_t recvCount,
                                 HcclDataType dataType, uint32_t root, HcclComm comm,
                                 HcclStream stream);
 HCCL_API HcclResult HcclBarrier(HcclComm comm, HcclStream stream);
 HCCL_API HcclResult HcclSend(void *sendBuf, uint64_t count, HcclDataType dataType,
                              uint32_t destRank, HcclComm comm, HcclStream stream);
-HCCL_API HcclResult HcclRecv(void *recvBuf, uint64_t count, HcclDataType dataType,
-                             uint32_t srcRank, HcclComm comm, HcclStream stream);
+HCCL_API HcclResult HcclRecv(void *recvBuf, uint64_t count, HcclDataType dataType, uint32_t srcRank,
+                             HcclComm comm, HcclStream stream);
 
 HCCL_API HcclResult HcclStreamCreate(HcclStream *stream);
 /* Waits until every operation issued on stream is complete; returns the first error. */
