@@ -3,7 +3,7 @@
 # Safe to run again: apt-get skips what is already installed.
 set -eu
 
-PKGS="build-essential gcc clang pkg-config make git
+PKGS="build-essential gcc clang clang-format pkg-config make git
 libuv1-dev libprotobuf-c-dev protobuf-c-compiler libhwloc-dev check
 libibverbs-dev librdmacm-dev libsystemd-dev libjansson-dev libinih-dev libsodium-dev
 iproute2 procps iptables iperf3"
