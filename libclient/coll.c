@@ -200,14 +200,7 @@ HcclResult hc_ops_run(hc_comm_t *comm, const hc_op_t *ops, unsigned nops)
     HcclResult rc = HCCL_SUCCESS;
     unsigned planned = 0;
 
-    if (comm->nnodes > 1) {
-        /* The comm formed across daemons, but moving data between them is the next step. */
-        ERR("COLL",
-            "comm %u spans %u daemons: data transfer between daemons is not "
-            "implemented yet",
-            comm->id, comm->nnodes);
-        rc = HCCL_E_NOT_SUPPORT;
-    } else if (comm->coop != NULL && nops == 1 && desc_is_collective(ops[0].kind))
+    if (comm->coop != NULL && nops == 1 && desc_is_collective(ops[0].kind))
         rc = hc_coop_run(comm, &ops[0]);
     else {
         for (; planned < nops && rc == HCCL_SUCCESS; planned++)

@@ -98,6 +98,7 @@ static int engine_pass(engine_t *eng)
 {
     int work = 0;
 
+    multi_accept(eng);
     for (eng_session_t *s = eng->sessions; s != NULL; s = s->next)
         work += session_intake(eng, s);
     for (eng_comm_t *c = eng->comms; c != NULL; c = c->next)
@@ -148,7 +149,8 @@ static void *engine_main(void *arg)
             idle_since = now_ns();
             continue;
         }
-        if (now_ns() - idle_since < ENGINE_SPIN_NS) {
+        /* Transfers between daemons in flight: keep polling, yielding the core. */
+        if (multi_busy(eng) || now_ns() - idle_since < ENGINE_SPIN_NS) {
             pthread_mutex_unlock(&eng->lock);
             sched_yield();
             pthread_mutex_lock(&eng->lock);
@@ -162,7 +164,7 @@ static void *engine_main(void *arg)
     return NULL;
 }
 
-static void engine_kick(engine_t *eng)
+void engine_kick(engine_t *eng)
 {
     uint64_t one = 1;
 
@@ -222,6 +224,7 @@ void engine_destroy(engine_t *eng)
         eng->sessions = s->next;
         free(s);
     }
+    multi_listen_close(eng);
     exec_destroy(eng->exec);
     close(eng->doorbell);
     pthread_mutex_destroy(&eng->lock);
@@ -301,6 +304,7 @@ int engine_comm_create(engine_t *eng, uint32_t comm_id, uint32_t nranks, const u
         return -ENOMEM;
     c->id = comm_id;
     c->nranks = nranks;
+    c->nglobal = nranks;
     c->m = calloc(nranks, sizeof(*c->m));
     c->l0r = calloc(nranks, sizeof(*c->l0r));
     if (c->m == NULL || c->l0r == NULL) {
@@ -330,9 +334,10 @@ void engine_comm_leave(engine_t *eng, uint32_t comm_id, uint32_t rank)
     pthread_mutex_lock(&eng->lock);
     for (eng_comm_t **pp = &eng->comms; *pp != NULL; pp = &(*pp)->next) {
         eng_comm_t *c = *pp;
-        if (c->id != comm_id || rank >= c->nranks || c->m[rank].s == NULL)
+        uint32_t local = rank - c->rank0; /* rank is global; members are this node's */
+        if (c->id != comm_id || local >= c->nranks || c->m[local].s == NULL)
             continue;
-        c->m[rank].s = NULL;
+        c->m[local].s = NULL;
         c->left++;
         comm_rank_left(eng, c, rank);
         if (c->left == c->nranks) {

@@ -8,6 +8,7 @@
 #ifndef HCCLD_SCHED_ENGINE_H
 #define HCCLD_SCHED_ENGINE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "shm.h"
@@ -45,6 +46,21 @@ int engine_session_add(engine_t *eng, uint64_t sid, void *base, void *arena,
 /* Detaches a session: ops it posted are dropped, communicators it belongs to fail their ops
  * with HCCL_E_REMOTE. When this returns the engine no longer touches the segment. */
 void engine_session_remove(engine_t *eng, uint64_t sid);
+
+/* Starts accepting data connections from peer daemons on ip (port chosen); their address
+ * goes to addr_out. 0 or a negative errno. */
+int engine_listen(engine_t *eng, const char *ip, char *addr_out, size_t cap);
+
+/* A communicator of nnodes daemons with `local` ranks on each (contiguous global ranks):
+ * members[l] is the session of global rank me * local + l; addrs[i] is node i's data address. */
+typedef struct engine_multi_spec {
+    uint32_t comm_id, nnodes, me, local;
+    const uint64_t *members;
+    const char *const *addrs;
+    const uint8_t *job_id, *key;
+    int algo; /* -1: chosen per op */
+} engine_multi_spec_t;
+int engine_comm_create_multi(engine_t *eng, const engine_multi_spec_t *spec);
 
 /* members[r] is the session of rank r. 0, or -ENOMEM / -EEXIST / -ENOENT. */
 int engine_comm_create(engine_t *eng, uint32_t comm_id, uint32_t nranks, const uint64_t *members);

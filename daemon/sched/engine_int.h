@@ -7,6 +7,7 @@
 #include "exec/exec.h"
 #include "ring.h"
 #include "sched/engine.h"
+#include "sched/multi.h"
 
 typedef struct eng_session eng_session_t;
 typedef struct eng_comm eng_comm_t;
@@ -31,6 +32,9 @@ struct eng_comm {
     int coll_dead; /* a rank left: collectives fail, transfers among the others go on */
     uint64_t next_seq;
     uint64_t ops_done;
+    uint32_t nglobal;        /* ranks in the whole comm (nranks are this node's) */
+    uint32_t rank0;          /* global rank of local member 0 */
+    struct eng_multi *multi; /* spans daemons, or NULL */
     eng_member_t *m;
     l0_rank_t *l0r; /* scratch for exec */
     eng_comm_t *next;
@@ -59,6 +63,8 @@ struct engine {
     eng_session_t *sessions;
     eng_comm_t *comms;
     engine_stats_t st;
+    tp_listener_t *tpl; /* data connections from peer daemons */
+    struct eng_accept *accepting;
 };
 
 /* match.c */
@@ -69,7 +75,21 @@ void comm_rank_left(engine_t *eng, eng_comm_t *c, uint32_t rank);
 void comm_free(eng_comm_t *c);
 eng_comm_t *comm_find(engine_t *eng, uint32_t id);
 
+desc_t *coll_ready(engine_t *eng, eng_comm_t *c);
+void coll_finish(engine_t *eng, eng_comm_t *c, int status);
+desc_t *dq_at(dq_t *q, uint32_t i);
+
+/* multi.c, multi_conn.c */
+int multi_coll_progress(engine_t *eng, eng_comm_t *c);
+int multi_conns_progress(engine_t *eng, eng_comm_t *c);
+void multi_free(eng_comm_t *c);
+void multi_accept(engine_t *eng);
+void multi_listen_close(engine_t *eng);
+/* Whether some comm waits on the network (then the engine polls instead of sleeping). */
+int multi_busy(engine_t *eng);
+
 /* engine.c */
+void engine_kick(engine_t *eng);
 void session_complete(engine_t *eng, eng_session_t *s, uint64_t tag, int status);
 
 #endif

@@ -27,7 +27,7 @@ static int dq_push(dq_t *q, const desc_t *d)
     return 0;
 }
 
-static desc_t *dq_at(dq_t *q, uint32_t i)
+desc_t *dq_at(dq_t *q, uint32_t i)
 {
     return &q->v[(q->head + i) % q->cap];
 }
@@ -61,6 +61,8 @@ void comm_free(eng_comm_t *c)
         free(c->m[r].coll.v);
         free(c->m[r].p2p.v);
     }
+    if (c->multi != NULL)
+        multi_free(c);
     free(c->m);
     free(c->l0r);
     free(c);
@@ -139,11 +141,18 @@ void comm_route(engine_t *eng, eng_session_t *s, const desc_t *d)
     const char *why = NULL;
     int rc;
 
-    if (c == NULL || d->rank >= c->nranks || c->m[d->rank].s != s) {
+    uint32_t local = c != NULL && c->multi != NULL ? d->rank - c->rank0 : d->rank;
+
+    if (c == NULL || local >= c->nranks || c->m[local].s != s) {
         WARN("IPC", "client %llu: descriptor for comm %u rank %u it is not a member of",
              (unsigned long long)s->sid, d->comm_id, d->rank);
         session_complete(eng, s, d->tag, HCCL_E_PARA);
         eng->st.descs_rejected++;
+        return;
+    }
+    if (c->multi != NULL && !desc_is_collective(d->kind)) {
+        WARN("COLL", "comm %u: send/recv between daemons is not implemented yet", c->id);
+        session_complete(eng, s, d->tag, HCCL_E_NOT_SUPPORT);
         return;
     }
     if (c->broken || (desc_is_collective(d->kind) && c->coll_dead) ||
@@ -151,7 +160,7 @@ void comm_route(engine_t *eng, eng_session_t *s, const desc_t *d)
         session_complete(eng, s, d->tag, HCCL_E_REMOTE);
         return;
     }
-    rc = desc_check(d, c->nranks, d->rank, s->l.arena_bytes, &why);
+    rc = desc_check(d, c->nglobal, d->rank, s->l.arena_bytes, &why);
     if (rc != HCCL_SUCCESS) {
         WARN("IPC", "client %llu comm %u rank %u: rejected %s descriptor: %s",
              (unsigned long long)s->sid, c->id, d->rank, desc_kind_name(d->kind), why);
@@ -159,7 +168,7 @@ void comm_route(engine_t *eng, eng_session_t *s, const desc_t *d)
         eng->st.descs_rejected++;
         return;
     }
-    eng_member_t *m = &c->m[d->rank];
+    eng_member_t *m = &c->m[local];
     if (dq_push(desc_is_collective(d->kind) ? &m->coll : &m->p2p, d) != 0) {
         ERR("COLL", "comm %u: out of memory queueing a descriptor", c->id);
         session_complete(eng, s, d->tag, HCCL_E_MEMORY);
@@ -211,22 +220,25 @@ static void coll_complete_all(engine_t *eng, eng_comm_t *c, int status)
     c->next_seq++;
 }
 
-/* Runs the next collective if every rank posted it. Returns 1 if it did something. */
-static int coll_progress(engine_t *eng, eng_comm_t *c)
+/* The head descriptor of rank 0 when every local rank posted the next collective and they
+ * agree; otherwise NULL, after failing what cannot go on (then *acted_p is set). */
+static desc_t *coll_head(engine_t *eng, eng_comm_t *c, int *acted_p)
 {
     desc_t *d0;
 
+    *acted_p = 0;
     for (uint32_t r = 0; r < c->nranks; r++) {
         eng_member_t *m = &c->m[r];
         if (m->coll.n == 0)
-            return 0;
+            return NULL;
         desc_t *d = dq_at(&m->coll, 0);
         if (d->seq != c->next_seq) {
             ERR("COLL", "comm %u rank %u: sequence %llu posted where %llu was due", c->id, r,
                 (unsigned long long)d->seq, (unsigned long long)c->next_seq);
             session_complete(eng, m->s, d->tag, HCCL_E_PARA);
             dq_remove(&m->coll, 0);
-            return 1;
+            *acted_p = 1;
+            return NULL;
         }
     }
     d0 = dq_at(&c->m[0].coll, 0);
@@ -235,8 +247,34 @@ static int coll_progress(engine_t *eng, eng_comm_t *c)
             /* The ranks' later pieces no longer line up either: end the comm cleanly. */
             coll_complete_all(eng, c, HCCL_E_PARA);
             comm_break(eng, c, "ranks posted different collectives");
-            return 1;
+            *acted_p = 1;
+            return NULL;
         }
+    return d0;
+}
+
+desc_t *coll_ready(engine_t *eng, eng_comm_t *c)
+{
+    int acted;
+
+    return coll_head(eng, c, &acted);
+}
+
+void coll_finish(engine_t *eng, eng_comm_t *c, int status)
+{
+    coll_complete_all(eng, c, status);
+    c->ops_done++;
+    eng->st.ops_done++;
+}
+
+/* Runs the next collective if every rank posted it. Returns 1 if it did something. */
+static int coll_progress(engine_t *eng, eng_comm_t *c)
+{
+    int acted;
+    desc_t *d0 = coll_head(eng, c, &acted);
+
+    if (d0 == NULL)
+        return acted;
     for (uint32_t r = 0; r < c->nranks; r++) {
         eng_member_t *m = &c->m[r];
         desc_t *d = dq_at(&m->coll, 0);
@@ -246,9 +284,7 @@ static int coll_progress(engine_t *eng, eng_comm_t *c)
                                 .recv_stride = d->recv_stride};
     }
     run_op(eng, c, d0, c->nranks);
-    coll_complete_all(eng, c, HCCL_SUCCESS);
-    c->ops_done++;
-    eng->st.ops_done++;
+    coll_finish(eng, c, HCCL_SUCCESS);
     return 1;
 }
 
@@ -320,6 +356,8 @@ int comm_progress(engine_t *eng, eng_comm_t *c)
 
     if (c->broken)
         return 0;
+    if (c->multi != NULL)
+        return multi_conns_progress(eng, c) + multi_coll_progress(eng, c);
     while (coll_progress(eng, c))
         n++;
     while (p2p_progress(eng, c))

@@ -371,17 +371,21 @@ static void job_complete(server_t *srv, job_t *j)
 }
 
 /* Node list (daemon addresses in order of their first rank) and each rank's node. */
-static uint32_t job_nodes(server_t *srv, const job_t *j, char **nodes, uint32_t *rank_node)
+static uint32_t job_nodes(server_t *srv, const job_t *j, char **nodes, char **data,
+                          uint32_t *rank_node)
 {
     uint32_t nn = 0;
 
     for (uint32_t r = 0; r < j->nranks; r++) {
-        char *a = j->ranks[r].p != NULL ? j->ranks[r].p->addr : srv->advertised;
+        peer_t *p = j->ranks[r].p;
+        char *a = p != NULL ? p->addr : srv->advertised;
         uint32_t k = 0;
         while (k < nn && strcmp(nodes[k], a) != 0)
             k++;
-        if (k == nn)
+        if (k == nn) {
+            data[nn] = p != NULL ? p->data_addr : srv->data_addr;
             nodes[nn++] = a;
+        }
         rank_node[r] = k;
     }
     return nn;
@@ -392,18 +396,22 @@ static uint32_t job_nodes(server_t *srv, const job_t *j, char **nodes, uint32_t 
  * fail with HCCL_E_NOT_SUPPORT (see libclient). */
 static void job_complete_multinode(server_t *srv, job_t *j)
 {
-    char **nodes = calloc(j->nranks, sizeof(*nodes));
+    char **nodes = calloc(j->nranks, sizeof(*nodes)), **data = calloc(j->nranks, sizeof(*data));
     uint32_t *rank_node = calloc(j->nranks, sizeof(*rank_node)), nn = 0;
     Hccld__Msg m = HCCLD__MSG__INIT;
     Hccld__Membership mb = HCCLD__MEMBERSHIP__INIT;
     scomm_t *c = NULL;
+    const char *why = NULL;
+    int result = HCCL_E_MEMORY;
 
-    if (nodes == NULL || rank_node == NULL)
+    if (nodes == NULL || data == NULL || rank_node == NULL)
         goto out;
-    nn = job_nodes(srv, j, nodes, rank_node);
+    nn = job_nodes(srv, j, nodes, data, rank_node);
     mb.nranks = j->nranks;
     mb.n_nodes = nn;
     mb.nodes = nodes;
+    mb.n_data_nodes = nn;
+    mb.data_nodes = data;
     mb.n_rank_node = j->nranks;
     mb.rank_node = rank_node;
     m.body_case = HCCLD__MSG__BODY_MEMBERSHIP;
@@ -422,13 +430,20 @@ static void job_complete_multinode(server_t *srv, job_t *j)
             c->sids[r] = j->ranks[r].s->sid;
             c->nlocal++;
         }
+    if (c != NULL)
+        result = multinode_engine_comm(srv, c, (const char *const *)data, rank_node, nn, j->id,
+                                       j->key, &why);
     INFO("INIT", "job %s: comm %u formed with %u ranks on %u daemons", j->hex, c ? c->id : 0,
          j->nranks, nn);
 out:
     for (uint32_t r = 0; r < j->nranks; r++)
-        if (j->ranks[r].s != NULL)
+        if (j->ranks[r].s != NULL && result == HCCL_SUCCESS)
             send_multinode_resp(j->ranks[r].s, j->ranks[r].req_id, c, r, nn);
+        else if (j->ranks[r].s != NULL)
+            send_init_resp(j->ranks[r].s, j->ranks[r].req_id, result, why ? why : "out of memory",
+                           0, j->nranks, r, 0);
     free(nodes);
+    free(data);
     free(rank_node);
     job_free(j);
 }
@@ -524,6 +539,8 @@ static void remote_join(server_t *srv, peer_t *p, const Hccld__JoinReq *req)
 
     if (why == NULL && job_add(j, req->nranks, req->rank, (join_t){.p = p}) != 0)
         why = "out of memory";
+    if (why == NULL)
+        snprintf(p->data_addr, sizeof(p->data_addr), "%s", req->data_addr);
     if (why != NULL) {
         WARN("INIT", "daemon %s: rank %u refused: %s", p->addr, req->rank, why);
         mb.result = HCCL_E_PARA;
@@ -654,4 +671,41 @@ void jobs_stop(server_t *srv)
         scomm_abort(c);
         scomm_free(c);
     }
+}
+
+int multinode_engine_comm(server_t *srv, scomm_t *c, const char *const *data_nodes,
+                          const uint32_t *rank_node, uint32_t nnodes, const uint8_t *job_id,
+                          const uint8_t *key, const char **why)
+{
+    uint32_t L = c->nranks / nnodes, me = UINT32_MAX;
+    int rc;
+
+    for (uint32_t g = 0; g < c->nranks; g++) {
+        if (c->nranks % nnodes != 0 || rank_node[g] != g / L) {
+            *why = "ranks must sit on the daemons in equal, contiguous blocks (as hccl-run "
+                   "places them)";
+            return HCCL_E_NOT_SUPPORT;
+        }
+        if (c->sids[g] != 0)
+            me = g / L;
+    }
+    if (me == UINT32_MAX || c->nlocal != L) {
+        *why = "this daemon's ranks are not one node's block";
+        return HCCL_E_INTERNAL;
+    }
+    engine_multi_spec_t sp = {.comm_id = c->id,
+                              .nnodes = nnodes,
+                              .me = me,
+                              .local = L,
+                              .members = c->sids + (uint64_t)me * L,
+                              .addrs = data_nodes,
+                              .job_id = job_id,
+                              .key = key,
+                              .algo = -1};
+    rc = engine_comm_create_multi(srv->eng, &sp);
+    if (rc != 0) {
+        *why = "the daemon could not set up the communicator";
+        return HCCL_E_INTERNAL;
+    }
+    return HCCL_SUCCESS;
 }

@@ -49,6 +49,7 @@ struct peer {
     uint8_t nonce_a[AUTH_NONCE_BYTES]; /* the accepting side's */
     char addr[PEER_ADDR_MAX];          /* the other daemon's advertised address */
     char ip[48];                       /* where the connection really comes from */
+    char data_addr[PEER_ADDR_MAX];     /* where that daemon accepts data connections */
     peer_ready_cb on_ready;
     peer_msg_cb on_msg;
     peer_gone_cb on_gone;

@@ -94,6 +94,7 @@ static void send_join(rjob_t *r, const rjoin_t *j)
     req.nranks = r->nranks;
     req.rank = j->rank;
     req.pid = (uint32_t)j->s->pid;
+    req.data_addr = r->srv->data_addr;
     m.body_case = HCCLD__MSG__BODY_JOIN_REQ;
     m.join_req = &req;
     peer_send(r->link, &m);
@@ -206,12 +207,20 @@ void rjobs_membership(server_t *srv, peer_t *p, const Hccld__Membership *m)
             c->sids[r->joins[i].rank] = r->joins[i].s->sid;
             c->nlocal++;
         }
+    const char *why = "out of memory";
+    int result = HCCL_E_MEMORY;
+    if (c != NULL && m->n_data_nodes == m->n_nodes)
+        result = multinode_engine_comm(srv, c, (const char *const *)m->data_nodes, m->rank_node,
+                                       (uint32_t)m->n_nodes, r->id, r->key, &why);
     INFO("INIT", "job %s: comm %u formed with %u ranks on %zu daemons (root %s)", r->hex,
          c ? c->id : 0, m->nranks, m->n_nodes, r->root);
     for (uint32_t i = 0; i < r->njoins; i++)
-        if (r->joins[i].s != NULL)
+        if (r->joins[i].s != NULL && result == HCCL_SUCCESS)
             send_multinode_resp(r->joins[i].s, r->joins[i].req_id, c, r->joins[i].rank,
                                 (uint32_t)m->n_nodes);
+        else if (r->joins[i].s != NULL)
+            send_init_resp(r->joins[i].s, r->joins[i].req_id, result, why, 0, m->nranks,
+                           r->joins[i].rank, 0);
     rjob_free(r);
 }
 

@@ -1,6 +1,7 @@
 /* Listening sockets, signals and orderly shutdown. */
 #include <errno.h>
 #include <sodium.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -100,6 +101,13 @@ int server_start(server_t *srv, uv_loop_t *loop, const server_config_t *cfg)
         return -EINVAL;
     if (cfg->listen != NULL && (rc = peer_listen(srv, cfg->listen)) != 0)
         return rc;
+    if (srv->advertised[0] != '\0') {
+        char ip[PEER_ADDR_MAX];
+        snprintf(ip, sizeof(ip), "%s", srv->advertised);
+        *strrchr(ip, ':') = '\0';
+        if ((rc = engine_listen(srv->eng, ip, srv->data_addr, sizeof(srv->data_addr))) != 0)
+            return rc;
+    }
     /* Any local user may run jobs (tenants are told apart by SO_PEERCRED); the admin socket
      * is for root and the admin group only. */
     if ((rc = listen_on(srv, &srv->listener, cfg->socket_path, 0666, on_client_conn)) != 0)

@@ -65,6 +65,7 @@ typedef struct server {
     uv_tcp_t tcp_listener;
     int tcp_listening;
     char advertised[PEER_ADDR_MAX]; /* "IP:PORT" peers reach us at; empty when not listening */
+    char data_addr[PEER_ADDR_MAX];  /* "IP:PORT" of the engine's data listener */
     peer_t *peers;
     char **whitelist; /* HCCL_WHITELIST_FILE's host_ip, or NULL: anyone */
     size_t nwhitelist;
@@ -150,6 +151,12 @@ void send_multinode_resp(session_t *s, uint64_t req_id, const scomm_t *c, uint32
 /* Forms a communicator of n ranks of this node (ranks[r] in comm rank order) and answers each;
  * job_hex names it in logs and status. 0, or a negative errno after answering with an error. */
 int comm_form(server_t *srv, uint32_t n, const join_t *ranks, const char *hex);
+/* Creates the engine half of a comm spanning daemons from its membership: local ranks
+ * (sids, in global rank order) must be one contiguous block of equal size on every node.
+ * 0, or an HcclResult with *why set. */
+int multinode_engine_comm(server_t *srv, scomm_t *c, const char *const *data_nodes,
+                          const uint32_t *rank_node, uint32_t nnodes, const uint8_t *job_id,
+                          const uint8_t *key, const char **why);
 /* A communicator record for ranks of this node; sids[r] for local ranks, 0 for others. */
 scomm_t *scomm_add(server_t *srv, uint32_t nranks, uint32_t nnodes, const char *job_hex);
 

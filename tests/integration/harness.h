@@ -36,4 +36,12 @@ int harness_spawn_ranks_on(uint32_t n, char *const *socks, rank_fn fn, void *arg
 /* Waits for the given children; returns how many failed. */
 int harness_wait(pid_t *pids, uint32_t n, unsigned timeout_s);
 
+/* test_colls.c: every dtype/op/count/placement of one collective (quick: a subset), checked
+ * element by element; a rank_fn. */
+typedef struct colls_arg {
+    int kind;
+    int quick;
+} colls_arg_t;
+int colls_all_cases(HcclComm comm, uint32_t r, uint32_t n, void *arg);
+
 #endif

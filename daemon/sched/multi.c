@@ -1,0 +1,227 @@
+/*
+ * Collectives across daemons. The engine gathers the node's share from its local ranks into a
+ * node buffer (level 0), runs the level-1 schedule between daemons over the transport, and
+ * writes each local rank's result (level 0). Ranks are node-major: global rank g lives on node
+ * g / L as local rank g % L, so a node's blocks are contiguous and each byte crosses the
+ * network once per node, not once per rank.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "desc_check.h"
+#include "dtype.h"
+#include "hccl/hccl.h"
+#include "log.h"
+#include "reduce.h"
+#include "sched/engine_int.h"
+
+/* Elements of one node block, of IN and of the layout, for the level-1 op of piece d. */
+static uint64_t node_count(const eng_multi_t *mu, const desc_t *d)
+{
+    switch (d->kind) {
+    case DESC_ALLGATHER:
+    case DESC_REDUCE_SCATTER:
+    case DESC_SCATTER: return mu->L * d->count;
+    case DESC_ALLTOALL: return (uint64_t)mu->L * mu->L * d->count;
+    case DESC_BARRIER: return 0;
+    default: return d->count;
+    }
+}
+
+static uint8_t *send_block(eng_comm_t *c, uint32_t l, uint64_t b)
+{
+    const desc_t *d = dq_at(&c->m[l].coll, 0);
+
+    return c->m[l].s->arena + d->send_off + b * d->send_stride;
+}
+
+static uint8_t *recv_block(eng_comm_t *c, uint32_t l, uint64_t b)
+{
+    const desc_t *d = dq_at(&c->m[l].coll, 0);
+
+    return c->m[l].s->arena + d->recv_off + b * d->recv_stride;
+}
+
+/* dst = reduction over local ranks of their send block b (count elements). */
+static void reduce_locals(eng_comm_t *c, const desc_t *d, uint8_t *dst, uint64_t b)
+{
+    const void *src[64];
+    uint32_t L = c->multi->L, k = 0;
+
+    while (k < L) {
+        uint32_t m = 0;
+        if (k > 0)
+            src[m++] = dst;
+        while (m < 64 && k < L)
+            src[m++] = send_block(c, k++, b);
+        reduce_n(d->dtype, d->redop, dst, src, m, d->count);
+    }
+}
+
+/* Level 0 in: lay out the node's data as algo.h says. */
+static void gather_in(eng_comm_t *c, const desc_t *d)
+{
+    eng_multi_t *mu = c->multi;
+    uint32_t L = mu->L, n = mu->nnodes, me = mu->me, N = n * L;
+    uint64_t b = d->count * dtype_size(d->dtype);
+    uint32_t root_node = d->root / L, root_local = d->root % L;
+
+    switch (d->kind) {
+    case DESC_ALLREDUCE:
+    case DESC_REDUCE: reduce_locals(c, d, mu->out, 0); break;
+    case DESC_BROADCAST:
+        if (me == root_node)
+            memcpy(mu->out, send_block(c, root_local, 0), b);
+        break;
+    case DESC_ALLGATHER:
+        for (uint32_t l = 0; l < L; l++)
+            memcpy(mu->out + ((uint64_t)me * L + l) * b, send_block(c, l, 0), b);
+        break;
+    case DESC_REDUCE_SCATTER:
+        for (uint32_t g = 0; g < N; g++)
+            reduce_locals(c, d, mu->out + (uint64_t)g * b, g);
+        break;
+    case DESC_ALLTOALL:
+        /* IN block j (for node j) holds, for each of j's local ranks lj, what each of our
+         * local ranks l sends to global rank j*L+lj, at (lj*L + l). */
+        for (uint32_t j = 0; j < n; j++)
+            for (uint32_t lj = 0; lj < L; lj++)
+                for (uint32_t l = 0; l < L; l++)
+                    memcpy(mu->in + (((uint64_t)j * L + lj) * L + l) * b,
+                           send_block(c, l, (uint64_t)j * L + lj), b);
+        break;
+    case DESC_SCATTER:
+        for (uint32_t g = 0; me == root_node && g < N; g++)
+            memcpy(mu->in + (uint64_t)g * b, send_block(c, root_local, g), b);
+        break;
+    default: break;
+    }
+}
+
+/* Level 0 out: every local rank's result from the node buffer. */
+static void scatter_out(eng_comm_t *c, const desc_t *d)
+{
+    eng_multi_t *mu = c->multi;
+    uint32_t L = mu->L, n = mu->nnodes, me = mu->me, N = n * L;
+    uint64_t b = d->count * dtype_size(d->dtype);
+
+    for (uint32_t l = 0; l < L; l++) {
+        uint32_t g = me * L + l;
+        switch (d->kind) {
+        case DESC_ALLREDUCE:
+        case DESC_BROADCAST: memmove(recv_block(c, l, 0), mu->out, b); break;
+        case DESC_REDUCE:
+            if (g == d->root)
+                memmove(recv_block(c, l, 0), mu->out, b);
+            break;
+        case DESC_ALLGATHER:
+            for (uint32_t q = 0; q < N; q++)
+                memmove(recv_block(c, l, q), mu->out + (uint64_t)q * b, b);
+            break;
+        case DESC_REDUCE_SCATTER: memmove(recv_block(c, l, 0), mu->out + (uint64_t)g * b, b); break;
+        case DESC_ALLTOALL:
+            for (uint32_t i = 0; i < n; i++)
+                for (uint32_t li = 0; li < L; li++)
+                    memcpy(recv_block(c, l, (uint64_t)i * L + li),
+                           mu->out + (((uint64_t)i * L + l) * L + li) * b, b);
+            break;
+        case DESC_SCATTER: memmove(recv_block(c, l, 0), mu->out + (uint64_t)l * b, b); break;
+        default: break;
+        }
+    }
+}
+
+static int pick_algo(const eng_multi_t *mu, int kind)
+{
+    if (mu->algo >= 0 && algo_serves(mu->algo, kind))
+        return mu->algo;
+    return kind == DESC_ALLTOALL ? ALGO_PAIRWISE : ALGO_RING;
+}
+
+/* Comm ids are each daemon's own; the job id is what all daemons of the comm share. */
+static uint64_t job_tag(const eng_multi_t *mu)
+{
+    uint32_t t;
+
+    memcpy(&t, mu->job_id, sizeof(t));
+    return t;
+}
+
+/* Starts the level-1 part of the collective every local rank posted. */
+static int multi_start(engine_t *eng, eng_comm_t *c, const desc_t *d)
+{
+    eng_multi_t *mu = c->multi;
+    uint64_t cnt = node_count(mu, d), es = dtype_size(d->dtype);
+    int algo = pick_algo(mu, d->kind), rc;
+
+    rc = algo_build(algo, d->kind, mu->nnodes, mu->me, d->root / mu->L, cnt, &mu->sched);
+    if (rc != 0)
+        return rc;
+    mu->out = calloc(mu->sched.out_elems + 1, es);
+    mu->in = calloc((uint64_t)mu->nnodes * cnt + 1, es);
+    if (mu->out == NULL || mu->in == NULL)
+        return -ENOMEM;
+    gather_in(c, d);
+    l1_args_t a = {.sched = &mu->sched,
+                   .tp = &tp_tcp,
+                   .conns = mu->conns,
+                   .me = mu->me,
+                   .out = mu->out,
+                   .in = mu->in,
+                   .dtype = d->dtype,
+                   .redop = d->redop,
+                   .tag = job_tag(mu) << 32 | (d->seq & 0xffffffffu)};
+    if ((rc = l1_start(&a, &mu->run)) != 0)
+        return rc;
+    mu->d0 = *d;
+    mu->busy = 1;
+    DBG("COLL", "comm %u seq %llu: %s of %llu elements on node %u of %u by %s", c->id,
+        (unsigned long long)d->seq, desc_kind_name(d->kind), (unsigned long long)cnt, mu->me,
+        mu->nnodes, algo_name(algo));
+    return 0;
+}
+
+static void multi_end(eng_comm_t *c)
+{
+    eng_multi_t *mu = c->multi;
+
+    l1_free(mu->run);
+    mu->run = NULL;
+    sched_free(&mu->sched);
+    free(mu->out);
+    free(mu->in);
+    mu->out = mu->in = NULL;
+    mu->busy = 0;
+}
+
+/* Runs the collective in flight, or starts the next one when every local rank posted it. */
+int multi_coll_progress(engine_t *eng, eng_comm_t *c)
+{
+    eng_multi_t *mu = c->multi;
+    int rc;
+
+    if (mu->nready < mu->nnodes - 1)
+        return 0;
+    if (!mu->busy) {
+        desc_t *d0 = coll_ready(eng, c);
+        if (d0 == NULL)
+            return 0;
+        if ((rc = multi_start(eng, c, d0)) != 0) {
+            ERR("COLL", "comm %u: starting a collective between daemons failed (%d)", c->id, rc);
+            multi_end(c);
+            coll_finish(eng, c, HCCL_E_INTERNAL);
+            return 1;
+        }
+    }
+    rc = l1_progress(mu->run);
+    if (rc == 0)
+        return 0;
+    if (rc == 1)
+        scatter_out(c, &mu->d0);
+    multi_end(c);
+    coll_finish(eng, c, rc == 1 ? HCCL_SUCCESS : HCCL_E_REMOTE);
+    if (rc < 0)
+        comm_break(eng, c, "a transfer between daemons failed");
+    return 1;
+}

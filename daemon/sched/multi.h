@@ -1,0 +1,29 @@
+/* A communicator spanning several daemons, as the engine sees it (see multi.c). */
+#ifndef HCCLD_SCHED_MULTI_H
+#define HCCLD_SCHED_MULTI_H
+
+#include <stdint.h>
+
+#include "algo/algo.h"
+#include "exec/l1.h"
+#include "sched/engine.h"
+#include "transport/transport.h"
+
+typedef struct eng_multi {
+    uint32_t nnodes, me; /* this node's index */
+    uint32_t L;          /* ranks per node; global rank = node * L + local */
+    uint8_t job_id[AUTH_JOB_BYTES], key[AUTH_KEY_BYTES];
+    char (*addrs)[TP_ADDR_MAX]; /* data address of every node */
+    tp_conn_t **conns;          /* by node; NULL for me */
+    uint32_t nready;
+    uint64_t ready_mask; /* outgoing connections known ready (nodes below 64) */
+    int algo;            /* forced level-1 algorithm, or -1 */
+    /* the operation in flight */
+    int busy;
+    sched_t sched;
+    l1_run_t *run;
+    uint8_t *out, *in;
+    desc_t d0;
+} eng_multi_t;
+
+#endif

@@ -1,0 +1,207 @@
+/*
+ * Data connections of communicators that span daemons: node j connects to every node i < j
+ * and announces its index; node i accepts on the engine's listener, learns the job from the
+ * handshake and j from the announcement. A comm runs collectives once all its connections
+ * are ready.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "sched/engine_int.h"
+
+typedef struct eng_accept {
+    engine_t *eng;
+    tp_conn_t *conn;
+    uint8_t job_id[AUTH_JOB_BYTES];
+    int known;
+    struct eng_accept *next;
+} eng_accept_t;
+
+static eng_comm_t *comm_by_job(engine_t *eng, const uint8_t *job_id)
+{
+    for (eng_comm_t *c = eng->comms; c != NULL; c = c->next)
+        if (c->multi != NULL && memcmp(c->multi->job_id, job_id, AUTH_JOB_BYTES) == 0)
+            return c;
+    return NULL;
+}
+
+/* The handshake asks for the key of the job the connecting daemon names. */
+static int lookup(void *ctx, const uint8_t job_id[AUTH_JOB_BYTES], uint8_t key_out[AUTH_KEY_BYTES])
+{
+    eng_accept_t *a = ctx;
+    eng_comm_t *c = comm_by_job(a->eng, job_id);
+
+    if (c == NULL)
+        return -ENOENT;
+    memcpy(a->job_id, job_id, AUTH_JOB_BYTES);
+    memcpy(key_out, c->multi->key, AUTH_KEY_BYTES);
+    a->known = 1;
+    return 0;
+}
+
+int engine_listen(engine_t *eng, const char *ip, char *addr_out, size_t cap)
+{
+    int rc;
+
+    pthread_mutex_lock(&eng->lock);
+    rc = tp_tcp.listen(ip, &eng->tpl, addr_out, cap);
+    pthread_mutex_unlock(&eng->lock);
+    if (rc != 0)
+        ERR("NET", "listening for data connections on %s failed (%d)", ip, rc);
+    return rc;
+}
+
+/* Takes new connections and hands those whose handshake finished to their comm. */
+void multi_accept(engine_t *eng)
+{
+    eng_accept_t *a;
+    tp_conn_t *conn;
+
+    while (eng->tpl != NULL && (a = calloc(1, sizeof(*a))) != NULL) {
+        a->eng = eng;
+        if (tp_tcp.accept(eng->tpl, lookup, a, &conn) != 0) {
+            free(a);
+            break;
+        }
+        a->conn = conn;
+        a->next = eng->accepting;
+        eng->accepting = a;
+    }
+    for (eng_accept_t **pp = &eng->accepting; (a = *pp) != NULL;) {
+        int st = tp_tcp.conn_state(a->conn);
+        eng_comm_t *c = st == 1 ? comm_by_job(eng, a->job_id) : NULL;
+        uint32_t peer = tp_tcp.conn_peer_node(a->conn);
+        if (st == 0) {
+            pp = &a->next;
+            continue;
+        }
+        if (c != NULL && peer < c->multi->nnodes && peer > c->multi->me &&
+            c->multi->conns[peer] == NULL) {
+            c->multi->conns[peer] = a->conn;
+            c->multi->nready++;
+        } else {
+            if (st == 1)
+                WARN("NET", "data connection from node %u for no waiting comm; closed", peer);
+            tp_tcp.close(a->conn);
+        }
+        *pp = a->next;
+        free(a);
+    }
+}
+
+/* Advances our outgoing connections; counts the ones that became ready. */
+int multi_conns_progress(engine_t *eng, eng_comm_t *c)
+{
+    eng_multi_t *mu = c->multi;
+    int n = 0;
+
+    for (uint32_t i = 0; i < mu->me && mu->nready < mu->nnodes - 1; i++) {
+        if (mu->conns[i] == NULL || (mu->ready_mask & (1ull << (i % 64))))
+            continue;
+        int st = tp_tcp.conn_state(mu->conns[i]);
+        if (st == 1) {
+            mu->ready_mask |= 1ull << (i % 64);
+            mu->nready++;
+            n++;
+        } else if (st < 0) {
+            comm_break(eng, c, "a data connection to another daemon failed");
+            return 1;
+        }
+    }
+    return n;
+}
+
+void multi_listen_close(engine_t *eng)
+{
+    while (eng->accepting != NULL) {
+        eng_accept_t *a = eng->accepting;
+        eng->accepting = a->next;
+        tp_tcp.close(a->conn);
+        free(a);
+    }
+    if (eng->tpl != NULL)
+        tp_tcp.listen_close(eng->tpl);
+    eng->tpl = NULL;
+}
+
+int multi_busy(engine_t *eng)
+{
+    if (eng->accepting != NULL)
+        return 1;
+    for (eng_comm_t *c = eng->comms; c != NULL; c = c->next)
+        if (c->multi != NULL && !c->broken &&
+            (c->multi->busy || c->multi->nready < c->multi->nnodes - 1))
+            return 1;
+    return 0;
+}
+
+void multi_free(eng_comm_t *c)
+{
+    eng_multi_t *mu = c->multi;
+
+    if (mu->busy) {
+        l1_free(mu->run);
+        sched_free(&mu->sched);
+        free(mu->out);
+        free(mu->in);
+    }
+    for (uint32_t i = 0; mu->conns != NULL && i < mu->nnodes; i++)
+        if (mu->conns[i] != NULL)
+            tp_tcp.close(mu->conns[i]);
+    free(mu->conns);
+    free(mu->addrs);
+    free(mu);
+    c->multi = NULL;
+}
+
+static eng_multi_t *multi_new(const engine_multi_spec_t *sp)
+{
+    eng_multi_t *mu = calloc(1, sizeof(*mu));
+
+    if (mu == NULL)
+        return NULL;
+    mu->nnodes = sp->nnodes;
+    mu->me = sp->me;
+    mu->L = sp->local;
+    mu->algo = sp->algo;
+    memcpy(mu->job_id, sp->job_id, AUTH_JOB_BYTES);
+    memcpy(mu->key, sp->key, AUTH_KEY_BYTES);
+    mu->conns = calloc(sp->nnodes, sizeof(*mu->conns));
+    mu->addrs = calloc(sp->nnodes, sizeof(*mu->addrs));
+    if (mu->conns == NULL || mu->addrs == NULL) {
+        free(mu->conns);
+        free(mu->addrs);
+        free(mu);
+        return NULL;
+    }
+    for (uint32_t i = 0; i < sp->nnodes; i++)
+        snprintf(mu->addrs[i], sizeof(mu->addrs[i]), "%s", sp->addrs[i]);
+    return mu;
+}
+
+int engine_comm_create_multi(engine_t *eng, const engine_multi_spec_t *sp)
+{
+    int rc = engine_comm_create(eng, sp->comm_id, sp->local, sp->members);
+    eng_multi_t *mu;
+
+    if (rc != 0)
+        return rc;
+    if ((mu = multi_new(sp)) == NULL)
+        return -ENOMEM;
+    pthread_mutex_lock(&eng->lock);
+    eng_comm_t *c = comm_find(eng, sp->comm_id);
+    c->multi = mu;
+    c->nglobal = sp->nnodes * sp->local;
+    c->rank0 = sp->me * sp->local;
+    for (uint32_t i = 0; i < sp->me; i++)
+        if (tp_tcp.connect(mu->addrs[i], mu->job_id, mu->key, sp->me, &mu->conns[i]) != 0) {
+            comm_break(eng, c, "cannot open a data connection to another daemon");
+            break;
+        }
+    pthread_mutex_unlock(&eng->lock);
+    engine_kick(eng);
+    return 0;
+}
