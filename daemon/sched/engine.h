@@ -58,7 +58,7 @@ typedef struct engine_multi_spec {
     const uint64_t *members;
     const char *const *addrs;
     const uint8_t *job_id, *key;
-    int algo; /* -1: chosen per op */
+    const int *level1; /* [DESC_KIND_MAX]: forced algorithm per kind, -1: chosen per op */
 } engine_multi_spec_t;
 int engine_comm_create_multi(engine_t *eng, const engine_multi_spec_t *spec);
 

@@ -132,11 +132,22 @@ static void scatter_out(eng_comm_t *c, const desc_t *d)
     }
 }
 
-static int pick_algo(const eng_multi_t *mu, int kind)
+/* HCCL_ALGO's choice, else the cost model's, cached per kind and power-of-two size. */
+static int pick_algo(eng_multi_t *mu, int kind, uint64_t bytes)
 {
-    if (mu->algo >= 0 && algo_serves(mu->algo, kind))
-        return mu->algo;
-    return kind == DESC_ALLTOALL ? ALGO_PAIRWISE : ALGO_RING;
+    unsigned bucket = bytes ? 64 - (unsigned)__builtin_clzll(bytes) : 0;
+    double cost;
+
+    if (mu->forced[kind] >= 0)
+        return mu->forced[kind];
+    if (mu->chosen[kind][bucket] < 0) {
+        int a = algo_select(kind, mu->nnodes, bytes ? 1ull << (bucket - 1) : 0, &mu->lc, &cost);
+        mu->chosen[kind][bucket] = (int8_t)(a >= 0 ? a : ALGO_RING);
+        INFO("COLL", "%s of ~%llu bytes per block on %u daemons: %s (predicted %.1f us)",
+             desc_kind_name((uint8_t)kind), bytes ? 1ull << (bucket - 1) : 0ull, mu->nnodes,
+             algo_name(mu->chosen[kind][bucket]), cost);
+    }
+    return mu->chosen[kind][bucket];
 }
 
 /* Comm ids are each daemon's own; the job id is what all daemons of the comm share. */
@@ -153,7 +164,7 @@ static int multi_start(engine_t *eng, eng_comm_t *c, const desc_t *d)
 {
     eng_multi_t *mu = c->multi;
     uint64_t cnt = node_count(mu, d), es = dtype_size(d->dtype);
-    int algo = pick_algo(mu, d->kind), rc;
+    int algo = pick_algo(mu, d->kind, cnt * es), rc;
 
     rc = algo_build(algo, d->kind, mu->nnodes, mu->me, d->root / mu->L, cnt, &mu->sched);
     if (rc != 0)

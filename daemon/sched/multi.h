@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "algo/algo.h"
+#include "algo/cost.h"
 #include "exec/l1.h"
 #include "sched/engine.h"
 #include "transport/transport.h"
@@ -16,8 +17,10 @@ typedef struct eng_multi {
     char (*addrs)[TP_ADDR_MAX]; /* data address of every node */
     tp_conn_t **conns;          /* by node; NULL for me */
     uint32_t nready;
-    uint64_t ready_mask; /* outgoing connections known ready (nodes below 64) */
-    int algo;            /* forced level-1 algorithm, or -1 */
+    uint64_t ready_mask;              /* outgoing connections known ready (nodes below 64) */
+    int forced[DESC_KIND_MAX];        /* HCCL_ALGO's level-1 choice per kind, or -1 */
+    int8_t chosen[DESC_KIND_MAX][64]; /* cost model's choice by log2 size; -1: not yet */
+    link_cost_t lc;
     /* the operation in flight */
     int busy;
     sched_t sched;

@@ -166,7 +166,16 @@ static eng_multi_t *multi_new(const engine_multi_spec_t *sp)
     mu->nnodes = sp->nnodes;
     mu->me = sp->me;
     mu->L = sp->local;
-    mu->algo = sp->algo;
+    for (int k = 0; k < DESC_KIND_MAX; k++)
+        mu->forced[k] = sp->level1 != NULL ? sp->level1[k] : -1;
+    memset(mu->chosen, -1, sizeof(mu->chosen));
+    /* Until links are measured at init: TCP-like defaults (25 us, 10 Gbit/s, 5 us per
+     * message, one NIC per node). */
+    mu->lc = (link_cost_t){.alpha_us = 25,
+                           .beta_us_per_byte = 1.0 / 1250,
+                           .gamma_us_per_byte = 1.0 / 10000,
+                           .overhead_us = 5,
+                           .shared_nic = 1};
     memcpy(mu->job_id, sp->job_id, AUTH_JOB_BYTES);
     memcpy(mu->key, sp->key, AUTH_KEY_BYTES);
     mu->conns = calloc(sp->nnodes, sizeof(*mu->conns));

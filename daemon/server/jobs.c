@@ -15,6 +15,7 @@
 #include "coop.h"
 #include "futex.h"
 
+#include "algo/algo_env.h"
 #include "env.h"
 #include "hccl/hccl.h"
 #include "log.h"
@@ -430,9 +431,13 @@ static void job_complete_multinode(server_t *srv, job_t *j)
             c->sids[r] = j->ranks[r].s->sid;
             c->nlocal++;
         }
+    const char *algo = "";
+    for (uint32_t r = 0; r < j->nranks && algo[0] == '\0'; r++)
+        if (j->ranks[r].s != NULL)
+            algo = j->ranks[r].algo;
     if (c != NULL)
         result = multinode_engine_comm(srv, c, (const char *const *)data, rank_node, nn, j->id,
-                                       j->key, &why);
+                                       j->key, algo, &why);
     INFO("INIT", "job %s: comm %u formed with %u ranks on %u daemons", j->hex, c ? c->id : 0,
          j->nranks, nn);
 out:
@@ -517,8 +522,12 @@ void jobs_comm_init(server_t *srv, session_t *s, uint64_t req_id, const Hccld__C
     } else {
         why = join_refusal(j, req->nranks, req->rank);
     }
-    if (why == NULL && job_add(j, req->nranks, req->rank,
-                               (join_t){.s = s, .req_id = req_id, .l0_mode = req->l0_mode}) != 0)
+    char err[160];
+    if (why == NULL && algo_check(req->algo, err, sizeof(err)) != 0)
+        why = err;
+    join_t join = {.s = s, .req_id = req_id, .l0_mode = req->l0_mode};
+    snprintf(join.algo, sizeof(join.algo), "%s", req->algo);
+    if (why == NULL && job_add(j, req->nranks, req->rank, join) != 0)
         why = "out of memory", result = HCCL_E_MEMORY;
     if (why != NULL) {
         WARN("INIT", "pid %d: comm init refused: %s", (int)s->pid, why);
@@ -675,11 +684,17 @@ void jobs_stop(server_t *srv)
 
 int multinode_engine_comm(server_t *srv, scomm_t *c, const char *const *data_nodes,
                           const uint32_t *rank_node, uint32_t nnodes, const uint8_t *job_id,
-                          const uint8_t *key, const char **why)
+                          const uint8_t *key, const char *algo, const char **why)
 {
     uint32_t L = c->nranks / nnodes, me = UINT32_MAX;
+    algo_env_t env;
+    char err[160];
     int rc;
 
+    if (algo_env_parse(algo, &env, err, sizeof(err)) != 0) {
+        *why = "HCCL_ALGO is invalid";
+        return HCCL_E_PARA;
+    }
     for (uint32_t g = 0; g < c->nranks; g++) {
         if (c->nranks % nnodes != 0 || rank_node[g] != g / L) {
             *why = "ranks must sit on the daemons in equal, contiguous blocks (as hccl-run "
@@ -701,11 +716,21 @@ int multinode_engine_comm(server_t *srv, scomm_t *c, const char *const *data_nod
                               .addrs = data_nodes,
                               .job_id = job_id,
                               .key = key,
-                              .algo = -1};
+                              .level1 = env.level1};
     rc = engine_comm_create_multi(srv->eng, &sp);
     if (rc != 0) {
         *why = "the daemon could not set up the communicator";
         return HCCL_E_INTERNAL;
     }
     return HCCL_SUCCESS;
+}
+
+int algo_check(const char *algo, char *err, size_t cap)
+{
+    algo_env_t env;
+
+    if (algo == NULL || algo_env_parse(algo, &env, err, cap) == 0)
+        return 0;
+    WARN("INIT", "HCCL_ALGO=\"%s\" refused: %s", algo, err);
+    return -EINVAL;
 }

@@ -25,8 +25,9 @@ struct rjob {
     char hex[33];
     char root[PEER_ADDR_MAX];
     uint32_t nranks;
-    peer_t *link; /* to the root daemon */
-    int ready;    /* link authenticated: joins go out at once */
+    char algo[128]; /* the first local rank's HCCL_ALGO */
+    peer_t *link;   /* to the root daemon */
+    int ready;      /* link authenticated: joins go out at once */
     rjoin_t *joins;
     uint32_t njoins, cap;
     uv_timer_t timer; /* the root never answering still ends in an answer */
@@ -137,6 +138,7 @@ static rjob_t *rjob_open(server_t *srv, const Hccld__CommInitReq *req)
     hex_encode(r->id, sizeof(r->id), r->hex);
     snprintf(r->root, sizeof(r->root), "%s", req->info->root_addr);
     r->nranks = req->nranks;
+    snprintf(r->algo, sizeof(r->algo), "%s", req->algo);
     uv_timer_init(srv->loop, &r->timer);
     r->timer.data = r;
     uv_timer_start(&r->timer, on_rjob_timeout, (uint64_t)timeout_s * 1000 + 2000, 0);
@@ -153,7 +155,12 @@ static rjob_t *rjob_open(server_t *srv, const Hccld__CommInitReq *req)
 void rjobs_join(server_t *srv, session_t *s, uint64_t req_id, const Hccld__CommInitReq *req)
 {
     rjob_t *r = rjob_find(srv, req->info->job_id.data);
+    char err[160];
 
+    if (algo_check(req->algo, err, sizeof(err)) != 0) {
+        send_init_resp(s, req_id, HCCL_E_PARA, err, 0, req->nranks, req->rank, 0);
+        return;
+    }
     if (srv->advertised[0] == '\0') {
         send_init_resp(s, req_id, HCCL_E_NOT_SUPPORT,
                        "this daemon does not listen for peers (--listen)", 0, req->nranks,
@@ -211,7 +218,7 @@ void rjobs_membership(server_t *srv, peer_t *p, const Hccld__Membership *m)
     int result = HCCL_E_MEMORY;
     if (c != NULL && m->n_data_nodes == m->n_nodes)
         result = multinode_engine_comm(srv, c, (const char *const *)m->data_nodes, m->rank_node,
-                                       (uint32_t)m->n_nodes, r->id, r->key, &why);
+                                       (uint32_t)m->n_nodes, r->id, r->key, r->algo, &why);
     INFO("INIT", "job %s: comm %u formed with %u ranks on %zu daemons (root %s)", r->hex,
          c ? c->id : 0, m->nranks, m->n_nodes, r->root);
     for (uint32_t i = 0; i < r->njoins; i++)

@@ -43,6 +43,7 @@ typedef struct join {
     peer_t *p;    /* the daemon of a remote rank; both NULL: not joined */
     uint64_t req_id;
     uint32_t l0_mode; /* what the rank asked for */
+    char algo[128];   /* its HCCL_ALGO (checked) */
 } join_t;
 
 typedef struct job job_t;
@@ -156,7 +157,9 @@ int comm_form(server_t *srv, uint32_t n, const join_t *ranks, const char *hex);
  * 0, or an HcclResult with *why set. */
 int multinode_engine_comm(server_t *srv, scomm_t *c, const char *const *data_nodes,
                           const uint32_t *rank_node, uint32_t nnodes, const uint8_t *job_id,
-                          const uint8_t *key, const char **why);
+                          const uint8_t *key, const char *algo, const char **why);
+/* Checks a rank's HCCL_ALGO: 0, or -EINVAL with the reason in err. */
+int algo_check(const char *algo, char *err, size_t cap);
 /* A communicator record for ranks of this node; sids[r] for local ranks, 0 for others. */
 scomm_t *scomm_add(server_t *srv, uint32_t nranks, uint32_t nnodes, const char *job_hex);
 

@@ -111,6 +111,33 @@ START_TEST(test_collectives_across_daemons)
 }
 END_TEST
 
+/* Every level-1 algorithm forced with HCCL_ALGO (HCCL's syntax), every collective it serves,
+ * across 3 daemons x 2 ranks; a bad HCCL_ALGO is an error at init, never ignored. */
+START_TEST(test_forced_algorithms)
+{
+    static const char *const algos[] = {"ring", "H-D_R", "fullmesh", "tree"};
+    static const int kinds[] = {DESC_ALLREDUCE, DESC_BROADCAST, DESC_ALLGATHER, DESC_REDUCE_SCATTER,
+                                DESC_ALLTOALL,  DESC_REDUCE,    DESC_SCATTER};
+    char env[64];
+    HcclRootInfo ri;
+    HcclComm comm;
+
+    for (size_t a = 0; a < sizeof(algos) / sizeof(algos[0]); a++) {
+        snprintf(env, sizeof(env), "level0:NA;level1:%s/alltoall=level1:pairwise", algos[a]);
+        setenv("HCCL_ALGO", env, 1);
+        for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+            colls_arg_t arg = {.kind = kinds[k], .quick = 1};
+            ck_assert_msg(run_on_cluster(3, 2, colls_all_cases, &arg) == 0, "%s kind %d", algos[a],
+                          kinds[k]);
+        }
+    }
+    setenv("HCCL_ALGO", "level0:NA;level1:bogus", 1);
+    ck_assert_int_eq(HcclGetRootInfo(&ri), HCCL_SUCCESS);
+    ck_assert_int_eq(HcclCommInitRootInfo(1, &ri, 0, &comm), HCCL_E_PARA);
+    unsetenv("HCCL_ALGO");
+}
+END_TEST
+
 /* A rank on daemon 1 with a forged key: daemon 1 cannot prove it to the root and gives up. */
 START_TEST(test_wrong_key_refused)
 {
@@ -192,6 +219,7 @@ Suite *multinode_suite(void)
     tcase_set_timeout(tc, 900);
     tcase_add_test(tc, test_comm_forms_across_daemons);
     tcase_add_test(tc, test_collectives_across_daemons);
+    tcase_add_test(tc, test_forced_algorithms);
     tcase_add_test(tc, test_wrong_key_refused);
     tcase_add_test(tc, test_unreachable_root);
     tcase_add_test(tc, test_missing_rank_times_out);
