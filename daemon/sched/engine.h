@@ -61,6 +61,9 @@ typedef struct engine_multi_spec {
     const int *level1; /* [DESC_KIND_MAX]: forced algorithm per kind, -1: chosen per op */
 } engine_multi_spec_t;
 int engine_comm_create_multi(engine_t *eng, const engine_multi_spec_t *spec);
+/* Peers may connect for this job before its comm exists here: their data connections are
+ * authenticated with this key and held until the comm is created (or a minute passed). */
+int engine_job_expect(engine_t *eng, const uint8_t *job_id, const uint8_t *key);
 
 /* members[r] is the session of rank r. 0, or -ENOMEM / -EEXIST / -ENOENT. */
 int engine_comm_create(engine_t *eng, uint32_t comm_id, uint32_t nranks, const uint64_t *members);

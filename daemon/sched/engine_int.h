@@ -65,6 +65,7 @@ struct engine {
     engine_stats_t st;
     tp_listener_t *tpl; /* data connections from peer daemons */
     struct eng_accept *accepting;
+    struct eng_expect *expects;
 };
 
 /* match.c */

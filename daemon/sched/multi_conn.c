@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "futex.h"
 #include "log.h"
 #include "sched/engine_int.h"
 
@@ -17,8 +18,58 @@ typedef struct eng_accept {
     tp_conn_t *conn;
     uint8_t job_id[AUTH_JOB_BYTES];
     int known;
+    uint64_t since_ns;
     struct eng_accept *next;
 } eng_accept_t;
+
+/* A job whose comm is about to be created here. */
+typedef struct eng_expect {
+    uint8_t job_id[AUTH_JOB_BYTES], key[AUTH_KEY_BYTES];
+    uint64_t since_ns;
+    struct eng_expect *next;
+} eng_expect_t;
+
+#define EXPECT_NS (60ull * 1000000000ull)
+
+int engine_job_expect(engine_t *eng, const uint8_t *job_id, const uint8_t *key)
+{
+    eng_expect_t *e = calloc(1, sizeof(*e));
+
+    if (e == NULL)
+        return -ENOMEM;
+    memcpy(e->job_id, job_id, AUTH_JOB_BYTES);
+    memcpy(e->key, key, AUTH_KEY_BYTES);
+    e->since_ns = now_ns();
+    pthread_mutex_lock(&eng->lock);
+    e->next = eng->expects;
+    eng->expects = e;
+    pthread_mutex_unlock(&eng->lock);
+    return 0;
+}
+
+/* Forgets expectations that came true or went stale. */
+static void expects_prune(engine_t *eng)
+{
+    uint64_t now = now_ns();
+
+    for (eng_expect_t **pp = &eng->expects; *pp != NULL;) {
+        eng_expect_t *e = *pp;
+        if (now - e->since_ns > EXPECT_NS) {
+            *pp = e->next;
+            free(e);
+        } else {
+            pp = &e->next;
+        }
+    }
+}
+
+static const uint8_t *expected_key(engine_t *eng, const uint8_t *job_id)
+{
+    for (eng_expect_t *e = eng->expects; e != NULL; e = e->next)
+        if (memcmp(e->job_id, job_id, AUTH_JOB_BYTES) == 0)
+            return e->key;
+    return NULL;
+}
 
 static eng_comm_t *comm_by_job(engine_t *eng, const uint8_t *job_id)
 {
@@ -33,11 +84,12 @@ static int lookup(void *ctx, const uint8_t job_id[AUTH_JOB_BYTES], uint8_t key_o
 {
     eng_accept_t *a = ctx;
     eng_comm_t *c = comm_by_job(a->eng, job_id);
+    const uint8_t *key = c != NULL ? c->multi->key : expected_key(a->eng, job_id);
 
-    if (c == NULL)
+    if (key == NULL)
         return -ENOENT;
     memcpy(a->job_id, job_id, AUTH_JOB_BYTES);
-    memcpy(key_out, c->multi->key, AUTH_KEY_BYTES);
+    memcpy(key_out, key, AUTH_KEY_BYTES);
     a->known = 1;
     return 0;
 }
@@ -60,6 +112,7 @@ void multi_accept(engine_t *eng)
     eng_accept_t *a;
     tp_conn_t *conn;
 
+    expects_prune(eng);
     while (eng->tpl != NULL && (a = calloc(1, sizeof(*a))) != NULL) {
         a->eng = eng;
         if (tp_tcp.accept(eng->tpl, lookup, a, &conn) != 0) {
@@ -67,6 +120,7 @@ void multi_accept(engine_t *eng)
             break;
         }
         a->conn = conn;
+        a->since_ns = now_ns();
         a->next = eng->accepting;
         eng->accepting = a;
     }
@@ -74,7 +128,9 @@ void multi_accept(engine_t *eng)
         int st = tp_tcp.conn_state(a->conn);
         eng_comm_t *c = st == 1 ? comm_by_job(eng, a->job_id) : NULL;
         uint32_t peer = tp_tcp.conn_peer_node(a->conn);
-        if (st == 0) {
+        /* Authenticated for a job whose comm is not created here yet: hold it a while. */
+        if (st == 0 || (st == 1 && c == NULL && now_ns() - a->since_ns < EXPECT_NS &&
+                        expected_key(eng, a->job_id) != NULL)) {
             pp = &a->next;
             continue;
         }
@@ -116,6 +172,11 @@ int multi_conns_progress(engine_t *eng, eng_comm_t *c)
 
 void multi_listen_close(engine_t *eng)
 {
+    while (eng->expects != NULL) {
+        eng_expect_t *e = eng->expects;
+        eng->expects = e->next;
+        free(e);
+    }
     while (eng->accepting != NULL) {
         eng_accept_t *a = eng->accepting;
         eng->accepting = a->next;

@@ -417,6 +417,7 @@ static void job_complete_multinode(server_t *srv, job_t *j)
     mb.rank_node = rank_node;
     m.body_case = HCCLD__MSG__BODY_MEMBERSHIP;
     m.membership = &mb;
+    engine_job_expect(srv->eng, j->id, j->key);
     for (uint32_t r = 0; r < j->nranks; r++) {
         peer_t *p = j->ranks[r].p;
         int first = p != NULL;

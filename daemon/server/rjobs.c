@@ -144,6 +144,7 @@ static rjob_t *rjob_open(server_t *srv, const Hccld__CommInitReq *req)
     uv_timer_start(&r->timer, on_rjob_timeout, (uint64_t)timeout_s * 1000 + 2000, 0);
     r->next = srv->rjobs;
     srv->rjobs = r;
+    engine_job_expect(srv->eng, r->id, r->key);
     r->link = peer_connect(srv, r->root, r->id, r->key, timeout_s * 1000, on_link_ready, r);
     if (r->link == NULL) {
         rjob_fail(r, HCCL_E_PARA, "the root info names an unusable root address");
