@@ -126,13 +126,20 @@ static int engine_may_sleep(engine_t *eng, uint32_t flag)
     return !busy;
 }
 
-static void engine_sleep(engine_t *eng)
+#define ENGINE_MAX_POLL 256
+
+/* Sleeps until a client rings, a peer daemon's data arrives or the timeout passes. */
+static void engine_sleep(engine_t *eng, int timeout_ms)
 {
-    struct pollfd pfd = {.fd = eng->doorbell, .events = POLLIN};
+    struct pollfd pfd[ENGINE_MAX_POLL];
+    int n = 1;
     uint64_t v;
 
+    pfd[0] = (struct pollfd){.fd = eng->doorbell, .events = POLLIN};
+    n += multi_poll_fds(eng, pfd + 1, ENGINE_MAX_POLL - 1);
     pthread_mutex_unlock(&eng->lock);
-    if (poll(&pfd, 1, 1000) > 0 && read(eng->doorbell, &v, sizeof(v)) < 0 && errno != EAGAIN)
+    if (poll(pfd, (nfds_t)n, timeout_ms) > 0 && (pfd[0].revents & POLLIN) &&
+        read(eng->doorbell, &v, sizeof(v)) < 0 && errno != EAGAIN)
         WARN("IPC", "read() on the doorbell failed: %s", strerror(errno));
     pthread_mutex_lock(&eng->lock);
     engine_may_sleep(eng, 0);
@@ -149,15 +156,16 @@ static void *engine_main(void *arg)
             idle_since = now_ns();
             continue;
         }
-        /* Transfers between daemons in flight: keep polling, yielding the core. */
-        if (multi_busy(eng) || now_ns() - idle_since < ENGINE_SPIN_NS) {
+        if (now_ns() - idle_since < ENGINE_SPIN_NS) {
             pthread_mutex_unlock(&eng->lock);
             sched_yield();
             pthread_mutex_lock(&eng->lock);
             continue;
         }
+        /* With transfers between daemons in flight, wake on their sockets too, and look
+         * again at least every few milliseconds (a handshake may need a retry). */
         if (engine_may_sleep(eng, 1))
-            engine_sleep(eng);
+            engine_sleep(eng, multi_busy(eng) ? 5 : 1000);
         idle_since = now_ns();
     }
     pthread_mutex_unlock(&eng->lock);

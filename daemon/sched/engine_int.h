@@ -88,6 +88,8 @@ void multi_accept(engine_t *eng);
 void multi_listen_close(engine_t *eng);
 /* Whether some comm waits on the network (then the engine polls instead of sleeping). */
 int multi_busy(engine_t *eng);
+/* The sockets whose activity lets a comm spanning daemons progress. */
+int multi_poll_fds(engine_t *eng, struct pollfd *pfd, int max);
 
 /* engine.c */
 void engine_kick(engine_t *eng);

@@ -199,6 +199,29 @@ int multi_busy(engine_t *eng)
     return 0;
 }
 
+int multi_poll_fds(engine_t *eng, struct pollfd *pfd, int max)
+{
+    int n = 0;
+
+    if (eng->tpl != NULL && n < max)
+        pfd[n++] = (struct pollfd){.fd = tp_tcp.listen_fd(eng->tpl), .events = POLLIN};
+    for (eng_accept_t *a = eng->accepting; a != NULL && n < max; a = a->next)
+        n += tp_tcp.poll_fds(a->conn, pfd + n, max - n);
+    for (eng_comm_t *c = eng->comms; c != NULL && n < max; c = c->next) {
+        eng_multi_t *mu = c->multi;
+        if (mu == NULL || c->broken)
+            continue;
+        if (mu->busy) {
+            n += l1_poll_fds(mu->run, pfd + n, max - n);
+            continue;
+        }
+        for (uint32_t i = 0; i < mu->nnodes && n < max; i++)
+            if (mu->conns[i] != NULL && tp_tcp.conn_state(mu->conns[i]) == 0)
+                n += tp_tcp.poll_fds(mu->conns[i], pfd + n, max - n);
+    }
+    return n;
+}
+
 void multi_free(eng_comm_t *c)
 {
     eng_multi_t *mu = c->multi;
