@@ -175,9 +175,10 @@ START_TEST(test_unreachable_root)
     cluster_start(&c, 2);
     ck_assert_int_eq(HcclGetRootInfo(&ri), HCCL_SUCCESS);
     Hccld__RootInfo *info = rootinfo_unpack(&ri);
+    char *mine = info->root_addr;
     info->root_addr = "127.0.0.1:1"; /* nobody listens there */
     ck_assert_int_eq(rootinfo_pack(info, &ri), 0);
-    info->root_addr = NULL;
+    info->root_addr = mine; /* protobuf-c frees what it allocated */
     hccld__root_info__free_unpacked(info, NULL);
     setenv("HCCLD_SOCKET", c.socks[1], 1);
     ck_assert_int_eq(HcclCommInitRootInfo(1, &ri, 0, &comm), HCCL_E_TCP_CONNECT);
