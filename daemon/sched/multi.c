@@ -159,6 +159,21 @@ static uint64_t job_tag(const eng_multi_t *mu)
     return t;
 }
 
+/* Node buffers live as long as the comm: pieces of one size come back again and again, and
+ * pages stay touched. */
+static int buf_reserve(uint8_t **buf, uint64_t *cap, uint64_t bytes)
+{
+    uint8_t *p;
+
+    if (bytes <= *cap)
+        return 0;
+    if ((p = realloc(*buf, bytes)) == NULL)
+        return -ENOMEM;
+    *buf = p;
+    *cap = bytes;
+    return 0;
+}
+
 /* Starts the level-1 part of the collective every local rank posted. */
 static int multi_start(engine_t *eng, eng_comm_t *c, const desc_t *d)
 {
@@ -169,9 +184,8 @@ static int multi_start(engine_t *eng, eng_comm_t *c, const desc_t *d)
     rc = algo_build(algo, d->kind, mu->nnodes, mu->me, d->root / mu->L, cnt, &mu->sched);
     if (rc != 0)
         return rc;
-    mu->out = calloc(mu->sched.out_elems + 1, es);
-    mu->in = calloc((uint64_t)mu->nnodes * cnt + 1, es);
-    if (mu->out == NULL || mu->in == NULL)
+    if (buf_reserve(&mu->out, &mu->out_cap, (mu->sched.out_elems + 1) * es) != 0 ||
+        buf_reserve(&mu->in, &mu->in_cap, ((uint64_t)mu->nnodes * cnt + 1) * es) != 0)
         return -ENOMEM;
     gather_in(c, d);
     l1_args_t a = {.sched = &mu->sched,
@@ -200,9 +214,6 @@ static void multi_end(eng_comm_t *c)
     l1_free(mu->run);
     mu->run = NULL;
     sched_free(&mu->sched);
-    free(mu->out);
-    free(mu->in);
-    mu->out = mu->in = NULL;
     mu->busy = 0;
 }
 

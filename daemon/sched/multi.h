@@ -25,7 +25,8 @@ typedef struct eng_multi {
     int busy;
     sched_t sched;
     l1_run_t *run;
-    uint8_t *out, *in;
+    uint8_t *out, *in; /* node buffers, kept across ops and grown on demand */
+    uint64_t out_cap, in_cap;
     desc_t d0;
 } eng_multi_t;
 

@@ -229,9 +229,9 @@ void multi_free(eng_comm_t *c)
     if (mu->busy) {
         l1_free(mu->run);
         sched_free(&mu->sched);
-        free(mu->out);
-        free(mu->in);
     }
+    free(mu->out);
+    free(mu->in);
     for (uint32_t i = 0; mu->conns != NULL && i < mu->nnodes; i++)
         if (mu->conns[i] != NULL)
             tp_tcp.close(mu->conns[i]);
