@@ -137,7 +137,4 @@ int algo_hdr_build(const algo_ctx_t *c, sbuild_t *b);
 int algo_tree_build(const algo_ctx_t *c, sbuild_t *b);
 int algo_pairwise_build(const algo_ctx_t *c, sbuild_t *b);
 
-/* Elements of OUT the layout of algo.h needs for kind (before any staging). */
-uint64_t algo_layout_elems(int kind, uint32_t n, uint64_t count);
-
 #endif

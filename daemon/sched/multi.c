@@ -69,18 +69,18 @@ static void gather_in(eng_comm_t *c, const desc_t *d)
 
     switch (d->kind) {
     case DESC_ALLREDUCE:
-    case DESC_REDUCE: reduce_locals(c, d, mu->out, 0); break;
+    case DESC_REDUCE: reduce_locals(c, d, mu->work, 0); break;
     case DESC_BROADCAST:
         if (me == root_node)
-            memcpy(mu->out, send_block(c, root_local, 0), b);
+            memmove(mu->work, send_block(c, root_local, 0), b);
         break;
     case DESC_ALLGATHER:
         for (uint32_t l = 0; l < L; l++)
-            memcpy(mu->out + ((uint64_t)me * L + l) * b, send_block(c, l, 0), b);
+            memmove(mu->work + ((uint64_t)me * L + l) * b, send_block(c, l, 0), b);
         break;
     case DESC_REDUCE_SCATTER:
         for (uint32_t g = 0; g < N; g++)
-            reduce_locals(c, d, mu->out + (uint64_t)g * b, g);
+            reduce_locals(c, d, mu->work + (uint64_t)g * b, g);
         break;
     case DESC_ALLTOALL:
         /* IN block j (for node j) holds, for each of j's local ranks lj, what each of our
@@ -106,27 +106,30 @@ static void scatter_out(eng_comm_t *c, const desc_t *d)
     uint32_t L = mu->L, n = mu->nnodes, me = mu->me, N = n * L;
     uint64_t b = d->count * dtype_size(d->dtype);
 
-    for (uint32_t l = 0; l < L; l++) {
+    /* With a direct OUT, local rank 0 already holds its result (see direct_out()). */
+    for (uint32_t l = mu->work != mu->out; l < L; l++) {
         uint32_t g = me * L + l;
         switch (d->kind) {
         case DESC_ALLREDUCE:
-        case DESC_BROADCAST: memmove(recv_block(c, l, 0), mu->out, b); break;
+        case DESC_BROADCAST: memmove(recv_block(c, l, 0), mu->work, b); break;
         case DESC_REDUCE:
             if (g == d->root)
-                memmove(recv_block(c, l, 0), mu->out, b);
+                memmove(recv_block(c, l, 0), mu->work, b);
             break;
         case DESC_ALLGATHER:
             for (uint32_t q = 0; q < N; q++)
-                memmove(recv_block(c, l, q), mu->out + (uint64_t)q * b, b);
+                memmove(recv_block(c, l, q), mu->work + (uint64_t)q * b, b);
             break;
-        case DESC_REDUCE_SCATTER: memmove(recv_block(c, l, 0), mu->out + (uint64_t)g * b, b); break;
+        case DESC_REDUCE_SCATTER:
+            memmove(recv_block(c, l, 0), mu->work + (uint64_t)g * b, b);
+            break;
         case DESC_ALLTOALL:
             for (uint32_t i = 0; i < n; i++)
                 for (uint32_t li = 0; li < L; li++)
                     memcpy(recv_block(c, l, (uint64_t)i * L + li),
-                           mu->out + (((uint64_t)i * L + l) * L + li) * b, b);
+                           mu->work + (((uint64_t)i * L + l) * L + li) * b, b);
             break;
-        case DESC_SCATTER: memmove(recv_block(c, l, 0), mu->out + (uint64_t)l * b, b); break;
+        case DESC_SCATTER: memmove(recv_block(c, l, 0), mu->work + (uint64_t)l * b, b); break;
         default: break;
         }
     }
@@ -174,6 +177,28 @@ static int buf_reserve(uint8_t **buf, uint64_t *cap, uint64_t bytes)
     return 0;
 }
 
+/*
+ * Level 1 works straight in local rank 0's receive range when that range is the layout of
+ * algo.h (one block, or the blocks of every rank back to back) and the schedule stages
+ * nothing beyond it: level 0 then copies one way less, and not at all for a single in-place
+ * rank. Returns NULL when the node buffer must be used.
+ */
+static uint8_t *direct_out(eng_comm_t *c, const desc_t *d, uint64_t cnt)
+{
+    const eng_multi_t *mu = c->multi;
+    const desc_t *d0 = dq_at(&c->m[0].coll, 0);
+
+    if (mu->sched.out_elems != algo_layout_elems(d->kind, mu->nnodes, cnt))
+        return NULL;
+    switch (d->kind) {
+    case DESC_ALLREDUCE:
+    case DESC_BROADCAST: return recv_block(c, 0, 0);
+    case DESC_ALLGATHER:
+        return d0->recv_stride == d->count * dtype_size(d->dtype) ? recv_block(c, 0, 0) : NULL;
+    default: return NULL;
+    }
+}
+
 /* Starts the level-1 part of the collective every local rank posted. */
 static int multi_start(engine_t *eng, eng_comm_t *c, const desc_t *d)
 {
@@ -187,12 +212,15 @@ static int multi_start(engine_t *eng, eng_comm_t *c, const desc_t *d)
     if (buf_reserve(&mu->out, &mu->out_cap, (mu->sched.out_elems + 1) * es) != 0 ||
         buf_reserve(&mu->in, &mu->in_cap, ((uint64_t)mu->nnodes * cnt + 1) * es) != 0)
         return -ENOMEM;
+    mu->work = direct_out(c, d, cnt);
+    if (mu->work == NULL)
+        mu->work = mu->out;
     gather_in(c, d);
     l1_args_t a = {.sched = &mu->sched,
                    .tp = &tp_tcp,
                    .conns = mu->conns,
                    .me = mu->me,
-                   .out = mu->out,
+                   .out = mu->work,
                    .in = mu->in,
                    .dtype = d->dtype,
                    .redop = d->redop,

@@ -26,6 +26,7 @@ typedef struct eng_multi {
     sched_t sched;
     l1_run_t *run;
     uint8_t *out, *in; /* node buffers, kept across ops and grown on demand */
+    uint8_t *work;     /* OUT of the op in flight: out, or local rank 0's receive range */
     uint64_t out_cap, in_cap;
     desc_t d0;
 } eng_multi_t;

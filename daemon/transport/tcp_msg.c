@@ -154,11 +154,13 @@ static int send_progress(tp_conn_t *c)
     return 0;
 }
 
-/* recv() into buf: bytes read, 0 if it would block, or a negative errno (logged). */
-static ssize_t recv_some(tp_conn_t *c, void *buf, size_t len)
+/* recvmsg() into iov: bytes read, 0 if it would block, or a negative errno (logged). */
+static ssize_t recv_iov(tp_conn_t *c, struct iovec *iov, size_t niov)
 {
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = niov};
+
     for (;;) {
-        ssize_t n = recv(c->fd, buf, len, MSG_DONTWAIT);
+        ssize_t n = recvmsg(c->fd, &mh, MSG_DONTWAIT);
         if (n > 0)
             return n;
         if (n < 0 && errno == EINTR)
@@ -177,6 +179,13 @@ static ssize_t recv_some(tp_conn_t *c, void *buf, size_t len)
         ERR("NET", "recv() failed: %s", strerror(err));
         return -err;
     }
+}
+
+static ssize_t recv_some(tp_conn_t *c, void *buf, size_t len)
+{
+    struct iovec iov = {buf, len};
+
+    return recv_iov(c, &iov, 1);
 }
 
 /* 1 once a valid header is in c->rx, 0 if more bytes are needed, or a negative errno. */
@@ -238,10 +247,17 @@ static int recv_progress(tp_conn_t *c)
             return 0;
         if (!c->rx_matched && (rc = recv_match(c, r)) != 0)
             return rc;
+        /* The payload's end and the next header come in one call where they can. */
         while (r->moved < r->len) {
-            ssize_t n = recv_some(c, r->buf + r->moved, r->len - r->moved);
+            struct iovec iov[2] = {{r->buf + r->moved, r->len - r->moved},
+                                   {c->rx_raw, TCP_HDR_BYTES}};
+            ssize_t n = recv_iov(c, iov, 2);
             if (n <= 0)
                 return (int)n;
+            if ((size_t)n > iov[0].iov_len) {
+                c->rx_raw_off = (size_t)n - iov[0].iov_len;
+                n = (ssize_t)iov[0].iov_len;
+            }
             r->moved += (size_t)n;
         }
         rc = recv_finish(c);
