@@ -14,7 +14,7 @@ PREFIX   ?= /usr/local
 VERSION  := 0.1.0
 
 PKGS_CORE   := libuv libprotobuf-c hwloc libsystemd inih libsodium jansson
-PKGS_CLIENT := libprotobuf-c
+PKGS_CLIENT := libprotobuf-c jansson
 PKGS_TEST   := check
 
 .DEFAULT_GOAL := all
@@ -106,7 +106,7 @@ $(LIB_A): $(CLIENT_OBJ) $(COMMON_OBJ)
 
 $(LIB_PC): Makefile
 	@mkdir -p $(@D)
-	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: hccl\nDescription: hcclD client library (HCCL API)\nVersion: %s\nRequires.private: libprotobuf-c\nLibs: -L$${libdir} -lhccl\nLibs.private: -pthread -lm\nCflags: -I$${includedir}\n' \
+	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: hccl\nDescription: hcclD client library (HCCL API)\nVersion: %s\nRequires.private: libprotobuf-c jansson\nLibs: -L$${libdir} -lhccl\nLibs.private: -pthread -lm\nCflags: -I$${includedir}\n' \
 	    '$(PREFIX)' '$(VERSION)' > $@
 
 $(BIN_HCCLD): $(DAEMON_OBJ) $(BUILD)/lib/libhcclcommon.a

@@ -1,5 +1,6 @@
 /* hccld-ctl: asks a running hccld over its admin socket. Exit 0 ok, 1 failed, 2 usage. */
 #include <getopt.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,28 +14,36 @@ static void usage(FILE *f)
     fprintf(f, "usage: hccld-ctl [--admin-socket PATH] status [--json]\n");
 }
 
+/* JSON through jansson: job names and paths come from clients and are escaped as they must be. */
 static void print_json(const Hccld__StatusResp *r)
 {
-    printf("{\"version\":\"%s\",\"uptime_ms\":%llu,\"socket\":\"%s\",\"workers\":%u,"
-           "\"simd\":\"%s\",\"ops_in_flight\":%llu,\"ops_done\":%llu,\"clients\":[",
-           r->version, (unsigned long long)r->uptime_ms, r->socket, r->workers, r->simd,
-           (unsigned long long)r->ops_in_flight, (unsigned long long)r->ops_done);
+    json_t *clients = json_array(), *comms = json_array(), *o;
+
     for (size_t i = 0; i < r->n_clients; i++) {
         const Hccld__ClientStatus *c = r->clients[i];
-        printf("%s{\"id\":%llu,\"pid\":%u,\"uid\":%u,\"job\":\"%s\",\"submitted\":%llu,"
-               "\"completed\":%llu}",
-               i ? "," : "", (unsigned long long)c->client_id, c->pid, c->uid, c->job_name,
-               (unsigned long long)c->ops_submitted, (unsigned long long)c->ops_completed);
+        json_array_append_new(clients, json_pack("{s:I, s:i, s:i, s:s, s:I, s:I}", "id",
+                                                 (json_int_t)c->client_id, "pid", (int)c->pid,
+                                                 "uid", (int)c->uid, "job", c->job_name,
+                                                 "submitted", (json_int_t)c->ops_submitted,
+                                                 "completed", (json_int_t)c->ops_completed));
     }
-    printf("],\"comms\":[");
     for (size_t i = 0; i < r->n_comms; i++) {
         const Hccld__CommStatus *c = r->comms[i];
-        printf("%s{\"id\":%u,\"job\":\"%s\",\"nranks\":%u,\"joined\":%u,\"level0\":\"%s\","
-               "\"ops_done\":%llu,\"ops_in_flight\":%u}",
-               i ? "," : "", c->comm_id, c->job_id, c->nranks, c->joined, c->level0,
-               (unsigned long long)c->ops_done, c->ops_in_flight);
+        json_array_append_new(
+            comms, json_pack("{s:i, s:s, s:i, s:i, s:s, s:I, s:i}", "id", (int)c->comm_id, "job",
+                             c->job_id, "nranks", (int)c->nranks, "joined", (int)c->joined,
+                             "level0", c->level0, "ops_done", (json_int_t)c->ops_done,
+                             "ops_in_flight", (int)c->ops_in_flight));
     }
-    printf("]}\n");
+    o = json_pack("{s:s, s:I, s:s, s:i, s:s, s:I, s:I, s:I, s:I, s:o, s:o}", "version",
+                  r->version, "uptime_ms", (json_int_t)r->uptime_ms, "socket", r->socket,
+                  "workers", (int)r->workers, "simd", r->simd, "ops_in_flight",
+                  (json_int_t)r->ops_in_flight, "ops_done", (json_int_t)r->ops_done,
+                  "net_tx_bytes", (json_int_t)r->net_tx_bytes, "net_rx_bytes",
+                  (json_int_t)r->net_rx_bytes, "clients", clients, "comms", comms);
+    json_dumpf(o, stdout, JSON_COMPACT);
+    putchar('\n');
+    json_decref(o);
 }
 
 static void print_text(const Hccld__StatusResp *r)
@@ -43,6 +52,8 @@ static void print_text(const Hccld__StatusResp *r)
            (unsigned long long)(r->uptime_ms / 1000), r->socket, r->workers, r->simd);
     printf("ops: %llu done, %llu in flight\n", (unsigned long long)r->ops_done,
            (unsigned long long)r->ops_in_flight);
+    printf("between daemons: %llu bytes sent, %llu received\n",
+           (unsigned long long)r->net_tx_bytes, (unsigned long long)r->net_rx_bytes);
     printf("clients: %zu\n", r->n_clients);
     for (size_t i = 0; i < r->n_clients; i++) {
         const Hccld__ClientStatus *c = r->clients[i];

@@ -65,6 +65,17 @@ uint64_t algo_layout_elems(int kind, uint32_t n, uint64_t count)
     }
 }
 
+void sched_volume(const sched_t *s, uint64_t *sent, uint64_t *received)
+{
+    *sent = *received = 0;
+    for (uint32_t i = 0; i < s->nsteps; i++) {
+        if (s->steps[i].op == STEP_SEND)
+            *sent += s->steps[i].len;
+        else if (s->steps[i].op == STEP_RECV || s->steps[i].op == STEP_RECV_REDUCE)
+            *received += s->steps[i].len;
+    }
+}
+
 void sched_free(sched_t *s)
 {
     if (s == NULL)

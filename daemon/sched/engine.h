@@ -19,6 +19,8 @@ typedef struct engine_stats {
     uint64_t ops_done;       /* operations (or chunks) completed */
     uint64_t ops_queued;     /* descriptors waiting for peers */
     uint64_t descs_rejected; /* descriptors that failed validation */
+    uint64_t net_tx_bytes;   /* payload sent to peer daemons by completed collectives */
+    uint64_t net_rx_bytes;   /* payload received from them */
 } engine_stats_t;
 
 typedef struct engine_comm_stats {

@@ -267,8 +267,13 @@ int multi_coll_progress(engine_t *eng, eng_comm_t *c)
     rc = l1_progress(mu->run);
     if (rc == 0)
         return 0;
-    if (rc == 1)
+    if (rc == 1) {
+        uint64_t tx, rx, es = dtype_size(mu->d0.dtype);
+        sched_volume(&mu->sched, &tx, &rx);
+        eng->st.net_tx_bytes += tx * es;
+        eng->st.net_rx_bytes += rx * es;
         scatter_out(c, &mu->d0);
+    }
     multi_end(c);
     coll_finish(eng, c, rc == 1 ? HCCL_SUCCESS : HCCL_E_REMOTE);
     if (rc < 0)

@@ -94,6 +94,8 @@ static void send_status(server_t *srv, session_t *s, uint64_t req_id)
     r.socket = (char *)srv->cfg.socket_path;
     r.ops_in_flight = st.ops_queued;
     r.ops_done = st.ops_done;
+    r.net_tx_bytes = st.net_tx_bytes;
+    r.net_rx_bytes = st.net_rx_bytes;
     r.workers = engine_workers(srv->eng);
     r.simd = (char *)reduce_isa();
     fill_clients(srv, &r, cs, csp);
