@@ -65,7 +65,7 @@ uint64_t algo_layout_elems(int kind, uint32_t n, uint64_t count)
     }
 }
 
-void sched_volume(const sched_t *s, uint64_t *sent, uint64_t *received)
+void sched_traffic(const sched_t *s, uint64_t *sent, uint64_t *received)
 {
     *sent = *received = 0;
     for (uint32_t i = 0; i < s->nsteps; i++) {

@@ -71,7 +71,7 @@ int algo_build(int algo, int kind, uint32_t nnodes, uint32_t me, uint32_t root, 
                sched_t *out);
 void sched_free(sched_t *s);
 /* Elements this node sends (op STEP_SEND) and receives (STEP_RECV, STEP_RECV_REDUCE). */
-void sched_volume(const sched_t *s, uint64_t *sent, uint64_t *received);
+void sched_traffic(const sched_t *s, uint64_t *sent, uint64_t *received);
 /* Elements of OUT the layout above needs for kind (before any staging). */
 uint64_t algo_layout_elems(int kind, uint32_t n, uint64_t count);
 /* Whether algo serves kind: ring, H-D_R, tree: all but alltoall; fullmesh: all, alltoall

@@ -269,7 +269,7 @@ int multi_coll_progress(engine_t *eng, eng_comm_t *c)
         return 0;
     if (rc == 1) {
         uint64_t tx, rx, es = dtype_size(mu->d0.dtype);
-        sched_volume(&mu->sched, &tx, &rx);
+        sched_traffic(&mu->sched, &tx, &rx);
         eng->st.net_tx_bytes += tx * es;
         eng->st.net_rx_bytes += rx * es;
         scatter_out(c, &mu->d0);

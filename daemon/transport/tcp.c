@@ -229,6 +229,7 @@ static void tcp_close(tp_conn_t *c)
     if (c == NULL)
         return;
     tcp_hs_clear(&c->hs);
+    tcp_msg_free(c);
     close(c->fd);
     free(c);
 }

@@ -35,19 +35,35 @@ typedef struct tcp_queue {
     tp_req_t *head, *tail;
 } tcp_queue_t;
 
+/* A message that arrived before its receive was posted, kept until one is. */
+typedef struct tcp_unexp {
+    struct tcp_unexp *next;
+    uint64_t tag;
+    size_t len;
+    uint8_t data[];
+} tcp_unexp_t;
+
 struct tp_conn {
     int fd;
     int state;
     int err;      /* the failure, once state is TCP_CONN_FAILED */
     int checksum; /* HCCL_CHECKSUM=1: sends carry a CRC32C of their payload */
     tcp_hs_t hs;
-    tcp_queue_t sendq, recvq;
+    tcp_queue_t sendq;
+    tcp_queue_t recvq; /* posted receives that no message has matched yet, in posting order */
     /* The header of the next incoming message, read before its receive may be posted. */
     uint8_t rx_raw[TCP_HDR_BYTES];
     size_t rx_raw_off;
-    int rx_ready;   /* rx holds a decoded header whose payload has not been read yet */
-    int rx_matched; /* rx has been checked against the head of recvq */
+    int rx_ready; /* rx holds a decoded header whose payload has not been read yet */
+    int eof;      /* the peer closed between messages: only what arrived can be received */
     tcp_hdr_t rx;
+    /* Where rx's payload goes: a posted receive, or a buffer of its own (neither yet while
+     * the unexpected messages already fill their budget). */
+    tp_req_t *rx_req;
+    tcp_unexp_t *rx_unexp;
+    size_t rx_got;
+    tcp_unexp_t *unexp_head, *unexp_tail; /* complete, in arrival order */
+    size_t unexp_bytes;                   /* their payload plus rx_unexp's */
     tp_req_t *free_reqs;
     tp_req_t reqs[TCP_MAX_REQS];
 };
@@ -58,6 +74,8 @@ int tcp_msg_post(tp_conn_t *c, int dir, void *buf, size_t len, uint64_t tag, tp_
 int tcp_msg_progress(tp_conn_t *c);
 short tcp_msg_events(const tp_conn_t *c);
 void tcp_msg_init(tp_conn_t *c);
+/* Frees what the data stream holds (unexpected messages); the requests go with the conn. */
+void tcp_msg_free(tp_conn_t *c);
 /* Gives back a request that test() reported done. */
 void tcp_req_release(tp_req_t *r);
 /* Fails the connection: every pending request completes with err (already logged). */

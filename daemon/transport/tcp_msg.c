@@ -1,14 +1,17 @@
 /*
  * The data stream of a TCP connection: each message is a header (tag, length, optional
- * CRC32C) and its payload, which moves straight between the socket and the caller's buffer.
- * Sends are gathered into one sendmsg(); receives match incoming messages in order.
+ * CRC32C) and its payload. Sends are gathered into one sendmsg(). An incoming message goes
+ * straight into the oldest posted receive with its tag; one that arrives before its receive
+ * is read into a buffer of its own (within a budget) and copied when the receive comes.
  */
 #include <errno.h>
 #include <poll.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include "env.h"
 #include "log.h"
 #include "transport/crc32c.h"
 #include "transport/tcp_conn.h"
@@ -69,35 +72,12 @@ void tcp_conn_fail(tp_conn_t *c, int err)
         req_complete(queue_pop(&c->sendq), err);
     while (c->recvq.head != NULL)
         req_complete(queue_pop(&c->recvq), err);
+    if (c->rx_req != NULL && !c->rx_req->done)
+        req_complete(c->rx_req, err);
+    c->rx_req = NULL;
+    tcp_msg_free(c);
     /* The peer sees EOF at once instead of waiting for us to close. */
     shutdown(c->fd, SHUT_RDWR);
-}
-
-int tcp_msg_post(tp_conn_t *c, int dir, void *buf, size_t len, uint64_t tag, tp_req_t **r_p)
-{
-    tcp_hdr_t h = {.tag = tag, .len = len};
-    tp_req_t *r;
-
-    if (c->state != TCP_CONN_READY)
-        return c->state == TCP_CONN_FAILED ? c->err : -ENOTCONN;
-    if (c->free_reqs == NULL || (buf == NULL && len != 0))
-        return c->free_reqs == NULL ? -EAGAIN : -EINVAL;
-    r = c->free_reqs;
-    c->free_reqs = r->next;
-    *r = (tp_req_t){.conn = c, .buf = buf, .len = len, .tag = tag, .dir = dir};
-    if (dir == TCP_DIR_SEND) {
-        /* The checksum is taken now: the caller must not change the buffer until done. */
-        if (c->checksum) {
-            h.flags = TCP_HDR_F_CRC;
-            h.crc = crc32c(0, buf, len);
-        }
-        tcp_hdr_encode(&h, r->hdr);
-        queue_push(&c->sendq, r);
-    } else {
-        queue_push(&c->recvq, r);
-    }
-    *r_p = r;
-    return 0;
 }
 
 /* Describes the unsent bytes of the queued sends, headers and payloads in order. */
@@ -168,11 +148,14 @@ static ssize_t recv_iov(tp_conn_t *c, struct iovec *iov, size_t niov)
         if (n < 0 && errno == EAGAIN)
             return 0;
         if (n == 0) {
-            /* A peer closing with nothing pending here is an ordinary end, not an error. */
-            if (c->sendq.head == NULL && c->recvq.head == NULL && c->rx_raw_off == 0)
+            /* A peer that closes between messages with nothing asked of it here has simply
+             * finished: what it sent before stays readable (see tcp_msg_post). */
+            if (c->recvq.head == NULL && c->rx_raw_off == 0 && !c->rx_ready) {
                 DBG("NET", "peer closed the connection");
-            else
-                ERR("NET", "recv() failed: peer closed the connection");
+                c->eof = 1;
+                return 0;
+            }
+            ERR("NET", "recv() failed: peer closed the connection");
             return -ECONNRESET;
         }
         int err = errno;
@@ -203,53 +186,141 @@ static int recv_header(tp_conn_t *c)
     }
     c->rx_raw_off = 0;
     c->rx_ready = 1;
-    c->rx_matched = 0;
+    c->rx_req = NULL;
+    c->rx_unexp = NULL;
+    c->rx_got = 0;
     return 1;
 }
 
-static int recv_match(tp_conn_t *c, const tp_req_t *r)
+/* Takes the oldest posted receive with this tag out of recvq, or NULL. */
+static tp_req_t *recvq_take(tcp_queue_t *q, uint64_t tag)
 {
-    if (c->rx.tag != r->tag || c->rx.len != r->len) {
-        ERR("NET", "message tag %#llx len %llu does not match the receive (tag %#llx len %zu)",
-            (unsigned long long)c->rx.tag, (unsigned long long)c->rx.len,
-            (unsigned long long)r->tag, r->len);
-        return -EPROTO;
+    for (tp_req_t *prev = NULL, *r = q->head; r != NULL; prev = r, r = r->next) {
+        if (r->tag != tag)
+            continue;
+        if (prev != NULL)
+            prev->next = r->next;
+        else
+            q->head = r->next;
+        if (q->tail == r)
+            q->tail = prev;
+        r->next = NULL;
+        return r;
     }
-    c->rx_matched = 1;
-    return 0;
+    return NULL;
 }
 
+static int len_mismatch(uint64_t tag, uint64_t got, size_t want)
+{
+    ERR("NET", "message tag %#llx has %llu bytes, its receive wants %zu", (unsigned long long)tag,
+        (unsigned long long)got, want);
+    return -EPROTO;
+}
+
+/* Budget for messages that arrive before their receive (per connection). */
+static size_t unexp_max(void)
+{
+    static size_t max;
+    uint64_t v;
+
+    if (max == 0)
+        max = env_u64("HCCLD_TCP_UNEXPECTED", 256ull << 20, 1ull << 20, 1ull << 40, &v) == 0
+                  ? (size_t)v
+                  : 256u << 20;
+    return max;
+}
+
+/*
+ * Gives rx's payload a destination: the oldest receive posted with its tag, else a buffer of
+ * its own while the unexpected messages stay within their budget. 1 routed, 0 not yet (the
+ * budget is full: nothing more is read until a receive takes one), or a negative errno.
+ */
+static int recv_route(tp_conn_t *c)
+{
+    tp_req_t *r = recvq_take(&c->recvq, c->rx.tag);
+
+    if (r != NULL) {
+        c->rx_req = r;
+        if (c->rx.len != r->len) {
+            req_complete(r, -EPROTO);
+            return len_mismatch(c->rx.tag, c->rx.len, r->len);
+        }
+        return 1;
+    }
+    if (c->rx.len > unexp_max() - c->unexp_bytes)
+        return 0;
+    c->rx_unexp = malloc(sizeof(*c->rx_unexp) + c->rx.len);
+    if (c->rx_unexp == NULL) {
+        ERR("NET", "no memory to hold a message of %llu bytes", (unsigned long long)c->rx.len);
+        return -ENOMEM;
+    }
+    *c->rx_unexp = (tcp_unexp_t){.tag = c->rx.tag, .len = c->rx.len};
+    c->unexp_bytes += c->rx.len;
+    return 1;
+}
+
+/* Completes r with the kept message u (by a copy) and frees u. */
+static int unexp_deliver(tp_conn_t *c, tcp_unexp_t *u, tp_req_t *r)
+{
+    int rc = u->len == r->len ? 0 : len_mismatch(u->tag, u->len, r->len);
+
+    if (rc == 0)
+        memcpy(r->buf, u->data, u->len);
+    c->unexp_bytes -= u->len;
+    free(u);
+    req_complete(r, rc);
+    return rc;
+}
+
+/* The payload is in: check it, then complete its receive or keep it for a later one. */
 static int recv_finish(tp_conn_t *c)
 {
-    tp_req_t *r = queue_pop(&c->recvq);
+    tp_req_t *r = c->rx_req;
+    tcp_unexp_t *u = c->rx_unexp;
+    const uint8_t *buf = r != NULL ? r->buf : u->data;
+    int bad = (c->rx.flags & TCP_HDR_F_CRC) && crc32c(0, buf, c->rx.len) != c->rx.crc;
 
     c->rx_ready = 0;
-    if ((c->rx.flags & TCP_HDR_F_CRC) && crc32c(0, r->buf, r->len) != c->rx.crc) {
-        ERR("NET", "checksum mismatch on message tag %#llx len %zu", (unsigned long long)r->tag,
-            r->len);
-        req_complete(r, -EBADMSG);
+    c->rx_req = NULL;
+    c->rx_unexp = NULL;
+    if (bad)
+        ERR("NET", "checksum mismatch on message tag %#llx len %llu", (unsigned long long)c->rx.tag,
+            (unsigned long long)c->rx.len);
+    if (r != NULL) {
+        req_complete(r, bad ? -EBADMSG : 0);
+        return bad ? -EBADMSG : 0;
+    }
+    if (bad) {
+        c->unexp_bytes -= u->len;
+        free(u);
         return -EBADMSG;
     }
-    req_complete(r, 0);
+    /* Its receive may have been posted while the payload was still coming in. */
+    if ((r = recvq_take(&c->recvq, u->tag)) != NULL)
+        return unexp_deliver(c, u, r);
+    if (c->unexp_tail != NULL)
+        c->unexp_tail->next = u;
+    else
+        c->unexp_head = u;
+    c->unexp_tail = u;
     return 0;
 }
 
 static int recv_progress(tp_conn_t *c)
 {
     for (;;) {
-        tp_req_t *r;
         int rc;
 
+        if (c->eof)
+            return 0;
         if (!c->rx_ready && (rc = recv_header(c)) <= 0)
             return rc;
-        r = c->recvq.head;
-        if (r == NULL)
-            return 0;
-        if (!c->rx_matched && (rc = recv_match(c, r)) != 0)
+        if (c->rx_req == NULL && c->rx_unexp == NULL && (rc = recv_route(c)) <= 0)
             return rc;
+        uint8_t *buf = c->rx_req != NULL ? c->rx_req->buf : c->rx_unexp->data;
         /* The payload's end and the next header come in one call where they can. */
-        while (r->moved < r->len) {
-            struct iovec iov[2] = {{r->buf + r->moved, r->len - r->moved},
+        while (c->rx_got < c->rx.len) {
+            struct iovec iov[2] = {{buf + c->rx_got, c->rx.len - c->rx_got},
                                    {c->rx_raw, TCP_HDR_BYTES}};
             ssize_t n = recv_iov(c, iov, 2);
             if (n <= 0)
@@ -258,12 +329,78 @@ static int recv_progress(tp_conn_t *c)
                 c->rx_raw_off = (size_t)n - iov[0].iov_len;
                 n = (ssize_t)iov[0].iov_len;
             }
-            r->moved += (size_t)n;
+            c->rx_got += (size_t)n;
         }
-        rc = recv_finish(c);
-        if (rc != 0)
+        if ((rc = recv_finish(c)) != 0)
             return rc;
     }
+}
+
+/* A receive whose message already arrived completes at once, by a copy. */
+static int recv_from_unexp(tp_conn_t *c, tp_req_t *r)
+{
+    for (tcp_unexp_t *prev = NULL, *u = c->unexp_head; u != NULL; prev = u, u = u->next) {
+        if (u->tag != r->tag)
+            continue;
+        if (prev != NULL)
+            prev->next = u->next;
+        else
+            c->unexp_head = u->next;
+        if (c->unexp_tail == u)
+            c->unexp_tail = prev;
+        return unexp_deliver(c, u, r);
+    }
+    return 1;
+}
+
+int tcp_msg_post(tp_conn_t *c, int dir, void *buf, size_t len, uint64_t tag, tp_req_t **r_p)
+{
+    tcp_hdr_t h = {.tag = tag, .len = len};
+    tp_req_t *r;
+
+    if (c->state != TCP_CONN_READY)
+        return c->state == TCP_CONN_FAILED ? c->err : -ENOTCONN;
+    if (c->free_reqs == NULL || (buf == NULL && len != 0))
+        return c->free_reqs == NULL ? -EAGAIN : -EINVAL;
+    r = c->free_reqs;
+    c->free_reqs = r->next;
+    *r = (tp_req_t){.conn = c, .buf = buf, .len = len, .tag = tag, .dir = dir};
+    if (dir == TCP_DIR_SEND) {
+        /* The checksum is taken now: the caller must not change the buffer until done. */
+        if (c->checksum) {
+            h.flags = TCP_HDR_F_CRC;
+            h.crc = crc32c(0, buf, len);
+        }
+        tcp_hdr_encode(&h, r->hdr);
+        queue_push(&c->sendq, r);
+    } else {
+        int rc = recv_from_unexp(c, r);
+        if (rc > 0 && c->eof) {
+            ERR("NET", "receive of tag %#llx: the peer has closed the connection",
+                (unsigned long long)tag);
+            req_complete(r, -ECONNRESET);
+            rc = -ECONNRESET;
+        }
+        if (rc < 0)
+            tcp_conn_fail(c, rc);
+        else if (rc > 0)
+            queue_push(&c->recvq, r);
+    }
+    *r_p = r;
+    return 0;
+}
+
+void tcp_msg_free(tp_conn_t *c)
+{
+    while (c->unexp_head != NULL) {
+        tcp_unexp_t *u = c->unexp_head;
+        c->unexp_head = u->next;
+        free(u);
+    }
+    c->unexp_tail = NULL;
+    free(c->rx_unexp);
+    c->rx_unexp = NULL;
+    c->unexp_bytes = 0;
 }
 
 int tcp_msg_progress(tp_conn_t *c)
@@ -284,8 +421,8 @@ short tcp_msg_events(const tp_conn_t *c)
 {
     short ev = 0;
 
-    /* Without a receive to fill, only the next header is read: a stalled peer costs nothing. */
-    if (!c->rx_ready || c->recvq.head != NULL)
+    /* A message with nowhere to go (the unexpected budget is full) stops the reading. */
+    if (!c->eof && (!c->rx_ready || c->rx_req != NULL || c->rx_unexp != NULL))
         ev |= POLLIN;
     if (c->sendq.head != NULL)
         ev |= POLLOUT;

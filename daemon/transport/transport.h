@@ -7,9 +7,13 @@
  * listen_fd() and poll_fds() give. A connection proves the job key in both directions before
  * any data flows, and the key never goes on the wire.
  *
- * Order: on one connection, sends complete in posting order and so do receives; a receive
- * takes the next incoming message, whose tag and length must equal the receive's (else
- * -EPROTO). Any error fails the connection: every pending request then completes with it.
+ * Matching: on one connection, sends complete in posting order; an incoming message completes
+ * the oldest posted receive with its tag, whatever other tags come between, so messages of one
+ * tag keep their order while operations with different tags (several collectives, send/recv
+ * pairs) share the connection. A message that arrives before its receive waits in memory
+ * (HCCLD_TCP_UNEXPECTED bytes per connection at most; beyond that reading pauses). Lengths
+ * must agree (else -EPROTO). Any error fails the connection: every pending request then
+ * completes with it.
  */
 #ifndef HCCLD_TRANSPORT_TRANSPORT_H
 #define HCCLD_TRANSPORT_TRANSPORT_H
