@@ -79,6 +79,8 @@ eng_comm_t *comm_find(engine_t *eng, uint32_t id);
 desc_t *coll_ready(engine_t *eng, eng_comm_t *c);
 void coll_finish(engine_t *eng, eng_comm_t *c, int status);
 desc_t *dq_at(dq_t *q, uint32_t i);
+/* Removes entry i, keeping the order of the others. */
+void dq_remove(dq_t *q, uint32_t i);
 
 /* multi.c, multi_conn.c */
 int multi_coll_progress(engine_t *eng, eng_comm_t *c);
@@ -86,6 +88,11 @@ int multi_conns_progress(engine_t *eng, eng_comm_t *c);
 void multi_free(eng_comm_t *c);
 void multi_accept(engine_t *eng);
 void multi_listen_close(engine_t *eng);
+/* multi_p2p.c: posts and completes send/recv with other nodes; fails those in flight
+ * (eng NULL: frees them without completing, for a comm being freed). */
+int multi_p2p_progress(engine_t *eng, eng_comm_t *c);
+unsigned multi_p2p_fail(engine_t *eng, eng_comm_t *c, int status);
+int multi_p2p_poll_fds(const eng_multi_t *mu, struct pollfd *pfd, int max);
 /* Whether some comm waits on the network (then the engine polls instead of sleeping). */
 int multi_busy(engine_t *eng);
 /* The sockets whose activity lets a comm spanning daemons progress. */

@@ -32,8 +32,7 @@ desc_t *dq_at(dq_t *q, uint32_t i)
     return &q->v[(q->head + i) % q->cap];
 }
 
-/* Removes entry i, keeping the order of the others. */
-static void dq_remove(dq_t *q, uint32_t i)
+void dq_remove(dq_t *q, uint32_t i)
 {
     if (i == 0) {
         q->head = (q->head + 1) % q->cap;
@@ -90,6 +89,8 @@ void comm_break(engine_t *eng, eng_comm_t *c, const char *why)
         n += fail_queue(eng, &c->m[r], &c->m[r].coll, HCCL_E_REMOTE);
         n += fail_queue(eng, &c->m[r], &c->m[r].p2p, HCCL_E_REMOTE);
     }
+    if (c->multi != NULL)
+        n += multi_p2p_fail(eng, c, HCCL_E_REMOTE);
     /* A clean HcclCommDestroy leaves nothing queued and is no news. */
     if (!c->broken && n > 0)
         WARN("COLL", "comm %u: %s; %u queued operations fail with HCCL_E_REMOTE", c->id, why, n);
@@ -150,13 +151,9 @@ void comm_route(engine_t *eng, eng_session_t *s, const desc_t *d)
         eng->st.descs_rejected++;
         return;
     }
-    if (c->multi != NULL && !desc_is_collective(d->kind)) {
-        WARN("COLL", "comm %u: send/recv between daemons is not implemented yet", c->id);
-        session_complete(eng, s, d->tag, HCCL_E_NOT_SUPPORT);
-        return;
-    }
     if (c->broken || (desc_is_collective(d->kind) && c->coll_dead) ||
-        (!desc_is_collective(d->kind) && d->root < c->nranks && c->m[d->root].s == NULL)) {
+        (!desc_is_collective(d->kind) && d->root - c->rank0 < c->nranks &&
+         c->m[d->root - c->rank0].s == NULL)) {
         session_complete(eng, s, d->tag, HCCL_E_REMOTE);
         return;
     }
@@ -334,15 +331,18 @@ static void p2p_run(engine_t *eng, eng_comm_t *c, uint32_t src, int si, uint32_t
 /* Matches the oldest send from each rank to each peer with that peer's oldest receive. */
 static int p2p_progress(engine_t *eng, eng_comm_t *c)
 {
+    /* Peers are global ranks; members are this node's, from global rank c->rank0 on. */
     for (uint32_t src = 0; src < c->nranks; src++) {
         dq_t *q = &c->m[src].p2p;
         for (uint32_t i = 0; i < q->n; i++) {
             desc_t *d = dq_at(q, i);
-            if (d->kind != DESC_SEND || p2p_first(q, DESC_SEND, d->root) != (int)i)
+            uint32_t dst = d->root - c->rank0;
+            if (d->kind != DESC_SEND || dst >= c->nranks ||
+                p2p_first(q, DESC_SEND, d->root) != (int)i)
                 continue;
-            int ri = p2p_first(&c->m[d->root].p2p, DESC_RECV, src);
+            int ri = p2p_first(&c->m[dst].p2p, DESC_RECV, c->rank0 + src);
             if (ri >= 0) {
-                p2p_run(eng, c, src, (int)i, d->root, ri);
+                p2p_run(eng, c, src, (int)i, dst, ri);
                 return 1;
             }
         }
@@ -356,8 +356,12 @@ int comm_progress(engine_t *eng, eng_comm_t *c)
 
     if (c->broken)
         return 0;
-    if (c->multi != NULL)
-        return multi_conns_progress(eng, c) + multi_coll_progress(eng, c);
+    if (c->multi != NULL) {
+        n = multi_conns_progress(eng, c) + multi_coll_progress(eng, c);
+        while (!c->broken && p2p_progress(eng, c))
+            n++;
+        return c->broken ? n : n + multi_p2p_progress(eng, c);
+    }
     while (coll_progress(eng, c))
         n++;
     while (p2p_progress(eng, c))

@@ -158,8 +158,9 @@ static uint64_t job_tag(const eng_multi_t *mu)
 {
     uint32_t t;
 
+    /* Bit 31 clear: with the shift, bit 63 of a tag marks send/recv (multi_p2p.c). */
     memcpy(&t, mu->job_id, sizeof(t));
-    return t;
+    return t & 0x7fffffffu;
 }
 
 /* Node buffers live as long as the comm: pieces of one size come back again and again, and

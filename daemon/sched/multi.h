@@ -29,6 +29,7 @@ typedef struct eng_multi {
     uint8_t *work;     /* OUT of the op in flight: out, or local rank 0's receive range */
     uint64_t out_cap, in_cap;
     desc_t d0;
+    struct p2p_flight *flights; /* send/recv with other nodes in flight (multi_p2p.c) */
 } eng_multi_t;
 
 #endif

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "futex.h"
+#include "hccl/hccl.h"
 #include "log.h"
 #include "sched/engine_int.h"
 
@@ -194,7 +195,8 @@ int multi_busy(engine_t *eng)
         return 1;
     for (eng_comm_t *c = eng->comms; c != NULL; c = c->next)
         if (c->multi != NULL && !c->broken &&
-            (c->multi->busy || c->multi->nready < c->multi->nnodes - 1))
+            (c->multi->busy || c->multi->flights != NULL ||
+             c->multi->nready < c->multi->nnodes - 1))
             return 1;
     return 0;
 }
@@ -211,6 +213,7 @@ int multi_poll_fds(engine_t *eng, struct pollfd *pfd, int max)
         eng_multi_t *mu = c->multi;
         if (mu == NULL || c->broken)
             continue;
+        n += multi_p2p_poll_fds(mu, pfd + n, max - n);
         if (mu->busy) {
             n += l1_poll_fds(mu->run, pfd + n, max - n);
             continue;
@@ -230,6 +233,7 @@ void multi_free(eng_comm_t *c)
         l1_free(mu->run);
         sched_free(&mu->sched);
     }
+    multi_p2p_fail(NULL, c, HCCL_E_REMOTE);
     free(mu->out);
     free(mu->in);
     for (uint32_t i = 0; mu->conns != NULL && i < mu->nnodes; i++)

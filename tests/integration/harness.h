@@ -20,6 +20,23 @@ const char *harness_admin_socket(void);
 /* Returns nonzero if pid is still running. */
 int harness_alive(pid_t pid);
 
+/* A daemon started some other way than harness_daemon_spawn: every field may be NULL. */
+typedef struct harness_daemon_opts {
+    const char *const *prefix; /* argv run in front of hccld, e.g. "ip netns exec NS" */
+    const char *listen;        /* --listen; 127.0.0.1:0 when NULL */
+    const char *dir;           /* where the socket goes (it must exist); a fresh temp dir if NULL */
+    const char *log_path;      /* the daemon's stderr is appended there; inherited if NULL */
+    const char *log_level;     /* HCCLD_TEST_LOG_LEVEL, else "error", when NULL */
+} harness_daemon_opts_t;
+
+/* Starts hccld (HCCLD_BIN) as o says and waits until its socket accepts connections; the
+ * socket path goes to sock. Returns the pid (the prefix must exec hccld, as `ip netns exec`
+ * does), or -1. */
+pid_t harness_daemon_spawn_opts(const harness_daemon_opts_t *o, char *sock, size_t cap);
+/* SIGTERM, then SIGKILL after timeout_s. Returns the exit status of a daemon that exited by
+ * itself, or -1 (killed, or no such child). */
+int harness_daemon_stop_within(pid_t pid, unsigned timeout_s);
+
 /* Forks n ranks of one job; each runs fn after HcclCommInitRootInfo and exits with its return
  * value. Waits at most timeout_s; a rank that hangs is killed and counts as a failure.
  * Returns the number of ranks that failed. */
@@ -33,6 +50,9 @@ pid_t harness_daemon_spawn(char *sock, size_t cap);
  * The root info comes from the daemon of HCCLD_SOCKET in the caller. */
 int harness_spawn_ranks_on(uint32_t n, char *const *socks, rank_fn fn, void *arg,
                            unsigned timeout_s, pid_t *pids);
+/* The "IP:PORT" that the daemon listening on client socket sock advertises to peer daemons,
+ * asked over its admin socket (hccld-admin.sock beside sock). 0, or -1. */
+int harness_daemon_addr(const char *sock, char *out, size_t cap);
 /* Waits for the given children; returns how many failed. */
 int harness_wait(pid_t *pids, uint32_t n, unsigned timeout_s);
 
@@ -43,5 +63,9 @@ typedef struct colls_arg {
     int quick;
 } colls_arg_t;
 int colls_all_cases(HcclComm comm, uint32_t r, uint32_t n, void *arg);
+/* test_p2p.c: a Send/Recv ring over several sizes; AlltoAllV with varied counts (arg points
+ * to the base count, a uint64_t). Both compare every element with the reference. */
+int p2p_ring_case(HcclComm comm, uint32_t r, uint32_t n, void *arg);
+int p2p_alltoallv_case(HcclComm comm, uint32_t r, uint32_t n, void *arg);
 
 #endif

@@ -1,8 +1,8 @@
 /*
  * Several daemons on loopback: communicators form across them (the root daemon collects the
  * ranks, every daemon learns the membership), a wrong job key or an unreachable root daemon is
- * refused with a clear error, a missing rank times out on every daemon. Collectives across
- * daemons are the next step and report HCCL_E_NOT_SUPPORT until then.
+ * refused with a clear error, a missing rank times out on every daemon; every collective and
+ * Send/Recv run across daemons.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -57,12 +57,22 @@ static int formed(HcclComm comm, uint32_t r, uint32_t n, void *arg)
             HCCL_SUCCESS ||
         y != (float)(n * (n - 1) / 2))
         return 2;
-    /* Send/recv between daemons is still missing and says so. */
-    HcclResult rc =
-        n < 2 ? HCCL_E_NOT_SUPPORT : HcclSend(&x, 1, HCCL_DATA_TYPE_FP32, (r + 1) % n, comm, NULL);
-    if (rc != HCCL_E_NOT_SUPPORT)
-        fprintf(stderr, "rank %u: send gave %d\n", r, rc);
-    return rc == HCCL_E_NOT_SUPPORT ? 0 : 3;
+    return 0;
+}
+
+/* Rank 0 sends 10 elements to the last rank (another daemon), which expects 12. */
+static int p2p_mismatch(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+{
+    float buf[12] = {0};
+    HcclResult rc = HCCL_SUCCESS, want = HCCL_SUCCESS;
+
+    if (r == 0)
+        rc = HcclSend(buf, 10, HCCL_DATA_TYPE_FP32, n - 1, comm, NULL);
+    else if (r == n - 1)
+        rc = HcclRecv(buf, 12, HCCL_DATA_TYPE_FP32, 0, comm, NULL), want = HCCL_E_PARA;
+    if (rc != want)
+        fprintf(stderr, "rank %u: got %d, want %d\n", r, rc, want);
+    return rc != want;
 }
 
 /* nd daemons with `per` ranks each (in blocks, as hccl-run places them) run fn; returns how
@@ -96,6 +106,25 @@ END_TEST
 
 /* Every collective across 2 and 3 daemons with 1 and 2 ranks each, a quick matrix of dtypes,
  * ops, counts and placements, checked element by element like the one-node suite. */
+/* Send/Recv between ranks of different daemons (and of the same one, in one comm), and
+ * AlltoAllV, which is built on them; a size mismatch fails the receive with HCCL_E_PARA. */
+START_TEST(test_p2p_across_daemons)
+{
+    uint64_t bases[] = {0, 777, 300000};
+
+    for (unsigned nd = 2; nd <= 3; nd++)
+        for (unsigned per = 1; per <= 2; per++) {
+            ck_assert_msg(run_on_cluster(nd, per, p2p_ring_case, NULL) == 0,
+                          "ring, %u daemons x %u ranks", nd, per);
+            for (size_t b = 0; b < sizeof(bases) / sizeof(bases[0]); b++)
+                ck_assert_msg(run_on_cluster(nd, per, p2p_alltoallv_case, &bases[b]) == 0,
+                              "alltoallv base %llu, %u daemons x %u ranks",
+                              (unsigned long long)bases[b], nd, per);
+        }
+    ck_assert_int_eq(run_on_cluster(2, 1, p2p_mismatch, NULL), 0);
+}
+END_TEST
+
 START_TEST(test_collectives_across_daemons)
 {
     static const int kinds[] = {DESC_ALLREDUCE, DESC_BROADCAST, DESC_ALLGATHER, DESC_REDUCE_SCATTER,
@@ -220,6 +249,7 @@ Suite *multinode_suite(void)
     tcase_set_timeout(tc, 900);
     tcase_add_test(tc, test_comm_forms_across_daemons);
     tcase_add_test(tc, test_collectives_across_daemons);
+    tcase_add_test(tc, test_p2p_across_daemons);
     tcase_add_test(tc, test_forced_algorithms);
     tcase_add_test(tc, test_wrong_key_refused);
     tcase_add_test(tc, test_unreachable_root);

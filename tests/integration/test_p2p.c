@@ -11,7 +11,7 @@
 static const uint64_t counts[] = {1, 3, 1000, 65537, 1048579};
 
 /* A ring: even ranks send first, odd ranks receive first, so blocking calls pair up. */
-static int ring(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+int p2p_ring_case(HcclComm comm, uint32_t r, uint32_t n, void *arg)
 {
     int dt = HCCL_DATA_TYPE_FP32;
     uint32_t to = (r + 1) % n, from = (r + n - 1) % n;
@@ -51,7 +51,7 @@ static uint64_t vcount(uint32_t a, uint32_t b, uint64_t base)
     return ((a * 5 + b * 3) % 4) * base + (a == b ? 1 : 0);
 }
 
-static int a2av(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+int p2p_alltoallv_case(HcclComm comm, uint32_t r, uint32_t n, void *arg)
 {
     uint64_t base = *(uint64_t *)arg;
     int dt = HCCL_DATA_TYPE_INT32;
@@ -94,7 +94,7 @@ static int a2av(HcclComm comm, uint32_t r, uint32_t n, void *arg)
 START_TEST(test_ring)
 {
     for (uint32_t n = 2; n <= 4; n++)
-        ck_assert_int_eq(harness_run_ranks(n, ring, NULL, 120), 0);
+        ck_assert_int_eq(harness_run_ranks(n, p2p_ring_case, NULL, 120), 0);
 }
 END_TEST
 
@@ -104,7 +104,7 @@ START_TEST(test_alltoallv)
 
     for (uint32_t n = 1; n <= 4; n++)
         for (size_t b = 0; b < 4; b++)
-            ck_assert_msg(harness_run_ranks(n, a2av, &bases[b], 120) == 0,
+            ck_assert_msg(harness_run_ranks(n, p2p_alltoallv_case, &bases[b], 120) == 0,
                           "alltoallv %u ranks base %llu", n, (unsigned long long)bases[b]);
 }
 END_TEST
