@@ -93,6 +93,10 @@ void multi_listen_close(engine_t *eng);
 int multi_p2p_progress(engine_t *eng, eng_comm_t *c);
 unsigned multi_p2p_fail(engine_t *eng, eng_comm_t *c, int status);
 int multi_p2p_poll_fds(const eng_multi_t *mu, struct pollfd *pfd, int max);
+/* multi_probe.c: measures the links once the connections are up (collectives wait for it). */
+int multi_probe_progress(engine_t *eng, eng_comm_t *c);
+int multi_probe_poll_fds(const eng_multi_t *mu, struct pollfd *pfd, int max);
+void multi_probe_free(eng_multi_t *mu);
 /* Whether some comm waits on the network (then the engine polls instead of sleeping). */
 int multi_busy(engine_t *eng);
 /* The sockets whose activity lets a comm spanning daemons progress. */

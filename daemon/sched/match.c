@@ -357,7 +357,15 @@ int comm_progress(engine_t *eng, eng_comm_t *c)
     if (c->broken)
         return 0;
     if (c->multi != NULL) {
-        n = multi_conns_progress(eng, c) + multi_coll_progress(eng, c);
+        n = multi_conns_progress(eng, c);
+        if (!c->broken)
+            n += multi_probe_progress(eng, c);
+        /* Nothing starts before the links are measured: a rank that finished early and left
+         * must not close a connection with probe messages still unread (the peer would get a
+         * reset and lose what it had not read yet). */
+        if (c->broken || !c->multi->probed)
+            return n;
+        n += multi_coll_progress(eng, c);
         while (!c->broken && p2p_progress(eng, c))
             n++;
         return c->broken ? n : n + multi_p2p_progress(eng, c);

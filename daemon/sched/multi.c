@@ -252,7 +252,7 @@ int multi_coll_progress(engine_t *eng, eng_comm_t *c)
     eng_multi_t *mu = c->multi;
     int rc;
 
-    if (mu->nready < mu->nnodes - 1)
+    if (mu->nready < mu->nnodes - 1 || !mu->probed)
         return 0;
     if (!mu->busy) {
         desc_t *d0 = coll_ready(eng, c);

@@ -30,6 +30,8 @@ typedef struct eng_multi {
     uint64_t out_cap, in_cap;
     desc_t d0;
     struct p2p_flight *flights; /* send/recv with other nodes in flight (multi_p2p.c) */
+    struct multi_probe *probe;  /* link measurement in progress (multi_probe.c) */
+    int probed;                 /* lc holds measured figures: collectives may start */
 } eng_multi_t;
 
 #endif

@@ -195,7 +195,7 @@ int multi_busy(engine_t *eng)
         return 1;
     for (eng_comm_t *c = eng->comms; c != NULL; c = c->next)
         if (c->multi != NULL && !c->broken &&
-            (c->multi->busy || c->multi->flights != NULL ||
+            (c->multi->busy || c->multi->flights != NULL || !c->multi->probed ||
              c->multi->nready < c->multi->nnodes - 1))
             return 1;
     return 0;
@@ -214,6 +214,7 @@ int multi_poll_fds(engine_t *eng, struct pollfd *pfd, int max)
         if (mu == NULL || c->broken)
             continue;
         n += multi_p2p_poll_fds(mu, pfd + n, max - n);
+        n += multi_probe_poll_fds(mu, pfd + n, max - n);
         if (mu->busy) {
             n += l1_poll_fds(mu->run, pfd + n, max - n);
             continue;
@@ -234,6 +235,7 @@ void multi_free(eng_comm_t *c)
         sched_free(&mu->sched);
     }
     multi_p2p_fail(NULL, c, HCCL_E_REMOTE);
+    multi_probe_free(mu);
     free(mu->out);
     free(mu->in);
     for (uint32_t i = 0; mu->conns != NULL && i < mu->nnodes; i++)

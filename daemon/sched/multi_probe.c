@@ -1,0 +1,260 @@
+/*
+ * Measuring the links of a comm that spans daemons, once its data connections are up and
+ * before its first collective: node 0 and node 1 exchange PROBE_PINGS small messages (latency:
+ * half the median round trip) and one PROBE_BULK_BYTES message answered by a small one
+ * (bandwidth); node 0 also times a reduction (gamma). Node 0 then sends the figures to every
+ * node, so that all nodes feed the same numbers to the cost model and pick the same algorithm
+ * for every op (they must: their schedules have to match). Probe messages carry tags with bit
+ * 62 set, which neither collectives nor send/recv use.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "futex.h"
+#include "hccl/hccl.h"
+#include "log.h"
+#include "reduce.h"
+#include "sched/engine_int.h"
+
+#define PROBE_TAG (1ull << 62)
+#define PROBE_PINGS 5
+#define PROBE_BULK_BYTES (1u << 20)
+#define PROBE_REDUCE_BYTES (256u << 10)
+
+enum probe_phase { PH_PING, PH_BULK, PH_RESULT, PH_DONE };
+
+struct multi_probe {
+    int phase;
+    uint32_t k;        /* ping in progress */
+    int answering;     /* node 1: its answer to the message just received is going out */
+    tp_req_t *rs, *rr; /* the send and the receive in progress, NULL when done */
+    uint64_t t0;       /* when the exchange in progress started */
+    double rtt_us[PROBE_PINGS];
+    double figures[3]; /* alpha_us, beta_us_per_byte, gamma_us_per_byte */
+    uint8_t small_out[8], small_in[8];
+    uint8_t *bulk;
+    uint32_t sent;          /* node 0: results handed to the transport */
+    tp_req_t **result_reqs; /* node 0: one per other node */
+};
+
+/* Tests a request in place: 1 done (or none), 0 pending, <0 failed. */
+static int req_done(tp_req_t **r)
+{
+    int done = 0, rc;
+
+    if (*r == NULL)
+        return 1;
+    rc = tp_tcp.test(*r, &done);
+    if (done)
+        *r = NULL;
+    return rc < 0 ? rc : done;
+}
+
+static int both_done(struct multi_probe *p)
+{
+    int a = req_done(&p->rs), b = req_done(&p->rr);
+
+    return a < 0 ? a : b < 0 ? b : a && b;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+/* Node 0 turns its timings into the figures. */
+static void probe_compute(struct multi_probe *p, double bulk_us)
+{
+    double rtt[PROBE_PINGS], t;
+    float *v = (float *)p->bulk;
+    const void *src[2] = {v, v + PROBE_REDUCE_BYTES / 4};
+    uint64_t t0;
+
+    memcpy(rtt, p->rtt_us, sizeof(rtt));
+    qsort(rtt, PROBE_PINGS, sizeof(rtt[0]), cmp_double);
+    p->figures[0] = rtt[PROBE_PINGS / 2] / 2;
+    t = bulk_us - rtt[PROBE_PINGS / 2];
+    p->figures[1] = (t > 0 ? t : bulk_us / 2) / PROBE_BULK_BYTES;
+    memset(p->bulk, 0, 2 * PROBE_REDUCE_BYTES);
+    t0 = now_ns();
+    reduce_n(HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, v, src, 2, PROBE_REDUCE_BYTES / 4);
+    p->figures[2] = (double)(now_ns() - t0) / 1000.0 / PROBE_REDUCE_BYTES;
+}
+
+static int post_pair(tp_conn_t *c, struct multi_probe *p, const void *out, size_t out_len,
+                     uint64_t out_tag, void *in, size_t in_len, uint64_t in_tag)
+{
+    int rc = 0;
+
+    p->t0 = now_ns();
+    if (out != NULL)
+        rc = tp_tcp.isend(c, out, out_len, NULL, out_tag, &p->rs);
+    if (rc == 0 && in != NULL)
+        rc = tp_tcp.irecv(c, in, in_len, NULL, in_tag, &p->rr);
+    return rc;
+}
+
+/* Node 0: ping-pongs, the bulk exchange, then the figures to everyone. */
+static int step_node0(eng_multi_t *mu, struct multi_probe *p)
+{
+    tp_conn_t *c1 = mu->conns[1];
+    int rc;
+
+    for (;;) {
+        if (p->rs == NULL && p->rr == NULL) {
+            /* Start the next exchange. */
+            if (p->phase == PH_PING)
+                rc = post_pair(c1, p, p->small_out, 8, PROBE_TAG | p->k, p->small_in, 8,
+                               PROBE_TAG | 0x80 | p->k);
+            else if (p->phase == PH_BULK)
+                rc = post_pair(c1, p, p->bulk, PROBE_BULK_BYTES, PROBE_TAG | 0x100, p->small_in, 8,
+                               PROBE_TAG | 0x101);
+            else
+                break;
+            if (rc != 0)
+                return rc;
+        }
+        if ((rc = both_done(p)) <= 0)
+            return rc;
+        double us = (double)(now_ns() - p->t0) / 1000.0;
+        if (p->phase == PH_PING) {
+            p->rtt_us[p->k++] = us;
+            if (p->k == PROBE_PINGS)
+                p->phase = PH_BULK;
+        } else {
+            probe_compute(p, us);
+            p->phase = PH_RESULT;
+        }
+    }
+    /* The figures go to every other node; done when all are sent. */
+    for (; p->sent < mu->nnodes - 1; p->sent++) {
+        rc = tp_tcp.isend(mu->conns[p->sent + 1], p->figures, sizeof(p->figures), NULL,
+                          PROBE_TAG | 0x200, &p->result_reqs[p->sent]);
+        if (rc != 0)
+            return rc;
+    }
+    for (uint32_t j = 0; j < mu->nnodes - 1; j++)
+        if ((rc = req_done(&p->result_reqs[j])) <= 0)
+            return rc;
+    return 1;
+}
+
+/* Node 1 answers the pings and the bulk message; every other node only waits for figures. */
+static int step_other(eng_multi_t *mu, struct multi_probe *p)
+{
+    tp_conn_t *c0 = mu->conns[0];
+    int rc;
+
+    if (mu->me != 1 && p->phase < PH_RESULT)
+        p->phase = PH_RESULT;
+    for (;;) {
+        if (p->rs == NULL && p->rr == NULL) {
+            if (p->answering) {
+                /* The answer is out: next ping, or the bulk message, or the figures. */
+                p->answering = 0;
+                if (p->phase == PH_BULK || ++p->k == PROBE_PINGS)
+                    p->phase++;
+                continue;
+            }
+            if (p->phase == PH_PING)
+                rc = post_pair(c0, p, NULL, 0, 0, p->small_in, 8, PROBE_TAG | p->k);
+            else if (p->phase == PH_BULK)
+                rc = post_pair(c0, p, NULL, 0, 0, p->bulk, PROBE_BULK_BYTES, PROBE_TAG | 0x100);
+            else
+                rc =
+                    post_pair(c0, p, NULL, 0, 0, p->figures, sizeof(p->figures), PROBE_TAG | 0x200);
+            if (rc != 0)
+                return rc;
+        }
+        if ((rc = both_done(p)) <= 0)
+            return rc;
+        if (p->answering)
+            continue;
+        if (p->phase == PH_RESULT)
+            return 1;
+        /* A ping or the bulk message came in: answer it. */
+        uint64_t tag = p->phase == PH_PING ? PROBE_TAG | 0x80 | p->k : PROBE_TAG | 0x101;
+        if ((rc = tp_tcp.isend(c0, p->small_out, 8, NULL, tag, &p->rs)) != 0)
+            return rc;
+        p->answering = 1;
+    }
+}
+
+static void probe_free(eng_multi_t *mu)
+{
+    struct multi_probe *p = mu->probe;
+
+    if (p == NULL)
+        return;
+    free(p->bulk);
+    free(p->result_reqs);
+    free(p);
+    mu->probe = NULL;
+}
+
+int multi_probe_progress(engine_t *eng, eng_comm_t *c)
+{
+    eng_multi_t *mu = c->multi;
+    struct multi_probe *p = mu->probe;
+    int rc;
+
+    if (mu->probed || mu->nready < mu->nnodes - 1)
+        return 0;
+    if (mu->nnodes < 2) {
+        mu->probed = 1;
+        return 1;
+    }
+    if (p == NULL) {
+        p = mu->probe = calloc(1, sizeof(*p));
+        if (p != NULL) {
+            p->bulk = malloc(mu->me <= 1 ? PROBE_BULK_BYTES : 8);
+            p->result_reqs = calloc(mu->nnodes, sizeof(*p->result_reqs));
+        }
+        if (p == NULL || p->bulk == NULL || p->result_reqs == NULL) {
+            comm_break(eng, c, "no memory to measure the links");
+            return 1;
+        }
+    }
+    /* A ping or pong that arrives while its side still works on the previous one is kept by
+     * the transport until asked for; tags keep them apart. */
+    rc = mu->me == 0 ? step_node0(mu, p) : step_other(mu, p);
+    if (rc == 0)
+        return 0;
+    if (rc < 0) {
+        probe_free(mu);
+        comm_break(eng, c, "measuring the links to another daemon failed");
+        return 1;
+    }
+    /* Raw doubles: the daemons of one comm share a byte order (x86-64, aarch64 LE). */
+    mu->lc.alpha_us = p->figures[0];
+    mu->lc.beta_us_per_byte = p->figures[1];
+    mu->lc.gamma_us_per_byte = p->figures[2];
+    INFO("COLL", "comm %u: links measured by node 0: latency %.1f us, %.2f GB/s, reduce %.2f GB/s",
+         c->id, mu->lc.alpha_us, 1e-3 / mu->lc.beta_us_per_byte, 1e-3 / mu->lc.gamma_us_per_byte);
+    mu->probed = 1;
+    probe_free(mu);
+    return 1;
+}
+
+void multi_probe_free(eng_multi_t *mu)
+{
+    probe_free(mu);
+}
+
+int multi_probe_poll_fds(const eng_multi_t *mu, struct pollfd *pfd, int max)
+{
+    int n = 0;
+
+    if (mu->probed || mu->nready < mu->nnodes - 1)
+        return 0;
+    for (uint32_t i = 0; i < mu->nnodes && i < 2 && n < max; i++)
+        if (mu->conns[i] != NULL)
+            n += tp_tcp.poll_fds(mu->conns[i], pfd + n, max - n);
+    if (mu->me == 0)
+        for (uint32_t i = 2; i < mu->nnodes && n < max; i++)
+            n += tp_tcp.poll_fds(mu->conns[i], pfd + n, max - n);
+    return n;
+}
