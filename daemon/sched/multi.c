@@ -6,6 +6,7 @@
  * network once per node, not once per rank.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -135,22 +136,42 @@ static void scatter_out(eng_comm_t *c, const desc_t *d)
     }
 }
 
-/* HCCL_ALGO's choice, else the cost model's, cached per kind and power-of-two size. */
-static int pick_algo(eng_multi_t *mu, int kind, uint64_t bytes)
+/* HCCL_ALGO's choice, else the cost model's, cached per kind and power-of-two size. The
+ * figures come from the links measured at init (multi_probe.c), the same on every node. */
+static const struct algo_pick *pick_algo(eng_multi_t *mu, int kind, uint64_t bytes)
 {
     unsigned bucket = bytes ? 64 - (unsigned)__builtin_clzll(bytes) : 0;
-    double cost;
+    struct algo_pick *p = &mu->picks[kind][bucket];
+    uint64_t size = bytes ? 1ull << (bucket - 1) : 0;
 
-    if (mu->forced[kind] >= 0)
-        return mu->forced[kind];
-    if (mu->chosen[kind][bucket] < 0) {
-        int a = algo_select(kind, mu->nnodes, bytes ? 1ull << (bucket - 1) : 0, &mu->lc, &cost);
-        mu->chosen[kind][bucket] = (int8_t)(a >= 0 ? a : ALGO_RING);
-        INFO("COLL", "%s of ~%llu bytes per block on %u daemons: %s (predicted %.1f us)",
-             desc_kind_name((uint8_t)kind), bytes ? 1ull << (bucket - 1) : 0ull, mu->nnodes,
-             algo_name(mu->chosen[kind][bucket]), cost);
+    if (p->algo >= 0)
+        return p;
+    p->algo = (int8_t)mu->forced[kind];
+    double best = -1;
+    for (int a = 0; a < ALGO_COUNT; a++) {
+        double c = algo_serves(a, kind) ? algo_cost(a, kind, mu->nnodes, size, &mu->lc) : -1;
+        p->cost_us[a] = (float)c;
+        /* Ties go to the lower algo_id, as algo_select does. */
+        if (mu->forced[kind] < 0 && c >= 0 && (best < 0 || c < best)) {
+            p->algo = (int8_t)a;
+            best = c;
+        }
     }
-    return mu->chosen[kind][bucket];
+    if (p->algo < 0)
+        p->algo = ALGO_RING;
+    return p;
+}
+
+/* "ring 725 us, H-D_R 801 us, ..." for the log. */
+static void costs_text(const struct algo_pick *p, char *buf, size_t cap)
+{
+    size_t n = 0;
+
+    buf[0] = '\0';
+    for (int a = 0; a < ALGO_COUNT && n < cap; a++)
+        if (p->cost_us[a] >= 0)
+            n += (size_t)snprintf(buf + n, cap - n, "%s%s %.0f us", n ? ", " : "", algo_name(a),
+                                  p->cost_us[a]);
 }
 
 /* Comm ids are each daemon's own; the job id is what all daemons of the comm share. */
@@ -205,7 +226,8 @@ static int multi_start(engine_t *eng, eng_comm_t *c, const desc_t *d)
 {
     eng_multi_t *mu = c->multi;
     uint64_t cnt = node_count(mu, d), es = dtype_size(d->dtype);
-    int algo = pick_algo(mu, d->kind, cnt * es), rc;
+    const struct algo_pick *pick = pick_algo(mu, d->kind, cnt * es);
+    int algo = pick->algo, rc;
 
     rc = algo_build(algo, d->kind, mu->nnodes, mu->me, d->root / mu->L, cnt, &mu->sched);
     if (rc != 0)
@@ -230,9 +252,14 @@ static int multi_start(engine_t *eng, eng_comm_t *c, const desc_t *d)
         return rc;
     mu->d0 = *d;
     mu->busy = 1;
-    DBG("COLL", "comm %u seq %llu: %s of %llu elements on node %u of %u by %s", c->id,
-        (unsigned long long)d->seq, desc_kind_name(d->kind), (unsigned long long)cnt, mu->me,
-        mu->nnodes, algo_name(algo));
+    if (log_level_cur >= LOG_INFO) {
+        char why[256];
+        costs_text(pick, why, sizeof(why));
+        INFO("COLL", "comm %u seq %llu: %s, %llu B per node, %u nodes: %s (%s: %s)", c->id,
+             (unsigned long long)d->seq, desc_kind_name(d->kind), (unsigned long long)(cnt * es),
+             mu->nnodes, algo_name(algo),
+             mu->forced[d->kind] >= 0 ? "forced by HCCL_ALGO" : "predicted", why);
+    }
     return 0;
 }
 

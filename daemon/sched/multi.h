@@ -17,9 +17,14 @@ typedef struct eng_multi {
     char (*addrs)[TP_ADDR_MAX]; /* data address of every node */
     tp_conn_t **conns;          /* by node; NULL for me */
     uint32_t nready;
-    uint64_t ready_mask;              /* outgoing connections known ready (nodes below 64) */
-    int forced[DESC_KIND_MAX];        /* HCCL_ALGO's level-1 choice per kind, or -1 */
-    int8_t chosen[DESC_KIND_MAX][64]; /* cost model's choice by log2 size; -1: not yet */
+    uint64_t ready_mask;       /* outgoing connections known ready (nodes below 64) */
+    int forced[DESC_KIND_MAX]; /* HCCL_ALGO's level-1 choice per kind, or -1 */
+    /* The cost model's verdict by kind and log2 of the block size: the choice (-1: not yet)
+     * and every candidate's predicted microseconds (-1: does not serve the kind). */
+    struct algo_pick {
+        int8_t algo;
+        float cost_us[ALGO_COUNT];
+    } picks[DESC_KIND_MAX][64];
     link_cost_t lc;
     /* the operation in flight */
     int busy;

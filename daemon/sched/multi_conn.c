@@ -258,7 +258,9 @@ static eng_multi_t *multi_new(const engine_multi_spec_t *sp)
     mu->L = sp->local;
     for (int k = 0; k < DESC_KIND_MAX; k++)
         mu->forced[k] = sp->level1 != NULL ? sp->level1[k] : -1;
-    memset(mu->chosen, -1, sizeof(mu->chosen));
+    for (int k = 0; k < DESC_KIND_MAX; k++)
+        for (int b = 0; b < 64; b++)
+            mu->picks[k][b].algo = -1;
     /* Until links are measured at init: TCP-like defaults (25 us, 10 Gbit/s, 5 us per
      * message, one NIC per node). */
     mu->lc = (link_cost_t){.alpha_us = 25,
