@@ -75,22 +75,29 @@ static int p2p_mismatch(HcclComm comm, uint32_t r, uint32_t n, void *arg)
     return rc != want;
 }
 
-/* nd daemons with `per` ranks each (in blocks, as hccl-run places them) run fn; returns how
- * many ranks failed. */
+/* The ranks of a running cluster, `per` on each daemon (in blocks, as hccl-run places them),
+ * run fn; returns how many failed. */
+static int run_ranks(cluster_t *c, unsigned per, rank_fn fn, void *arg)
+{
+    char *socks[MAXD * 2];
+    pid_t pids[MAXD * 2];
+    uint32_t n = c->n * per;
+
+    for (uint32_t r = 0; r < n; r++)
+        socks[r] = c->socks[r / per];
+    if (harness_spawn_ranks_on(n, socks, fn, arg, 240, pids) != 0)
+        return (int)n;
+    return harness_wait(pids, n, 240);
+}
+
+/* nd fresh daemons with `per` ranks each run fn; returns how many ranks failed. */
 static int run_on_cluster(unsigned nd, unsigned per, rank_fn fn, void *arg)
 {
     cluster_t c;
-    char *socks[MAXD * 2];
-    pid_t pids[MAXD * 2];
-    uint32_t n = nd * per;
     int failed;
 
     cluster_start(&c, nd);
-    for (uint32_t r = 0; r < n; r++)
-        socks[r] = c.socks[r / per];
-    if (harness_spawn_ranks_on(n, socks, fn, arg, 240, pids) != 0)
-        return (int)n;
-    failed = harness_wait(pids, n, 240);
+    failed = run_ranks(&c, per, fn, arg);
     cluster_stop(&c);
     return failed;
 }
@@ -141,7 +148,8 @@ START_TEST(test_collectives_across_daemons)
 END_TEST
 
 /* Every level-1 algorithm forced with HCCL_ALGO (HCCL's syntax), every collective it serves,
- * across 3 daemons x 2 ranks; a bad HCCL_ALGO is an error at init, never ignored. */
+ * on 2, 3, 4 and 5 daemons with 1 and 2 ranks each (quick cases: dtypes, ops, odd counts,
+ * counts below the node count); a bad HCCL_ALGO is an error at init, never ignored. */
 START_TEST(test_forced_algorithms)
 {
     static const char *const algos[] = {"ring", "H-D_R", "fullmesh", "tree"};
@@ -151,14 +159,21 @@ START_TEST(test_forced_algorithms)
     HcclRootInfo ri;
     HcclComm comm;
 
-    for (size_t a = 0; a < sizeof(algos) / sizeof(algos[0]); a++) {
-        snprintf(env, sizeof(env), "level0:NA;level1:%s/alltoall=level1:pairwise", algos[a]);
-        setenv("HCCL_ALGO", env, 1);
-        for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
-            colls_arg_t arg = {.kind = kinds[k], .quick = 1};
-            ck_assert_msg(run_on_cluster(3, 2, colls_all_cases, &arg) == 0, "%s kind %d", algos[a],
-                          kinds[k]);
-        }
+    for (unsigned nd = 2; nd <= MAXD; nd++) {
+        cluster_t c;
+        cluster_start(&c, nd);
+        for (unsigned per = 1; per <= 2; per++)
+            for (size_t a = 0; a < sizeof(algos) / sizeof(algos[0]); a++) {
+                snprintf(env, sizeof(env), "level0:NA;level1:%s/alltoall=level1:pairwise",
+                         algos[a]);
+                setenv("HCCL_ALGO", env, 1);
+                for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+                    colls_arg_t arg = {.kind = kinds[k], .quick = 1};
+                    ck_assert_msg(run_ranks(&c, per, colls_all_cases, &arg) == 0,
+                                  "%s kind %d, %u daemons x %u ranks", algos[a], kinds[k], nd, per);
+                }
+            }
+        cluster_stop(&c);
     }
     setenv("HCCL_ALGO", "level0:NA;level1:bogus", 1);
     ck_assert_int_eq(HcclGetRootInfo(&ri), HCCL_SUCCESS);
@@ -167,7 +182,6 @@ START_TEST(test_forced_algorithms)
 }
 END_TEST
 
-/* A rank on daemon 1 with a forged key: daemon 1 cannot prove it to the root and gives up. */
 START_TEST(test_wrong_key_refused)
 {
     cluster_t c;
