@@ -179,9 +179,10 @@ static uint64_t job_tag(const eng_multi_t *mu)
 {
     uint32_t t;
 
-    /* Bit 31 clear: with the shift, bit 63 of a tag marks send/recv (multi_p2p.c). */
+    /* Bits 31 and 30 clear: shifted, bit 63 of a tag marks send/recv (multi_p2p.c) and bit
+     * 62 the link probe (multi_probe.c). */
     memcpy(&t, mu->job_id, sizeof(t));
-    return t & 0x7fffffffu;
+    return t & 0x3fffffffu;
 }
 
 /* Node buffers live as long as the comm: pieces of one size come back again and again, and
@@ -229,9 +230,16 @@ static int multi_start(engine_t *eng, eng_comm_t *c, const desc_t *d)
     const struct algo_pick *pick = pick_algo(mu, d->kind, cnt * es);
     int algo = pick->algo, rc;
 
-    rc = algo_build(algo, d->kind, mu->nnodes, mu->me, d->root / mu->L, cnt, &mu->sched);
-    if (rc != 0)
-        return rc;
+    /* Pieces of one op, and ops of one size, come again and again: keep the last schedule. */
+    sched_key_t key = {.algo = algo, .kind = d->kind, .root = d->root / mu->L, .count = cnt};
+    if (mu->sched.steps == NULL || memcmp(&key, &mu->sched_key, sizeof(key)) != 0) {
+        sched_free(&mu->sched);
+        memset(&mu->sched, 0, sizeof(mu->sched));
+        rc = algo_build(algo, d->kind, mu->nnodes, mu->me, key.root, cnt, &mu->sched);
+        if (rc != 0)
+            return rc;
+        mu->sched_key = key;
+    }
     if (buf_reserve(&mu->out, &mu->out_cap, (mu->sched.out_elems + 1) * es) != 0 ||
         buf_reserve(&mu->in, &mu->in_cap, ((uint64_t)mu->nnodes * cnt + 1) * es) != 0)
         return -ENOMEM;
@@ -269,7 +277,6 @@ static void multi_end(eng_comm_t *c)
 
     l1_free(mu->run);
     mu->run = NULL;
-    sched_free(&mu->sched);
     mu->busy = 0;
 }
 

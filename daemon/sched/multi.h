@@ -10,6 +10,13 @@
 #include "sched/engine.h"
 #include "transport/transport.h"
 
+/* What a schedule was built for (zeroed padding: compared with memcmp). */
+typedef struct sched_key {
+    int32_t algo, kind;
+    uint32_t root, pad;
+    uint64_t count;
+} sched_key_t;
+
 typedef struct eng_multi {
     uint32_t nnodes, me; /* this node's index */
     uint32_t L;          /* ranks per node; global rank = node * L + local */
@@ -28,7 +35,8 @@ typedef struct eng_multi {
     link_cost_t lc;
     /* the operation in flight */
     int busy;
-    sched_t sched;
+    sched_t sched; /* kept after the op for the next one with the same key */
+    sched_key_t sched_key;
     l1_run_t *run;
     uint8_t *out, *in; /* node buffers, kept across ops and grown on demand */
     uint8_t *work;     /* OUT of the op in flight: out, or local rank 0's receive range */

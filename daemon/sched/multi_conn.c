@@ -230,10 +230,9 @@ void multi_free(eng_comm_t *c)
 {
     eng_multi_t *mu = c->multi;
 
-    if (mu->busy) {
+    if (mu->busy)
         l1_free(mu->run);
-        sched_free(&mu->sched);
-    }
+    sched_free(&mu->sched);
     multi_p2p_fail(NULL, c, HCCL_E_REMOTE);
     multi_probe_free(mu);
     free(mu->out);
