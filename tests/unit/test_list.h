@@ -14,6 +14,7 @@
     X(env)                                                                                         \
     X(algo)                                                                                        \
     X(tcp)                                                                                         \
+    X(qos)                                                                                         \
     X(l1)
 
 #define X(name) Suite *name##_suite(void);

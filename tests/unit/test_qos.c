@@ -1,0 +1,145 @@
+/* QoS policy: rates, classes and rules from an INI file, classification and granting. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "server/qos_conf.h"
+#include "test_list.h"
+
+static char path[64];
+
+static void write_conf(const char *text)
+{
+    int fd;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/tmp/hccld-qos-XXXXXX");
+    fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    f = fdopen(fd, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+START_TEST(test_rates)
+{
+    uint64_t v;
+
+    ck_assert_int_eq(qos_parse_rate("40Gbit", &v), 0);
+    ck_assert_uint_eq(v, 40000000000ull);
+    ck_assert_int_eq(qos_parse_rate("2.5Gbit/s", &v), 0);
+    ck_assert_uint_eq(v, 2500000000ull);
+    ck_assert_int_eq(qos_parse_rate("10G", &v), 0);
+    ck_assert_uint_eq(v, 10000000000ull);
+    ck_assert_int_eq(qos_parse_rate("5GB/s", &v), 0);
+    ck_assert_uint_eq(v, 40000000000ull);
+    ck_assert_int_eq(qos_parse_rate("800Mbit", &v), 0);
+    ck_assert_uint_eq(v, 800000000ull);
+    ck_assert_int_eq(qos_parse_rate("none", &v), 0);
+    ck_assert_uint_eq(v, 0);
+    ck_assert_int_eq(qos_parse_rate("0", &v), 0);
+    ck_assert_uint_eq(v, 0);
+    ck_assert_int_ne(qos_parse_rate("", &v), 0);
+    ck_assert_int_ne(qos_parse_rate("-1G", &v), 0);
+    ck_assert_int_ne(qos_parse_rate("10Q", &v), 0);
+    ck_assert_int_ne(qos_parse_rate("nan", &v), 0);
+    ck_assert_int_ne(qos_parse_rate("inf", &v), 0);
+}
+END_TEST
+
+START_TEST(test_defaults)
+{
+    qos_policy_t p;
+    int refused;
+
+    qos_policy_defaults(&p);
+    ck_assert_int_eq(p.ncls, 3);
+    ck_assert_str_eq(p.cls[qos_class_find(&p, "high")].name, "HIGH");
+    ck_assert_uint_eq(p.cls[qos_class_find(&p, "HIGH")].max_bw_bps, 40000000000ull);
+    ck_assert_uint_eq(p.cls[qos_class_find(&p, "LOW")].latency_us, 200);
+    ck_assert_int_eq(qos_classify(&p, 1000, NULL, 0, "job"), qos_class_find(&p, "MEDIUM"));
+    /* Nobody is promoted by asking; anyone may step down. */
+    int medium = qos_class_find(&p, "MEDIUM");
+    ck_assert_int_eq(qos_grant(&p, medium, "HIGH", &refused), medium);
+    ck_assert_int_eq(refused, 1);
+    ck_assert_int_eq(qos_grant(&p, medium, "LOW", &refused), qos_class_find(&p, "LOW"));
+    ck_assert_int_eq(refused, 0);
+    ck_assert_int_eq(qos_grant(&p, medium, "", &refused), medium);
+    ck_assert_int_eq(refused, 0);
+    ck_assert_int_eq(qos_grant(&p, medium, "BOGUS", &refused), medium);
+    ck_assert_int_eq(refused, 1);
+}
+END_TEST
+
+START_TEST(test_load_rules)
+{
+    qos_policy_t p;
+    char err[256];
+    gid_t gids[] = {50, 4242};
+
+    write_conf("[daemon]\nworkers = 2\n"
+               "[class.HIGH]\nmax_bw = 25Gbit\n"
+               "[class.BULK]\npriority = 3\nmax_bw = 1Gbit/s\nlatency_us = 1000\n"
+               "[qos]\ndefault = LOW\nadmin_group = hccl-admin\n"
+               "[rules]\nuid.1000 = HIGH\ngid.4242 = MEDIUM\njob.bert-* = BULK\n");
+    qos_policy_defaults(&p);
+    ck_assert_msg(qos_policy_load(path, &p, err, sizeof(err)) == 0, "%s", err);
+    unlink(path);
+    ck_assert_int_eq(p.ncls, 4);
+    ck_assert_uint_eq(p.cls[qos_class_find(&p, "HIGH")].max_bw_bps, 25000000000ull);
+    ck_assert_uint_eq(p.cls[qos_class_find(&p, "HIGH")].priority, 0);
+    ck_assert_uint_eq(p.cls[qos_class_find(&p, "BULK")].priority, 3);
+    ck_assert_str_eq(p.admin_group, "hccl-admin");
+    /* First match wins, in file order. */
+    ck_assert_int_eq(qos_classify(&p, 1000, gids, 2, "bert-large"), qos_class_find(&p, "HIGH"));
+    ck_assert_int_eq(qos_classify(&p, 7, gids, 2, "bert-large"), qos_class_find(&p, "MEDIUM"));
+    ck_assert_int_eq(qos_classify(&p, 7, gids, 1, "bert-large"), qos_class_find(&p, "BULK"));
+    ck_assert_int_eq(qos_classify(&p, 7, gids, 1, "gpt"), qos_class_find(&p, "LOW"));
+}
+END_TEST
+
+static void expect_error(const char *text, const char *needle)
+{
+    qos_policy_t p;
+    char err[256];
+
+    write_conf(text);
+    qos_policy_defaults(&p);
+    ck_assert_int_eq(qos_policy_load(path, &p, err, sizeof(err)), -1);
+    unlink(path);
+    ck_assert_msg(strstr(err, needle) != NULL, "error '%s' lacks '%s'", err, needle);
+}
+
+START_TEST(test_load_errors)
+{
+    expect_error("[class.HIGH]\nmax_bw = fast\n", "max_bw = fast");
+    expect_error("[class.HIGH]\ncolour = red\n", "line 2");
+    expect_error("[rules]\nuid.1000 = PLATINUM\n", "unknown class PLATINUM");
+    expect_error("[rules]\nhost.a = HIGH\n", "a rule is");
+    expect_error("[rules]\ngroup.no-such-group-hcclD = HIGH\n", "no such group");
+    expect_error("[qos]\ndefault = NOPE\n", "unknown class NOPE");
+    expect_error("[qos]\nbogus = 1\n", "[qos] bogus = 1");
+    expect_error("not ini at all\n", "line 1");
+
+    qos_policy_t p;
+    char err[256];
+    qos_policy_defaults(&p);
+    ck_assert_int_eq(qos_policy_load("/nonexistent/hccld.conf", &p, err, sizeof(err)), -1);
+    ck_assert_ptr_nonnull(strstr(err, "cannot open"));
+}
+END_TEST
+
+Suite *qos_suite(void)
+{
+    Suite *s = suite_create("qos");
+    TCase *tc = tcase_create("policy");
+
+    tcase_add_test(tc, test_rates);
+    tcase_add_test(tc, test_defaults);
+    tcase_add_test(tc, test_load_rules);
+    tcase_add_test(tc, test_load_errors);
+    suite_add_tcase(s, tc);
+    return s;
+}
