@@ -211,7 +211,8 @@ int main(int argc, char **argv)
                            .chunk_bytes = o.chunk,
                            .max_arena = SERVER_MAX_ARENA,
                            .l0_mode = o.l0_mode,
-                           .listen = strcmp(o.listen, "none") == 0 ? NULL : o.listen};
+                           .listen = strcmp(o.listen, "none") == 0 ? NULL : o.listen,
+                           .config_path = o.config};
     if (server_start(&srv, loop, &cfg) != 0)
         return 1;
     if (notify_fd >= 0) {

@@ -152,6 +152,7 @@ static void *engine_main(void *arg)
 
     pthread_mutex_lock(&eng->lock);
     while (!eng->stop) {
+        __atomic_store_n(&eng->beat_ns, now_ns(), __ATOMIC_RELAXED);
         if (engine_pass(eng) > 0) {
             idle_since = now_ns();
             continue;
@@ -401,4 +402,12 @@ int engine_get_session_stats(engine_t *eng, uint64_t sid, engine_session_stats_t
     }
     pthread_mutex_unlock(&eng->lock);
     return rc;
+}
+
+uint64_t engine_last_beat_ns(engine_t *eng)
+{
+    uint64_t b = __atomic_load_n(&eng->beat_ns, __ATOMIC_RELAXED);
+
+    /* Before the thread's first turn, count from now. */
+    return b ? b : now_ns();
 }

@@ -73,6 +73,8 @@ int engine_comm_create(engine_t *eng, uint32_t comm_id, uint32_t nranks, const u
 void engine_comm_leave(engine_t *eng, uint32_t comm_id, uint32_t rank);
 
 void engine_get_stats(engine_t *eng, engine_stats_t *st_p);
+/* now_ns() of the engine thread's last turn of its loop (it turns at least once a second). */
+uint64_t engine_last_beat_ns(engine_t *eng);
 int engine_get_comm_stats(engine_t *eng, uint32_t comm_id, engine_comm_stats_t *st_p);
 int engine_get_session_stats(engine_t *eng, uint64_t sid, engine_session_stats_t *st_p);
 

@@ -66,6 +66,7 @@ struct engine {
     tp_listener_t *tpl; /* data connections from peer daemons */
     struct eng_accept *accepting;
     struct eng_expect *expects;
+    uint64_t beat_ns; /* atomic: the engine loop's last turn */
 };
 
 /* match.c */

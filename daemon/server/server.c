@@ -67,7 +67,7 @@ static void on_signal(uv_signal_t *h, int signum)
     server_t *srv = h->data;
 
     if (signum == SIGHUP) {
-        INFO("INIT", "SIGHUP: nothing to reload yet");
+        service_reload(srv);
         return;
     }
     INFO("INIT", "signal %d: shutting down", signum);
@@ -96,6 +96,8 @@ int server_start(server_t *srv, uv_loop_t *loop, const server_config_t *cfg)
         ERR("INIT", "sodium_init() failed");
         return -EIO;
     }
+    if (service_load_policy(srv, &srv->qos) != 0)
+        return -EINVAL;
     const char *wl = getenv("HCCL_WHITELIST_FILE");
     if (wl != NULL && *wl != '\0' && whitelist_load(srv, wl) != 0)
         return -EINVAL;
@@ -122,6 +124,7 @@ int server_start(server_t *srv, uv_loop_t *loop, const server_config_t *cfg)
     INFO("INIT", "listening on %s (admin %s), %u workers", cfg->socket_path, cfg->admin_path,
          engine_workers(srv->eng));
     sd_notify(0, "READY=1");
+    service_watchdog_start(srv);
     return 0;
 }
 
@@ -152,4 +155,5 @@ void server_stop(server_t *srv)
     uv_close((uv_handle_t *)&srv->sigterm, NULL);
     uv_close((uv_handle_t *)&srv->sigint, NULL);
     uv_close((uv_handle_t *)&srv->sighup, NULL);
+    service_watchdog_stop(srv);
 }

@@ -13,6 +13,7 @@
 #include "frame.h"
 #include "sched/engine.h"
 #include "server/peer.h"
+#include "server/qos_conf.h"
 #include "shm.h"
 
 #define SERVER_MAX_CLIENTS 1024
@@ -28,8 +29,9 @@ typedef struct server_config {
     unsigned workers;
     uint64_t chunk_bytes; /* staging chunk agreed by a comm's ranks */
     uint64_t max_arena;
-    int l0_mode;        /* 0 auto, 1 coop, 2 daemon: HCCLD_L0_MODE, the operator's say */
-    const char *listen; /* "IP:PORT" for peer daemons, or NULL */
+    int l0_mode;             /* 0 auto, 1 coop, 2 daemon: HCCLD_L0_MODE, the operator's say */
+    const char *listen;      /* "IP:PORT" for peer daemons, or NULL */
+    const char *config_path; /* hccld.conf: its QoS sections are read at start and on SIGHUP */
 } server_config_t;
 
 typedef struct rjob rjob_t;
@@ -74,6 +76,9 @@ typedef struct server {
     uint32_t next_comm_id;
     uint64_t started_ms;
     int stopping;
+    qos_policy_t qos;
+    uv_timer_t watchdog;
+    int watchdog_on;
 } server_t;
 
 enum l0_mode { L0_AUTO = 0, L0_COOP = 1, L0_DAEMON = 2 };
@@ -184,5 +189,11 @@ int whitelist_allows(const server_t *srv, const char *ip);
 
 /* admin.c */
 void admin_handle(server_t *srv, session_t *s, const Hccld__Msg *m);
+
+/* service.c: systemd watchdog, and the QoS policy from the config file (at start, SIGHUP). */
+void service_watchdog_start(server_t *srv);
+void service_watchdog_stop(server_t *srv);
+int service_load_policy(server_t *srv, qos_policy_t *p);
+void service_reload(server_t *srv);
 
 #endif

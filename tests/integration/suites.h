@@ -9,7 +9,8 @@
     X(p2p)                                                                                         \
     X(api)                                                                                         \
     X(hostile)                                                                                     \
-    X(multinode)
+    X(multinode)                                                                                   \
+    X(service)
 
 #define X(name) Suite *name##_suite(void);
 INTEG_SUITES(X)

@@ -1,0 +1,167 @@
+/*
+ * hccld as a systemd service, under a fake NOTIFY_SOCKET: READY=1 once it listens, WATCHDOG=1
+ * pings at half of WATCHDOG_USEC, RELOADING=1 then READY=1 on SIGHUP (a broken config is
+ * reported and the old policy kept; the daemon lives on), STOPPING=1 and exit 0 on SIGTERM.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "suites.h"
+
+typedef struct fake_systemd {
+    char dir[64];
+    char notify[100];
+    char conf[128];
+    int fd;
+    pid_t pid;
+} fake_systemd_t;
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void start(fake_systemd_t *s)
+{
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    char sock[160], level[16];
+
+    snprintf(s->dir, sizeof(s->dir), "/tmp/hccld-svc-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(s->dir));
+    snprintf(s->notify, sizeof(s->notify), "%s/notify", s->dir);
+    snprintf(s->conf, sizeof(s->conf), "%s/hccld.conf", s->dir);
+    snprintf(sock, sizeof(sock), "%s/hccld.sock", s->dir);
+    write_file(s->conf, "[daemon]\nworkers = 1\n[class.HIGH]\nmax_bw = 25Gbit\n");
+    s->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(s->fd, 0);
+    snprintf(a.sun_path, sizeof(a.sun_path), "%s", s->notify);
+    ck_assert_int_eq(bind(s->fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    snprintf(level, sizeof(level), "%s",
+             getenv("HCCLD_TEST_LOG_LEVEL") ? getenv("HCCLD_TEST_LOG_LEVEL") : "warn");
+    s->pid = fork();
+    ck_assert_int_ge(s->pid, 0);
+    if (s->pid == 0) {
+        const char *bin = getenv("HCCLD_BIN") ? getenv("HCCLD_BIN") : "build/bin/hccld";
+        setenv("NOTIFY_SOCKET", s->notify, 1);
+        setenv("WATCHDOG_USEC", "200000", 1);
+        unsetenv("WATCHDOG_PID");
+        execl(bin, bin, "--socket", sock, "--foreground", "--listen", "none", "--config", s->conf,
+              "--log-level", level, (char *)NULL);
+        _exit(127);
+    }
+}
+
+/* Waits up to timeout_ms for a datagram containing want: 1 seen, 0 not. */
+static int expect(fake_systemd_t *s, const char *want, int timeout_ms)
+{
+    struct timespec t0, t;
+    char buf[512];
+
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        int left =
+            timeout_ms - (int)((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000);
+        struct pollfd p = {.fd = s->fd, .events = POLLIN};
+        if (left <= 0 || poll(&p, 1, left) <= 0)
+            return 0;
+        ssize_t n = recv(s->fd, buf, sizeof(buf) - 1, 0);
+        if (n <= 0)
+            continue;
+        buf[n] = '\0';
+        if (strstr(buf, want) != NULL)
+            return 1;
+    }
+}
+
+static void stop(fake_systemd_t *s)
+{
+    int status = -1;
+
+    ck_assert_int_eq(kill(s->pid, SIGTERM), 0);
+    ck_assert_msg(expect(s, "STOPPING=1", 5000), "no STOPPING=1 after SIGTERM");
+    for (int i = 0; i < 500 && waitpid(s->pid, &status, WNOHANG) == 0; i++)
+        usleep(10000);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "hccld did not exit 0 (%d)",
+                  status);
+    close(s->fd);
+    unlink(s->notify);
+    unlink(s->conf);
+    rmdir(s->dir);
+}
+
+START_TEST(test_notify_watchdog_reload)
+{
+    fake_systemd_t s;
+
+    start(&s);
+    ck_assert_msg(expect(&s, "READY=1", 10000), "no READY=1");
+    /* 200 ms watchdog: pings every 100 ms. */
+    for (int i = 0; i < 3; i++)
+        ck_assert_msg(expect(&s, "WATCHDOG=1", 2000), "watchdog ping %d missing", i);
+    ck_assert_int_eq(kill(s.pid, SIGHUP), 0);
+    ck_assert_msg(expect(&s, "RELOADING=1", 5000), "no RELOADING=1 after SIGHUP");
+    ck_assert_msg(expect(&s, "READY=1", 5000), "no READY=1 after the reload");
+    /* A broken file is refused; the daemon keeps running and pinging. */
+    write_file(s.conf, "[class.HIGH]\nmax_bw = lots\n");
+    ck_assert_int_eq(kill(s.pid, SIGHUP), 0);
+    ck_assert_msg(expect(&s, "READY=1", 5000), "no READY=1 after a failed reload");
+    ck_assert_msg(expect(&s, "WATCHDOG=1", 2000), "no ping after a failed reload");
+    ck_assert(harness_alive(s.pid));
+    stop(&s);
+}
+END_TEST
+
+/* A config that does not parse stops the start, with a message, before READY=1. */
+START_TEST(test_bad_config_refused)
+{
+    fake_systemd_t s;
+    int status = 0;
+
+    snprintf(s.dir, sizeof(s.dir), "/tmp/hccld-svc-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(s.dir));
+    snprintf(s.conf, sizeof(s.conf), "%s/bad.conf", s.dir);
+    write_file(s.conf, "[rules]\nuid.0 = GOLD\n");
+    pid_t pid = fork();
+    if (pid == 0) {
+        const char *bin = getenv("HCCLD_BIN") ? getenv("HCCLD_BIN") : "build/bin/hccld";
+        char sock[160];
+        snprintf(sock, sizeof(sock), "%s/hccld.sock", s.dir);
+        execl(bin, bin, "--socket", sock, "--foreground", "--listen", "none", "--config", s.conf,
+              (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 1000 && waitpid(pid, &status, WNOHANG) == 0; i++)
+        usleep(10000);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != 127,
+                  "hccld started with a broken config (%d)", status);
+    unlink(s.conf);
+    rmdir(s.dir);
+}
+END_TEST
+
+Suite *service_suite(void)
+{
+    Suite *s = suite_create("service");
+    TCase *tc = tcase_create("systemd");
+
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_notify_watchdog_reload);
+    tcase_add_test(tc, test_bad_config_refused);
+    suite_add_tcase(s, tc);
+    return s;
+}
