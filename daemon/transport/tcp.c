@@ -164,7 +164,12 @@ static int tcp_conn_state(tp_conn_t *c)
         /* The key has served its purpose; it need not stay in this memory. */
         tcp_hs_clear(&c->hs);
         c->state = TCP_CONN_READY;
-        DBG("NET", "connection with node %u ready", c->hs.peer_node);
+        /* Only the accepting side learns the node index (the connecting side knows whom it
+         * dialled). */
+        if (c->hs.peer_node != TP_NODE_UNKNOWN)
+            DBG("NET", "connection from node %u ready", c->hs.peer_node);
+        else
+            DBG("NET", "connection ready");
     }
     return rc;
 }
