@@ -111,6 +111,10 @@ int hc_in_arena(const hc_client_t *c, const void *p, uint64_t len, uint64_t *off
 int hc_slots_init(hc_client_t *c);
 HcclResult hc_submit(hc_client_t *c, desc_t *d, uint32_t *slot_p);
 HcclResult hc_wait(hc_client_t *c, uint32_t slot);
+/* The same, but gives up at `deadline` (now_ns() clock): the pieces of one operation share
+ * one HCCL_EXEC_TIMEOUT. hc_deadline(c): now plus HCCL_EXEC_TIMEOUT. */
+HcclResult hc_wait_by(hc_client_t *c, uint32_t slot, uint64_t deadline);
+uint64_t hc_deadline(const hc_client_t *c);
 
 /* coll.c */
 HcclResult hc_ops_run(hc_comm_t *comm, const hc_op_t *ops, unsigned nops);

@@ -137,9 +137,9 @@ void hc_piece_copy_out(hc_comm_t *comm, const op_plan_t *p, uint64_t piece, unsi
         memcpy(op->recv + b * op->recv_stride + first * es, arena + slot + b * n * es, n * es);
 }
 
-static HcclResult retire(hc_comm_t *comm, inflight_t *f)
+static HcclResult retire(hc_comm_t *comm, inflight_t *f, uint64_t deadline)
 {
-    HcclResult rc = hc_wait(comm->c, f->slot);
+    HcclResult rc = hc_wait_by(comm->c, f->slot, deadline);
 
     if (rc == HCCL_SUCCESS)
         hc_piece_copy_out(comm, f->p, f->piece, f->stage);
@@ -147,17 +147,20 @@ static HcclResult retire(hc_comm_t *comm, inflight_t *f)
 }
 
 /* Posts the pieces of all ops round-robin, at most HC_PIPELINE per op in flight (each owns one
- * staging slot), and retires them in posting order. */
+ * staging slot), and retires them in posting order. The whole call has one HCCL_EXEC_TIMEOUT;
+ * after a failure nothing more is posted, so a stuck peer costs one timeout, not one per
+ * piece. */
 static HcclResult pipeline(hc_comm_t *comm, op_plan_t *plans, unsigned nops)
 {
     inflight_t q[HC_PIPELINE * HC_MAX_OPS];
     unsigned head = 0, n = 0, cap = HC_PIPELINE * nops;
     unsigned busy[HC_MAX_OPS] = {0}, stage_next[HC_MAX_OPS] = {0};
     HcclResult first_err = HCCL_SUCCESS, rc;
+    uint64_t deadline = hc_deadline(comm->c);
 
     for (;;) {
         int posted = 0;
-        for (unsigned i = 0; i < nops; i++) {
+        for (unsigned i = 0; i < nops && first_err == HCCL_SUCCESS; i++) {
             op_plan_t *p = &plans[i];
             if (p->next >= p->npieces || busy[i] == HC_PIPELINE)
                 continue;
@@ -178,7 +181,7 @@ static HcclResult pipeline(hc_comm_t *comm, op_plan_t *plans, unsigned nops)
             continue;
         if (n == 0)
             break;
-        rc = retire(comm, &q[head]);
+        rc = retire(comm, &q[head], deadline);
         first_err = first_err ? first_err : rc;
         busy[q[head].p - plans]--;
         head = (head + 1) % cap;

@@ -58,8 +58,10 @@ static void sleep_on_cq(hc_client_t *c)
     futex_wait(&c->cq.hdr->tail, tail, SLEEP_SLICE_NS);
 }
 
-/* Waits until pred(c, arg) holds. Returns 0, -ETIMEDOUT or -EPIPE (daemon gone). */
-static int wait_until(hc_client_t *c, int (*pred)(hc_client_t *, uint32_t), uint32_t arg)
+/* Waits until pred(c, arg) holds or now_ns() passes deadline. Returns 0, -ETIMEDOUT or
+ * -EPIPE (daemon gone). */
+static int wait_until(hc_client_t *c, int (*pred)(hc_client_t *, uint32_t), uint32_t arg,
+                      uint64_t deadline)
 {
     uint64_t start = now_ns(), spin_until = start + c->spin_ns;
 
@@ -84,7 +86,7 @@ static int wait_until(hc_client_t *c, int (*pred)(hc_client_t *, uint32_t), uint
         }
         if (hc_daemon_gone(c))
             return -EPIPE;
-        if (now - start > c->exec_timeout_ns)
+        if (now > deadline)
             return -ETIMEDOUT;
         sleep_on_cq(c);
     }
@@ -136,7 +138,7 @@ HcclResult hc_submit(hc_client_t *c, desc_t *d, uint32_t *slot_p)
     int rc;
 
     while (slot_take(c, &slot) != 0)
-        if (wait_until(c, slot_free_exists, 0) != 0)
+        if (wait_until(c, slot_free_exists, 0, hc_deadline(c)) != 0)
             return c->dead ? HCCL_E_UNAVAIL : HCCL_E_TIMEOUT;
     d->tag = (uint64_t)c->slots[slot].gen << 32 | slot;
     pthread_mutex_lock(&c->sq_lock);
@@ -153,9 +155,19 @@ HcclResult hc_submit(hc_client_t *c, desc_t *d, uint32_t *slot_p)
     return HCCL_SUCCESS;
 }
 
+uint64_t hc_deadline(const hc_client_t *c)
+{
+    return now_ns() + c->exec_timeout_ns;
+}
+
 HcclResult hc_wait(hc_client_t *c, uint32_t slot)
 {
-    int rc = wait_until(c, slot_done, slot);
+    return hc_wait_by(c, slot, hc_deadline(c));
+}
+
+HcclResult hc_wait_by(hc_client_t *c, uint32_t slot, uint64_t deadline)
+{
+    int rc = wait_until(c, slot_done, slot, deadline);
     HcclResult st;
 
     pthread_mutex_lock(&c->cq_lock);

@@ -255,6 +255,55 @@ START_TEST(test_missing_rank_times_out)
 }
 END_TEST
 
+/* Large allreduces until one fails; the failure must be HCCL_E_TIMEOUT, within one
+ * HCCL_EXEC_TIMEOUT (2 s) and some slack of the start of the op that failed. */
+static int until_timeout(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+{
+    uint64_t count = 16u << 20;
+    float *buf = calloc(count, sizeof(float));
+
+    for (int i = 0; i < 1000; i++) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        HcclResult rc =
+            HcclAllReduce(buf, buf, count, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, NULL);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+        if (rc != HCCL_SUCCESS) {
+            if (rc != HCCL_E_TIMEOUT || s > 6)
+                fprintf(stderr, "rank %u: op %d failed with %d after %.1f s\n", r, i, rc, s);
+            free(buf);
+            return rc != HCCL_E_TIMEOUT || s > 6;
+        }
+    }
+    free(buf);
+    fprintf(stderr, "rank %u: no op failed\n", r);
+    return 1;
+}
+
+/* A daemon that freezes (SIGSTOP) in the middle of a job: the ranks' current op fails with
+ * HCCL_E_TIMEOUT after one HCCL_EXEC_TIMEOUT for the whole op, not one per piece. */
+START_TEST(test_frozen_daemon_times_out)
+{
+    cluster_t c;
+    char *socks[2];
+    pid_t pids[2];
+
+    cluster_start(&c, 2);
+    setenv("HCCL_EXEC_TIMEOUT", "2", 1);
+    socks[0] = c.socks[0];
+    socks[1] = c.socks[1];
+    ck_assert_int_eq(harness_spawn_ranks_on(2, socks, until_timeout, NULL, 60, pids), 0);
+    unsetenv("HCCL_EXEC_TIMEOUT");
+    sleep(1);
+    ck_assert_int_eq(kill(c.pids[1], SIGSTOP), 0);
+    int failed = harness_wait(pids, 2, 60);
+    kill(c.pids[1], SIGCONT);
+    ck_assert_int_eq(failed, 0);
+    cluster_stop(&c);
+}
+END_TEST
+
 Suite *multinode_suite(void)
 {
     Suite *s = suite_create("multinode");
@@ -269,5 +318,9 @@ Suite *multinode_suite(void)
     tcase_add_test(tc, test_unreachable_root);
     tcase_add_test(tc, test_missing_rank_times_out);
     suite_add_tcase(s, tc);
+    TCase *faults = tcase_create("faults");
+    tcase_set_timeout(faults, 120);
+    tcase_add_test(faults, test_frozen_daemon_times_out);
+    suite_add_tcase(s, faults);
     return s;
 }
