@@ -14,7 +14,7 @@ PREFIX   ?= /usr/local
 VERSION  := 0.1.0
 
 PKGS_CORE   := libuv libprotobuf-c hwloc libsystemd inih libsodium jansson
-PKGS_CLIENT := libprotobuf-c jansson
+PKGS_CLIENT := libprotobuf-c jansson libsodium
 PKGS_TEST   := check
 
 .DEFAULT_GOAL := all
@@ -71,8 +71,11 @@ LIB_PC     := $(BUILD)/lib/pkgconfig/hccl.pc
 UNIT_BIN   := $(BUILD)/tests/unit_tests
 INTEG_BIN  := $(BUILD)/tests/integration_tests
 SIM_BIN    := $(BUILD)/tests/sim_all
+NETNS_SRC  := $(wildcard tests/netns/*.c)
+NETNS_BIN  := $(BUILD)/tests/netns_tests
 
-.PHONY: all test test-unit test-integration demo bench install clean format-check
+.PHONY: all test test-unit test-integration test-netns demo bench bench-multinode install clean \
+	format-check
 all: $(BIN_HCCLD) $(BIN_TOOLS) $(LIB_SO) $(LIB_A) $(LIB_PC)
 
 $(GEN_C) $(GEN_H): proto/hccld.proto | $(DEPS_STAMP)
@@ -106,7 +109,7 @@ $(LIB_A): $(CLIENT_OBJ) $(COMMON_OBJ)
 
 $(LIB_PC): Makefile
 	@mkdir -p $(@D)
-	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: hccl\nDescription: hcclD client library (HCCL API)\nVersion: %s\nRequires.private: libprotobuf-c jansson\nLibs: -L$${libdir} -lhccl\nLibs.private: -pthread -lm\nCflags: -I$${includedir}\n' \
+	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: hccl\nDescription: hcclD client library (HCCL API)\nVersion: %s\nRequires.private: libprotobuf-c jansson libsodium\nLibs: -L$${libdir} -lhccl\nLibs.private: -pthread -lm\nCflags: -I$${includedir}\n' \
 	    '$(PREFIX)' '$(VERSION)' > $@
 
 $(BIN_HCCLD): $(DAEMON_OBJ) $(BUILD)/lib/libhcclcommon.a
@@ -131,7 +134,12 @@ $(SIM_BIN): $(call obj,tests/sim/main.c tests/sim/sim.c $(ALGO_SRC)) $(BUILD)/li
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(ALLLDFLAGS) -lm
 
-test: all $(UNIT_BIN) $(INTEG_BIN) $(SIM_BIN) format-check
+# Daemons in network namespaces; links the integration harness and references, not copies.
+$(NETNS_BIN): $(call obj,$(NETNS_SRC) tests/integration/harness.c tests/integration/ref.c) $(LIB_A)
+	@mkdir -p $(@D)
+	$(CC) -o $@ $^ $(ALLLDFLAGS) $(call pc_libs,$(PKGS_TEST) $(PKGS_CLIENT)) -lm
+
+test: all $(UNIT_BIN) $(INTEG_BIN) $(SIM_BIN) $(NETNS_BIN) format-check
 	./tests/run.sh $(BUILD)
 
 test-unit: $(UNIT_BIN)
@@ -140,12 +148,19 @@ test-unit: $(UNIT_BIN)
 test-integration: all $(INTEG_BIN)
 	HCCLD_BIN=$(BIN_HCCLD) $(INTEG_BIN)
 
+test-netns: all $(NETNS_BIN)
+	HCCLD_BIN=$(BIN_HCCLD) $(NETNS_BIN)
+
 demo: all
 	./scripts/demo.sh $(BUILD)
 
 bench: all
 	HCCLD_DEPS_BENCH=1 ./scripts/install-deps.sh
 	./bench/run.sh $(BUILD)
+
+bench-multinode: all
+	HCCLD_DEPS_BENCH=1 ./scripts/install-deps.sh
+	./bench/multinode.sh $(BUILD)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \

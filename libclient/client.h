@@ -58,6 +58,7 @@ typedef struct hc_client {
     int dead;
     uint64_t spin_ns;
     uint64_t exec_timeout_ns;
+    char advertised[64]; /* "IP:PORT" peer daemons reach our daemon at; empty: not listening */
 } hc_client_t;
 
 typedef struct hc_coop hc_coop_t;
@@ -74,6 +75,9 @@ typedef struct hc_comm {
     hc_coop_t *coop;    /* cooperative level 0, or NULL: everything through the daemon */
     uint32_t nnodes;    /* daemons the comm spans */
     uint64_t split_seq; /* HcclCommSplit calls so far (they pair up across ranks) */
+    int has_job;        /* job_id/job_key known: comms across daemons derive children from them */
+    uint8_t job_id[16];
+    uint8_t job_key[16];
 } hc_comm_t;
 
 /* One collective or point-to-point transfer as the user described it. */
@@ -150,5 +154,9 @@ HcclResult hc_coop_run(hc_comm_t *comm, const hc_op_t *op);
 /* comm.c */
 HcclResult hc_comm_check(HcclComm comm, hc_comm_t **c_p);
 void hc_comm_set_error(hc_comm_t *comm, HcclResult rc);
+/* Joins rank `rank` of n to the job ri names (agreed: computed by the ranks, see agreed.c) and
+ * returns the new communicator in *comm. */
+HcclResult hc_comm_init(hc_client_t *c, const Hccld__RootInfo *ri, uint32_t n, uint32_t rank,
+                        int agreed, HcclComm *comm);
 
 #endif

@@ -3,6 +3,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agreed.h"
 #include "client.h"
 #include "env.h"
 #include "log.h"
@@ -116,14 +117,15 @@ static HcclResult comm_call(hc_client_t *c, Hccld__Msg *m, const char *what, uin
     return rc;
 }
 
-static HcclResult init_call(hc_client_t *c, Hccld__RootInfo *ri, uint32_t n, uint32_t rank,
-                            hc_comm_t *comm)
+static HcclResult init_call(hc_client_t *c, const Hccld__RootInfo *ri, uint32_t n, uint32_t rank,
+                            int agreed, hc_comm_t *comm)
 {
     Hccld__Msg m = HCCLD__MSG__INIT;
     Hccld__CommInitReq req = HCCLD__COMM_INIT_REQ__INIT;
     uint64_t timeout_s = hc_env_connect_timeout_s();
 
-    req.info = ri;
+    req.info = (Hccld__RootInfo *)ri;
+    req.agreed = agreed != 0;
     req.nranks = n;
     req.rank = rank;
     req.timeout_s = (uint32_t)timeout_s;
@@ -134,11 +136,37 @@ static HcclResult init_call(hc_client_t *c, Hccld__RootInfo *ri, uint32_t n, uin
     return comm_call(c, &m, "comm init", rank, timeout_s, comm);
 }
 
+HcclResult hc_comm_init(hc_client_t *c, const Hccld__RootInfo *ri, uint32_t n, uint32_t rank,
+                        int agreed, HcclComm *comm)
+{
+    hc_comm_t *hc = calloc(1, sizeof(*hc));
+    HcclResult rc;
+
+    if (hc == NULL)
+        return HCCL_E_MEMORY;
+    rc = init_call(c, ri, n, rank, agreed, hc);
+    if (rc != HCCL_SUCCESS) {
+        free(hc);
+        return rc;
+    }
+    hc->magic = HC_COMM_MAGIC;
+    hc->c = c;
+    hc->nranks = n;
+    hc->rank = rank;
+    /* Splits of a comm across daemons derive their jobs from these (libclient/split.c). */
+    hc->has_job = 1;
+    memcpy(hc->job_id, ri->job_id.data, sizeof(hc->job_id));
+    memcpy(hc->job_key, ri->job_key.data, sizeof(hc->job_key));
+    *comm = hc;
+    INFO("INIT", "rank %u of %u: comm %u ready on %u daemon(s), level 0 %s", rank, n, hc->id,
+         hc->nnodes, hc->coop ? "cooperative" : "by the daemon");
+    return HCCL_SUCCESS;
+}
+
 HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *rootInfo, uint32_t rank,
                                 HcclComm *comm)
 {
     Hccld__RootInfo *ri;
-    hc_comm_t *hc;
     hc_client_t *c;
     HcclResult rc;
 
@@ -152,26 +180,13 @@ HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *rootInfo, u
         ERR("INIT", "the root info is malformed (not from HcclGetRootInfo?)");
         return HCCL_E_PARA;
     }
-    if ((c = hc_client_get(&rc)) == NULL || (hc = calloc(1, sizeof(*hc))) == NULL) {
-        hccld__root_info__free_unpacked(ri, NULL);
-        return c == NULL ? rc : HCCL_E_MEMORY;
-    }
-    rc = init_call(c, ri, nRanks, rank, hc);
+    if ((c = hc_client_get(&rc)) != NULL)
+        rc = hc_comm_init(c, ri, nRanks, rank, 0, comm);
     hccld__root_info__free_unpacked(ri, NULL);
-    if (rc != HCCL_SUCCESS) {
-        free(hc);
-        return rc;
-    }
-    hc->magic = HC_COMM_MAGIC;
-    hc->c = c;
-    hc->nranks = nRanks;
-    hc->rank = rank;
-    *comm = hc;
-    INFO("INIT", "rank %u of %u: comm %u ready, level 0 %s", rank, nRanks, hc->id,
-         hc->coop ? "cooperative" : "by the daemon");
-    return HCCL_SUCCESS;
+    return rc;
 }
 
+/* HCCL_ROOT_INFO (hccl-run) first; then a rank table or a launcher's environment. */
 HcclResult HcclCommInitFromEnv(HcclComm *comm)
 {
     const char *hex = getenv("HCCL_ROOT_INFO");
@@ -180,8 +195,10 @@ HcclResult HcclCommInitFromEnv(HcclComm *comm)
 
     if (comm == NULL)
         return HCCL_E_PTR;
+    if (hex == NULL)
+        return hc_launcher_init(comm);
     memset(&ri, 0, sizeof(ri));
-    if (hex == NULL || hex_decode(hex, ri.internal, sizeof(ri.internal)) < 0 ||
+    if (hex_decode(hex, ri.internal, sizeof(ri.internal)) < 0 ||
         parse_u64(getenv("HCCL_RANK"), &rank) != 0 ||
         parse_u64(getenv("HCCL_WORLD_SIZE"), &size) != 0 || size > UINT32_MAX || rank >= size) {
         ERR("INIT", "HcclCommInitFromEnv needs HCCL_ROOT_INFO (hex), HCCL_RANK and "
@@ -203,6 +220,9 @@ HcclResult HcclCommSplit(HcclComm comm, uint32_t color, uint32_t key, HcclComm *
         rc = HCCL_E_PTR;
     if (rc != HCCL_SUCCESS)
         return rc;
+    /* A comm on one daemon splits there; one across daemons splits among its ranks. */
+    if (parent->nnodes > 1)
+        return hc_split_multinode(parent, color, key, parent->split_seq++, newComm);
     if ((child = calloc(1, sizeof(*child))) == NULL)
         return HCCL_E_MEMORY;
     req.comm_id = parent->id;

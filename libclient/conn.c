@@ -1,6 +1,7 @@
 /* The process's connection to its node's daemon: Hello/Welcome, the shared segment, requests. */
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -96,6 +97,8 @@ static HcclResult hello(hc_client_t *c)
         rc = (HcclResult)resp->welcome->result;
     } else if (welcome_apply(c, resp->welcome) != 0) {
         rc = HCCL_E_MEMORY;
+    } else {
+        snprintf(c->advertised, sizeof(c->advertised), "%s", resp->welcome->advertised);
     }
     frame_msg_free(resp);
     return rc;

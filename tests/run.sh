@@ -1,6 +1,7 @@
 #!/bin/bash
-# Runs every test suite (Check unit tests, then multi-process integration tests against a
-# private daemon) and ends with one summary line: "tests: N passed, N failed".
+# Runs every test suite (Check unit tests, multi-process integration tests against a private
+# daemon, then daemons in network namespaces) and ends with one summary line:
+# "tests: N passed, N failed".
 set -uo pipefail
 
 BUILD=${1:-build}
@@ -20,6 +21,8 @@ run() {
 run unit "$BUILD/tests/unit_tests"
 run sim "$BUILD/tests/sim_all"
 HCCLD_BIN="$BUILD/bin/hccld" run integration "$BUILD/tests/integration_tests"
+# Daemons in separate network namespaces (needs root; prints SKIP without it, fails under CI).
+HCCLD_BIN="$BUILD/bin/hccld" run netns "$BUILD/tests/netns_tests"
 
 # Check prints "NN%: Checks: C, Failures: F, Errors: E" per runner; add them up.
 read -r checks bad < <(grep -hoE 'Checks: [0-9]+, Failures: [0-9]+, Errors: [0-9]+' "$LOG"/*.out |

@@ -29,18 +29,18 @@ static void print_json(const Hccld__StatusResp *r)
     }
     for (size_t i = 0; i < r->n_comms; i++) {
         const Hccld__CommStatus *c = r->comms[i];
-        json_array_append_new(
-            comms, json_pack("{s:i, s:s, s:i, s:i, s:s, s:I, s:i}", "id", (int)c->comm_id, "job",
-                             c->job_id, "nranks", (int)c->nranks, "joined", (int)c->joined,
-                             "level0", c->level0, "ops_done", (json_int_t)c->ops_done,
-                             "ops_in_flight", (int)c->ops_in_flight));
+        json_array_append_new(comms, json_pack("{s:i, s:s, s:i, s:i, s:s, s:I, s:i}", "id",
+                                               (int)c->comm_id, "job", c->job_id, "nranks",
+                                               (int)c->nranks, "joined", (int)c->joined, "level0",
+                                               c->level0, "ops_done", (json_int_t)c->ops_done,
+                                               "ops_in_flight", (int)c->ops_in_flight));
     }
-    o = json_pack("{s:s, s:I, s:s, s:i, s:s, s:I, s:I, s:I, s:I, s:o, s:o}", "version",
-                  r->version, "uptime_ms", (json_int_t)r->uptime_ms, "socket", r->socket,
-                  "workers", (int)r->workers, "simd", r->simd, "ops_in_flight",
-                  (json_int_t)r->ops_in_flight, "ops_done", (json_int_t)r->ops_done,
-                  "net_tx_bytes", (json_int_t)r->net_tx_bytes, "net_rx_bytes",
-                  (json_int_t)r->net_rx_bytes, "clients", clients, "comms", comms);
+    o = json_pack("{s:s, s:I, s:s, s:i, s:s, s:I, s:I, s:I, s:I, s:o, s:o}", "version", r->version,
+                  "uptime_ms", (json_int_t)r->uptime_ms, "socket", r->socket, "workers",
+                  (int)r->workers, "simd", r->simd, "ops_in_flight", (json_int_t)r->ops_in_flight,
+                  "ops_done", (json_int_t)r->ops_done, "net_tx_bytes", (json_int_t)r->net_tx_bytes,
+                  "net_rx_bytes", (json_int_t)r->net_rx_bytes, "clients", clients, "comms", comms);
+    json_object_set_new(o, "advertised", json_string(r->advertised));
     json_dumpf(o, stdout, JSON_COMPACT);
     putchar('\n');
     json_decref(o);
@@ -50,10 +50,11 @@ static void print_text(const Hccld__StatusResp *r)
 {
     printf("hccld %s, up %llu s, socket %s, %u workers, simd %s\n", r->version,
            (unsigned long long)(r->uptime_ms / 1000), r->socket, r->workers, r->simd);
+    printf("peers reach it at: %s\n", r->advertised[0] ? r->advertised : "(not listening)");
     printf("ops: %llu done, %llu in flight\n", (unsigned long long)r->ops_done,
            (unsigned long long)r->ops_in_flight);
-    printf("between daemons: %llu bytes sent, %llu received\n",
-           (unsigned long long)r->net_tx_bytes, (unsigned long long)r->net_rx_bytes);
+    printf("between daemons: %llu bytes sent, %llu received\n", (unsigned long long)r->net_tx_bytes,
+           (unsigned long long)r->net_rx_bytes);
     printf("clients: %zu\n", r->n_clients);
     for (size_t i = 0; i < r->n_clients; i++) {
         const Hccld__ClientStatus *c = r->clients[i];

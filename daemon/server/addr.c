@@ -79,3 +79,56 @@ int addr_advertised(const char *listen_host, char *out, size_t cap)
         snprintf(out, cap, "127.0.0.1");
     return 0;
 }
+
+/* Splits "IP:PORT"; 0 or -1. */
+static int split_addr(const char *addr, char *ip, size_t cap, long *port)
+{
+    const char *colon = strrchr(addr, ':');
+    char *end;
+
+    if (colon == NULL || (size_t)(colon - addr) >= cap)
+        return -1;
+    memcpy(ip, addr, (size_t)(colon - addr));
+    ip[colon - addr] = '\0';
+    *port = strtol(colon + 1, &end, 10);
+    return *end == '\0' && *port >= 0 && *port <= 65535 ? 0 : -1;
+}
+
+/* Whether ip is an address of one of this host's interfaces (any of 127/8 counts). */
+static int ip_is_local(const char *ip)
+{
+    struct ifaddrs *ifs;
+    struct in_addr a;
+    int found = 0;
+
+    if (inet_pton(AF_INET, ip, &a) != 1)
+        return 0;
+    if ((ntohl(a.s_addr) >> 24) == 127)
+        return 1;
+    if (getifaddrs(&ifs) != 0)
+        return 0;
+    for (struct ifaddrs *i = ifs; i != NULL && !found; i = i->ifa_next)
+        found = i->ifa_addr != NULL && i->ifa_addr->sa_family == AF_INET &&
+                ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr == a.s_addr;
+    freeifaddrs(ifs);
+    return found;
+}
+
+int addr_is_self(const char *listen, const char *advertised, const char *addr)
+{
+    char ip[64], mine[64], lhost[64];
+    long port, my_port, lport;
+
+    if (advertised[0] == '\0')
+        return 0;
+    if (strcmp(addr, advertised) == 0)
+        return 1;
+    if (listen == NULL || split_addr(addr, ip, sizeof(ip), &port) != 0 ||
+        split_addr(advertised, mine, sizeof(mine), &my_port) != 0 || port != my_port ||
+        split_addr(listen, lhost, sizeof(lhost), &lport) != 0)
+        return 0;
+    /* Listening on one address, only that one reaches us; on the wildcard, any of ours does. */
+    if (strcmp(lhost, "0.0.0.0") != 0)
+        return strcmp(ip, lhost) == 0;
+    return ip_is_local(ip);
+}

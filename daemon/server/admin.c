@@ -98,6 +98,7 @@ static void send_status(server_t *srv, session_t *s, uint64_t req_id)
     r.net_rx_bytes = st.net_rx_bytes;
     r.workers = engine_workers(srv->eng);
     r.simd = (char *)reduce_isa();
+    r.advertised = srv->advertised;
     fill_clients(srv, &r, cs, csp);
     fill_comms(srv, &r, cm, cmp);
     m.req_id = req_id;

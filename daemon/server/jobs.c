@@ -140,32 +140,45 @@ static void on_job_timeout(uv_timer_t *t)
     job_free(j);
 }
 
+/* A job open for joins for timeout_s (0: 120) seconds. */
+static job_t *job_open(server_t *srv, const uint8_t *id, const uint8_t *key, uint32_t timeout_s)
+{
+    job_t *j = calloc(1, sizeof(*j));
+
+    if (j == NULL)
+        return NULL;
+    j->srv = srv;
+    memcpy(j->id, id, sizeof(j->id));
+    memcpy(j->key, key, sizeof(j->key));
+    hex_encode(j->id, sizeof(j->id), j->hex);
+    uv_timer_init(srv->loop, &j->timer);
+    j->timer.data = j;
+    uv_timer_start(&j->timer, on_job_timeout, (uint64_t)(timeout_s ? timeout_s : 120) * 1000, 0);
+    j->next = srv->jobs;
+    srv->jobs = j;
+    return j;
+}
+
 void jobs_root_info(server_t *srv, session_t *s, uint64_t req_id, const Hccld__RootInfoReq *req)
 {
     Hccld__Msg m = HCCLD__MSG__INIT;
     Hccld__RootInfoResp resp = HCCLD__ROOT_INFO_RESP__INIT;
     Hccld__RootInfo ri = HCCLD__ROOT_INFO__INIT;
-    job_t *j = calloc(1, sizeof(*j));
+    uint8_t id[ROOTINFO_ID_BYTES], key[ROOTINFO_KEY_BYTES];
     uint32_t timeout_s = req->timeout_s ? req->timeout_s : 120;
+    job_t *j = NULL;
 
     m.req_id = req_id;
     m.body_case = HCCLD__MSG__BODY_ROOT_INFO_RESP;
     m.root_info_resp = &resp;
-    if (j == NULL || getrandom(j->id, sizeof(j->id), 0) != sizeof(j->id) ||
-        getrandom(j->key, sizeof(j->key), 0) != sizeof(j->key)) {
+    if (getrandom(id, sizeof(id), 0) != sizeof(id) ||
+        getrandom(key, sizeof(key), 0) != sizeof(key) ||
+        (j = job_open(srv, id, key, timeout_s)) == NULL) {
         ERR("INIT", "getrandom() or allocation for a new job failed");
-        free(j);
         resp.result = HCCL_E_INTERNAL;
         session_send(s, &m);
         return;
     }
-    j->srv = srv;
-    hex_encode(j->id, sizeof(j->id), j->hex);
-    uv_timer_init(srv->loop, &j->timer);
-    j->timer.data = j;
-    uv_timer_start(&j->timer, on_job_timeout, (uint64_t)timeout_s * 1000, 0);
-    j->next = srv->jobs;
-    srv->jobs = j;
     ri.version = 1;
     ri.job_id.data = j->id;
     ri.job_id.len = sizeof(j->id);
@@ -489,6 +502,15 @@ static int job_is_local(const job_t *j)
     return 1;
 }
 
+static uint32_t local_joins(const job_t *j)
+{
+    uint32_t n = 0;
+
+    for (uint32_t r = 0; r < j->nranks; r++)
+        n += j->ranks[r].s != NULL;
+    return n;
+}
+
 static void job_complete_multinode(server_t *srv, job_t *j);
 
 static void job_check_complete(server_t *srv, job_t *j)
@@ -501,6 +523,18 @@ static void job_check_complete(server_t *srv, job_t *j)
         job_complete_multinode(srv, j);
 }
 
+/* The first rank of an agreed job on its root daemon opens it with the id and key every rank
+ * computed; the other ranks' keys are checked against it as for issued root infos. */
+static job_t *agreed_open(server_t *srv, const Hccld__CommInitReq *req)
+{
+    job_t *j = job_open(srv, req->info->job_id.data, req->info->job_key.data, req->timeout_s);
+
+    if (j != NULL)
+        INFO("INIT", "agreed job %s opened by the join of rank %u of %u (joins accepted for %u s)",
+             j->hex, req->rank, req->nranks, req->timeout_s ? req->timeout_s : 120);
+    return j;
+}
+
 void jobs_comm_init(server_t *srv, session_t *s, uint64_t req_id, const Hccld__CommInitReq *req)
 {
     const char *why = NULL;
@@ -511,15 +545,18 @@ void jobs_comm_init(server_t *srv, session_t *s, uint64_t req_id, const Hccld__C
         req->info->job_key.len != ROOTINFO_KEY_BYTES) {
         why = "malformed root info";
     } else if (req->info->root_addr[0] != '\0' &&
-               strcmp(req->info->root_addr, srv->advertised) != 0) {
+               !addr_is_self(srv->cfg.listen, srv->advertised, req->info->root_addr)) {
         rjobs_join(srv, s, req_id, req); /* another daemon is the root */
         return;
-    } else if ((j = job_find(srv, req->info->job_id.data)) == NULL) {
+    } else if ((j = job_find(srv, req->info->job_id.data)) == NULL && !req->agreed) {
         why = "unknown, expired or already used root info", result = HCCL_E_NOT_FOUND;
+    } else if (j == NULL && (j = agreed_open(srv, req)) == NULL) {
+        why = "out of memory", result = HCCL_E_MEMORY;
     } else if (!key_equal(j->key, req->info->job_key.data)) {
         why = "wrong job key for this root info";
-    } else if (req->nranks > SERVER_MAX_LOCAL_RANKS && job_is_local(j)) {
-        why = "nRanks out of range for one node";
+    } else if (req->nranks > SERVER_MAX_LOCAL_RANKS && local_joins(j) >= SERVER_MAX_LOCAL_RANKS) {
+        /* A job may span daemons whatever its size; one daemon holds at most this many. */
+        why = "too many ranks of this job on one node";
     } else {
         why = join_refusal(j, req->nranks, req->rank);
     }

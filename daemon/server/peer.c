@@ -50,7 +50,7 @@ void peer_close(peer_t *p)
     p->state = PEER_CLOSING;
     peer_unlink(p);
     if (was != PEER_READY && p->on_ready != NULL)
-        p->on_ready(p, HCCL_E_TCP_CONNECT);
+        p->on_ready(p, p->job_unknown ? HCCL_E_NOT_FOUND : HCCL_E_TCP_CONNECT);
     else if (was == PEER_READY && p->on_gone != NULL)
         p->on_gone(p);
     uv_close((uv_handle_t *)&p->timer, on_peer_closed);
@@ -97,7 +97,11 @@ static int on_hello(peer_t *p, const Hccld__PeerHello *h)
     }
     memcpy(p->job_id, h->job_id.data, PEER_JOB_BYTES);
     if (jobs_key_for(p->srv, p->job_id, p->key) != 0) {
-        WARN("NET", "daemon %s (%s) asked for a job this daemon does not know", h->addr, p->ip);
+        /* An agreed job is opened by its first local rank: until then its members retry. */
+        if (h->agreed)
+            DBG("NET", "daemon %s (%s) asked for an agreed job not open here yet", h->addr, p->ip);
+        else
+            WARN("NET", "daemon %s (%s) asked for a job this daemon does not know", h->addr, p->ip);
         send_result(p, HCCL_E_NOT_FOUND, "unknown job");
         return -ENOENT;
     }
@@ -138,7 +142,10 @@ static int on_challenge(peer_t *p, const Hccld__PeerChallenge *c)
     if (c->nonce.len != AUTH_NONCE_BYTES ||
         !auth_check(p->key, PEER_JOB_BYTES, PEER_ROLE_ACCEPT, p->nonce_c, c->nonce.data,
                     c->mac.data, c->mac.len)) {
-        WARN("NET", "daemon %s could not prove the job key; not trusting it", p->addr);
+        WARN("NET",
+             "daemon %s could not prove the job key of our root info: the key our ranks were "
+             "given, or the one it holds, is wrong; not trusting it",
+             p->addr);
         return -EACCES;
     }
     memcpy(p->nonce_a, c->nonce.data, AUTH_NONCE_BYTES);
@@ -159,7 +166,12 @@ static int dispatch(peer_t *p, const Hccld__Msg *m)
         return m->body_case == HCCLD__MSG__BODY_PEER_PROOF ? on_proof(p, m->peer_proof) : -EPROTO;
     case PEER_WAIT_CHALLENGE:
         if (m->body_case == HCCLD__MSG__BODY_PEER_RESULT) {
-            WARN("NET", "daemon %s refused us: %s", p->addr, m->peer_result->message);
+            /* Only the hello can be refused for an unknown job; a wrong key fails later. */
+            p->job_unknown = m->peer_result->result == HCCL_E_NOT_FOUND;
+            if (p->job_unknown && p->agreed)
+                DBG("NET", "daemon %s does not know the job yet", p->addr);
+            else
+                WARN("NET", "daemon %s refused us: %s", p->addr, m->peer_result->message);
             return -EACCES;
         }
         return m->body_case == HCCLD__MSG__BODY_PEER_CHALLENGE ? on_challenge(p, m->peer_challenge)
@@ -191,7 +203,13 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     int rc;
 
     if (nread < 0) {
-        if (p->state != PEER_CLOSING)
+        /* A daemon whose key differs hangs up once our challenge fails to convince it. */
+        if (p->state == PEER_WAIT_PROOF)
+            WARN("NET",
+                 "daemon %s (%s) hung up instead of proving the job key (it holds another key "
+                 "for this job?); refused",
+                 p->addr, p->ip);
+        else if (p->state != PEER_CLOSING)
             INFO("NET", "connection with daemon %s (%s) closed", p->addr, p->ip);
         peer_close(p);
         return;
@@ -290,6 +308,7 @@ static void on_connected(uv_connect_t *req, int status)
     set_bytes(&h.job_id, p->job_id, PEER_JOB_BYTES);
     set_bytes(&h.nonce, p->nonce_c, AUTH_NONCE_BYTES);
     h.addr = p->srv->advertised;
+    h.agreed = p->agreed != 0;
     m.body_case = HCCLD__MSG__BODY_PEER_HELLO;
     m.peer_hello = &h;
     p->state = PEER_WAIT_CHALLENGE;

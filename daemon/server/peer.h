@@ -29,7 +29,9 @@ enum peer_state {
     PEER_CLOSING
 };
 
-/* result is an HcclResult: 0 once the peer is authenticated, an error when it never will be. */
+/* result is an HcclResult: 0 once the peer is authenticated, an error when it never will be:
+ * HCCL_E_NOT_FOUND when the other daemon does not know the job (yet), HCCL_E_TCP_CONNECT for
+ * everything else (unreachable, wrong key, malformed). */
 typedef void (*peer_ready_cb)(peer_t *p, int result);
 /* A message on an authenticated connection. */
 typedef void (*peer_msg_cb)(peer_t *p, const Hccld__Msg *m);
@@ -50,6 +52,8 @@ struct peer {
     char addr[PEER_ADDR_MAX];          /* the other daemon's advertised address */
     char ip[48];                       /* where the connection really comes from */
     char data_addr[PEER_ADDR_MAX];     /* where that daemon accepts data connections */
+    int agreed;                        /* outgoing, agreed job: "unknown" is expected, retried */
+    int job_unknown;                   /* outgoing: the other daemon does not know the job */
     peer_ready_cb on_ready;
     peer_msg_cb on_msg;
     peer_gone_cb on_gone;
@@ -69,5 +73,9 @@ void peers_stop(server_t *srv);
 /* addr.c */
 int addr_advertised(const char *listen_host, char *out, size_t cap);
 int ifname_match(const char *spec, const char *name);
+/* Whether "IP:PORT" reaches this daemon (listening on listen, advertising advertised): the
+ * advertised address itself, or another address of this host on our port when we listen on the
+ * wildcard (a rank may name its root by any of the node's addresses, or 127.0.0.1). */
+int addr_is_self(const char *listen, const char *advertised, const char *addr);
 
 #endif

@@ -1,8 +1,11 @@
 /*
  * The member side of a job whose root is another daemon: our ranks' joins travel over one
  * authenticated connection to the root daemon, which answers with the membership once every
- * rank of the job joined (or with the reason it never will).
+ * rank of the job joined (or with the reason it never will). An agreed job (computed by the
+ * ranks, not issued by the root daemon) is opened at the root by its first local rank; until
+ * then the root refuses the handshake as "unknown job" and we retry until the join timeout.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,8 +34,15 @@ struct rjob {
     rjoin_t *joins;
     uint32_t njoins, cap;
     uv_timer_t timer; /* the root never answering still ends in an answer */
+    int agreed;       /* the root opens the job when its first rank joins: retry until then */
+    uint64_t deadline_ms;
+    uint32_t attempts;
+    uv_timer_t retry;
+    int handles_open;
     rjob_t *next;
 };
+
+#define RJOB_RETRY_MS 150
 
 static rjob_t *rjob_find(server_t *srv, const uint8_t *id)
 {
@@ -56,6 +66,8 @@ static void rjob_freed(uv_handle_t *h)
 {
     rjob_t *r = h->data;
 
+    if (--r->handles_open > 0)
+        return;
     free(r->joins);
     free(r);
 }
@@ -74,6 +86,7 @@ static void rjob_free(rjob_t *r)
         peer_close(l);
     }
     uv_close((uv_handle_t *)&r->timer, rjob_freed);
+    uv_close((uv_handle_t *)&r->retry, rjob_freed);
 }
 
 /* Answers every local rank with an error and forgets the job. */
@@ -101,6 +114,48 @@ static void send_join(rjob_t *r, const rjoin_t *j)
     peer_send(r->link, &m);
 }
 
+static void on_link_ready(peer_t *p, int result);
+
+static int rjob_connect(rjob_t *r)
+{
+    uint64_t now = uv_now(r->srv->loop);
+    uint64_t left = r->deadline_ms > now ? r->deadline_ms - now : 1;
+
+    r->attempts++;
+    r->link = peer_connect(r->srv, r->root, r->id, r->key, (unsigned)left, on_link_ready, r);
+    if (r->link != NULL)
+        r->link->agreed = r->agreed;
+    return r->link != NULL ? 0 : -1;
+}
+
+static void on_retry(uv_timer_t *t)
+{
+    rjob_t *r = t->data;
+
+    if (rjob_connect(r) != 0)
+        rjob_fail(r, HCCL_E_PARA, "the root info names an unusable root address");
+}
+
+/* The root daemon does not know the agreed job yet: ask again shortly, until the deadline. */
+static void rjob_retry(rjob_t *r)
+{
+    char why[PEER_ADDR_MAX + 160];
+
+    if (uv_now(r->srv->loop) + RJOB_RETRY_MS >= r->deadline_ms) {
+        snprintf(why, sizeof(why),
+                 "the root daemon %s never opened the job: no rank on it joined within "
+                 "HCCL_CONNECT_TIMEOUT (%u attempts)",
+                 r->root, r->attempts);
+        rjob_fail(r, HCCL_E_TIMEOUT, why);
+        return;
+    }
+    DBG("INIT",
+        "job %s: the root daemon %s does not know it yet (no rank there joined); "
+        "retrying in %d ms",
+        r->hex, r->root, RJOB_RETRY_MS);
+    uv_timer_start(&r->retry, on_retry, RJOB_RETRY_MS, 0);
+}
+
 static void on_link_ready(peer_t *p, int result)
 {
     rjob_t *r = p->user;
@@ -109,10 +164,18 @@ static void on_link_ready(peer_t *p, int result)
         return;
     if (result != HCCL_SUCCESS) {
         r->link = NULL; /* peer_close frees it */
-        rjob_fail(r, HCCL_E_TCP_CONNECT, "cannot reach or authenticate with the root daemon");
+        if (result == HCCL_E_NOT_FOUND && r->agreed)
+            rjob_retry(r);
+        else if (result == HCCL_E_NOT_FOUND)
+            rjob_fail(r, HCCL_E_NOT_FOUND,
+                      "the root daemon does not know this root info (expired or already used)");
+        else
+            rjob_fail(r, HCCL_E_TCP_CONNECT, "cannot reach or authenticate with the root daemon");
         return;
     }
     r->ready = 1;
+    /* Refreshed here: an agreed job may wait long for its root, the expectation ages. */
+    engine_job_expect(r->srv->eng, r->id, r->key);
     p->on_msg = jobs_peer_msg;
     p->on_gone = jobs_peer_gone;
     for (uint32_t i = 0; i < r->njoins; i++)
@@ -138,15 +201,18 @@ static rjob_t *rjob_open(server_t *srv, const Hccld__CommInitReq *req)
     hex_encode(r->id, sizeof(r->id), r->hex);
     snprintf(r->root, sizeof(r->root), "%s", req->info->root_addr);
     r->nranks = req->nranks;
+    r->agreed = req->agreed;
     snprintf(r->algo, sizeof(r->algo), "%s", req->algo);
     uv_timer_init(srv->loop, &r->timer);
-    r->timer.data = r;
+    uv_timer_init(srv->loop, &r->retry);
+    r->handles_open = 2;
+    r->timer.data = r->retry.data = r;
     uv_timer_start(&r->timer, on_rjob_timeout, (uint64_t)timeout_s * 1000 + 2000, 0);
+    r->deadline_ms = uv_now(srv->loop) + (uint64_t)timeout_s * 1000;
     r->next = srv->rjobs;
     srv->rjobs = r;
     engine_job_expect(srv->eng, r->id, r->key);
-    r->link = peer_connect(srv, r->root, r->id, r->key, timeout_s * 1000, on_link_ready, r);
-    if (r->link == NULL) {
+    if (rjob_connect(r) != 0) {
         rjob_fail(r, HCCL_E_PARA, "the root info names an unusable root address");
         return NULL;
     }

@@ -176,6 +176,7 @@ static void on_hello(session_t *s, uint64_t req_id, const Hccld__Hello *h)
     w.cq_entries = s->layout.cq_entries;
     w.arena_bytes = s->layout.arena_bytes;
     w.max_frame = FRAME_MAX;
+    w.advertised = srv->advertised;
     m.req_id = req_id;
     m.body_case = HCCLD__MSG__BODY_WELCOME;
     m.welcome = &w;

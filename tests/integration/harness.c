@@ -2,6 +2,7 @@
 #include "uds.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,6 +79,35 @@ pid_t harness_daemon_start(const char *extra_arg)
     if (pid > 0)
         setenv("HCCLD_SOCKET", sock_path, 1);
     return pid;
+}
+
+int harness_daemon_addr(const char *sock, char *out, size_t cap)
+{
+    Hccld__Msg m = HCCLD__MSG__INIT, *resp = NULL;
+    Hccld__StatusReq req = HCCLD__STATUS_REQ__INIT;
+    char admin[256];
+    const char *slash = strrchr(sock, '/');
+    uds_conn_t conn;
+    int fd, rc = -1;
+
+    if (slash == NULL)
+        return -1;
+    snprintf(admin, sizeof(admin), "%.*s/hccld-admin.sock", (int)(slash - sock), sock);
+    if ((fd = uds_connect(admin)) < 0)
+        return -1;
+    uds_conn_init(&conn, fd);
+    m.req_id = 1;
+    m.body_case = HCCLD__MSG__BODY_STATUS_REQ;
+    m.status_req = &req;
+    if (uds_send(fd, &m, NULL, 0) == 0 && uds_recv(&conn, &resp, 5000) == 0 &&
+        resp->body_case == HCCLD__MSG__BODY_STATUS_RESP && resp->status_resp->advertised[0]) {
+        snprintf(out, cap, "%s", resp->status_resp->advertised);
+        rc = 0;
+    }
+    if (resp != NULL)
+        frame_msg_free(resp);
+    uds_conn_close(&conn);
+    return rc;
 }
 
 void harness_daemon_stop(pid_t pid)
@@ -167,4 +197,79 @@ int harness_run_ranks(uint32_t n, rank_fn fn, void *arg, unsigned timeout_s)
     if (n > 256 || harness_spawn_ranks(n, fn, arg, timeout_s, pids) != 0)
         return (int)n;
     return harness_wait(pids, n, timeout_s);
+}
+
+static void spawn_exec(const harness_daemon_opts_t *o, const char *bin, const char *sock)
+{
+    const char *argv[32];
+    const char *level = o->log_level ? o->log_level : getenv("HCCLD_TEST_LOG_LEVEL");
+    size_t n = 0;
+
+    for (size_t i = 0; o->prefix != NULL && o->prefix[i] != NULL && n < 20; i++)
+        argv[n++] = o->prefix[i];
+    argv[n++] = bin;
+    argv[n++] = "--socket";
+    argv[n++] = sock;
+    argv[n++] = "--foreground";
+    argv[n++] = "--listen";
+    argv[n++] = o->listen ? o->listen : "127.0.0.1:0";
+    argv[n++] = "--log-level";
+    argv[n++] = level ? level : "error";
+    argv[n] = NULL;
+    if (o->log_path != NULL) {
+        int fd = open(o->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (fd < 0 || dup2(fd, STDERR_FILENO) < 0)
+            _exit(126);
+    }
+    execvp(argv[0], (char *const *)argv);
+    _exit(127);
+}
+
+pid_t harness_daemon_spawn_opts(const harness_daemon_opts_t *o, char *sock, size_t cap)
+{
+    const char *bin = getenv("HCCLD_BIN");
+    char dir[] = "/tmp/hccld-test-XXXXXX";
+    pid_t pid;
+
+    if (bin == NULL)
+        bin = "build/bin/hccld";
+    if (o->dir == NULL && mkdtemp(dir) == NULL)
+        return -1;
+    snprintf(sock, cap, "%s/hccld.sock", o->dir ? o->dir : dir);
+    pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0)
+        spawn_exec(o, bin, sock);
+    /* Ready means accepting connections; bounded so that a broken daemon fails fast. */
+    for (int i = 0; i < 1000 && !can_connect(sock); i++) {
+        if (!harness_alive(pid))
+            return -1;
+        usleep(10000);
+    }
+    if (!can_connect(sock)) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return -1;
+    }
+    return pid;
+}
+
+int harness_daemon_stop_within(pid_t pid, unsigned timeout_s)
+{
+    int st;
+
+    if (pid <= 0 || kill(pid, SIGTERM) != 0)
+        return -1;
+    for (unsigned i = 0; i < timeout_s * 100; i++) {
+        pid_t got = waitpid(pid, &st, WNOHANG);
+        if (got == pid)
+            return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        if (got < 0)
+            return -1;
+        usleep(10000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return -1;
 }

@@ -9,6 +9,7 @@
     X(p2p)                                                                                         \
     X(api)                                                                                         \
     X(hostile)                                                                                     \
+    X(bootstrap)                                                                                   \
     X(multinode)                                                                                   \
     X(service)
 

@@ -15,6 +15,7 @@
     X(algo)                                                                                        \
     X(tcp)                                                                                         \
     X(qos)                                                                                         \
+    X(bootstrap)                                                                                   \
     X(l1)
 
 #define X(name) Suite *name##_suite(void);

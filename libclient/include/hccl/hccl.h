@@ -91,14 +91,34 @@ HCCL_API HcclResult HcclGetRootInfo(HcclRootInfo *rootInfo);
  * HCCL_CONNECT_TIMEOUT seconds passed (HCCL_E_TIMEOUT). */
 HCCL_API HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *rootInfo,
                                          uint32_t rank, HcclComm *comm);
-/* As HcclCommInitRootInfo, with HCCL_ROOT_INFO (hex), HCCL_RANK and HCCL_WORLD_SIZE from the
- * environment (set by hccl-run). */
+/*
+ * Joins rank `rank` to the communicator HCCL's rank table describes (version 1.0 JSON: every
+ * server's server_id is its hccld's address, "IP" for port 60000 or "IP:PORT", with its devices'
+ * rank_id). Every rank reads the same file and no rank needs a root info: the root daemon is the
+ * server of rank 0, the job follows from the file's bytes and HCCL_JOB_KEY. The rank's own daemon
+ * must be the server the table lists it under, and every server's rank ids must form one
+ * contiguous block (the same size on every server). Returns HCCL_E_NOT_FOUND when the file
+ * cannot be read, HCCL_E_PARA when it is malformed or lacks the rank, HCCL_E_NOT_SUPPORT for a
+ * layout hcclD cannot run yet, HCCL_E_TIMEOUT when not every rank joined within
+ * HCCL_CONNECT_TIMEOUT. Every rank must create its comms from rank tables and launcher
+ * environments in the same order (the n-th such comm of a process is another job).
+ */
+HCCL_API HcclResult HcclCommInitClusterInfo(const char *rankTableFile, uint32_t rank,
+                                            HcclComm *comm);
+/* A communicator from the environment: HCCL_ROOT_INFO (hex), HCCL_RANK and HCCL_WORLD_SIZE (set
+ * by hccl-run); else RANK_TABLE_FILE with RANK_ID (as HcclCommInitClusterInfo); else torchrun
+ * (RANK, WORLD_SIZE, MASTER_ADDR), Open MPI (OMPI_COMM_WORLD_RANK/SIZE, with HCCL_ROOT_ADDR) or
+ * Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_STEP_NODELIST), whose ranks agree on the job without
+ * exchanging anything. HCCL_ROOT_ADDR ("HOST" or "HOST:PORT") overrides the root daemon. */
 HCCL_API HcclResult HcclCommInitFromEnv(HcclComm *comm);
 HCCL_API HcclResult HcclCommDestroy(HcclComm comm);
 
 /* Every rank of comm calls it (as MPI_Comm_split / ncclCommSplit): ranks passing the same color
  * form a new communicator, ordered by key then by their rank in comm. A rank passing
- * HCCL_SPLIT_NOCOLOR joins none and gets *newComm = NULL. */
+ * HCCL_SPLIT_NOCOLOR joins none and gets *newComm = NULL. On a comm across daemons the ranks
+ * exchange colors through comm itself (one more allgather on it, in issue order); a child across
+ * daemons needs its ranks in contiguous, equal blocks per daemon (HCCL_E_NOT_SUPPORT otherwise, on
+ * every rank of that child). */
 #define HCCL_SPLIT_NOCOLOR 0xffffffffu
 HCCL_API HcclResult HcclCommSplit(HcclComm comm, uint32_t color, uint32_t key, HcclComm *newComm);
 HCCL_API HcclResult HcclGetRankSize(HcclComm comm, uint32_t *rankSize);

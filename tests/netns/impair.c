@@ -1,0 +1,80 @@
+#include "impair.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int impair_drop_input(const topo_t *t, unsigned k, const char *probability)
+{
+    char out[1024];
+    int rc = topo_run(t->node[k], out, sizeof(out), "iptables", "-w", "5", "-A", "INPUT", "-i",
+                      "eth0", "-m", "statistic", "--mode", "random", "--probability", probability,
+                      "-j", "DROP", NULL);
+
+    if (rc != 0)
+        fprintf(stderr, "netns: iptables in %s failed (status %d): %s\n", t->node[k], rc, out);
+    return rc == 0 ? 0 : -1;
+}
+
+int64_t impair_dropped(const topo_t *t, unsigned k)
+{
+    char out[4096];
+    int64_t sum = -1;
+
+    if (topo_run(t->node[k], out, sizeof(out), "iptables", "-w", "5", "-n", "-v", "-x", "-L",
+                 "INPUT", NULL) != 0)
+        return -1;
+    /* Rule lines start with the packet and byte counters: "  123  4567 DROP ...". */
+    for (char *save, *line = strtok_r(out, "\n", &save); line != NULL;
+         line = strtok_r(NULL, "\n", &save)) {
+        long long pkts, bytes;
+        char target[32];
+        if (sscanf(line, " %lld %lld %31s", &pkts, &bytes, target) == 3 &&
+            strcmp(target, "DROP") == 0)
+            sum = (sum < 0 ? 0 : sum) + pkts;
+    }
+    return sum;
+}
+
+static int tbf(const char *ns, const char *dev, const char *rate)
+{
+    char out[1024];
+    int rc = topo_run(ns, out, sizeof(out), "tc", "qdisc", "replace", "dev", dev, "root", "tbf",
+                      "rate", rate, "burst", "512kb", "latency", "20ms", NULL);
+
+    if (rc != 0)
+        fprintf(stderr, "netns: tc on %s in %s failed (status %d): %s\n", dev, ns, rc, out);
+    return rc == 0 ? 0 : -1;
+}
+
+int impair_rate_limit(const topo_t *t, const char *rate)
+{
+    for (unsigned k = 0; k < t->n; k++)
+        if (tbf(t->node[k], "eth0", rate) != 0 || tbf(t->sw, t->port[k], rate) != 0)
+            return -1;
+    return 0;
+}
+
+int64_t impair_qdisc_sent(const char *ns, const char *dev)
+{
+    char out[4096];
+    const char *p;
+    long long sent;
+
+    if (topo_run(ns, out, sizeof(out), "tc", "-s", "qdisc", "show", "dev", dev, "root", NULL) !=
+            0 ||
+        strstr(out, "tbf") == NULL || (p = strstr(out, "Sent ")) == NULL ||
+        sscanf(p, "Sent %lld bytes", &sent) != 1)
+        return -1;
+    return sent;
+}
+
+int64_t impair_tx_bytes(const topo_t *t, unsigned k)
+{
+    char out[256];
+
+    if (topo_run(t->node[k], out, sizeof(out), "cat", "/sys/class/net/eth0/statistics/tx_bytes",
+                 NULL) != 0)
+        return -1;
+    return strtoll(out, NULL, 10);
+}

@@ -1,0 +1,26 @@
+/*
+ * Impairments of a test network (topo.h) and the counters that show they acted: random loss
+ * of incoming packets with iptables' statistic match, a rate limit with tc's token bucket.
+ * They live inside the namespaces and go away with them.
+ */
+#ifndef HCCLD_TESTS_NETNS_IMPAIR_H
+#define HCCLD_TESTS_NETNS_IMPAIR_H
+
+#include <stdint.h>
+
+#include "topo.h"
+
+/* Drops each packet that node k receives on eth0 with the given probability ("0.01"). */
+int impair_drop_input(const topo_t *t, unsigned k, const char *probability);
+/* Packets dropped so far by impair_drop_input's rule on node k; -1 if unknown. */
+int64_t impair_dropped(const topo_t *t, unsigned k);
+
+/* A token bucket of the given rate ("1gbit") on both ends of every node's veth. */
+int impair_rate_limit(const topo_t *t, const char *rate);
+/* Bytes that the root qdisc of dev in namespace ns has sent; -1 if unknown. */
+int64_t impair_qdisc_sent(const char *ns, const char *dev);
+
+/* Bytes that eth0 of node k has sent (its kernel counter); -1 if unknown. */
+int64_t impair_tx_bytes(const topo_t *t, unsigned k);
+
+#endif

@@ -1,0 +1,361 @@
+/*
+ * Daemons in separate network stacks. Each node is a network namespace with its own veth to a
+ * bridge (topo.h); hccld runs inside it, listening on the node's private address, and the
+ * ranks stay in the test's namespace: a Unix socket path reaches a daemon whatever its network
+ * namespace, and the test checks that every daemon really runs in another one. Collectives
+ * across the namespaces must be bit-exact on a clean network, with 1% of one node's incoming
+ * packets dropped, and through a 1 Gbit/s token bucket on every veth; a rank with a wrong job
+ * key is refused and leaves the other job alone.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../integration/harness.h"
+#include "impair.h"
+#include "matrix.h"
+#include "netns_tests.h"
+#include "rootinfo.h"
+
+/* Seconds a rank may live; HCCL_CONNECT_TIMEOUT and HCCL_EXEC_TIMEOUT (main.c) are smaller. */
+#define RANK_TIMEOUT 100
+#define PORT "60000"
+/* A refused join must fail fast, well before HCCL_CONNECT_TIMEOUT. */
+#define FORGED_TIMEOUT 5
+/* The node whose incoming packets are dropped: the root daemon's, which carries the most. */
+#define LOSSY_NODE 0
+
+static char run_prefix[24];
+static char run_dir[64];
+
+void netns_tests_configure(const char *prefix, const char *dir)
+{
+    snprintf(run_prefix, sizeof(run_prefix), "%s", prefix);
+    snprintf(run_dir, sizeof(run_dir), "%s", dir);
+}
+
+typedef struct cluster {
+    topo_t topo;
+    pid_t pids[TOPO_MAX_NODES];
+    char socks[TOPO_MAX_NODES][256];
+    char logs[TOPO_MAX_NODES][256];
+} cluster_t;
+
+/* Whether a log line is worth showing after a failure: the per-size algorithm choices are
+ * not. */
+static int telling(const char *line)
+{
+    return strstr(line, " INFO COLL: ") == NULL;
+}
+
+/* The last telling lines of every daemon's log, to explain a failure. */
+static void dump_logs(const cluster_t *c)
+{
+    char line[1024];
+
+    for (unsigned k = 0; k < c->topo.n; k++) {
+        FILE *f = fopen(c->logs[k], "r");
+        long lines = 0, skip;
+        if (f == NULL)
+            continue;
+        while (fgets(line, sizeof(line), f) != NULL)
+            lines += telling(line);
+        skip = lines > 25 ? lines - 25 : 0;
+        rewind(f);
+        fprintf(stderr, "--- %s (hccld of node %u, last %ld lines but algorithm choices)\n",
+                c->logs[k], k + 1, lines - skip);
+        for (long i = 0; fgets(line, sizeof(line), f) != NULL;)
+            if (telling(line) && i++ >= skip)
+                fputs(line, stderr);
+        fclose(f);
+    }
+}
+
+static void cluster_up(cluster_t *c, unsigned nodes)
+{
+    char dir[128], listen[32];
+
+    memset(c, 0, sizeof(*c));
+    ck_assert_msg(topo_create(&c->topo, run_prefix, nodes) == 0, "building %u namespaces", nodes);
+    for (unsigned k = 0; k < nodes; k++) {
+        snprintf(dir, sizeof(dir), "%s/n%u", run_dir, k + 1);
+        ck_assert_msg(mkdir(dir, 0755) == 0 || errno == EEXIST, "mkdir %s", dir);
+        snprintf(c->logs[k], sizeof(c->logs[k]), "%s/hccld.log", dir);
+        snprintf(listen, sizeof(listen), "%s:%s", c->topo.addr[k], PORT);
+        snprintf(c->socks[k], sizeof(c->socks[k]), "%s/hccld.sock", dir);
+        unlink(c->logs[k]);
+        unlink(c->socks[k]);
+        harness_daemon_opts_t o = {.prefix = c->topo.exec[k],
+                                   .listen = listen,
+                                   .dir = dir,
+                                   .log_path = c->logs[k],
+                                   .log_level = getenv("HCCLD_TEST_LOG_LEVEL") ? NULL : "info"};
+        c->pids[k] = harness_daemon_spawn_opts(&o, c->socks[k], sizeof(c->socks[k]));
+        if (c->pids[k] <= 0)
+            dump_logs(c);
+        ck_assert_msg(c->pids[k] > 0, "hccld in %s did not start", c->topo.node[k]);
+    }
+    /* Root infos come from node 1's daemon: it is the root of every job. */
+    setenv("HCCLD_SOCKET", c->socks[0], 1);
+}
+
+/* Every daemon must still run and stop cleanly on SIGTERM. */
+static void cluster_down(cluster_t *c)
+{
+    int alive[TOPO_MAX_NODES], status[TOPO_MAX_NODES];
+
+    for (unsigned k = 0; k < c->topo.n; k++)
+        alive[k] = harness_alive(c->pids[k]);
+    for (unsigned k = 0; k < c->topo.n; k++)
+        status[k] = alive[k] ? harness_daemon_stop_within(c->pids[k], 10) : -1;
+    for (unsigned k = 0; k < c->topo.n; k++)
+        if (!alive[k] || status[k] != 0) {
+            dump_logs(c);
+            break;
+        }
+    topo_destroy(&c->topo);
+    for (unsigned k = 0; k < c->topo.n; k++) {
+        ck_assert_msg(alive[k], "hccld of node %u died during the test", k + 1);
+        ck_assert_msg(status[k] == 0, "hccld of node %u: exit status %d on SIGTERM", k + 1,
+                      status[k]);
+    }
+}
+
+/* `per` ranks on each node's daemon, in blocks, run fn; returns how many failed. */
+static int run_job(const cluster_t *c, unsigned per, rank_fn fn, void *arg)
+{
+    char *socks[TOPO_MAX_NODES * 2];
+    pid_t pids[TOPO_MAX_NODES * 2];
+    uint32_t n = c->topo.n * per;
+
+    for (uint32_t r = 0; r < n; r++)
+        socks[r] = (char *)c->socks[r / per];
+    if (harness_spawn_ranks_on(n, socks, fn, arg, RANK_TIMEOUT, pids) != 0)
+        return (int)n;
+    return harness_wait(pids, n, RANK_TIMEOUT);
+}
+
+static int same_netns(pid_t a, pid_t b)
+{
+    char pa[64], pb[64];
+    struct stat sa, sb;
+
+    snprintf(pa, sizeof(pa), "/proc/%d/ns/net", (int)a);
+    snprintf(pb, sizeof(pb), "/proc/%d/ns/net", (int)b);
+    return stat(pa, &sa) == 0 && stat(pb, &sb) == 0 && sa.st_ino == sb.st_ino &&
+           sa.st_dev == sb.st_dev;
+}
+
+static void assert_separate_stacks(const cluster_t *c)
+{
+    for (unsigned k = 0; k < c->topo.n; k++) {
+        ck_assert_msg(!same_netns(c->pids[k], getpid()), "hccld of node %u is in our namespace",
+                      k + 1);
+        for (unsigned j = 0; j < k; j++)
+            ck_assert_msg(!same_netns(c->pids[k], c->pids[j]), "nodes %u and %u share a stack",
+                          j + 1, k + 1);
+    }
+}
+
+enum impairment { CLEAN, LOSS, RATE };
+
+static const char *const impairment_names[] = {"clean", "1% loss", "1 Gbit/s tbf"};
+
+/* The collective matrix on nodes x per ranks under an impairment; afterwards every node's
+ * link must have carried the data, and the impairment must have acted. */
+static void matrix_on(unsigned nodes, unsigned per, enum impairment imp)
+{
+    matrix_arg_t a = {.big = 1};
+    int64_t tx0[TOPO_MAX_NODES];
+    cluster_t c;
+    int failed;
+
+    cluster_up(&c, nodes);
+    assert_separate_stacks(&c);
+    if (imp == LOSS)
+        ck_assert_int_eq(impair_drop_input(&c.topo, LOSSY_NODE, "0.01"), 0);
+    if (imp == RATE)
+        ck_assert_int_eq(impair_rate_limit(&c.topo, "1gbit"), 0);
+    for (unsigned k = 0; k < nodes; k++) {
+        tx0[k] = impair_tx_bytes(&c.topo, k);
+        ck_assert_msg(tx0[k] >= 0, "cannot read the counters of %s", c.topo.node[k]);
+    }
+    failed = run_job(&c, per, matrix_run, &a);
+    if (failed)
+        dump_logs(&c);
+    ck_assert_msg(failed == 0, "%u nodes x %u ranks, %s: %d ranks failed", nodes, per,
+                  impairment_names[imp], failed);
+    /* Each node contributes at least a big block (4 MiB) to the others. */
+    for (unsigned k = 0; k < nodes; k++) {
+        int64_t sent = impair_tx_bytes(&c.topo, k) - tx0[k];
+        ck_assert_msg(sent > 4 << 20, "node %u sent only %lld bytes on eth0", k + 1,
+                      (long long)sent);
+    }
+    if (imp == LOSS) {
+        int64_t dropped = impair_dropped(&c.topo, LOSSY_NODE);
+        ck_assert_msg(dropped > 0, "the 1%% loss rule dropped %lld packets", (long long)dropped);
+        fprintf(stderr, "netns: %u x %u under 1%% loss: %lld packets dropped\n", nodes, per,
+                (long long)dropped);
+    }
+    for (unsigned k = 0; imp == RATE && k < nodes; k++) {
+        ck_assert_msg(impair_qdisc_sent(c.topo.node[k], "eth0") > 4 << 20,
+                      "node %u: little or nothing went through tbf", k + 1);
+        ck_assert_msg(impair_qdisc_sent(c.topo.sw, c.topo.port[k]) > 4 << 20,
+                      "switch port %s: little or nothing went through tbf", c.topo.port[k]);
+    }
+    cluster_down(&c);
+}
+
+START_TEST(test_clean_4x1)
+{
+    matrix_on(4, 1, CLEAN);
+}
+END_TEST
+
+START_TEST(test_clean_2x2)
+{
+    matrix_on(2, 2, CLEAN);
+}
+END_TEST
+
+START_TEST(test_loss_4x1)
+{
+    matrix_on(4, 1, LOSS);
+}
+END_TEST
+
+START_TEST(test_loss_2x2)
+{
+    matrix_on(2, 2, LOSS);
+}
+END_TEST
+
+START_TEST(test_rate_4x1)
+{
+    matrix_on(4, 1, RATE);
+}
+END_TEST
+
+START_TEST(test_rate_2x2)
+{
+    matrix_on(2, 2, RATE);
+}
+END_TEST
+
+/* Whether the log has a warning or error that names addr and a refusal. */
+static int log_has_refusal(const char *path, const char *addr)
+{
+    char line[1024];
+    FILE *f = fopen(path, "r");
+    int found = 0;
+
+    if (f == NULL)
+        return 0;
+    while (!found && fgets(line, sizeof(line), f) != NULL)
+        found = (strstr(line, " WARN ") || strstr(line, " ERROR ")) && strstr(line, addr) &&
+                (strstr(line, "refus") || strstr(line, "key"));
+    fclose(f);
+    return found;
+}
+
+/* Whether the child is still running (without reaping it). */
+static int still_running(pid_t pid)
+{
+    siginfo_t si = {0};
+
+    return waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == 0;
+}
+
+/* Forks one rank on node k's daemon that joins with the forged root info; it exits 0 if init
+ * fails with exactly HCCL_E_TCP_CONNECT, as on loopback (test_multinode.c). */
+static pid_t spawn_forged_rank(const cluster_t *c, unsigned k, const HcclRootInfo *ri)
+{
+    pid_t pid = fork();
+
+    if (pid == 0) {
+        HcclComm comm;
+        alarm(RANK_TIMEOUT);
+        setenv("HCCLD_SOCKET", c->socks[k], 1);
+        HcclResult rc = HcclCommInitRootInfo(1, ri, 0, &comm);
+        if (rc != HCCL_E_TCP_CONNECT)
+            fprintf(stderr, "forged rank: init gave %d (%s), not HCCL_E_TCP_CONNECT\n", rc,
+                    HcclGetErrorString(rc));
+        _exit(rc == HCCL_E_TCP_CONNECT ? 0 : 1);
+    }
+    return pid;
+}
+
+/* A rank on node 2 whose root info carries a flipped job key, while a good job runs on both
+ * nodes: its init fails with HCCL_E_TCP_CONNECT in bounded time, the root daemon logs the
+ * refusal, the good job is exact, and a job started afterwards is exact too. */
+START_TEST(test_wrong_key_refused)
+{
+    matrix_arg_t a = {.big = 1}, after = {.allreduce = 1};
+    char *socks[2];
+    pid_t good[2], forged;
+    HcclRootInfo ri;
+    cluster_t c;
+    time_t t0;
+
+    cluster_up(&c, 2);
+    ck_assert_int_eq(HcclGetRootInfo(&ri), HCCL_SUCCESS);
+    Hccld__RootInfo *info = rootinfo_unpack(&ri);
+    ck_assert_ptr_nonnull(info);
+    info->job_key.data[0] ^= 0x5a;
+    ck_assert_int_eq(rootinfo_pack(info, &ri), 0);
+    hccld__root_info__free_unpacked(info, NULL);
+
+    socks[0] = c.socks[0];
+    socks[1] = c.socks[1];
+    ck_assert_int_eq(harness_spawn_ranks_on(2, socks, matrix_run, &a, RANK_TIMEOUT, good), 0);
+    t0 = time(NULL);
+    forged = spawn_forged_rank(&c, 1, &ri);
+    ck_assert_int_gt(forged, 0);
+    int forged_failed = harness_wait(&forged, 1, FORGED_TIMEOUT);
+    time_t forged_done = time(NULL);
+    int overlapped = still_running(good[0]) && still_running(good[1]);
+    int good_failed = harness_wait(good, 2, RANK_TIMEOUT);
+    if (forged_failed || good_failed)
+        dump_logs(&c);
+    ck_assert_msg(forged_failed == 0, "the forged rank's init did not fail as expected");
+    ck_assert_int_le(forged_done - t0, FORGED_TIMEOUT);
+    ck_assert_msg(overlapped, "the good job ended before the forged rank was refused");
+    ck_assert_msg(good_failed == 0, "the good job failed beside the refused rank");
+    if (!log_has_refusal(c.logs[0], c.topo.addr[1]))
+        dump_logs(&c);
+    ck_assert_msg(log_has_refusal(c.logs[0], c.topo.addr[1]),
+                  "the root daemon did not log that it refused %s", c.topo.addr[1]);
+    ck_assert_msg(run_job(&c, 1, matrix_run, &after) == 0, "a job after the refusal failed");
+    cluster_down(&c);
+}
+END_TEST
+
+/* One test case each, so that CK_RUN_CASE=name runs one alone. */
+static void add(Suite *s, const char *name, const TTest *test, int timeout)
+{
+    TCase *tc = tcase_create(name);
+
+    tcase_set_timeout(tc, timeout);
+    tcase_add_test(tc, test);
+    suite_add_tcase(s, tc);
+}
+
+Suite *netns_suite(void)
+{
+    Suite *s = suite_create("netns");
+
+    add(s, "clean_4x1", test_clean_4x1, 2 * RANK_TIMEOUT);
+    add(s, "clean_2x2", test_clean_2x2, 2 * RANK_TIMEOUT);
+    add(s, "loss_4x1", test_loss_4x1, 2 * RANK_TIMEOUT);
+    add(s, "loss_2x2", test_loss_2x2, 2 * RANK_TIMEOUT);
+    add(s, "rate_4x1", test_rate_4x1, 2 * RANK_TIMEOUT);
+    add(s, "rate_2x2", test_rate_2x2, 2 * RANK_TIMEOUT);
+    add(s, "wrong_key", test_wrong_key_refused, 3 * RANK_TIMEOUT);
+    return s;
+}
