@@ -2,7 +2,10 @@
  * Measuring the links of a comm that spans daemons, once its data connections are up and
  * before its first collective: node 0 and node 1 exchange PROBE_PINGS small messages (latency:
  * half the median round trip) and one PROBE_BULK_BYTES message answered by a small one
- * (bandwidth); node 0 also times a reduction (gamma). Node 0 then sends the figures to every
+ * (bandwidth); node 0 also times a reduction (gamma) and a fan-out (a small message to every
+ * other node at once and their answers: what each message beyond the first adds is the
+ * per-message overhead, which grows where daemons share processors or a link). Node 0 then
+ * sends the figures to every
  * node, so that all nodes feed the same numbers to the cost model and pick the same algorithm
  * for every op (they must: their schedules have to match). Probe messages carry tags with bit
  * 62 set, which neither collectives nor send/recv use.
@@ -22,7 +25,7 @@
 #define PROBE_BULK_BYTES (1u << 20)
 #define PROBE_REDUCE_BYTES (256u << 10)
 
-enum probe_phase { PH_PING, PH_BULK, PH_RESULT, PH_DONE };
+enum probe_phase { PH_PING, PH_BULK, PH_FAN, PH_RESULT };
 
 struct multi_probe {
     int phase;
@@ -31,11 +34,13 @@ struct multi_probe {
     tp_req_t *rs, *rr; /* the send and the receive in progress, NULL when done */
     uint64_t t0;       /* when the exchange in progress started */
     double rtt_us[PROBE_PINGS];
-    double figures[3]; /* alpha_us, beta_us_per_byte, gamma_us_per_byte */
+    double figures[4]; /* alpha_us, beta_us_per_byte, gamma_us_per_byte, overhead_us */
     uint8_t small_out[8], small_in[8];
     uint8_t *bulk;
-    uint32_t sent;          /* node 0: results handed to the transport */
-    tp_req_t **result_reqs; /* node 0: one per other node */
+    uint32_t sent; /* node 0: results handed to the transport */
+    int fan_posted;
+    tp_req_t **result_reqs; /* node 0: one per other node (the fan-out's pings, the figures) */
+    tp_req_t **fan_reqs;    /* node 0: the fan-out's answers */
 };
 
 /* Tests a request in place: 1 done (or none), 0 pending, <0 failed. */
@@ -97,7 +102,35 @@ static int post_pair(tp_conn_t *c, struct multi_probe *p, const void *out, size_
     return rc;
 }
 
-/* Node 0: ping-pongs, the bulk exchange, then the figures to everyone. */
+/* Node 0: a small message to every other node at once, then all their answers. 1 done, 0
+ * pending, <0 failed. */
+static int fan_out(eng_multi_t *mu, struct multi_probe *p)
+{
+    uint32_t n = mu->nnodes;
+    int rc;
+
+    if (!p->fan_posted) {
+        p->t0 = now_ns();
+        for (uint32_t j = 1; j < n; j++) {
+            if ((rc = tp_tcp.isend(mu->conns[j], p->small_out, 8, NULL, PROBE_TAG | 0x300,
+                                   &p->result_reqs[j - 1])) != 0 ||
+                (rc = tp_tcp.irecv(mu->conns[j], p->small_in, 8, NULL, PROBE_TAG | 0x301,
+                                   &p->fan_reqs[j - 1])) != 0)
+                return rc;
+        }
+        p->fan_posted = 1;
+    }
+    for (uint32_t j = 0; j + 1 < n; j++)
+        if ((rc = req_done(&p->result_reqs[j])) <= 0 || (rc = req_done(&p->fan_reqs[j])) <= 0)
+            return rc;
+    /* 2(n-1) messages where a ping-pong has 2: the rest is what each one costs. */
+    double fan = (double)(now_ns() - p->t0) / 1000.0, rtt = 2 * p->figures[0];
+    p->figures[3] = n > 2 && fan > rtt ? (fan - rtt) / (2.0 * (n - 2)) : mu->lc.overhead_us;
+    p->phase = PH_RESULT;
+    return 1;
+}
+
+/* Node 0: ping-pongs, the bulk exchange, the fan-out, then the figures to everyone. */
 static int step_node0(eng_multi_t *mu, struct multi_probe *p)
 {
     tp_conn_t *c1 = mu->conns[1];
@@ -126,9 +159,11 @@ static int step_node0(eng_multi_t *mu, struct multi_probe *p)
                 p->phase = PH_BULK;
         } else {
             probe_compute(p, us);
-            p->phase = PH_RESULT;
+            p->phase = PH_FAN;
         }
     }
+    if (p->phase == PH_FAN && (rc = fan_out(mu, p)) <= 0)
+        return rc;
     /* The figures go to every other node; done when all are sent. */
     for (; p->sent < mu->nnodes - 1; p->sent++) {
         rc = tp_tcp.isend(mu->conns[p->sent + 1], p->figures, sizeof(p->figures), NULL,
@@ -148,14 +183,14 @@ static int step_other(eng_multi_t *mu, struct multi_probe *p)
     tp_conn_t *c0 = mu->conns[0];
     int rc;
 
-    if (mu->me != 1 && p->phase < PH_RESULT)
-        p->phase = PH_RESULT;
+    if (mu->me != 1 && p->phase < PH_FAN)
+        p->phase = PH_FAN;
     for (;;) {
         if (p->rs == NULL && p->rr == NULL) {
             if (p->answering) {
                 /* The answer is out: next ping, or the bulk message, or the figures. */
                 p->answering = 0;
-                if (p->phase == PH_BULK || ++p->k == PROBE_PINGS)
+                if (p->phase != PH_PING || ++p->k == PROBE_PINGS)
                     p->phase++;
                 continue;
             }
@@ -163,6 +198,8 @@ static int step_other(eng_multi_t *mu, struct multi_probe *p)
                 rc = post_pair(c0, p, NULL, 0, 0, p->small_in, 8, PROBE_TAG | p->k);
             else if (p->phase == PH_BULK)
                 rc = post_pair(c0, p, NULL, 0, 0, p->bulk, PROBE_BULK_BYTES, PROBE_TAG | 0x100);
+            else if (p->phase == PH_FAN)
+                rc = post_pair(c0, p, NULL, 0, 0, p->small_in, 8, PROBE_TAG | 0x300);
             else
                 rc =
                     post_pair(c0, p, NULL, 0, 0, p->figures, sizeof(p->figures), PROBE_TAG | 0x200);
@@ -175,8 +212,10 @@ static int step_other(eng_multi_t *mu, struct multi_probe *p)
             continue;
         if (p->phase == PH_RESULT)
             return 1;
-        /* A ping or the bulk message came in: answer it. */
-        uint64_t tag = p->phase == PH_PING ? PROBE_TAG | 0x80 | p->k : PROBE_TAG | 0x101;
+        /* A ping, the bulk message or the fan-out's message came in: answer it. */
+        uint64_t tag = p->phase == PH_PING   ? PROBE_TAG | 0x80 | p->k
+                       : p->phase == PH_BULK ? PROBE_TAG | 0x101
+                                             : PROBE_TAG | 0x301;
         if ((rc = tp_tcp.isend(c0, p->small_out, 8, NULL, tag, &p->rs)) != 0)
             return rc;
         p->answering = 1;
@@ -191,6 +230,7 @@ static void probe_free(eng_multi_t *mu)
         return;
     free(p->bulk);
     free(p->result_reqs);
+    free(p->fan_reqs);
     free(p);
     mu->probe = NULL;
 }
@@ -212,8 +252,9 @@ int multi_probe_progress(engine_t *eng, eng_comm_t *c)
         if (p != NULL) {
             p->bulk = malloc(mu->me <= 1 ? PROBE_BULK_BYTES : 8);
             p->result_reqs = calloc(mu->nnodes, sizeof(*p->result_reqs));
+            p->fan_reqs = calloc(mu->nnodes, sizeof(*p->fan_reqs));
         }
-        if (p == NULL || p->bulk == NULL || p->result_reqs == NULL) {
+        if (p == NULL || p->bulk == NULL || p->result_reqs == NULL || p->fan_reqs == NULL) {
             comm_break(eng, c, "no memory to measure the links");
             return 1;
         }
@@ -232,8 +273,12 @@ int multi_probe_progress(engine_t *eng, eng_comm_t *c)
     mu->lc.alpha_us = p->figures[0];
     mu->lc.beta_us_per_byte = p->figures[1];
     mu->lc.gamma_us_per_byte = p->figures[2];
-    INFO("COLL", "comm %u: links measured by node 0: latency %.1f us, %.2f GB/s, reduce %.2f GB/s",
-         c->id, mu->lc.alpha_us, 1e-3 / mu->lc.beta_us_per_byte, 1e-3 / mu->lc.gamma_us_per_byte);
+    mu->lc.overhead_us = p->figures[3];
+    INFO("COLL",
+         "comm %u: links measured by node 0: latency %.1f us, %.2f GB/s, reduce %.2f GB/s, "
+         "%.1f us per extra message",
+         c->id, mu->lc.alpha_us, 1e-3 / mu->lc.beta_us_per_byte, 1e-3 / mu->lc.gamma_us_per_byte,
+         mu->lc.overhead_us);
     mu->probed = 1;
     probe_free(mu);
     return 1;
