@@ -131,6 +131,7 @@ static HcclResult init_call(hc_client_t *c, const Hccld__RootInfo *ri, uint32_t 
     req.timeout_s = (uint32_t)timeout_s;
     req.l0_mode = l0_mode_wanted();
     req.algo = getenv("HCCL_ALGO") != NULL ? getenv("HCCL_ALGO") : "";
+    req.log_ops = log_level_cur >= LOG_INFO;
     m.body_case = HCCLD__MSG__BODY_COMM_INIT_REQ;
     m.comm_init_req = &req;
     return comm_call(c, &m, "comm init", rank, timeout_s, comm);

@@ -61,6 +61,7 @@ typedef struct engine_multi_spec {
     const char *const *addrs;
     const uint8_t *job_id, *key;
     const int *level1; /* [DESC_KIND_MAX]: forced algorithm per kind, -1: chosen per op */
+    int log_ops;       /* log every op's algorithm choice, whatever the daemon's log level */
 } engine_multi_spec_t;
 int engine_comm_create_multi(engine_t *eng, const engine_multi_spec_t *spec);
 /* Peers may connect for this job before its comm exists here: their data connections are

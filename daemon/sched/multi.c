@@ -260,13 +260,13 @@ static int multi_start(engine_t *eng, eng_comm_t *c, const desc_t *d)
         return rc;
     mu->d0 = *d;
     mu->busy = 1;
-    if (log_level_cur >= LOG_INFO) {
+    if (log_level_cur >= LOG_INFO || mu->log_ops) {
         char why[256];
         costs_text(pick, why, sizeof(why));
-        INFO("COLL", "comm %u seq %llu: %s, %llu B per node, %u nodes: %s (%s: %s)", c->id,
-             (unsigned long long)d->seq, desc_kind_name(d->kind), (unsigned long long)(cnt * es),
-             mu->nnodes, algo_name(algo),
-             mu->forced[d->kind] >= 0 ? "forced by HCCL_ALGO" : "predicted", why);
+        log_msg(LOG_INFO, "COLL", "comm %u seq %llu: %s, %llu B per node, %u nodes: %s (%s: %s)",
+                c->id, (unsigned long long)d->seq, desc_kind_name(d->kind),
+                (unsigned long long)(cnt * es), mu->nnodes, algo_name(algo),
+                mu->forced[d->kind] >= 0 ? "forced by HCCL_ALGO" : "predicted", why);
     }
     return 0;
 }

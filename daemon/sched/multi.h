@@ -33,6 +33,7 @@ typedef struct eng_multi {
         float cost_us[ALGO_COUNT];
     } picks[DESC_KIND_MAX][64];
     link_cost_t lc;
+    int log_ops; /* a rank asked (HCCL_DEBUG=INFO) for each op's choice in the log */
     /* the operation in flight */
     int busy;
     sched_t sched; /* kept after the op for the next one with the same key */

@@ -255,6 +255,7 @@ static eng_multi_t *multi_new(const engine_multi_spec_t *sp)
     mu->nnodes = sp->nnodes;
     mu->me = sp->me;
     mu->L = sp->local;
+    mu->log_ops = sp->log_ops;
     for (int k = 0; k < DESC_KIND_MAX; k++)
         mu->forced[k] = sp->level1 != NULL ? sp->level1[k] : -1;
     for (int k = 0; k < DESC_KIND_MAX; k++)

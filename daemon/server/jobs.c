@@ -446,12 +446,16 @@ static void job_complete_multinode(server_t *srv, job_t *j)
             c->nlocal++;
         }
     const char *algo = "";
-    for (uint32_t r = 0; r < j->nranks && algo[0] == '\0'; r++)
-        if (j->ranks[r].s != NULL)
-            algo = j->ranks[r].algo;
+    int log_ops = 0;
+    for (uint32_t r = 0; r < j->nranks; r++)
+        if (j->ranks[r].s != NULL) {
+            if (algo[0] == '\0')
+                algo = j->ranks[r].algo;
+            log_ops |= j->ranks[r].log_ops;
+        }
     if (c != NULL)
         result = multinode_engine_comm(srv, c, (const char *const *)data, rank_node, nn, j->id,
-                                       j->key, algo, &why);
+                                       j->key, algo, log_ops, &why);
     INFO("INIT", "job %s: comm %u formed with %u ranks on %u daemons", j->hex, c ? c->id : 0,
          j->nranks, nn);
 out:
@@ -563,7 +567,7 @@ void jobs_comm_init(server_t *srv, session_t *s, uint64_t req_id, const Hccld__C
     char err[160];
     if (why == NULL && algo_check(req->algo, err, sizeof(err)) != 0)
         why = err;
-    join_t join = {.s = s, .req_id = req_id, .l0_mode = req->l0_mode};
+    join_t join = {.s = s, .req_id = req_id, .l0_mode = req->l0_mode, .log_ops = req->log_ops};
     snprintf(join.algo, sizeof(join.algo), "%s", req->algo);
     if (why == NULL && job_add(j, req->nranks, req->rank, join) != 0)
         why = "out of memory", result = HCCL_E_MEMORY;
@@ -722,7 +726,7 @@ void jobs_stop(server_t *srv)
 
 int multinode_engine_comm(server_t *srv, scomm_t *c, const char *const *data_nodes,
                           const uint32_t *rank_node, uint32_t nnodes, const uint8_t *job_id,
-                          const uint8_t *key, const char *algo, const char **why)
+                          const uint8_t *key, const char *algo, int log_ops, const char **why)
 {
     uint32_t L = c->nranks / nnodes, me = UINT32_MAX;
     algo_env_t env;
@@ -754,7 +758,8 @@ int multinode_engine_comm(server_t *srv, scomm_t *c, const char *const *data_nod
                               .addrs = data_nodes,
                               .job_id = job_id,
                               .key = key,
-                              .level1 = env.level1};
+                              .level1 = env.level1,
+                              .log_ops = log_ops};
     rc = engine_comm_create_multi(srv->eng, &sp);
     if (rc != 0) {
         *why = "the daemon could not set up the communicator";

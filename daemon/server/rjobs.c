@@ -29,6 +29,7 @@ struct rjob {
     char root[PEER_ADDR_MAX];
     uint32_t nranks;
     char algo[128]; /* the first local rank's HCCL_ALGO */
+    int log_ops;    /* a local rank runs at HCCL_DEBUG=INFO */
     peer_t *link;   /* to the root daemon */
     int ready;      /* link authenticated: joins go out at once */
     rjoin_t *joins;
@@ -247,6 +248,7 @@ void rjobs_join(server_t *srv, session_t *s, uint64_t req_id, const Hccld__CommI
         r->cap = cap;
     }
     r->joins[r->njoins] = (rjoin_t){.s = s, .req_id = req_id, .rank = req->rank};
+    r->log_ops |= req->log_ops;
     if (r->ready)
         send_join(r, &r->joins[r->njoins]);
     r->njoins++;
@@ -284,8 +286,9 @@ void rjobs_membership(server_t *srv, peer_t *p, const Hccld__Membership *m)
     const char *why = "out of memory";
     int result = HCCL_E_MEMORY;
     if (c != NULL && m->n_data_nodes == m->n_nodes)
-        result = multinode_engine_comm(srv, c, (const char *const *)m->data_nodes, m->rank_node,
-                                       (uint32_t)m->n_nodes, r->id, r->key, r->algo, &why);
+        result =
+            multinode_engine_comm(srv, c, (const char *const *)m->data_nodes, m->rank_node,
+                                  (uint32_t)m->n_nodes, r->id, r->key, r->algo, r->log_ops, &why);
     INFO("INIT", "job %s: comm %u formed with %u ranks on %zu daemons (root %s)", r->hex,
          c ? c->id : 0, m->nranks, m->n_nodes, r->root);
     for (uint32_t i = 0; i < r->njoins; i++)

@@ -46,6 +46,7 @@ typedef struct join {
     uint64_t req_id;
     uint32_t l0_mode; /* what the rank asked for */
     char algo[128];   /* its HCCL_ALGO (checked) */
+    int log_ops;      /* it runs at HCCL_DEBUG=INFO: log each op's algorithm choice */
 } join_t;
 
 typedef struct job job_t;
@@ -159,10 +160,11 @@ void send_multinode_resp(session_t *s, uint64_t req_id, const scomm_t *c, uint32
 int comm_form(server_t *srv, uint32_t n, const join_t *ranks, const char *hex);
 /* Creates the engine half of a comm spanning daemons from its membership: local ranks
  * (sids, in global rank order) must be one contiguous block of equal size on every node.
- * 0, or an HcclResult with *why set. */
+ * log_ops: a local rank asked for each op's algorithm choice in the log. 0, or an HcclResult
+ * with *why set. */
 int multinode_engine_comm(server_t *srv, scomm_t *c, const char *const *data_nodes,
                           const uint32_t *rank_node, uint32_t nnodes, const uint8_t *job_id,
-                          const uint8_t *key, const char *algo, const char **why);
+                          const uint8_t *key, const char *algo, int log_ops, const char **why);
 /* Checks a rank's HCCL_ALGO: 0, or -EINVAL with the reason in err. */
 int algo_check(const char *algo, char *err, size_t cap);
 /* A communicator record for ranks of this node; sids[r] for local ranks, 0 for others. */
