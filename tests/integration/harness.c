@@ -40,6 +40,35 @@ int harness_alive(pid_t pid)
     return waitpid(pid, NULL, WNOHANG) == 0;
 }
 
+/* The temporary directories of spawned daemons, removed when they stop. */
+#define SPAWNED_MAX 64
+static struct {
+    pid_t pid;
+    char dir[32];
+} spawned[SPAWNED_MAX];
+
+static void spawned_add(pid_t pid, const char *dir)
+{
+    for (int i = 0; i < SPAWNED_MAX; i++)
+        if (spawned[i].pid == 0) {
+            spawned[i].pid = pid;
+            snprintf(spawned[i].dir, sizeof(spawned[i].dir), "%s", dir);
+            return;
+        }
+}
+
+static void spawned_remove(pid_t pid)
+{
+    for (int i = 0; i < SPAWNED_MAX; i++)
+        if (spawned[i].pid == pid) {
+            /* The daemon removed its sockets; an empty directory is left. */
+            if (rmdir(spawned[i].dir) != 0)
+                fprintf(stderr, "harness: rmdir(%s): %s\n", spawned[i].dir, strerror(errno));
+            spawned[i].pid = 0;
+            return;
+        }
+}
+
 pid_t harness_daemon_spawn(char *sock, size_t cap)
 {
     const char *bin = getenv("HCCLD_BIN");
@@ -58,6 +87,11 @@ pid_t harness_daemon_spawn(char *sock, size_t cap)
               level ? level : "error", (char *)NULL);
         _exit(127);
     }
+    if (pid < 0) {
+        rmdir(dir);
+        return -1;
+    }
+    spawned_add(pid, dir);
     /* Ready means accepting connections; bounded so that a broken daemon fails fast. */
     for (int i = 0; i < 1000 && !can_connect(sock); i++) {
         if (!harness_alive(pid))
@@ -116,6 +150,7 @@ void harness_daemon_stop(pid_t pid)
         return;
     kill(pid, SIGTERM);
     waitpid(pid, NULL, 0);
+    spawned_remove(pid);
 }
 
 int harness_spawn_ranks_on(uint32_t n, char *const *socks, rank_fn fn, void *arg,
