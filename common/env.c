@@ -2,8 +2,10 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "log.h"
 
@@ -145,4 +147,41 @@ long hex_decode(const char *hex, void *out, size_t cap)
         p[i] = (unsigned char)(hi << 4 | lo);
     }
     return (long)(len / 2);
+}
+
+int parse_rate(const char *s, uint64_t *bps_p)
+{
+    static const struct {
+        const char *unit;
+        double mult;
+    } units[] = {{"", 1},       {"bit", 1},  {"bps", 1},    {"K", 1e3},  {"Kbit", 1e3},  {"M", 1e6},
+                 {"Mbit", 1e6}, {"G", 1e9},  {"Gbit", 1e9}, {"T", 1e12}, {"Tbit", 1e12}, {"B", 8},
+                 {"KB", 8e3},   {"MB", 8e6}, {"GB", 8e9},   {"TB", 8e12}};
+    char unit[16];
+    double v;
+    char *end;
+    size_t n;
+
+    if (s == NULL)
+        return -1;
+    if (strcasecmp(s, "none") == 0) {
+        *bps_p = 0;
+        return 0;
+    }
+    v = strtod(s, &end);
+    if (end == s || !(v >= 0) || v > 1e15)
+        return -1;
+    n = strlen(end);
+    if (n >= 2 && strcmp(end + n - 2, "/s") == 0)
+        n -= 2;
+    if (n >= sizeof(unit))
+        return -1;
+    memcpy(unit, end, n);
+    unit[n] = '\0';
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+        if (strcmp(unit, units[i].unit) == 0) {
+            *bps_p = (uint64_t)llround(v * units[i].mult);
+            return 0;
+        }
+    return -1;
 }

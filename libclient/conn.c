@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -85,6 +86,7 @@ static HcclResult hello(hc_client_t *c)
     h.pid = (uint32_t)getpid();
     h.arena_bytes = mb << 20;
     h.job_name = getenv("HCCL_JOB_NAME") ? getenv("HCCL_JOB_NAME") : "";
+    h.qos_class = getenv("HCCL_QOS_CLASS") ? getenv("HCCL_QOS_CLASS") : "";
     m.body_case = HCCLD__MSG__BODY_HELLO;
     m.hello = &h;
     rc = hc_ctl_call(c, &m, &resp, HELLO_TIMEOUT_MS);
@@ -99,6 +101,12 @@ static HcclResult hello(hc_client_t *c)
         rc = HCCL_E_MEMORY;
     } else {
         snprintf(c->advertised, sizeof(c->advertised), "%s", resp->welcome->advertised);
+        /* The daemon grants a requested class only if its rules allow; say what we got. */
+        if (h.qos_class[0] != '\0' && strcasecmp(h.qos_class, resp->welcome->qos_class) != 0)
+            WARN("IPC", "HCCL_QOS_CLASS=%s not granted by the daemon's rules; class %s",
+                 h.qos_class, resp->welcome->qos_class);
+        else
+            INFO("IPC", "QoS class %s", resp->welcome->qos_class);
     }
     frame_msg_free(resp);
     return rc;

@@ -5,13 +5,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "env.h"
 #include "uds.h"
 
 #define DEFAULT_ADMIN "/run/hccld/hccld-admin.sock"
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: hccld-ctl [--admin-socket PATH] status [--json]\n");
+    fprintf(f, "usage: hccld-ctl [--admin-socket PATH] [--json] COMMAND\n"
+               "  status                       daemon, clients, communicators\n"
+               "  qos list                     classes and how many clients each has\n"
+               "  qos set CLASS [--max-bw RATE] [--priority N]\n"
+               "                               change a class (root or the admin group)\n"
+               "  qos assign (--job NAME|--uid UID) CLASS\n"
+               "                               put a job or a user in a class (idem)\n"
+               "RATE: 40Gbit, 800Mbit, 5GB/s, none. Exit: 0 ok, 1 refused or failed, 2 usage.\n");
 }
 
 /* JSON through jansson: job names and paths come from clients and are escaped as they must be. */
@@ -21,11 +29,12 @@ static void print_json(const Hccld__StatusResp *r)
 
     for (size_t i = 0; i < r->n_clients; i++) {
         const Hccld__ClientStatus *c = r->clients[i];
-        json_array_append_new(clients, json_pack("{s:I, s:i, s:i, s:s, s:I, s:I}", "id",
-                                                 (json_int_t)c->client_id, "pid", (int)c->pid,
-                                                 "uid", (int)c->uid, "job", c->job_name,
-                                                 "submitted", (json_int_t)c->ops_submitted,
-                                                 "completed", (json_int_t)c->ops_completed));
+        json_array_append_new(clients,
+                              json_pack("{s:I, s:i, s:i, s:s, s:s, s:I, s:I}", "id",
+                                        (json_int_t)c->client_id, "pid", (int)c->pid, "uid",
+                                        (int)c->uid, "job", c->job_name, "class", c->qos_class,
+                                        "submitted", (json_int_t)c->ops_submitted, "completed",
+                                        (json_int_t)c->ops_completed));
     }
     for (size_t i = 0; i < r->n_comms; i++) {
         const Hccld__CommStatus *c = r->comms[i];
@@ -58,8 +67,8 @@ static void print_text(const Hccld__StatusResp *r)
     printf("clients: %zu\n", r->n_clients);
     for (size_t i = 0; i < r->n_clients; i++) {
         const Hccld__ClientStatus *c = r->clients[i];
-        printf("  #%llu pid %u uid %u job '%s' submitted %llu completed %llu\n",
-               (unsigned long long)c->client_id, c->pid, c->uid, c->job_name,
+        printf("  #%llu pid %u uid %u job '%s' class %s submitted %llu completed %llu\n",
+               (unsigned long long)c->client_id, c->pid, c->uid, c->job_name, c->qos_class,
                (unsigned long long)c->ops_submitted, (unsigned long long)c->ops_completed);
     }
     printf("communicators: %zu\n", r->n_comms);
@@ -71,6 +80,146 @@ static void print_text(const Hccld__StatusResp *r)
     }
 }
 
+/* One request, one answer of the expected kind (NULL on failure, reported). */
+static Hccld__Msg *ask(const char *path, Hccld__Msg *m, int want)
+{
+    Hccld__Msg *resp = NULL;
+    uds_conn_t conn;
+    int fd = uds_connect(path);
+
+    if (fd < 0) {
+        fprintf(stderr, "hccld-ctl: cannot connect to %s: %s\n", path, strerror(-fd));
+        return NULL;
+    }
+    uds_conn_init(&conn, fd);
+    m->req_id = 1;
+    if (uds_send(fd, m, NULL, 0) != 0 || uds_recv(&conn, &resp, 5000) != 0 ||
+        (int)resp->body_case != want) {
+        fprintf(stderr, "hccld-ctl: no answer from the daemon\n");
+        if (resp != NULL)
+            frame_msg_free(resp);
+        resp = NULL;
+    }
+    uds_conn_close(&conn);
+    return resp;
+}
+
+static int cmd_status(const char *path, int json)
+{
+    Hccld__Msg m = HCCLD__MSG__INIT, *resp;
+    Hccld__StatusReq req = HCCLD__STATUS_REQ__INIT;
+
+    m.body_case = HCCLD__MSG__BODY_STATUS_REQ;
+    m.status_req = &req;
+    if ((resp = ask(path, &m, HCCLD__MSG__BODY_STATUS_RESP)) == NULL)
+        return 1;
+    if (json)
+        print_json(resp->status_resp);
+    else
+        print_text(resp->status_resp);
+    frame_msg_free(resp);
+    return 0;
+}
+
+static void print_qos(const Hccld__QosResp *r, int json)
+{
+    if (json) {
+        json_t *a = json_array();
+        for (size_t i = 0; i < r->n_classes; i++) {
+            const Hccld__QosClass *c = r->classes[i];
+            json_array_append_new(a, json_pack("{s:s, s:i, s:I, s:i, s:i}", "name", c->name,
+                                               "priority", (int)c->priority, "max_bw_bps",
+                                               (json_int_t)c->max_bw_bps, "latency_us",
+                                               (int)c->latency_us, "clients", (int)c->clients));
+        }
+        json_t *o = json_pack("{s:o, s:s}", "classes", a, "default", r->default_class);
+        json_dumpf(o, stdout, JSON_COMPACT);
+        putchar('\n');
+        json_decref(o);
+        return;
+    }
+    printf("%-12s %8s %14s %12s %8s\n", "class", "priority", "max_bw", "latency_us", "clients");
+    for (size_t i = 0; i < r->n_classes; i++) {
+        const Hccld__QosClass *c = r->classes[i];
+        char bw[32];
+        if (c->max_bw_bps == 0)
+            snprintf(bw, sizeof(bw), "none");
+        else
+            snprintf(bw, sizeof(bw), "%.3gGbit/s", (double)c->max_bw_bps / 1e9);
+        printf("%-12s %8u %14s %12u %8u%s\n", c->name, c->priority, bw, c->latency_us, c->clients,
+               strcmp(c->name, r->default_class) == 0 ? "  (default)" : "");
+    }
+}
+
+/* qos list | set CLASS [--max-bw RATE] [--priority N] | assign (--job NAME|--uid UID) CLASS */
+static int cmd_qos(const char *path, int json, int argc, char **argv)
+{
+    static const struct option lo[] = {
+        {"max-bw", required_argument, 0, 'b'}, {"priority", required_argument, 0, 'p'},
+        {"job", required_argument, 0, 'J'},    {"uid", required_argument, 0, 'u'},
+        {"json", no_argument, 0, 'j'},         {0, 0, 0, 0}};
+    Hccld__Msg m = HCCLD__MSG__INIT, *resp;
+    Hccld__QosReq q = HCCLD__QOS_REQ__INIT;
+    uint64_t v;
+    int c;
+
+    if (argc < 2)
+        return -1;
+    if (strcmp(argv[1], "list") == 0)
+        q.op = HCCLD__QOS_REQ__OP__LIST;
+    else if (strcmp(argv[1], "set") == 0)
+        q.op = HCCLD__QOS_REQ__OP__SET;
+    else if (strcmp(argv[1], "assign") == 0)
+        q.op = HCCLD__QOS_REQ__OP__ASSIGN;
+    else
+        return -1;
+    /* argv[0] is now the subcommand; optind 0 makes glibc start afresh (its state from the
+     * first parse, "+" mode included, would otherwise linger). */
+    argc--;
+    argv++;
+    optind = 0;
+    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+        switch (c) {
+        case 'b':
+            if (parse_rate(optarg, &q.max_bw_bps) != 0)
+                return -1;
+            q.has_max_bw = 1;
+            break;
+        case 'p':
+            if (parse_u64(optarg, &v) != 0 || v > 255)
+                return -1;
+            q.has_priority = 1;
+            q.priority = (uint32_t)v;
+            break;
+        case 'J': q.job = optarg; break;
+        case 'u':
+            if (parse_u64(optarg, &v) != 0 || v > UINT32_MAX)
+                return -1;
+            q.has_uid = 1;
+            q.uid = (uint32_t)v;
+            break;
+        case 'j': json = 1; break;
+        default: return -1;
+        }
+    }
+    if ((q.op == HCCLD__QOS_REQ__OP__LIST) != (optind == argc) ||
+        (q.op != HCCLD__QOS_REQ__OP__LIST && optind + 1 != argc))
+        return -1;
+    if (q.op != HCCLD__QOS_REQ__OP__LIST)
+        q.cls = argv[optind];
+    m.body_case = HCCLD__MSG__BODY_QOS_REQ;
+    m.qos_req = &q;
+    if ((resp = ask(path, &m, HCCLD__MSG__BODY_QOS_RESP)) == NULL)
+        return 1;
+    int rc = resp->qos_resp->result == 0 ? 0 : 1;
+    if (rc != 0)
+        fprintf(stderr, "hccld-ctl: refused: %s\n", resp->qos_resp->message);
+    else
+        print_qos(resp->qos_resp, json);
+    frame_msg_free(resp);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option lo[] = {{"admin-socket", required_argument, 0, 'a'},
@@ -78,14 +227,12 @@ int main(int argc, char **argv)
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
     const char *path = getenv("HCCLD_ADMIN_SOCKET");
-    Hccld__Msg m = HCCLD__MSG__INIT, *resp = NULL;
-    Hccld__StatusReq req = HCCLD__STATUS_REQ__INIT;
-    uds_conn_t conn;
-    int c, json = 0, fd;
+    int c, json = 0, rc;
 
     if (path == NULL)
         path = DEFAULT_ADMIN;
-    while ((c = getopt_long(argc, argv, "a:jh", lo, NULL)) != -1) {
+    /* Options before the command; the command parses its own. */
+    while ((c = getopt_long(argc, argv, "+a:jh", lo, NULL)) != -1) {
         switch (c) {
         case 'a': path = optarg; break;
         case 'j': json = 1; break;
@@ -93,36 +240,26 @@ int main(int argc, char **argv)
         default: usage(stderr); return 2;
         }
     }
-    if (optind >= argc || strcmp(argv[optind], "status") != 0) {
+    if (optind >= argc) {
         usage(stderr);
         return 2;
     }
-    for (int i = optind + 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") != 0) {
-            usage(stderr);
-            return 2;
+    argc -= optind;
+    argv += optind;
+    if (strcmp(argv[0], "status") == 0) {
+        for (int i = 1; i < argc; i++) {
+            if (strcmp(argv[i], "--json") != 0) {
+                usage(stderr);
+                return 2;
+            }
+            json = 1;
         }
-        json = 1;
+        return cmd_status(path, json);
     }
-    if ((fd = uds_connect(path)) < 0) {
-        fprintf(stderr, "hccld-ctl: cannot connect to %s: %s\n", path, strerror(-fd));
-        return 1;
+    rc = strcmp(argv[0], "qos") == 0 ? cmd_qos(path, json, argc, argv) : -1;
+    if (rc < 0) {
+        usage(stderr);
+        return 2;
     }
-    uds_conn_init(&conn, fd);
-    m.body_case = HCCLD__MSG__BODY_STATUS_REQ;
-    m.status_req = &req;
-    m.req_id = 1;
-    if (uds_send(fd, &m, NULL, 0) != 0 || uds_recv(&conn, &resp, 5000) != 0 ||
-        resp->body_case != HCCLD__MSG__BODY_STATUS_RESP) {
-        fprintf(stderr, "hccld-ctl: no status from the daemon\n");
-        uds_conn_close(&conn);
-        return 1;
-    }
-    if (json)
-        print_json(resp->status_resp);
-    else
-        print_text(resp->status_resp);
-    frame_msg_free(resp);
-    uds_conn_close(&conn);
-    return 0;
+    return rc;
 }

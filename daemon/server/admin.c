@@ -1,4 +1,4 @@
-/* The admin socket: hccld-ctl asks, the daemon answers (status now; QoS in its own issue). */
+/* The admin socket: hccld-ctl asks, the daemon answers (status here, qos in qos_admin.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +41,7 @@ static void fill_clients(server_t *srv, Hccld__StatusResp *r, Hccld__ClientStatu
         cs[n].job_name = s->job_name;
         cs[n].ops_submitted = st.submitted;
         cs[n].ops_completed = st.completed;
+        cs[n].qos_class = srv->qos.cls[s->qos_class].name;
         csp[n] = &cs[n];
         n++;
     }
@@ -120,6 +121,7 @@ void admin_handle(server_t *srv, session_t *s, const Hccld__Msg *m)
 {
     switch (m->body_case) {
     case HCCLD__MSG__BODY_STATUS_REQ: send_status(srv, s, m->req_id); break;
+    case HCCLD__MSG__BODY_QOS_REQ: qos_admin_handle(srv, s, m->req_id, m->qos_req); break;
     default:
         WARN("IPC", "admin pid %d sent an unknown request (%d)", (int)s->pid, (int)m->body_case);
         session_close(s);

@@ -4,7 +4,6 @@
 #include <fnmatch.h>
 #include <grp.h>
 #include <ini.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,43 +23,6 @@ void qos_policy_defaults(qos_policy_t *p)
     memcpy(p->cls, defaults, sizeof(defaults));
     p->ncls = 3;
     p->default_cls = 1;
-}
-
-int qos_parse_rate(const char *s, uint64_t *bps_p)
-{
-    static const struct {
-        const char *unit;
-        double mult;
-    } units[] = {{"", 1},       {"bit", 1},  {"bps", 1},    {"K", 1e3},  {"Kbit", 1e3},  {"M", 1e6},
-                 {"Mbit", 1e6}, {"G", 1e9},  {"Gbit", 1e9}, {"T", 1e12}, {"Tbit", 1e12}, {"B", 8},
-                 {"KB", 8e3},   {"MB", 8e6}, {"GB", 8e9},   {"TB", 8e12}};
-    char unit[16];
-    double v;
-    char *end;
-    size_t n;
-
-    if (s == NULL)
-        return -1;
-    if (strcasecmp(s, "none") == 0) {
-        *bps_p = 0;
-        return 0;
-    }
-    v = strtod(s, &end);
-    if (end == s || !(v >= 0) || v > 1e15)
-        return -1;
-    n = strlen(end);
-    if (n >= 2 && strcmp(end + n - 2, "/s") == 0)
-        n -= 2;
-    if (n >= sizeof(unit))
-        return -1;
-    memcpy(unit, end, n);
-    unit[n] = '\0';
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-        if (strcmp(unit, units[i].unit) == 0) {
-            *bps_p = (uint64_t)llround(v * units[i].mult);
-            return 0;
-        }
-    return -1;
 }
 
 int qos_class_find(const qos_policy_t *p, const char *name)
@@ -105,7 +67,7 @@ static int on_class(load_ctx_t *x, const char *section, const char *name, const 
     }
     if (strcmp(name, "priority") == 0 && parse_u64(value, &v) == 0 && v < 256)
         p->cls[i].priority = (uint32_t)v;
-    else if (strcmp(name, "max_bw") == 0 && qos_parse_rate(value, &v) == 0)
+    else if (strcmp(name, "max_bw") == 0 && parse_rate(value, &v) == 0)
         p->cls[i].max_bw_bps = v;
     else if (strcmp(name, "latency_us") == 0 && parse_u64(value, &v) == 0 && v <= 10000000)
         p->cls[i].latency_us = (uint32_t)v;

@@ -60,8 +60,6 @@ void qos_policy_defaults(qos_policy_t *p);
 /* Reads the [class.*], [qos] and [rules] sections of an INI file over the defaults (other
  * sections are ignored). 0, or -1 with a message naming the line in err. */
 int qos_policy_load(const char *path, qos_policy_t *p, char *err, size_t cap);
-/* "40Gbit", "10G", "2.5Gbit/s", "5GB/s", "0", "none" -> bits/s. 0, or -1 if malformed. */
-int qos_parse_rate(const char *s, uint64_t *bps_p);
 /* The class index of a name (case-insensitive), or -1. */
 int qos_class_find(const qos_policy_t *p, const char *name);
 /* The class the rules give this tenant (the default if none matches). gids: its groups. */

@@ -99,8 +99,10 @@ struct session {
     uid_t uid;
     gid_t gid;
     char job_name[64];
-    int memfd;    /* control segment: header and rings */
-    int arena_fd; /* data arena, shown to peers of the same tenant in coop mode */
+    int qos_class;                /* index into srv->qos.cls (clients) */
+    char qos_asked[QOS_NAME_MAX]; /* its HCCL_QOS_CLASS, or empty */
+    int memfd;                    /* control segment: header and rings */
+    int arena_fd;                 /* data arena, shown to peers of the same tenant in coop mode */
     void *seg;
     void *arena;
     shm_layout_t layout;
@@ -197,5 +199,11 @@ void service_watchdog_start(server_t *srv);
 void service_watchdog_stop(server_t *srv);
 int service_load_policy(server_t *srv, qos_policy_t *p);
 void service_reload(server_t *srv);
+
+/* qos_admin.c: a client's class (rules, then what it asked if they allow it); every client
+ * classified again after the policy changed; hccld-ctl qos. */
+int qos_session_class(server_t *srv, session_t *s);
+void qos_reclassify(server_t *srv);
+void qos_admin_handle(server_t *srv, session_t *s, uint64_t req_id, const Hccld__QosReq *q);
 
 #endif

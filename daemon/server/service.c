@@ -71,6 +71,7 @@ void service_reload(server_t *srv)
         WARN("INIT", "SIGHUP: keeping the QoS policy in force");
     } else {
         srv->qos = *p;
+        qos_reclassify(srv);
         INFO("INIT", "SIGHUP: QoS policy reloaded from %s: %d classes, %d rules",
              srv->cfg.config_path ? srv->cfg.config_path : "(defaults)", p->ncls, p->nrules);
     }

@@ -167,6 +167,8 @@ static void on_hello(session_t *s, uint64_t req_id, const Hccld__Hello *h)
     }
     s->in_engine = 1;
     snprintf(s->job_name, sizeof(s->job_name), "%s", h->job_name);
+    snprintf(s->qos_asked, sizeof(s->qos_asked), "%s", h->qos_class);
+    s->qos_class = qos_session_class(srv, s);
     w.version = PROTO_VERSION;
     w.client_id = s->sid;
     w.seg_bytes = s->layout.seg_bytes;
@@ -177,6 +179,7 @@ static void on_hello(session_t *s, uint64_t req_id, const Hccld__Hello *h)
     w.arena_bytes = s->layout.arena_bytes;
     w.max_frame = FRAME_MAX;
     w.advertised = srv->advertised;
+    w.qos_class = srv->qos.cls[s->qos_class].name;
     m.req_id = req_id;
     m.body_case = HCCLD__MSG__BODY_WELCOME;
     m.welcome = &w;
@@ -191,8 +194,9 @@ static void on_hello(session_t *s, uint64_t req_id, const Hccld__Hello *h)
     }
     s->state = SESSION_READY;
     uv_timer_stop(&s->hello_timer);
-    INFO("IPC", "client %llu: pid %d uid %d job '%s', arena %llu MiB", (unsigned long long)s->sid,
-         (int)s->pid, (int)s->uid, s->job_name, (unsigned long long)(s->layout.arena_bytes >> 20));
+    INFO("IPC", "client %llu: pid %d uid %d job '%s', class %s, arena %llu MiB",
+         (unsigned long long)s->sid, (int)s->pid, (int)s->uid, s->job_name,
+         srv->qos.cls[s->qos_class].name, (unsigned long long)(s->layout.arena_bytes >> 20));
 }
 
 static int dispatch_client(session_t *s, const Hccld__Msg *m)

@@ -11,7 +11,8 @@
     X(hostile)                                                                                     \
     X(bootstrap)                                                                                   \
     X(multinode)                                                                                   \
-    X(service)
+    X(service)                                                                                     \
+    X(qos)
 
 #define X(name) Suite *name##_suite(void);
 INTEG_SUITES(X)

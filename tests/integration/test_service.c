@@ -1,7 +1,8 @@
 /*
  * hccld as a systemd service, under a fake NOTIFY_SOCKET: READY=1 once it listens, WATCHDOG=1
- * pings at half of WATCHDOG_USEC, RELOADING=1 then READY=1 on SIGHUP (a broken config is
- * reported and the old policy kept; the daemon lives on), STOPPING=1 and exit 0 on SIGTERM.
+ * pings at half of WATCHDOG_USEC, RELOADING=1 then READY=1 on SIGHUP with its clients still
+ * served (a broken config is reported and the old policy kept; the daemon lives on),
+ * STOPPING=1 and exit 0 on SIGTERM.
  */
 #include <errno.h>
 #include <poll.h>
@@ -104,6 +105,39 @@ static void stop(fake_systemd_t *s)
     rmdir(s->dir);
 }
 
+/* A rank connected to the daemon before a reload: it forms a comm, waits for the word, then
+ * runs an allreduce. Returns its pid; ready and go are its pipes. */
+static pid_t connected_rank(const char *dir, int ready[2], int go[2])
+{
+    char sock[160];
+    pid_t pid;
+
+    snprintf(sock, sizeof(sock), "%s/hccld.sock", dir);
+    ck_assert_int_eq(pipe(ready), 0);
+    ck_assert_int_eq(pipe(go), 0);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        HcclRootInfo ri;
+        HcclComm comm;
+        float x = 2, y = 0;
+        char c = 'r';
+        alarm(60);
+        setenv("HCCLD_SOCKET", sock, 1);
+        if (HcclGetRootInfo(&ri) != HCCL_SUCCESS ||
+            HcclCommInitRootInfo(1, &ri, 0, &comm) != HCCL_SUCCESS)
+            _exit(2);
+        if (write(ready[1], &c, 1) != 1 || read(go[0], &c, 1) != 1)
+            _exit(3);
+        if (HcclAllReduce(&x, &y, 1, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, NULL) !=
+                HCCL_SUCCESS ||
+            y != 2)
+            _exit(4);
+        _exit(HcclCommDestroy(comm) == HCCL_SUCCESS ? 0 : 5);
+    }
+    return pid;
+}
+
 START_TEST(test_notify_watchdog_reload)
 {
     fake_systemd_t s;
@@ -113,9 +147,21 @@ START_TEST(test_notify_watchdog_reload)
     /* 200 ms watchdog: pings every 100 ms. */
     for (int i = 0; i < 3; i++)
         ck_assert_msg(expect(&s, "WATCHDOG=1", 2000), "watchdog ping %d missing", i);
+    /* A client connected across the reload keeps working. */
+    int ready[2], go[2], status = -1;
+    char c;
+    pid_t rank = connected_rank(s.dir, ready, go);
+    ck_assert_int_eq(read(ready[0], &c, 1), 1);
     ck_assert_int_eq(kill(s.pid, SIGHUP), 0);
     ck_assert_msg(expect(&s, "RELOADING=1", 5000), "no RELOADING=1 after SIGHUP");
     ck_assert_msg(expect(&s, "READY=1", 5000), "no READY=1 after the reload");
+    ck_assert_int_eq(write(go[1], &c, 1), 1);
+    ck_assert_int_eq(waitpid(rank, &status, 0), rank);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rank after reload: %d", status);
+    close(ready[0]);
+    close(ready[1]);
+    close(go[0]);
+    close(go[1]);
     /* A broken file is refused; the daemon keeps running and pinging. */
     write_file(s.conf, "[class.HIGH]\nmax_bw = lots\n");
     ck_assert_int_eq(kill(s.pid, SIGHUP), 0);

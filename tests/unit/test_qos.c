@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "env.h"
 #include "server/qos_conf.h"
 #include "test_list.h"
 
@@ -27,25 +28,25 @@ START_TEST(test_rates)
 {
     uint64_t v;
 
-    ck_assert_int_eq(qos_parse_rate("40Gbit", &v), 0);
+    ck_assert_int_eq(parse_rate("40Gbit", &v), 0);
     ck_assert_uint_eq(v, 40000000000ull);
-    ck_assert_int_eq(qos_parse_rate("2.5Gbit/s", &v), 0);
+    ck_assert_int_eq(parse_rate("2.5Gbit/s", &v), 0);
     ck_assert_uint_eq(v, 2500000000ull);
-    ck_assert_int_eq(qos_parse_rate("10G", &v), 0);
+    ck_assert_int_eq(parse_rate("10G", &v), 0);
     ck_assert_uint_eq(v, 10000000000ull);
-    ck_assert_int_eq(qos_parse_rate("5GB/s", &v), 0);
+    ck_assert_int_eq(parse_rate("5GB/s", &v), 0);
     ck_assert_uint_eq(v, 40000000000ull);
-    ck_assert_int_eq(qos_parse_rate("800Mbit", &v), 0);
+    ck_assert_int_eq(parse_rate("800Mbit", &v), 0);
     ck_assert_uint_eq(v, 800000000ull);
-    ck_assert_int_eq(qos_parse_rate("none", &v), 0);
+    ck_assert_int_eq(parse_rate("none", &v), 0);
     ck_assert_uint_eq(v, 0);
-    ck_assert_int_eq(qos_parse_rate("0", &v), 0);
+    ck_assert_int_eq(parse_rate("0", &v), 0);
     ck_assert_uint_eq(v, 0);
-    ck_assert_int_ne(qos_parse_rate("", &v), 0);
-    ck_assert_int_ne(qos_parse_rate("-1G", &v), 0);
-    ck_assert_int_ne(qos_parse_rate("10Q", &v), 0);
-    ck_assert_int_ne(qos_parse_rate("nan", &v), 0);
-    ck_assert_int_ne(qos_parse_rate("inf", &v), 0);
+    ck_assert_int_ne(parse_rate("", &v), 0);
+    ck_assert_int_ne(parse_rate("-1G", &v), 0);
+    ck_assert_int_ne(parse_rate("10Q", &v), 0);
+    ck_assert_int_ne(parse_rate("nan", &v), 0);
+    ck_assert_int_ne(parse_rate("inf", &v), 0);
 }
 END_TEST
 

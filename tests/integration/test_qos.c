@@ -1,0 +1,163 @@
+/*
+ * QoS policy through hccld-ctl and clients: exit codes (0 ok, 1 refused, 2 usage), a non-admin
+ * change refused, a client asking for a class above what the rules give gets the rules' class,
+ * one asking for a lower class gets it, and `qos assign` moves a job at once.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "suites.h"
+
+/* hccld-ctl beside the daemon under test. */
+static const char *ctl_path(void)
+{
+    static char path[512];
+    const char *bin = getenv("HCCLD_BIN") ? getenv("HCCLD_BIN") : "build/bin/hccld";
+    const char *slash = strrchr(bin, '/');
+
+    snprintf(path, sizeof(path), "%.*shccld-ctl", slash ? (int)(slash - bin + 1) : 0, bin);
+    return path;
+}
+
+/* Runs hccld-ctl with args (as uid/gid if uid > 0); its exit status, or -1. Its stdout and
+ * stderr go to out if not NULL. */
+static int ctl(uid_t uid, char *out, size_t cap, const char *args)
+{
+    char cmd[1024];
+    int fds[2], status;
+
+    snprintf(cmd, sizeof(cmd), "exec %s --admin-socket %s %s 2>&1", ctl_path(),
+             harness_admin_socket(), args);
+    if (pipe(fds) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        if (uid > 0 && (setgid(uid) != 0 || setuid(uid) != 0))
+            _exit(126);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    size_t n = 0;
+    ssize_t got;
+    char sink[256];
+    while ((got = read(fds[0], out && n + 1 < cap ? out + n : sink,
+                       out && n + 1 < cap ? cap - n - 1 : sizeof(sink))) > 0)
+        if (out && n + 1 < cap)
+            n += (size_t)got;
+    if (out)
+        out[n] = '\0';
+    close(fds[0]);
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+        return -1;
+    return WEXITSTATUS(status);
+}
+
+START_TEST(test_ctl_exit_codes)
+{
+    char out[4096];
+
+    ck_assert_int_eq(ctl(0, out, sizeof(out), "qos list"), 0);
+    ck_assert_ptr_nonnull(strstr(out, "MEDIUM"));
+    ck_assert_int_eq(ctl(0, out, sizeof(out), "--json qos list"), 0);
+    ck_assert_ptr_nonnull(strstr(out, "\"default\":\"MEDIUM\""));
+    ck_assert_int_eq(ctl(0, NULL, 0, "qos set GOLD --priority 1"), 1);
+    ck_assert_int_eq(ctl(0, NULL, 0, "qos set LOW"), 1);
+    ck_assert_int_eq(ctl(0, NULL, 0, "qos set LOW --max-bw fast"), 2);
+    ck_assert_int_eq(ctl(0, NULL, 0, "qos bogus"), 2);
+    ck_assert_int_eq(ctl(0, NULL, 0, "qos list extra"), 2);
+    ck_assert_int_eq(ctl(0, NULL, 0, "frobnicate"), 2);
+}
+END_TEST
+
+/* Someone who may reach the admin socket but is neither root nor in the admin group. */
+START_TEST(test_non_admin_refused)
+{
+    char out[4096], why[4096], dir[256];
+    struct stat st, dst;
+
+    /* Let uid 65534 reach the socket: the daemon's check, not the file mode, must refuse. */
+    snprintf(dir, sizeof(dir), "%s", harness_admin_socket());
+    *strrchr(dir, '/') = '\0';
+    ck_assert_int_eq(stat(harness_admin_socket(), &st), 0);
+    ck_assert_int_eq(stat(dir, &dst), 0);
+    ck_assert_int_eq(chmod(harness_admin_socket(), 0666), 0);
+    ck_assert_int_eq(chmod(dir, 0755), 0);
+    int rc = ctl(65534, why, sizeof(why), "qos set LOW --max-bw 1Gbit");
+    int list = ctl(65534, out, sizeof(out), "--json qos list");
+    chmod(harness_admin_socket(), st.st_mode & 07777);
+    chmod(dir, dst.st_mode & 07777);
+    ck_assert_int_eq(rc, 1);
+    ck_assert_msg(strstr(why, "permission denied") != NULL, "%s", why);
+    ck_assert_int_eq(list, 0); /* reading is allowed */
+    ck_assert_ptr_nonnull(
+        strstr(out, "\"name\":\"LOW\",\"priority\":2,\"max_bw_bps\":10000000000"));
+}
+END_TEST
+
+/* In a child: connect with HCCL_JOB_NAME=job and HCCL_QOS_CLASS=asked, then check in the
+ * daemon's status that this pid got class want. */
+static int class_is(const char *job, const char *asked, const char *want)
+{
+    pid_t pid = fork();
+    int status;
+
+    if (pid == 0) {
+        char out[16384], needle[128];
+        HcclRootInfo ri;
+        setenv("HCCL_JOB_NAME", job, 1);
+        setenv("HCCL_QOS_CLASS", asked, 1);
+        if (HcclGetRootInfo(&ri) != HCCL_SUCCESS)
+            _exit(3);
+        if (ctl(0, out, sizeof(out), "--json status") != 0)
+            _exit(4);
+        snprintf(needle, sizeof(needle), "\"pid\":%d,", (int)getpid());
+        const char *me = strstr(out, needle);
+        snprintf(needle, sizeof(needle), "\"class\":\"%s\"", want);
+        const char *cls = me ? strstr(me, needle) : NULL;
+        const char *end = me ? strchr(me, '}') : NULL;
+        if (cls == NULL || cls > end) {
+            fprintf(stderr, "job %s asking %s: want %s in %.300s\n", job, asked, want,
+                    me ? me : out);
+            _exit(1);
+        }
+        _exit(0);
+    }
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+        return -1;
+    return WEXITSTATUS(status);
+}
+
+START_TEST(test_granting)
+{
+    ck_assert_int_eq(class_is("qos-a", "", "MEDIUM"), 0);
+    ck_assert_int_eq(class_is("qos-a", "HIGH", "MEDIUM"), 0); /* no promotion by asking */
+    ck_assert_int_eq(class_is("qos-a", "low", "LOW"), 0);     /* stepping down is fine */
+    ck_assert_int_eq(class_is("qos-a", "PLATINUM", "MEDIUM"), 0);
+    ck_assert_int_eq(ctl(0, NULL, 0, "qos assign --job 'qos-b*' HIGH"), 0);
+    ck_assert_int_eq(class_is("qos-b1", "", "HIGH"), 0);
+    ck_assert_int_eq(class_is("qos-b2", "HIGH", "HIGH"), 0);
+    ck_assert_int_eq(class_is("qos-a", "HIGH", "MEDIUM"), 0);
+}
+END_TEST
+
+Suite *qos_suite(void)
+{
+    Suite *s = suite_create("qos");
+    TCase *tc = tcase_create("policy");
+
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_ctl_exit_codes);
+    tcase_add_test(tc, test_non_admin_refused);
+    tcase_add_test(tc, test_granting);
+    suite_add_tcase(s, tc);
+    return s;
+}
