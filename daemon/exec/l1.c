@@ -115,10 +115,36 @@ static void finish_round(l1_run_t *r)
     }
 }
 
+/* Bytes the round's sends put on the wire. */
+static uint64_t round_send_bytes(const l1_run_t *r)
+{
+    const sched_t *sc = r->a.sched;
+    uint64_t b = 0;
+
+    for (uint32_t i = sc->round_start[r->round]; i < sc->round_start[r->round + 1]; i++)
+        if (sc->steps[i].op == STEP_SEND)
+            b += sc->steps[i].len * r->es;
+    return b;
+}
+
+int l1_sending(const l1_run_t *r)
+{
+    const sched_t *sc = r->a.sched;
+
+    if (!r->posted || r->round >= sc->nrounds)
+        return 0;
+    for (uint32_t i = 0; i < sc->round_start[r->round + 1] - sc->round_start[r->round]; i++)
+        if (r->reqs[i] != NULL && sc->steps[sc->round_start[r->round] + i].op == STEP_SEND)
+            return 1;
+    return 0;
+}
+
 int l1_progress(l1_run_t *r)
 {
     while (r->round < r->a.sched->nrounds) {
         int rc;
+        if (!r->posted && r->a.admit != NULL && !r->a.admit(r->a.admit_ctx, round_send_bytes(r)))
+            return 0;
         if (!r->posted) {
             if ((rc = post_round(r)) != 0)
                 return rc;

@@ -94,6 +94,35 @@ static int session_intake(engine_t *eng, eng_session_t *s)
     return n;
 }
 
+/* Comms spanning daemons by class priority (so the first class to ask for the wire gets it),
+ * then the rest. Which classes have sends on the way is counted first. */
+static int comms_progress(engine_t *eng)
+{
+    int work = 0, order[QOS_SCHED_CLASSES], n = eng->qos.ncls;
+
+    qos_sched_pass(&eng->qos);
+    for (eng_comm_t *c = eng->comms; c != NULL; c = c->next)
+        if (c->multi != NULL && c->multi->busy && l1_sending(c->multi->run))
+            qos_sending(&eng->qos, c->multi->qos_class);
+    for (int i = 0; i < n; i++)
+        order[i] = i;
+    for (int i = 1; i < n; i++) /* a handful of classes: insertion sort */
+        for (int k = i;
+             k > 0 && eng->qos.cls[order[k]].priority < eng->qos.cls[order[k - 1]].priority; k--) {
+            int t = order[k];
+            order[k] = order[k - 1];
+            order[k - 1] = t;
+        }
+    for (int i = 0; i < n; i++)
+        for (eng_comm_t *c = eng->comms; c != NULL; c = c->next)
+            if (c->multi != NULL && c->multi->qos_class == order[i])
+                work += comm_progress(eng, c);
+    for (eng_comm_t *c = eng->comms; c != NULL; c = c->next)
+        if (c->multi == NULL || c->multi->qos_class < 0 || c->multi->qos_class >= n)
+            work += comm_progress(eng, c);
+    return work;
+}
+
 static int engine_pass(engine_t *eng)
 {
     int work = 0;
@@ -101,8 +130,7 @@ static int engine_pass(engine_t *eng)
     multi_accept(eng);
     for (eng_session_t *s = eng->sessions; s != NULL; s = s->next)
         work += session_intake(eng, s);
-    for (eng_comm_t *c = eng->comms; c != NULL; c = c->next)
-        work += comm_progress(eng, c);
+    work += comms_progress(eng);
     for (eng_session_t *s = eng->sessions; s != NULL; s = s->next)
         session_wake(s);
     return work;
@@ -410,4 +438,23 @@ uint64_t engine_last_beat_ns(engine_t *eng)
 
     /* Before the thread's first turn, count from now. */
     return b ? b : now_ns();
+}
+
+void engine_set_class(engine_t *eng, int i, uint32_t priority, uint64_t max_bw_bps)
+{
+    pthread_mutex_lock(&eng->lock);
+    qos_sched_set(&eng->qos, i, priority, max_bw_bps, now_ns());
+    pthread_mutex_unlock(&eng->lock);
+    engine_kick(eng);
+}
+
+uint64_t engine_class_sent(engine_t *eng, int i)
+{
+    uint64_t v = 0;
+
+    pthread_mutex_lock(&eng->lock);
+    if (i >= 0 && i < QOS_SCHED_CLASSES)
+        v = eng->qos.cls[i].sent_bytes;
+    pthread_mutex_unlock(&eng->lock);
+    return v;
 }

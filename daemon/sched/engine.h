@@ -62,6 +62,7 @@ typedef struct engine_multi_spec {
     const uint8_t *job_id, *key;
     const int *level1; /* [DESC_KIND_MAX]: forced algorithm per kind, -1: chosen per op */
     int log_ops;       /* log every op's algorithm choice, whatever the daemon's log level */
+    int qos_class;     /* index of its class (engine_set_class), or -1 */
 } engine_multi_spec_t;
 int engine_comm_create_multi(engine_t *eng, const engine_multi_spec_t *spec);
 /* Peers may connect for this job before its comm exists here: their data connections are
@@ -74,6 +75,11 @@ int engine_comm_create(engine_t *eng, uint32_t comm_id, uint32_t nranks, const u
 void engine_comm_leave(engine_t *eng, uint32_t comm_id, uint32_t rank);
 
 void engine_get_stats(engine_t *eng, engine_stats_t *st_p);
+/* QoS class i (0..7): its priority (0 first) and cap on bytes sent to peer daemons, bits/s (0:
+ * none). Takes effect for the next round of every comm of the class. */
+void engine_set_class(engine_t *eng, int i, uint32_t priority, uint64_t max_bw_bps);
+/* Payload bytes sent to peer daemons by comms of class i so far. */
+uint64_t engine_class_sent(engine_t *eng, int i);
 /* now_ns() of the engine thread's last turn of its loop (it turns at least once a second). */
 uint64_t engine_last_beat_ns(engine_t *eng);
 int engine_get_comm_stats(engine_t *eng, uint32_t comm_id, engine_comm_stats_t *st_p);

@@ -8,6 +8,7 @@
 #include "ring.h"
 #include "sched/engine.h"
 #include "sched/multi.h"
+#include "sched/qos_sched.h"
 
 typedef struct eng_session eng_session_t;
 typedef struct eng_comm eng_comm_t;
@@ -67,6 +68,7 @@ struct engine {
     struct eng_accept *accepting;
     struct eng_expect *expects;
     uint64_t beat_ns; /* atomic: the engine loop's last turn */
+    qos_sched_t qos;  /* classes: priority and cap of what goes to peer daemons */
 };
 
 /* match.c */

@@ -12,6 +12,7 @@
 
 #include "desc_check.h"
 #include "dtype.h"
+#include "futex.h"
 #include "hccl/hccl.h"
 #include "log.h"
 #include "reduce.h"
@@ -222,6 +223,14 @@ static uint8_t *direct_out(eng_comm_t *c, const desc_t *d, uint64_t cnt)
     }
 }
 
+/* QoS: may this comm's next round put `bytes` on the wire now? */
+static int admit_round(void *ctx, uint64_t bytes)
+{
+    eng_multi_t *mu = ctx;
+
+    return qos_admit(mu->qos, mu->qos_class, bytes, now_ns());
+}
+
 /* Starts the level-1 part of the collective every local rank posted. */
 static int multi_start(engine_t *eng, eng_comm_t *c, const desc_t *d)
 {
@@ -255,7 +264,9 @@ static int multi_start(engine_t *eng, eng_comm_t *c, const desc_t *d)
                    .in = mu->in,
                    .dtype = d->dtype,
                    .redop = d->redop,
-                   .tag = job_tag(mu) << 32 | (d->seq & 0xffffffffu)};
+                   .tag = job_tag(mu) << 32 | (d->seq & 0xffffffffu),
+                   .admit = admit_round,
+                   .admit_ctx = mu};
     if ((rc = l1_start(&a, &mu->run)) != 0)
         return rc;
     mu->d0 = *d;

@@ -8,6 +8,7 @@
 #include "algo/cost.h"
 #include "exec/l1.h"
 #include "sched/engine.h"
+#include "sched/qos_sched.h"
 #include "transport/transport.h"
 
 /* What a schedule was built for (zeroed padding: compared with memcmp). */
@@ -33,7 +34,9 @@ typedef struct eng_multi {
         float cost_us[ALGO_COUNT];
     } picks[DESC_KIND_MAX][64];
     link_cost_t lc;
-    int log_ops; /* a rank asked (HCCL_DEBUG=INFO) for each op's choice in the log */
+    int log_ops;      /* a rank asked (HCCL_DEBUG=INFO) for each op's choice in the log */
+    int qos_class;    /* -1: none */
+    qos_sched_t *qos; /* the engine's */
     /* the operation in flight */
     int busy;
     sched_t sched; /* kept after the op for the next one with the same key */

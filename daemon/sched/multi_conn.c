@@ -256,6 +256,7 @@ static eng_multi_t *multi_new(const engine_multi_spec_t *sp)
     mu->me = sp->me;
     mu->L = sp->local;
     mu->log_ops = sp->log_ops;
+    mu->qos_class = sp->qos_class;
     for (int k = 0; k < DESC_KIND_MAX; k++)
         mu->forced[k] = sp->level1 != NULL ? sp->level1[k] : -1;
     for (int k = 0; k < DESC_KIND_MAX; k++)
@@ -292,6 +293,7 @@ int engine_comm_create_multi(engine_t *eng, const engine_multi_spec_t *sp)
         return rc;
     if ((mu = multi_new(sp)) == NULL)
         return -ENOMEM;
+    mu->qos = &eng->qos;
     pthread_mutex_lock(&eng->lock);
     eng_comm_t *c = comm_find(eng, sp->comm_id);
     c->multi = mu;

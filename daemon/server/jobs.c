@@ -428,6 +428,15 @@ static void job_complete_multinode(server_t *srv, job_t *j)
     mb.data_nodes = data;
     mb.n_rank_node = j->nranks;
     mb.rank_node = rank_node;
+    /* The root decides the class for every daemon: the least favoured of its local ranks'. */
+    int cls = -1;
+    for (uint32_t r = 0; r < j->nranks; r++)
+        if (j->ranks[r].s != NULL && (cls < 0 || srv->qos.cls[j->ranks[r].s->qos_class].priority >
+                                                     srv->qos.cls[cls].priority))
+            cls = j->ranks[r].s->qos_class;
+    if (cls < 0)
+        cls = srv->qos.default_cls;
+    mb.qos_class = srv->qos.cls[cls].name;
     m.body_case = HCCLD__MSG__BODY_MEMBERSHIP;
     m.membership = &mb;
     engine_job_expect(srv->eng, j->id, j->key);
@@ -454,8 +463,9 @@ static void job_complete_multinode(server_t *srv, job_t *j)
             log_ops |= j->ranks[r].log_ops;
         }
     if (c != NULL)
-        result = multinode_engine_comm(srv, c, (const char *const *)data, rank_node, nn, j->id,
-                                       j->key, algo, log_ops, &why);
+        result = multinode_engine_comm(
+            srv, c, (const char *const *)data, rank_node, nn, j->id, j->key,
+            &(multinode_opts_t){.algo = algo, .log_ops = log_ops, .qos_class = cls}, &why);
     INFO("INIT", "job %s: comm %u formed with %u ranks on %u daemons", j->hex, c ? c->id : 0,
          j->nranks, nn);
 out:
@@ -726,14 +736,14 @@ void jobs_stop(server_t *srv)
 
 int multinode_engine_comm(server_t *srv, scomm_t *c, const char *const *data_nodes,
                           const uint32_t *rank_node, uint32_t nnodes, const uint8_t *job_id,
-                          const uint8_t *key, const char *algo, int log_ops, const char **why)
+                          const uint8_t *key, const multinode_opts_t *o, const char **why)
 {
     uint32_t L = c->nranks / nnodes, me = UINT32_MAX;
     algo_env_t env;
     char err[160];
     int rc;
 
-    if (algo_env_parse(algo, &env, err, sizeof(err)) != 0) {
+    if (algo_env_parse(o->algo, &env, err, sizeof(err)) != 0) {
         *why = "HCCL_ALGO is invalid";
         return HCCL_E_PARA;
     }
@@ -759,7 +769,8 @@ int multinode_engine_comm(server_t *srv, scomm_t *c, const char *const *data_nod
                               .job_id = job_id,
                               .key = key,
                               .level1 = env.level1,
-                              .log_ops = log_ops};
+                              .log_ops = o->log_ops,
+                              .qos_class = o->qos_class};
     rc = engine_comm_create_multi(srv->eng, &sp);
     if (rc != 0) {
         *why = "the daemon could not set up the communicator";

@@ -46,6 +46,12 @@ int qos_session_class(server_t *srv, session_t *s)
     return cls;
 }
 
+void qos_apply(server_t *srv)
+{
+    for (int i = 0; i < srv->qos.ncls; i++)
+        engine_set_class(srv->eng, i, srv->qos.cls[i].priority, srv->qos.cls[i].max_bw_bps);
+}
+
 void qos_reclassify(server_t *srv)
 {
     for (session_t *s = srv->sessions; s != NULL; s = s->next)
@@ -136,6 +142,7 @@ void qos_admin_handle(server_t *srv, session_t *s, uint64_t req_id, const Hccld_
         else {
             INFO("QOS", "admin pid %d uid %d changed class %s", (int)s->pid, (int)s->uid, q->cls);
             qos_reclassify(srv);
+            qos_apply(srv);
         }
     }
     for (int i = 0; i < srv->qos.ncls; i++) {

@@ -262,6 +262,20 @@ static rjob_t *rjob_by_link(server_t *srv, peer_t *p)
     return NULL;
 }
 
+/* The class the root daemon decided, as this daemon knows it (its default if unknown here). */
+static int membership_class(server_t *srv, const Hccld__Membership *m)
+{
+    int cls = qos_class_find(&srv->qos, m->qos_class);
+
+    if (cls >= 0)
+        return cls;
+    WARN("QOS",
+         "the root daemon put a comm in class '%s', which this daemon does not define; "
+         "using %s",
+         m->qos_class, srv->qos.cls[srv->qos.default_cls].name);
+    return srv->qos.default_cls;
+}
+
 void rjobs_membership(server_t *srv, peer_t *p, const Hccld__Membership *m)
 {
     rjob_t *r = rjob_by_link(srv, p);
@@ -286,9 +300,12 @@ void rjobs_membership(server_t *srv, peer_t *p, const Hccld__Membership *m)
     const char *why = "out of memory";
     int result = HCCL_E_MEMORY;
     if (c != NULL && m->n_data_nodes == m->n_nodes)
-        result =
-            multinode_engine_comm(srv, c, (const char *const *)m->data_nodes, m->rank_node,
-                                  (uint32_t)m->n_nodes, r->id, r->key, r->algo, r->log_ops, &why);
+        result = multinode_engine_comm(srv, c, (const char *const *)m->data_nodes, m->rank_node,
+                                       (uint32_t)m->n_nodes, r->id, r->key,
+                                       &(multinode_opts_t){.algo = r->algo,
+                                                           .log_ops = r->log_ops,
+                                                           .qos_class = membership_class(srv, m)},
+                                       &why);
     INFO("INIT", "job %s: comm %u formed with %u ranks on %zu daemons (root %s)", r->hex,
          c ? c->id : 0, m->nranks, m->n_nodes, r->root);
     for (uint32_t i = 0; i < r->njoins; i++)

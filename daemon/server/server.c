@@ -98,6 +98,7 @@ int server_start(server_t *srv, uv_loop_t *loop, const server_config_t *cfg)
     }
     if (service_load_policy(srv, &srv->qos) != 0)
         return -EINVAL;
+    qos_apply(srv);
     const char *wl = getenv("HCCL_WHITELIST_FILE");
     if (wl != NULL && *wl != '\0' && whitelist_load(srv, wl) != 0)
         return -EINVAL;

@@ -162,11 +162,15 @@ void send_multinode_resp(session_t *s, uint64_t req_id, const scomm_t *c, uint32
 int comm_form(server_t *srv, uint32_t n, const join_t *ranks, const char *hex);
 /* Creates the engine half of a comm spanning daemons from its membership: local ranks
  * (sids, in global rank order) must be one contiguous block of equal size on every node.
- * log_ops: a local rank asked for each op's algorithm choice in the log. 0, or an HcclResult
- * with *why set. */
+ * 0, or an HcclResult with *why set. */
+typedef struct multinode_opts {
+    const char *algo; /* a local rank's HCCL_ALGO */
+    int log_ops;      /* a local rank asked for each op's algorithm choice in the log */
+    int qos_class;    /* index into srv->qos.cls, as the root decided */
+} multinode_opts_t;
 int multinode_engine_comm(server_t *srv, scomm_t *c, const char *const *data_nodes,
                           const uint32_t *rank_node, uint32_t nnodes, const uint8_t *job_id,
-                          const uint8_t *key, const char *algo, int log_ops, const char **why);
+                          const uint8_t *key, const multinode_opts_t *o, const char **why);
 /* Checks a rank's HCCL_ALGO: 0, or -EINVAL with the reason in err. */
 int algo_check(const char *algo, char *err, size_t cap);
 /* A communicator record for ranks of this node; sids[r] for local ranks, 0 for others. */
@@ -204,6 +208,8 @@ void service_reload(server_t *srv);
  * classified again after the policy changed; hccld-ctl qos. */
 int qos_session_class(server_t *srv, session_t *s);
 void qos_reclassify(server_t *srv);
+/* Hands the classes' priorities and caps to the data path (start, reload, qos set). */
+void qos_apply(server_t *srv);
 void qos_admin_handle(server_t *srv, session_t *s, uint64_t req_id, const Hccld__QosReq *q);
 
 #endif

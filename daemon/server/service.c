@@ -72,6 +72,7 @@ void service_reload(server_t *srv)
     } else {
         srv->qos = *p;
         qos_reclassify(srv);
+        qos_apply(srv);
         INFO("INIT", "SIGHUP: QoS policy reloaded from %s: %d classes, %d rules",
              srv->cfg.config_path ? srv->cfg.config_path : "(defaults)", p->ncls, p->nrules);
     }

@@ -15,6 +15,7 @@
     X(algo)                                                                                        \
     X(tcp)                                                                                         \
     X(qos)                                                                                         \
+    X(qos_sched)                                                                                   \
     X(bootstrap)                                                                                   \
     X(l1)
 

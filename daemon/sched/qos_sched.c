@@ -1,0 +1,64 @@
+/* Strict priority and a token bucket per class (see qos_sched.h). */
+#include "sched/qos_sched.h"
+
+static void refill(qos_bucket_t *b, uint64_t now)
+{
+    double cap;
+
+    if (b->rate_Bps == 0 || now <= b->last_ns) {
+        b->last_ns = now > b->last_ns ? now : b->last_ns;
+        return;
+    }
+    b->tokens += (double)b->rate_Bps * (double)(now - b->last_ns) / 1e9;
+    cap = (double)b->rate_Bps * (double)QOS_BURST_NS / 1e9;
+    if (b->tokens > cap)
+        b->tokens = cap;
+    b->last_ns = now;
+}
+
+void qos_sched_set(qos_sched_t *q, int i, uint32_t priority, uint64_t max_bw_bps, uint64_t now)
+{
+    qos_bucket_t *b;
+
+    if (i < 0 || i >= QOS_SCHED_CLASSES)
+        return;
+    b = &q->cls[i];
+    refill(b, now);
+    b->priority = priority;
+    b->rate_Bps = max_bw_bps / 8;
+    if (b->last_ns == 0)
+        b->last_ns = now;
+    if (i >= q->ncls)
+        q->ncls = i + 1;
+}
+
+void qos_sched_pass(qos_sched_t *q)
+{
+    for (int i = 0; i < q->ncls; i++)
+        q->cls[i].sending = 0;
+}
+
+void qos_sending(qos_sched_t *q, int i)
+{
+    if (i >= 0 && i < q->ncls)
+        q->cls[i].sending++;
+}
+
+int qos_admit(qos_sched_t *q, int i, uint64_t bytes, uint64_t now)
+{
+    qos_bucket_t *b;
+
+    if (i < 0 || i >= q->ncls)
+        return 1;
+    b = &q->cls[i];
+    for (int k = 0; k < q->ncls; k++)
+        if (q->cls[k].priority < b->priority && q->cls[k].sending > 0)
+            return 0;
+    refill(b, now);
+    if (b->rate_Bps != 0 && b->tokens < 0)
+        return 0;
+    if (b->rate_Bps != 0)
+        b->tokens -= (double)bytes;
+    b->sent_bytes += bytes;
+    return 1;
+}

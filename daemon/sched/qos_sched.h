@@ -1,0 +1,42 @@
+/*
+ * Scheduling between QoS classes on the data path: strict priority between classes, and a
+ * token bucket per class that caps what this daemon sends to peer daemons for it. The unit is
+ * a level-1 round: a comm posts a round's sends only when qos_admit() says so, which it does
+ * not while a class of higher priority has sends on the way. A round may take the bucket
+ * below zero (it is never split), so the rate holds on average, and a class waits at most one
+ * round of a lower class already on the wire.
+ */
+#ifndef HCCLD_SCHED_QOS_SCHED_H
+#define HCCLD_SCHED_QOS_SCHED_H
+
+#include <stdint.h>
+
+#define QOS_SCHED_CLASSES 8
+/* Tokens a class may save while idle: bursts beyond this wait. */
+#define QOS_BURST_NS 10000000ull
+
+typedef struct qos_bucket {
+    uint32_t priority;   /* 0 first */
+    uint64_t rate_Bps;   /* bytes per second; 0: no cap */
+    double tokens;       /* bytes; may go negative */
+    uint64_t last_ns;    /* last refill */
+    uint32_t sending;    /* comms of the class with sends on the way, counted each pass */
+    uint64_t sent_bytes; /* admitted so far */
+} qos_bucket_t;
+
+typedef struct qos_sched {
+    qos_bucket_t cls[QOS_SCHED_CLASSES];
+    int ncls;
+} qos_sched_t;
+
+/* Sets (or changes, keeping the tokens) class i's priority and cap in bits per second. */
+void qos_sched_set(qos_sched_t *q, int i, uint32_t priority, uint64_t max_bw_bps, uint64_t now);
+/* Starts a pass: no class is sending until qos_sending() says so. */
+void qos_sched_pass(qos_sched_t *q);
+/* A comm of class i has sends posted and not yet handed to the kernel. */
+void qos_sending(qos_sched_t *q, int i);
+/* Class i has a round of `bytes` to send now: 1 and the tokens taken, or 0 (a class of higher
+ * priority is sending, or this one is over its cap). */
+int qos_admit(qos_sched_t *q, int i, uint64_t bytes, uint64_t now);
+
+#endif
