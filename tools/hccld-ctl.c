@@ -127,10 +127,11 @@ static void print_qos(const Hccld__QosResp *r, int json)
         json_t *a = json_array();
         for (size_t i = 0; i < r->n_classes; i++) {
             const Hccld__QosClass *c = r->classes[i];
-            json_array_append_new(a, json_pack("{s:s, s:i, s:I, s:i, s:i}", "name", c->name,
-                                               "priority", (int)c->priority, "max_bw_bps",
-                                               (json_int_t)c->max_bw_bps, "latency_us",
-                                               (int)c->latency_us, "clients", (int)c->clients));
+            json_array_append_new(
+                a, json_pack("{s:s, s:i, s:I, s:i, s:i, s:i, s:I}", "name", c->name, "priority",
+                             (int)c->priority, "max_bw_bps", (json_int_t)c->max_bw_bps,
+                             "latency_us", (int)c->latency_us, "dscp", (int)c->dscp, "clients",
+                             (int)c->clients, "sent_bytes", (json_int_t)c->sent_bytes));
         }
         json_t *o = json_pack("{s:o, s:s}", "classes", a, "default", r->default_class);
         json_dumpf(o, stdout, JSON_COMPACT);
@@ -138,7 +139,8 @@ static void print_qos(const Hccld__QosResp *r, int json)
         json_decref(o);
         return;
     }
-    printf("%-12s %8s %14s %12s %8s\n", "class", "priority", "max_bw", "latency_us", "clients");
+    printf("%-12s %8s %14s %12s %5s %8s %14s\n", "class", "priority", "max_bw", "latency_us",
+           "dscp", "clients", "sent_bytes");
     for (size_t i = 0; i < r->n_classes; i++) {
         const Hccld__QosClass *c = r->classes[i];
         char bw[32];
@@ -146,7 +148,8 @@ static void print_qos(const Hccld__QosResp *r, int json)
             snprintf(bw, sizeof(bw), "none");
         else
             snprintf(bw, sizeof(bw), "%.3gGbit/s", (double)c->max_bw_bps / 1e9);
-        printf("%-12s %8u %14s %12u %8u%s\n", c->name, c->priority, bw, c->latency_us, c->clients,
+        printf("%-12s %8u %14s %12u %5d %8u %14llu%s\n", c->name, c->priority, bw, c->latency_us,
+               c->dscp, c->clients, (unsigned long long)c->sent_bytes,
                strcmp(c->name, r->default_class) == 0 ? "  (default)" : "");
     }
 }

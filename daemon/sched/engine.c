@@ -440,10 +440,10 @@ uint64_t engine_last_beat_ns(engine_t *eng)
     return b ? b : now_ns();
 }
 
-void engine_set_class(engine_t *eng, int i, uint32_t priority, uint64_t max_bw_bps)
+void engine_set_class(engine_t *eng, int i, uint32_t priority, uint64_t max_bw_bps, int dscp)
 {
     pthread_mutex_lock(&eng->lock);
-    qos_sched_set(&eng->qos, i, priority, max_bw_bps, now_ns());
+    qos_sched_set(&eng->qos, i, priority, max_bw_bps, dscp, now_ns());
     pthread_mutex_unlock(&eng->lock);
     engine_kick(eng);
 }

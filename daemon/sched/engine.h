@@ -75,9 +75,10 @@ int engine_comm_create(engine_t *eng, uint32_t comm_id, uint32_t nranks, const u
 void engine_comm_leave(engine_t *eng, uint32_t comm_id, uint32_t rank);
 
 void engine_get_stats(engine_t *eng, engine_stats_t *st_p);
-/* QoS class i (0..7): its priority (0 first) and cap on bytes sent to peer daemons, bits/s (0:
- * none). Takes effect for the next round of every comm of the class. */
-void engine_set_class(engine_t *eng, int i, uint32_t priority, uint64_t max_bw_bps);
+/* QoS class i (0..7): its priority (0 first), cap on bytes sent to peer daemons in bits/s (0:
+ * none) and the DSCP marking its data connections (-1: none). Takes effect for the next round
+ * (and the next connection) of every comm of the class. */
+void engine_set_class(engine_t *eng, int i, uint32_t priority, uint64_t max_bw_bps, int dscp);
 /* Payload bytes sent to peer daemons by comms of class i so far. */
 uint64_t engine_class_sent(engine_t *eng, int i);
 /* now_ns() of the engine thread's last turn of its loop (it turns at least once a second). */

@@ -107,6 +107,14 @@ int engine_listen(engine_t *eng, const char *ip, char *addr_out, size_t cap)
     return rc;
 }
 
+/* Marks a data connection with its comm's class (DSCP on TCP). */
+static void multi_mark(const eng_multi_t *mu, tp_conn_t *conn)
+{
+    if (mu->qos_class >= 0 && mu->qos_class < mu->qos->ncls &&
+        mu->qos->cls[mu->qos_class].dscp >= 0)
+        tp_tcp.set_dscp(conn, mu->qos->cls[mu->qos_class].dscp);
+}
+
 /* Takes new connections and hands those whose handshake finished to their comm. */
 void multi_accept(engine_t *eng)
 {
@@ -138,6 +146,7 @@ void multi_accept(engine_t *eng)
         if (c != NULL && peer < c->multi->nnodes && peer > c->multi->me &&
             c->multi->conns[peer] == NULL) {
             c->multi->conns[peer] = a->conn;
+            multi_mark(c->multi, a->conn);
             c->multi->nready++;
         } else {
             if (st == 1)
@@ -299,11 +308,13 @@ int engine_comm_create_multi(engine_t *eng, const engine_multi_spec_t *sp)
     c->multi = mu;
     c->nglobal = sp->nnodes * sp->local;
     c->rank0 = sp->me * sp->local;
-    for (uint32_t i = 0; i < sp->me; i++)
+    for (uint32_t i = 0; i < sp->me; i++) {
         if (tp_tcp.connect(mu->addrs[i], mu->job_id, mu->key, sp->me, &mu->conns[i]) != 0) {
             comm_break(eng, c, "cannot open a data connection to another daemon");
             break;
         }
+        multi_mark(mu, mu->conns[i]);
+    }
     pthread_mutex_unlock(&eng->lock);
     engine_kick(eng);
     return 0;

@@ -16,7 +16,8 @@ static void refill(qos_bucket_t *b, uint64_t now)
     b->last_ns = now;
 }
 
-void qos_sched_set(qos_sched_t *q, int i, uint32_t priority, uint64_t max_bw_bps, uint64_t now)
+void qos_sched_set(qos_sched_t *q, int i, uint32_t priority, uint64_t max_bw_bps, int dscp,
+                   uint64_t now)
 {
     qos_bucket_t *b;
 
@@ -26,6 +27,7 @@ void qos_sched_set(qos_sched_t *q, int i, uint32_t priority, uint64_t max_bw_bps
     refill(b, now);
     b->priority = priority;
     b->rate_Bps = max_bw_bps / 8;
+    b->dscp = dscp;
     if (b->last_ns == 0)
         b->last_ns = now;
     if (i >= q->ncls)

@@ -22,6 +22,7 @@ typedef struct qos_bucket {
     uint64_t last_ns;    /* last refill */
     uint32_t sending;    /* comms of the class with sends on the way, counted each pass */
     uint64_t sent_bytes; /* admitted so far */
+    int dscp;            /* marks the class's connections; -1: leave unmarked */
 } qos_bucket_t;
 
 typedef struct qos_sched {
@@ -29,8 +30,9 @@ typedef struct qos_sched {
     int ncls;
 } qos_sched_t;
 
-/* Sets (or changes, keeping the tokens) class i's priority and cap in bits per second. */
-void qos_sched_set(qos_sched_t *q, int i, uint32_t priority, uint64_t max_bw_bps, uint64_t now);
+/* Sets (or changes, keeping the tokens) class i's priority, cap in bits per second and DSCP. */
+void qos_sched_set(qos_sched_t *q, int i, uint32_t priority, uint64_t max_bw_bps, int dscp,
+                   uint64_t now);
 /* Starts a pass: no class is sending until qos_sending() says so. */
 void qos_sched_pass(qos_sched_t *q);
 /* A comm of class i has sends posted and not yet handed to the kernel. */

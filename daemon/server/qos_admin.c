@@ -49,7 +49,8 @@ int qos_session_class(server_t *srv, session_t *s)
 void qos_apply(server_t *srv)
 {
     for (int i = 0; i < srv->qos.ncls; i++)
-        engine_set_class(srv->eng, i, srv->qos.cls[i].priority, srv->qos.cls[i].max_bw_bps);
+        engine_set_class(srv->eng, i, srv->qos.cls[i].priority, srv->qos.cls[i].max_bw_bps,
+                         srv->qos.cls[i].dscp);
 }
 
 void qos_reclassify(server_t *srv)
@@ -152,6 +153,8 @@ void qos_admin_handle(server_t *srv, session_t *s, uint64_t req_id, const Hccld_
         cls[i].priority = c->priority;
         cls[i].max_bw_bps = c->max_bw_bps;
         cls[i].latency_us = c->latency_us;
+        cls[i].sent_bytes = engine_class_sent(srv->eng, i);
+        cls[i].dscp = c->dscp;
         for (session_t *x = srv->sessions; x != NULL; x = x->next)
             cls[i].clients +=
                 x->kind == SESSION_CLIENT && x->state == SESSION_READY && x->qos_class == i;

@@ -14,9 +14,9 @@
 void qos_policy_defaults(qos_policy_t *p)
 {
     static const qos_class_t defaults[] = {
-        {"HIGH", 0, 40000000000ull, 50},
-        {"MEDIUM", 1, 20000000000ull, 100},
-        {"LOW", 2, 10000000000ull, 200},
+        {"HIGH", 0, 40000000000ull, 50, 46},
+        {"MEDIUM", 1, 20000000000ull, 100, 18},
+        {"LOW", 2, 10000000000ull, 200, 8},
     };
 
     memset(p, 0, sizeof(*p));
@@ -63,6 +63,7 @@ static int on_class(load_ctx_t *x, const char *section, const char *name, const 
             return fail(x, section, name, value, "bad class name");
         i = p->ncls++;
         memset(&p->cls[i], 0, sizeof(p->cls[i]));
+        p->cls[i].dscp = -1;
         snprintf(p->cls[i].name, sizeof(p->cls[i].name), "%s", cname);
     }
     if (strcmp(name, "priority") == 0 && parse_u64(value, &v) == 0 && v < 256)
@@ -71,6 +72,10 @@ static int on_class(load_ctx_t *x, const char *section, const char *name, const 
         p->cls[i].max_bw_bps = v;
     else if (strcmp(name, "latency_us") == 0 && parse_u64(value, &v) == 0 && v <= 10000000)
         p->cls[i].latency_us = (uint32_t)v;
+    else if (strcmp(name, "dscp") == 0 && strcmp(value, "-1") == 0)
+        p->cls[i].dscp = -1;
+    else if (strcmp(name, "dscp") == 0 && parse_u64(value, &v) == 0 && v <= 63)
+        p->cls[i].dscp = (int)v;
     else
         return fail(x, section, name, value, "unknown setting or bad value");
     return 1;

@@ -7,6 +7,8 @@
  *   max_bw = 40Gbit           ; bit/s with K/M/G/T prefixes ("bit", "bps", "/s" optional),
  *                             ; or bytes/s as "5GB/s"; 0 or "none": no cap
  *   latency_us = 50
+ *   dscp = 46                 ; marks its traffic between daemons (IP_TOS); defaults: HIGH 46
+ *                             ; (EF), MEDIUM 18 (AF21), LOW 8 (CS1); -1: unmarked
  *
  *   [qos]
  *   default = MEDIUM          ; class of a tenant no rule names
@@ -35,6 +37,7 @@ typedef struct qos_class {
     uint32_t priority;
     uint64_t max_bw_bps; /* bits per second; 0: no cap */
     uint32_t latency_us;
+    int dscp; /* DSCP of its traffic between daemons (0..63), -1: unmarked */
 } qos_class_t;
 
 enum qos_rule_kind { QOS_RULE_UID, QOS_RULE_GID, QOS_RULE_JOB };

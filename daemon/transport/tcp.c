@@ -3,6 +3,8 @@
  * tcp_hs.c, the data stream in tcp_msg.c, the wire format in tcp_wire.c.
  */
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/ip.h>
 #include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
@@ -229,6 +231,18 @@ static int tcp_poll_fds(tp_conn_t *c, struct pollfd *pfd, int max)
     return 1;
 }
 
+static int tcp_set_dscp(tp_conn_t *c, int dscp)
+{
+    int tos = (dscp & 0x3f) << 2;
+
+    if (setsockopt(c->fd, IPPROTO_IP, IP_TOS, &tos, sizeof(tos)) != 0) {
+        int err = errno;
+        WARN("NET", "setsockopt(IP_TOS, %#x) failed: %s", tos, strerror(err));
+        return -err;
+    }
+    return 0;
+}
+
 static void tcp_close(tp_conn_t *c)
 {
     if (c == NULL)
@@ -253,6 +267,7 @@ const transport_ops_t tp_tcp = {
     .irecv = tcp_irecv,
     .test = tcp_test,
     .poll_fds = tcp_poll_fds,
+    .set_dscp = tcp_set_dscp,
     .close = tcp_close,
     .listen_close = tcp_listen_close,
 };

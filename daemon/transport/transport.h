@@ -70,6 +70,9 @@ typedef struct transport_ops {
     int (*test)(tp_req_t *r, int *done_p);
     /* Fills up to max pollfds to wait on before calling conn_state or test again. */
     int (*poll_fds)(tp_conn_t *c, struct pollfd *pfd, int max);
+    /* Marks the connection's traffic with a QoS class: DSCP for TCP (the traffic class / SL
+     * for RDMA). 0, or a negative errno. */
+    int (*set_dscp)(tp_conn_t *c, int dscp);
     /* Frees the connection and every request not yet reported done. */
     void (*close)(tp_conn_t *c);
     void (*listen_close)(tp_listener_t *l);

@@ -60,6 +60,9 @@ START_TEST(test_defaults)
     ck_assert_str_eq(p.cls[qos_class_find(&p, "high")].name, "HIGH");
     ck_assert_uint_eq(p.cls[qos_class_find(&p, "HIGH")].max_bw_bps, 40000000000ull);
     ck_assert_uint_eq(p.cls[qos_class_find(&p, "LOW")].latency_us, 200);
+    ck_assert_int_eq(p.cls[qos_class_find(&p, "HIGH")].dscp, 46);
+    ck_assert_int_eq(p.cls[qos_class_find(&p, "MEDIUM")].dscp, 18);
+    ck_assert_int_eq(p.cls[qos_class_find(&p, "LOW")].dscp, 8);
     ck_assert_int_eq(qos_classify(&p, 1000, NULL, 0, "job"), qos_class_find(&p, "MEDIUM"));
     /* Nobody is promoted by asking; anyone may step down. */
     int medium = qos_class_find(&p, "MEDIUM");
@@ -82,7 +85,8 @@ START_TEST(test_load_rules)
 
     write_conf("[daemon]\nworkers = 2\n"
                "[class.HIGH]\nmax_bw = 25Gbit\n"
-               "[class.BULK]\npriority = 3\nmax_bw = 1Gbit/s\nlatency_us = 1000\n"
+               "[class.BULK]\npriority = 3\nmax_bw = 1Gbit/s\nlatency_us = 1000\ndscp = 10\n"
+               "[class.LOW]\ndscp = -1\n"
                "[qos]\ndefault = LOW\nadmin_group = hccl-admin\n"
                "[rules]\nuid.1000 = HIGH\ngid.4242 = MEDIUM\njob.bert-* = BULK\n");
     qos_policy_defaults(&p);
@@ -93,6 +97,8 @@ START_TEST(test_load_rules)
     ck_assert_uint_eq(p.cls[qos_class_find(&p, "HIGH")].priority, 0);
     ck_assert_uint_eq(p.cls[qos_class_find(&p, "BULK")].priority, 3);
     ck_assert_str_eq(p.admin_group, "hccl-admin");
+    ck_assert_int_eq(p.cls[qos_class_find(&p, "BULK")].dscp, 10);
+    ck_assert_int_eq(p.cls[qos_class_find(&p, "LOW")].dscp, -1);
     /* First match wins, in file order. */
     ck_assert_int_eq(qos_classify(&p, 1000, gids, 2, "bert-large"), qos_class_find(&p, "HIGH"));
     ck_assert_int_eq(qos_classify(&p, 7, gids, 2, "bert-large"), qos_class_find(&p, "MEDIUM"));
@@ -117,6 +123,7 @@ START_TEST(test_load_errors)
 {
     expect_error("[class.HIGH]\nmax_bw = fast\n", "max_bw = fast");
     expect_error("[class.HIGH]\ncolour = red\n", "line 2");
+    expect_error("[class.HIGH]\ndscp = 64\n", "dscp = 64");
     expect_error("[rules]\nuid.1000 = PLATINUM\n", "unknown class PLATINUM");
     expect_error("[rules]\nhost.a = HIGH\n", "a rule is");
     expect_error("[rules]\ngroup.no-such-group-hcclD = HIGH\n", "no such group");

@@ -11,7 +11,7 @@ START_TEST(test_cap_on_average)
     uint64_t now = 1000 * MS, sent = 0;
 
     /* 8 Gbit/s = 1 GB/s: over one simulated second of 100 us steps, 256 KiB rounds. */
-    qos_sched_set(&q, 0, 0, 8000000000ull, now);
+    qos_sched_set(&q, 0, 0, 8000000000ull, -1, now);
     for (int step = 0; step < 10000; step++, now += 100000)
         while (qos_admit(&q, 0, 256 << 10, now))
             sent += 256 << 10;
@@ -25,7 +25,7 @@ START_TEST(test_uncapped)
 {
     qos_sched_t q = {0};
 
-    qos_sched_set(&q, 0, 0, 0, 1);
+    qos_sched_set(&q, 0, 0, 0, -1, 1);
     for (int i = 0; i < 1000; i++)
         ck_assert_int_eq(qos_admit(&q, 0, 1 << 30, 1), 1);
 }
@@ -36,9 +36,9 @@ START_TEST(test_strict_priority)
     qos_sched_t q = {0};
     enum { HIGH, MEDIUM, LOW };
 
-    qos_sched_set(&q, HIGH, 0, 0, 1);
-    qos_sched_set(&q, MEDIUM, 1, 0, 1);
-    qos_sched_set(&q, LOW, 2, 0, 1);
+    qos_sched_set(&q, HIGH, 0, 0, -1, 1);
+    qos_sched_set(&q, MEDIUM, 1, 0, -1, 1);
+    qos_sched_set(&q, LOW, 2, 0, -1, 1);
     qos_sched_pass(&q);
     qos_sending(&q, MEDIUM);
     ck_assert_int_eq(qos_admit(&q, LOW, 4096, 2), 0);
@@ -47,7 +47,7 @@ START_TEST(test_strict_priority)
     qos_sched_pass(&q);
     ck_assert_int_eq(qos_admit(&q, LOW, 4096, 3), 1);
     /* A class over its cap waits, and does not hold back the others. */
-    qos_sched_set(&q, HIGH, 0, 8000, 3); /* 1000 B/s */
+    qos_sched_set(&q, HIGH, 0, 8000, -1, 3); /* 1000 B/s */
     ck_assert_int_eq(qos_admit(&q, HIGH, 1 << 20, 4), 1);
     ck_assert_int_eq(qos_admit(&q, HIGH, 4096, 5), 0);
     ck_assert_int_eq(qos_admit(&q, LOW, 4096, 5), 1);
