@@ -74,7 +74,8 @@ SIM_BIN    := $(BUILD)/tests/sim_all
 NETNS_SRC  := $(wildcard tests/netns/*.c)
 NETNS_BIN  := $(BUILD)/tests/netns_tests
 
-.PHONY: all test test-unit test-integration test-netns demo bench bench-multinode install clean \
+.PHONY: all test test-unit test-integration test-netns demo bench bench-multinode bench-qos \
+	install clean \
 	format-check
 all: $(BIN_HCCLD) $(BIN_TOOLS) $(LIB_SO) $(LIB_A) $(LIB_PC)
 
@@ -157,6 +158,9 @@ demo: all
 bench: all
 	HCCLD_DEPS_BENCH=1 ./scripts/install-deps.sh
 	./bench/run.sh $(BUILD)
+
+bench-qos: all
+	./bench/qos.sh $(BUILD)
 
 bench-multinode: all
 	HCCLD_DEPS_BENCH=1 ./scripts/install-deps.sh

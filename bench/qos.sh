@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Two jobs on the same 2 daemons (loopback), one HIGH and one LOW, continuous 16 MiB allreduce
+# (issue 4's bench; `make bench-qos`). Prints, side by side:
+#   - HIGH's busbw alone and with LOW running (goal: >= 90% of alone);
+#   - LOW's rate alone uncapped, then capped below that, measured from the bytes the daemons
+#     sent for the class (goal: within 10% of the cap);
+#   - HIGH's 8 KiB allreduce latency alone and with LOW running (goal: <= 1.5x);
+#   - both HIGH figures again with LOW uncapped, where only strict priority protects HIGH.
+#
+#   bench/qos.sh [BUILD]      (default build)
+#
+# Knobs: QOS_LOW_CAP (the cap, default 1Gbit), QOS_SECS (seconds LOW's rate is measured over,
+# default 10), QOS_ITERS (16 MiB iterations per HIGH run, 20), QOS_LAT_ITERS (8 KiB, 500).
+# Raw outputs go to BUILD/bench/qos/.
+set -euo pipefail
+
+BUILD=$(cd "${1:-build}" && pwd)
+CAP=${QOS_LOW_CAP:-1Gbit}
+SECS=${QOS_SECS:-10}
+ITERS=${QOS_ITERS:-20}
+LAT_ITERS=${QOS_LAT_ITERS:-500}
+BIN=$BUILD/bin
+OUT=$BUILD/bench/qos
+TMP=$(mktemp -d /tmp/hccld-qos.XXXXXX)
+PIDS=()
+
+die() {
+    echo "bench/qos: $*" >&2
+    exit 1
+}
+cleanup() {
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+for t in hccld hccld-ctl hccl-run hccl_perf_test; do
+    [ -x "$BIN/$t" ] || die "$BIN/$t is missing: run make first"
+done
+mkdir -p "$OUT"
+rm -f "$OUT"/*.txt "$OUT"/*.log
+
+cat >"$TMP/hccld.conf" <<EOF
+[qos]
+default = MEDIUM
+[rules]
+job.qos-high = HIGH
+job.qos-low = LOW
+EOF
+
+for i in 0 1; do
+    mkdir -p "$TMP/d$i"
+    "$BIN/hccld" --socket "$TMP/d$i/hccld.sock" --listen 127.0.0.1:0 --foreground \
+        --config "$TMP/hccld.conf" --log-level warn >"$OUT/hccld$i.log" 2>&1 &
+    PIDS+=($!)
+done
+for i in 0 1; do
+    for _ in $(seq 100); do [ -S "$TMP/d$i/hccld.sock" ] && break; sleep 0.1; done
+    [ -S "$TMP/d$i/hccld.sock" ] || die "daemon $i did not start (see $OUT/hccld$i.log)"
+done
+SOCKS="$TMP/d0/hccld.sock,$TMP/d1/hccld.sock"
+ctl() { "$BIN/hccld-ctl" --admin-socket "$TMP/d0/hccld-admin.sock" "$@"; }
+
+# job NAME ARGS...: one 2-rank job, one rank per daemon, of the given class.
+job() {
+    local name=$1
+    shift
+    HCCL_JOB_NAME=$name HCCL_CONNECT_TIMEOUT=30 "$BIN/hccl-run" -n 2 --daemons "$SOCKS" -- \
+        "$BIN/hccl_perf_test" -t allreduce -d float -c 0 "$@"
+}
+
+# busbw (out of place) of the one size a run printed.
+busbw() { awk '!/^#/ && NF >= 8 { print $8; exit }' "$1"; }
+lat() { awk '!/^#/ && NF >= 8 { print $6; exit }' "$1"; }
+
+# LOW's rate over SECS seconds, from the bytes daemon 0 sent for the class (GB/s).
+low_rate() {
+    local a b
+    a=$(ctl --json qos list | python3 -c 'import json,sys
+print([c["sent_bytes"] for c in json.load(sys.stdin)["classes"] if c["name"] == "LOW"][0])')
+    sleep "$SECS"
+    b=$(ctl --json qos list | python3 -c 'import json,sys
+print([c["sent_bytes"] for c in json.load(sys.stdin)["classes"] if c["name"] == "LOW"][0])')
+    awk -v a="$a" -v b="$b" -v s="$SECS" 'BEGIN { printf "%.3f\n", (b - a) / s / 1e9 }'
+}
+
+low_start() {
+    job qos-low -b 16M -e 16M -n 1000000 -w 1 >"$OUT/low_$1.txt" 2>&1 &
+    LOW_PID=$!
+    PIDS+=("$LOW_PID")
+    sleep 3 # past its init and warm-up
+}
+low_stop() {
+    pkill -TERM -P "$LOW_PID" 2>/dev/null || true
+    kill "$LOW_PID" 2>/dev/null || true
+    wait "$LOW_PID" 2>/dev/null || true
+}
+
+echo "bench/qos: HIGH alone"
+job qos-high -b 16M -e 16M -n "$ITERS" -w 2 >"$OUT/high_alone.txt" 2>&1
+job qos-high -b 8K -e 8K -n "$LAT_ITERS" -w 50 >"$OUT/high_lat_alone.txt" 2>&1
+
+echo "bench/qos: LOW alone, uncapped"
+ctl qos set LOW --max-bw none >/dev/null
+low_start uncapped
+low_uncapped=$(low_rate)
+echo "bench/qos: HIGH with LOW (uncapped: strict priority alone) running"
+job qos-high -b 16M -e 16M -n "$ITERS" -w 2 >"$OUT/high_with_low_uncapped.txt" 2>&1
+job qos-high -b 8K -e 8K -n "$LAT_ITERS" -w 50 >"$OUT/high_lat_with_low_uncapped.txt" 2>&1
+low_stop
+
+echo "bench/qos: LOW alone, capped at $CAP"
+ctl qos set LOW --max-bw "$CAP" >/dev/null
+low_start capped
+low_capped=$(low_rate)
+
+echo "bench/qos: HIGH with LOW (capped) running"
+job qos-high -b 16M -e 16M -n "$ITERS" -w 2 >"$OUT/high_with_low.txt" 2>&1
+job qos-high -b 8K -e 8K -n "$LAT_ITERS" -w 50 >"$OUT/high_lat_with_low.txt" 2>&1
+low_stop
+
+cap_gbs=$(ctl --json qos list | python3 -c 'import json,sys
+print([c["max_bw_bps"] for c in json.load(sys.stdin)["classes"] if c["name"] == "LOW"][0] / 8e9)')
+ha=$(busbw "$OUT/high_alone.txt")
+hw=$(busbw "$OUT/high_with_low.txt")
+hu=$(busbw "$OUT/high_with_low_uncapped.txt")
+lu=$(lat "$OUT/high_lat_with_low_uncapped.txt")
+la=$(lat "$OUT/high_lat_alone.txt")
+lw=$(lat "$OUT/high_lat_with_low.txt")
+{
+    echo
+    echo "== 2 daemons x 1 rank per job, allreduce fp32 (loopback) =="
+    printf "%-44s %10s %10s %8s %s\n" "" alone "with LOW" ratio goal
+    awk -v a="$ha" -v b="$hw" 'BEGIN { printf "%-44s %10s %10s %8.2f %s\n",
+        "HIGH 16 MiB busbw (GB/s)", a, b, b / a, ">= 0.90" }'
+    awk -v a="$la" -v b="$lw" 'BEGIN { printf "%-44s %10s %10s %8.2f %s\n",
+        "HIGH 8 KiB latency (us)", a, b, b / a, "<= 1.50" }'
+    awk -v a="$ha" -v b="$hu" 'BEGIN { printf "%-44s %10s %10s %8.2f %s\n",
+        "HIGH 16 MiB busbw, LOW uncapped", a, b, b / a, "(priority only)" }'
+    awk -v a="$la" -v b="$lu" 'BEGIN { printf "%-44s %10s %10s %8.2f %s\n",
+        "HIGH 8 KiB latency, LOW uncapped", a, b, b / a, "(priority only)" }'
+    echo
+    printf "%-44s %10s\n" "LOW alone, uncapped (GB/s sent per daemon)" "$low_uncapped"
+    awk -v r="$low_capped" -v c="$cap_gbs" 'BEGIN { printf "%-44s %10.3f %10.3f %8.2f %s\n",
+        "LOW capped: rate vs cap (GB/s)", r, c, r / c, "0.90..1.10" }'
+} | tee "$OUT/summary.txt"
