@@ -127,18 +127,6 @@ static uint64_t round_send_bytes(const l1_run_t *r)
     return b;
 }
 
-int l1_sending(const l1_run_t *r)
-{
-    const sched_t *sc = r->a.sched;
-
-    if (!r->posted || r->round >= sc->nrounds)
-        return 0;
-    for (uint32_t i = 0; i < sc->round_start[r->round + 1] - sc->round_start[r->round]; i++)
-        if (r->reqs[i] != NULL && sc->steps[sc->round_start[r->round] + i].op == STEP_SEND)
-            return 1;
-    return 0;
-}
-
 int l1_progress(l1_run_t *r)
 {
     while (r->round < r->a.sched->nrounds) {

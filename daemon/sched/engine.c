@@ -95,15 +95,17 @@ static int session_intake(engine_t *eng, eng_session_t *s)
 }
 
 /* Comms spanning daemons by class priority (so the first class to ask for the wire gets it),
- * then the rest. Which classes have sends on the way is counted first. */
+ * then the rest. Which classes have a collective in flight is counted first: a class of lower
+ * priority posts no round while one of higher priority has an op under way (it finishes the
+ * round it has on the wire). */
 static int comms_progress(engine_t *eng)
 {
     int work = 0, order[QOS_SCHED_CLASSES], n = eng->qos.ncls;
 
     qos_sched_pass(&eng->qos);
     for (eng_comm_t *c = eng->comms; c != NULL; c = c->next)
-        if (c->multi != NULL && c->multi->busy && l1_sending(c->multi->run))
-            qos_sending(&eng->qos, c->multi->qos_class);
+        if (c->multi != NULL && c->multi->busy)
+            qos_active(&eng->qos, c->multi->qos_class);
     for (int i = 0; i < n; i++)
         order[i] = i;
     for (int i = 1; i < n; i++) /* a handful of classes: insertion sort */

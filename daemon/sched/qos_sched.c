@@ -37,13 +37,13 @@ void qos_sched_set(qos_sched_t *q, int i, uint32_t priority, uint64_t max_bw_bps
 void qos_sched_pass(qos_sched_t *q)
 {
     for (int i = 0; i < q->ncls; i++)
-        q->cls[i].sending = 0;
+        q->cls[i].active = 0;
 }
 
-void qos_sending(qos_sched_t *q, int i)
+void qos_active(qos_sched_t *q, int i)
 {
     if (i >= 0 && i < q->ncls)
-        q->cls[i].sending++;
+        q->cls[i].active++;
 }
 
 int qos_admit(qos_sched_t *q, int i, uint64_t bytes, uint64_t now)
@@ -54,7 +54,7 @@ int qos_admit(qos_sched_t *q, int i, uint64_t bytes, uint64_t now)
         return 1;
     b = &q->cls[i];
     for (int k = 0; k < q->ncls; k++)
-        if (q->cls[k].priority < b->priority && q->cls[k].sending > 0)
+        if (q->cls[k].priority < b->priority && q->cls[k].active > 0)
             return 0;
     refill(b, now);
     if (b->rate_Bps != 0 && b->tokens < 0)

@@ -2,7 +2,7 @@
  * Scheduling between QoS classes on the data path: strict priority between classes, and a
  * token bucket per class that caps what this daemon sends to peer daemons for it. The unit is
  * a level-1 round: a comm posts a round's sends only when qos_admit() says so, which it does
- * not while a class of higher priority has sends on the way. A round may take the bucket
+ * not while a comm of a class of higher priority has an op under way. A round may take the bucket
  * below zero (it is never split), so the rate holds on average, and a class waits at most one
  * round of a lower class already on the wire.
  */
@@ -20,7 +20,7 @@ typedef struct qos_bucket {
     uint64_t rate_Bps;   /* bytes per second; 0: no cap */
     double tokens;       /* bytes; may go negative */
     uint64_t last_ns;    /* last refill */
-    uint32_t sending;    /* comms of the class with sends on the way, counted each pass */
+    uint32_t active;     /* comms of the class with an op under way, counted each pass */
     uint64_t sent_bytes; /* admitted so far */
     int dscp;            /* marks the class's connections; -1: leave unmarked */
 } qos_bucket_t;
@@ -33,12 +33,12 @@ typedef struct qos_sched {
 /* Sets (or changes, keeping the tokens) class i's priority, cap in bits per second and DSCP. */
 void qos_sched_set(qos_sched_t *q, int i, uint32_t priority, uint64_t max_bw_bps, int dscp,
                    uint64_t now);
-/* Starts a pass: no class is sending until qos_sending() says so. */
+/* Starts a pass: no class is active until qos_active() says so. */
 void qos_sched_pass(qos_sched_t *q);
-/* A comm of class i has sends posted and not yet handed to the kernel. */
-void qos_sending(qos_sched_t *q, int i);
+/* A comm of class i has an op under way. */
+void qos_active(qos_sched_t *q, int i);
 /* Class i has a round of `bytes` to send now: 1 and the tokens taken, or 0 (a class of higher
- * priority is sending, or this one is over its cap). */
+ * priority is active, or this one is over its cap). */
 int qos_admit(qos_sched_t *q, int i, uint64_t bytes, uint64_t now);
 
 #endif

@@ -40,7 +40,7 @@ START_TEST(test_strict_priority)
     qos_sched_set(&q, MEDIUM, 1, 0, -1, 1);
     qos_sched_set(&q, LOW, 2, 0, -1, 1);
     qos_sched_pass(&q);
-    qos_sending(&q, MEDIUM);
+    qos_active(&q, MEDIUM);
     ck_assert_int_eq(qos_admit(&q, LOW, 4096, 2), 0);
     ck_assert_int_eq(qos_admit(&q, MEDIUM, 4096, 2), 1);
     ck_assert_int_eq(qos_admit(&q, HIGH, 4096, 2), 1);
