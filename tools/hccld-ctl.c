@@ -22,8 +22,54 @@ static void usage(FILE *f)
                "RATE: 40Gbit, 800Mbit, 5GB/s, none. Exit: 0 ok, 1 refused or failed, 2 usage.\n");
 }
 
+/* {"classes": [...], "default": NAME} */
+static json_t *qos_json(const Hccld__QosResp *r)
+{
+    json_t *a = json_array();
+
+    for (size_t i = 0; i < r->n_classes; i++) {
+        const Hccld__QosClass *c = r->classes[i];
+        json_array_append_new(
+            a, json_pack("{s:s, s:i, s:I, s:i, s:i, s:i, s:I, s:I, s:i}", "name", c->name,
+                         "priority", (int)c->priority, "max_bw_bps", (json_int_t)c->max_bw_bps,
+                         "latency_us", (int)c->latency_us, "dscp", (int)c->dscp, "clients",
+                         (int)c->clients, "sent_bytes", (json_int_t)c->sent_bytes, "rate_bps",
+                         (json_int_t)c->rate_bps, "waiting", (int)c->waiting));
+    }
+    return json_pack("{s:o, s:s}", "classes", a, "default", r->default_class);
+}
+
+static void dump(json_t *o)
+{
+    json_dumpf(o, stdout, JSON_COMPACT);
+    putchar('\n');
+    json_decref(o);
+}
+
+static void print_qos(const Hccld__QosResp *r, int json)
+{
+    if (json) {
+        dump(qos_json(r));
+        return;
+    }
+    printf("%-10s %8s %12s %10s %5s %7s %14s %12s %7s\n", "class", "priority", "max_bw",
+           "latency_us", "dscp", "clients", "sent_bytes", "rate", "waiting");
+    for (size_t i = 0; i < r->n_classes; i++) {
+        const Hccld__QosClass *c = r->classes[i];
+        char bw[32], rate[32];
+        if (c->max_bw_bps == 0)
+            snprintf(bw, sizeof(bw), "none");
+        else
+            snprintf(bw, sizeof(bw), "%.3gGbit/s", (double)c->max_bw_bps / 1e9);
+        snprintf(rate, sizeof(rate), "%.3gGbit/s", (double)c->rate_bps / 1e9);
+        printf("%-10s %8u %12s %10u %5d %7u %14llu %12s %7u%s\n", c->name, c->priority, bw,
+               c->latency_us, c->dscp, c->clients, (unsigned long long)c->sent_bytes, rate,
+               c->waiting, strcmp(c->name, r->default_class) == 0 ? "  (default)" : "");
+    }
+}
+
 /* JSON through jansson: job names and paths come from clients and are escaped as they must be. */
-static void print_json(const Hccld__StatusResp *r)
+static void print_json(const Hccld__StatusResp *r, const Hccld__QosResp *qos)
 {
     json_t *clients = json_array(), *comms = json_array(), *o;
 
@@ -50,9 +96,9 @@ static void print_json(const Hccld__StatusResp *r)
                   "ops_done", (json_int_t)r->ops_done, "net_tx_bytes", (json_int_t)r->net_tx_bytes,
                   "net_rx_bytes", (json_int_t)r->net_rx_bytes, "clients", clients, "comms", comms);
     json_object_set_new(o, "advertised", json_string(r->advertised));
-    json_dumpf(o, stdout, JSON_COMPACT);
-    putchar('\n');
-    json_decref(o);
+    if (qos != NULL)
+        json_object_set_new(o, "qos", qos_json(qos));
+    dump(o);
 }
 
 static void print_text(const Hccld__StatusResp *r)
@@ -109,49 +155,30 @@ static int cmd_status(const char *path, int json)
     Hccld__Msg m = HCCLD__MSG__INIT, *resp;
     Hccld__StatusReq req = HCCLD__STATUS_REQ__INIT;
 
+    Hccld__QosReq q = HCCLD__QOS_REQ__INIT;
+    Hccld__Msg *qresp;
+
     m.body_case = HCCLD__MSG__BODY_STATUS_REQ;
     m.status_req = &req;
     if ((resp = ask(path, &m, HCCLD__MSG__BODY_STATUS_RESP)) == NULL)
         return 1;
-    if (json)
-        print_json(resp->status_resp);
-    else
+    /* Per class: what it sent, its rate, its cap, the comms it holds back. */
+    m.body_case = HCCLD__MSG__BODY_QOS_REQ;
+    m.qos_req = &q;
+    qresp = ask(path, &m, HCCLD__MSG__BODY_QOS_RESP);
+    if (json) {
+        print_json(resp->status_resp, qresp ? qresp->qos_resp : NULL);
+    } else {
         print_text(resp->status_resp);
+        if (qresp != NULL) {
+            printf("QoS classes:\n");
+            print_qos(qresp->qos_resp, 0);
+        }
+    }
+    if (qresp != NULL)
+        frame_msg_free(qresp);
     frame_msg_free(resp);
     return 0;
-}
-
-static void print_qos(const Hccld__QosResp *r, int json)
-{
-    if (json) {
-        json_t *a = json_array();
-        for (size_t i = 0; i < r->n_classes; i++) {
-            const Hccld__QosClass *c = r->classes[i];
-            json_array_append_new(
-                a, json_pack("{s:s, s:i, s:I, s:i, s:i, s:i, s:I}", "name", c->name, "priority",
-                             (int)c->priority, "max_bw_bps", (json_int_t)c->max_bw_bps,
-                             "latency_us", (int)c->latency_us, "dscp", (int)c->dscp, "clients",
-                             (int)c->clients, "sent_bytes", (json_int_t)c->sent_bytes));
-        }
-        json_t *o = json_pack("{s:o, s:s}", "classes", a, "default", r->default_class);
-        json_dumpf(o, stdout, JSON_COMPACT);
-        putchar('\n');
-        json_decref(o);
-        return;
-    }
-    printf("%-12s %8s %14s %12s %5s %8s %14s\n", "class", "priority", "max_bw", "latency_us",
-           "dscp", "clients", "sent_bytes");
-    for (size_t i = 0; i < r->n_classes; i++) {
-        const Hccld__QosClass *c = r->classes[i];
-        char bw[32];
-        if (c->max_bw_bps == 0)
-            snprintf(bw, sizeof(bw), "none");
-        else
-            snprintf(bw, sizeof(bw), "%.3gGbit/s", (double)c->max_bw_bps / 1e9);
-        printf("%-12s %8u %14s %12u %5d %8u %14llu%s\n", c->name, c->priority, bw, c->latency_us,
-               c->dscp, c->clients, (unsigned long long)c->sent_bytes,
-               strcmp(c->name, r->default_class) == 0 ? "  (default)" : "");
-    }
 }
 
 /* qos list | set CLASS [--max-bw RATE] [--priority N] | assign (--job NAME|--uid UID) CLASS */

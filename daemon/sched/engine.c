@@ -450,13 +450,15 @@ void engine_set_class(engine_t *eng, int i, uint32_t priority, uint64_t max_bw_b
     engine_kick(eng);
 }
 
-uint64_t engine_class_sent(engine_t *eng, int i)
+void engine_class_stats(engine_t *eng, int i, engine_class_stats_t *st_p)
 {
-    uint64_t v = 0;
-
+    *st_p = (engine_class_stats_t){0};
     pthread_mutex_lock(&eng->lock);
-    if (i >= 0 && i < QOS_SCHED_CLASSES)
-        v = eng->qos.cls[i].sent_bytes;
+    if (i >= 0 && i < QOS_SCHED_CLASSES) {
+        const qos_bucket_t *b = &eng->qos.cls[i];
+        st_p->sent_bytes = b->sent_bytes;
+        st_p->rate_Bps = qos_recent_rate(b, now_ns());
+        st_p->waiting = b->waiting;
+    }
     pthread_mutex_unlock(&eng->lock);
-    return v;
 }

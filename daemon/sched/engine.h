@@ -79,8 +79,13 @@ void engine_get_stats(engine_t *eng, engine_stats_t *st_p);
  * none) and the DSCP marking its data connections (-1: none). Takes effect for the next round
  * (and the next connection) of every comm of the class. */
 void engine_set_class(engine_t *eng, int i, uint32_t priority, uint64_t max_bw_bps, int dscp);
-/* Payload bytes sent to peer daemons by comms of class i so far. */
-uint64_t engine_class_sent(engine_t *eng, int i);
+/* Class i's traffic to peer daemons: bytes so far, bytes/s over the last second, comms held
+ * back (over the cap, or behind a higher class) in the last pass. */
+typedef struct engine_class_stats {
+    uint64_t sent_bytes, rate_Bps;
+    uint32_t waiting;
+} engine_class_stats_t;
+void engine_class_stats(engine_t *eng, int i, engine_class_stats_t *st_p);
 /* now_ns() of the engine thread's last turn of its loop (it turns at least once a second). */
 uint64_t engine_last_beat_ns(engine_t *eng);
 int engine_get_comm_stats(engine_t *eng, uint32_t comm_id, engine_comm_stats_t *st_p);

@@ -36,8 +36,30 @@ void qos_sched_set(qos_sched_t *q, int i, uint32_t priority, uint64_t max_bw_bps
 
 void qos_sched_pass(qos_sched_t *q)
 {
-    for (int i = 0; i < q->ncls; i++)
+    for (int i = 0; i < q->ncls; i++) {
         q->cls[i].active = 0;
+        q->cls[i].waiting = q->cls[i].waiting_now;
+        q->cls[i].waiting_now = 0;
+    }
+}
+
+/* One-second windows of admitted bytes give the class's recent rate. */
+static void account(qos_bucket_t *b, uint64_t bytes, uint64_t now)
+{
+    if (now - b->win_start_ns >= 1000000000ull) {
+        b->recent_Bps =
+            now - b->win_start_ns < 2000000000ull
+                ? (uint64_t)((double)b->win_bytes * 1e9 / (double)(now - b->win_start_ns))
+                : 0;
+        b->win_start_ns = now;
+        b->win_bytes = 0;
+    }
+    b->win_bytes += bytes;
+}
+
+uint64_t qos_recent_rate(const qos_bucket_t *b, uint64_t now)
+{
+    return now - b->win_start_ns < 2000000000ull ? b->recent_Bps : 0;
 }
 
 void qos_active(qos_sched_t *q, int i)
@@ -54,13 +76,18 @@ int qos_admit(qos_sched_t *q, int i, uint64_t bytes, uint64_t now)
         return 1;
     b = &q->cls[i];
     for (int k = 0; k < q->ncls; k++)
-        if (q->cls[k].priority < b->priority && q->cls[k].active > 0)
+        if (q->cls[k].priority < b->priority && q->cls[k].active > 0) {
+            b->waiting_now++;
             return 0;
+        }
     refill(b, now);
-    if (b->rate_Bps != 0 && b->tokens < 0)
+    if (b->rate_Bps != 0 && b->tokens < 0) {
+        b->waiting_now++;
         return 0;
+    }
     if (b->rate_Bps != 0)
         b->tokens -= (double)bytes;
     b->sent_bytes += bytes;
+    account(b, bytes, now);
     return 1;
 }

@@ -22,7 +22,11 @@ typedef struct qos_bucket {
     uint64_t last_ns;    /* last refill */
     uint32_t active;     /* comms of the class with an op under way, counted each pass */
     uint64_t sent_bytes; /* admitted so far */
-    int dscp;            /* marks the class's connections; -1: leave unmarked */
+    uint32_t waiting;    /* comms held back in the last pass (its queue depth) */
+    uint32_t waiting_now;
+    uint64_t win_start_ns, win_bytes; /* the current one-second window of admitted bytes */
+    uint64_t recent_Bps;              /* bytes per second admitted over the last full window */
+    int dscp;                         /* marks the class's connections; -1: leave unmarked */
 } qos_bucket_t;
 
 typedef struct qos_sched {
@@ -35,6 +39,8 @@ void qos_sched_set(qos_sched_t *q, int i, uint32_t priority, uint64_t max_bw_bps
                    uint64_t now);
 /* Starts a pass: no class is active until qos_active() says so. */
 void qos_sched_pass(qos_sched_t *q);
+/* What class i sent lately (bytes/s over the last second, 0 after two idle ones). */
+uint64_t qos_recent_rate(const qos_bucket_t *b, uint64_t now);
 /* A comm of class i has an op under way. */
 void qos_active(qos_sched_t *q, int i);
 /* Class i has a round of `bytes` to send now: 1 and the tokens taken, or 0 (a class of higher

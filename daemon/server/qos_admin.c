@@ -153,7 +153,11 @@ void qos_admin_handle(server_t *srv, session_t *s, uint64_t req_id, const Hccld_
         cls[i].priority = c->priority;
         cls[i].max_bw_bps = c->max_bw_bps;
         cls[i].latency_us = c->latency_us;
-        cls[i].sent_bytes = engine_class_sent(srv->eng, i);
+        engine_class_stats_t st;
+        engine_class_stats(srv->eng, i, &st);
+        cls[i].sent_bytes = st.sent_bytes;
+        cls[i].rate_bps = st.rate_Bps * 8;
+        cls[i].waiting = st.waiting;
         cls[i].dscp = c->dscp;
         for (session_t *x = srv->sessions; x != NULL; x = x->next)
             cls[i].clients +=
