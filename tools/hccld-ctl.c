@@ -13,7 +13,8 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: hccld-ctl [--admin-socket PATH] [--json] COMMAND\n"
-               "  status                       daemon, clients, communicators\n"
+               "  status                       daemon, clients, communicators, classes\n"
+               "  topology                     packages, NUMA nodes, cores, NICs, RDMA devices\n"
                "  qos list                     classes and how many clients each has\n"
                "  qos set CLASS [--max-bw RATE] [--priority N]\n"
                "                               change a class (root or the admin group)\n"
@@ -148,6 +149,40 @@ static Hccld__Msg *ask(const char *path, Hccld__Msg *m, int want)
     }
     uds_conn_close(&conn);
     return resp;
+}
+
+static int cmd_topology(const char *path, int json)
+{
+    Hccld__Msg m = HCCLD__MSG__INIT, *resp;
+    Hccld__TopologyReq req = HCCLD__TOPOLOGY_REQ__INIT;
+
+    m.body_case = HCCLD__MSG__BODY_TOPOLOGY_REQ;
+    m.topology_req = &req;
+    if ((resp = ask(path, &m, HCCLD__MSG__BODY_TOPOLOGY_RESP)) == NULL)
+        return 1;
+    const Hccld__TopologyResp *r = resp->topology_resp;
+    if (json) {
+        json_t *devs = json_array();
+        for (size_t i = 0; i < r->n_devices; i++)
+            json_array_append_new(devs, json_pack("{s:s, s:s, s:s, s:s}", "name",
+                                                  r->devices[i]->name, "kind", r->devices[i]->kind,
+                                                  "cpuset", r->devices[i]->cpuset, "nodeset",
+                                                  r->devices[i]->nodeset));
+        dump(json_pack("{s:i, s:i, s:i, s:i, s:o, s:s, s:s}", "packages", (int)r->packages,
+                       "numa_nodes", (int)r->numa_nodes, "cores", (int)r->cores, "pus", (int)r->pus,
+                       "devices", devs, "nic", r->nic, "pinned", r->pinned));
+    } else {
+        printf("%u packages, %u NUMA nodes, %u cores, %u hardware threads\n", r->packages,
+               r->numa_nodes, r->cores, r->pus);
+        printf("NIC in use: %s; daemon threads: %s\n", r->nic[0] ? r->nic : "(none found)",
+               r->pinned[0] ? r->pinned : "not pinned");
+        for (size_t i = 0; i < r->n_devices; i++)
+            printf("  %-5s %-12s near cores %s%s%s\n", r->devices[i]->kind, r->devices[i]->name,
+                   r->devices[i]->cpuset[0] ? r->devices[i]->cpuset : "(unknown)",
+                   r->devices[i]->nodeset[0] ? ", NUMA " : "", r->devices[i]->nodeset);
+    }
+    frame_msg_free(resp);
+    return 0;
 }
 
 static int cmd_status(const char *path, int json)
@@ -286,6 +321,9 @@ int main(int argc, char **argv)
         }
         return cmd_status(path, json);
     }
+    if (strcmp(argv[0], "topology") == 0 &&
+        (argc == 1 || (argc == 2 && !strcmp(argv[1], "--json"))))
+        return cmd_topology(path, json || argc == 2);
     rc = strcmp(argv[0], "qos") == 0 ? cmd_qos(path, json, argc, argv) : -1;
     if (rc < 0) {
         usage(stderr);

@@ -6,6 +6,7 @@
 #include "log.h"
 #include "reduce.h"
 #include "server/server.h"
+#include "server/topo.h"
 
 /* Pieces every rank has posted: the ranks' own count of collectives run among themselves. */
 static uint64_t coop_pieces_done(const coop_ctl_t *ctl)
@@ -117,11 +118,28 @@ out:
     free(cmp);
 }
 
+static void send_topology(server_t *srv, session_t *s, uint64_t req_id)
+{
+    Hccld__Msg m = HCCLD__MSG__INIT;
+    Hccld__TopologyResp r = HCCLD__TOPOLOGY_RESP__INIT;
+
+    if (topo_describe(srv->topo, &r) != 0)
+        WARN("IPC", "no topology to describe (hwloc failed at start)");
+    r.nic = srv->nic;
+    r.pinned = srv->pinned;
+    m.req_id = req_id;
+    m.body_case = HCCLD__MSG__BODY_TOPOLOGY_RESP;
+    m.topology_resp = &r;
+    session_send(s, &m);
+    topo_resp_free(&r);
+}
+
 void admin_handle(server_t *srv, session_t *s, const Hccld__Msg *m)
 {
     switch (m->body_case) {
     case HCCLD__MSG__BODY_STATUS_REQ: send_status(srv, s, m->req_id); break;
     case HCCLD__MSG__BODY_QOS_REQ: qos_admin_handle(srv, s, m->req_id, m->qos_req); break;
+    case HCCLD__MSG__BODY_TOPOLOGY_REQ: send_topology(srv, s, m->req_id); break;
     default:
         WARN("IPC", "admin pid %d sent an unknown request (%d)", (int)s->pid, (int)m->body_case);
         session_close(s);

@@ -10,6 +10,7 @@
 
 #include "log.h"
 #include "server/server.h"
+#include "server/topo.h"
 #include "uds.h"
 
 static void on_client_conn(uv_stream_t *listener, int status)
@@ -111,6 +112,13 @@ int server_start(server_t *srv, uv_loop_t *loop, const server_config_t *cfg)
         if ((rc = engine_listen(srv->eng, ip, srv->data_addr, sizeof(srv->data_addr))) != 0)
             return rc;
     }
+    srv->topo = topo_load();
+    if (srv->advertised[0] != '\0') {
+        char ip[PEER_ADDR_MAX];
+        snprintf(ip, sizeof(ip), "%s", srv->advertised);
+        *strrchr(ip, ':') = '\0';
+        topo_pin_near(srv->topo, ip, srv->nic, sizeof(srv->nic), srv->pinned, sizeof(srv->pinned));
+    }
     /* Any local user may run jobs (tenants are told apart by SO_PEERCRED); the admin socket
      * is for root and the admin group only. */
     if ((rc = listen_on(srv, &srv->listener, cfg->socket_path, 0666, on_client_conn)) != 0)
@@ -157,4 +165,6 @@ void server_stop(server_t *srv)
     uv_close((uv_handle_t *)&srv->sigint, NULL);
     uv_close((uv_handle_t *)&srv->sighup, NULL);
     service_watchdog_stop(srv);
+    topo_free(srv->topo);
+    srv->topo = NULL;
 }

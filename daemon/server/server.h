@@ -78,6 +78,9 @@ typedef struct server {
     uint64_t started_ms;
     int stopping;
     qos_policy_t qos;
+    struct topo *topo; /* hwloc's view of the node, or NULL */
+    char nic[32];      /* the interface of the advertised address */
+    char pinned[64];   /* the cores our threads run on, empty if not pinned */
     uv_timer_t watchdog;
     int watchdog_on;
 } server_t;

@@ -1,7 +1,8 @@
 /*
  * QoS policy through hccld-ctl and clients: exit codes (0 ok, 1 refused, 2 usage), a non-admin
  * change refused, a client asking for a class above what the rules give gets the rules' class,
- * one asking for a lower class gets it, and `qos assign` moves a job at once.
+ * one asking for a lower class gets it, and `qos assign` moves a job at once. Also
+ * `hccld-ctl topology`, hwloc's view of the node.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -149,6 +150,28 @@ START_TEST(test_granting)
 }
 END_TEST
 
+START_TEST(test_topology)
+{
+    char out[8192];
+    unsigned packages = 0, cores = 0, pus = 0;
+
+    ck_assert_int_eq(ctl(0, out, sizeof(out), "--json topology"), 0);
+    const char *p = strstr(out, "\"packages\":"), *c = strstr(out, "\"cores\":"),
+               *u = strstr(out, "\"pus\":");
+    ck_assert_msg(p && c && u, "%s", out);
+    ck_assert_int_eq(sscanf(p, "\"packages\":%u", &packages), 1);
+    ck_assert_int_eq(sscanf(c, "\"cores\":%u", &cores), 1);
+    ck_assert_int_eq(sscanf(u, "\"pus\":%u", &pus), 1);
+    ck_assert_uint_ge(packages, 1);
+    ck_assert_uint_ge(cores, packages);
+    ck_assert_uint_ge(pus, cores);
+    ck_assert_uint_eq(pus, (unsigned)sysconf(_SC_NPROCESSORS_ONLN));
+    ck_assert_int_eq(ctl(0, out, sizeof(out), "topology"), 0);
+    ck_assert_ptr_nonnull(strstr(out, "hardware threads"));
+    ck_assert_int_eq(ctl(0, NULL, 0, "topology extra"), 2);
+}
+END_TEST
+
 Suite *qos_suite(void)
 {
     Suite *s = suite_create("qos");
@@ -158,6 +181,7 @@ Suite *qos_suite(void)
     tcase_add_test(tc, test_ctl_exit_codes);
     tcase_add_test(tc, test_non_admin_refused);
     tcase_add_test(tc, test_granting);
+    tcase_add_test(tc, test_topology);
     suite_add_tcase(s, tc);
     return s;
 }
