@@ -15,6 +15,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: hccld-ctl [--admin-socket PATH] [--json] COMMAND\n"
                "  status                       daemon, clients, communicators, classes\n"
                "  topology                     packages, NUMA nodes, cores, NICs, RDMA devices\n"
+               "  metrics                      the status in Prometheus's text format\n"
                "  qos list                     classes and how many clients each has\n"
                "  qos set CLASS [--max-bw RATE] [--priority N]\n"
                "                               change a class (root or the admin group)\n"
@@ -185,7 +186,68 @@ static int cmd_topology(const char *path, int json)
     return 0;
 }
 
-static int cmd_status(const char *path, int json)
+/* Prometheus text exposition format, version 0.0.4. */
+static void metric(const char *name, const char *type, const char *help)
+{
+    printf("# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void print_metrics(const Hccld__StatusResp *r, const Hccld__QosResp *q)
+{
+    uint64_t cum = 0;
+
+    metric("hccld_up_seconds", "gauge", "Time since the daemon started.");
+    printf("hccld_up_seconds %.3f\n", (double)r->uptime_ms / 1000);
+    metric("hccld_ops_total", "counter", "Operations (or pieces) the daemon completed.");
+    printf("hccld_ops_total %llu\n", (unsigned long long)r->ops_done);
+    metric("hccld_ops_in_flight", "gauge", "Descriptors queued or running.");
+    printf("hccld_ops_in_flight %llu\n", (unsigned long long)r->ops_in_flight);
+    metric("hccld_clients", "gauge", "Connected client processes.");
+    printf("hccld_clients %zu\n", r->n_clients);
+    metric("hccld_comms", "gauge", "Communicators.");
+    printf("hccld_comms %zu\n", r->n_comms);
+    metric("hccld_net_sent_bytes_total", "counter", "Payload bytes sent to peer daemons.");
+    printf("hccld_net_sent_bytes_total %llu\n", (unsigned long long)r->net_tx_bytes);
+    metric("hccld_net_received_bytes_total", "counter",
+           "Payload bytes received from peer daemons.");
+    printf("hccld_net_received_bytes_total %llu\n", (unsigned long long)r->net_rx_bytes);
+    metric("hccld_op_duration_seconds", "histogram",
+           "Level-1 part of collectives across daemons, by duration.");
+    for (size_t k = 0; k < r->n_lat_bucket; k++) {
+        cum += r->lat_bucket[k];
+        if (k + 1 < r->n_lat_bucket)
+            printf("hccld_op_duration_seconds_bucket{le=\"%g\"} %llu\n", (double)(1ull << k) / 1e6,
+                   (unsigned long long)cum);
+    }
+    printf("hccld_op_duration_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+    printf("hccld_op_duration_seconds_sum %.6f\n", (double)r->lat_sum_us / 1e6);
+    printf("hccld_op_duration_seconds_count %llu\n", (unsigned long long)r->lat_count);
+    if (q == NULL)
+        return;
+    metric("hccld_class_sent_bytes_total", "counter", "Bytes a QoS class sent to peer daemons.");
+    for (size_t i = 0; i < q->n_classes; i++)
+        printf("hccld_class_sent_bytes_total{class=\"%s\"} %llu\n", q->classes[i]->name,
+               (unsigned long long)q->classes[i]->sent_bytes);
+    metric("hccld_class_rate_bits_per_second", "gauge", "A class's rate over the last second.");
+    for (size_t i = 0; i < q->n_classes; i++)
+        printf("hccld_class_rate_bits_per_second{class=\"%s\"} %llu\n", q->classes[i]->name,
+               (unsigned long long)q->classes[i]->rate_bps);
+    metric("hccld_class_max_bits_per_second", "gauge", "A class's cap (0: none).");
+    for (size_t i = 0; i < q->n_classes; i++)
+        printf("hccld_class_max_bits_per_second{class=\"%s\"} %llu\n", q->classes[i]->name,
+               (unsigned long long)q->classes[i]->max_bw_bps);
+    metric("hccld_class_waiting", "gauge", "Communicators a class held back in the last pass.");
+    for (size_t i = 0; i < q->n_classes; i++)
+        printf("hccld_class_waiting{class=\"%s\"} %u\n", q->classes[i]->name,
+               q->classes[i]->waiting);
+    metric("hccld_class_clients", "gauge", "Clients in a class.");
+    for (size_t i = 0; i < q->n_classes; i++)
+        printf("hccld_class_clients{class=\"%s\"} %u\n", q->classes[i]->name,
+               q->classes[i]->clients);
+}
+
+/* status, or (metrics) the same figures in Prometheus's text format. */
+static int cmd_status(const char *path, int json, int metrics)
 {
     Hccld__Msg m = HCCLD__MSG__INIT, *resp;
     Hccld__StatusReq req = HCCLD__STATUS_REQ__INIT;
@@ -201,7 +263,9 @@ static int cmd_status(const char *path, int json)
     m.body_case = HCCLD__MSG__BODY_QOS_REQ;
     m.qos_req = &q;
     qresp = ask(path, &m, HCCLD__MSG__BODY_QOS_RESP);
-    if (json) {
+    if (metrics) {
+        print_metrics(resp->status_resp, qresp ? qresp->qos_resp : NULL);
+    } else if (json) {
         print_json(resp->status_resp, qresp ? qresp->qos_resp : NULL);
     } else {
         print_text(resp->status_resp);
@@ -319,8 +383,10 @@ int main(int argc, char **argv)
             }
             json = 1;
         }
-        return cmd_status(path, json);
+        return cmd_status(path, json, 0);
     }
+    if (strcmp(argv[0], "metrics") == 0 && argc == 1)
+        return cmd_status(path, 0, 1);
     if (strcmp(argv[0], "topology") == 0 &&
         (argc == 1 || (argc == 2 && !strcmp(argv[1], "--json"))))
         return cmd_topology(path, json || argc == 2);

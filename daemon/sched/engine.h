@@ -15,12 +15,18 @@
 
 typedef struct engine engine_t;
 
+#define ENGINE_LAT_BUCKETS 28 /* 1 us .. 2^27 us (134 s), then the rest */
+
 typedef struct engine_stats {
     uint64_t ops_done;       /* operations (or chunks) completed */
     uint64_t ops_queued;     /* descriptors waiting for peers */
     uint64_t descs_rejected; /* descriptors that failed validation */
     uint64_t net_tx_bytes;   /* payload sent to peer daemons by completed collectives */
     uint64_t net_rx_bytes;   /* payload received from them */
+    /* Collectives across daemons by how long their level-1 part took: bucket k counts those
+     * under 2^k microseconds (the last bucket: all the rest); sum and count in us. */
+    uint64_t lat_bucket[ENGINE_LAT_BUCKETS];
+    uint64_t lat_sum_us, lat_count;
 } engine_stats_t;
 
 typedef struct engine_comm_stats {

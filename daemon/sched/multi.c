@@ -271,6 +271,7 @@ static int multi_start(engine_t *eng, eng_comm_t *c, const desc_t *d)
         return rc;
     mu->d0 = *d;
     mu->busy = 1;
+    mu->t0_ns = now_ns();
     if (log_level_cur >= LOG_INFO || mu->log_ops) {
         char why[256];
         costs_text(pick, why, sizeof(why));
@@ -318,6 +319,13 @@ int multi_coll_progress(engine_t *eng, eng_comm_t *c)
         sched_traffic(&mu->sched, &tx, &rx);
         eng->st.net_tx_bytes += tx * es;
         eng->st.net_rx_bytes += rx * es;
+        uint64_t us = (now_ns() - mu->t0_ns) / 1000;
+        unsigned k = 0;
+        while (k + 1 < ENGINE_LAT_BUCKETS && us >= (1ull << k))
+            k++;
+        eng->st.lat_bucket[k]++;
+        eng->st.lat_sum_us += us;
+        eng->st.lat_count++;
         scatter_out(c, &mu->d0);
     }
     multi_end(c);

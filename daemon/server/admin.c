@@ -98,6 +98,10 @@ static void send_status(server_t *srv, session_t *s, uint64_t req_id)
     r.ops_done = st.ops_done;
     r.net_tx_bytes = st.net_tx_bytes;
     r.net_rx_bytes = st.net_rx_bytes;
+    r.n_lat_bucket = ENGINE_LAT_BUCKETS;
+    r.lat_bucket = st.lat_bucket;
+    r.lat_sum_us = st.lat_sum_us;
+    r.lat_count = st.lat_count;
     r.workers = engine_workers(srv->eng);
     r.simd = (char *)reduce_isa();
     r.advertised = srv->advertised;

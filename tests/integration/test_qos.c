@@ -2,7 +2,7 @@
  * QoS policy through hccld-ctl and clients: exit codes (0 ok, 1 refused, 2 usage), a non-admin
  * change refused, a client asking for a class above what the rules give gets the rules' class,
  * one asking for a lower class gets it, and `qos assign` moves a job at once. Also
- * `hccld-ctl topology`, hwloc's view of the node.
+ * `hccld-ctl topology` (hwloc's view of the node) and `hccld-ctl metrics` (Prometheus).
  */
 #include <signal.h>
 #include <stdio.h>
@@ -172,6 +172,23 @@ START_TEST(test_topology)
 }
 END_TEST
 
+/* Prometheus text: every family typed, the histogram ending in +Inf, a line per class. */
+START_TEST(test_metrics)
+{
+    char out[16384];
+
+    ck_assert_int_eq(ctl(0, out, sizeof(out), "metrics"), 0);
+    ck_assert_ptr_nonnull(strstr(out, "# TYPE hccld_ops_total counter\nhccld_ops_total "));
+    ck_assert_ptr_nonnull(strstr(out, "# TYPE hccld_op_duration_seconds histogram"));
+    ck_assert_ptr_nonnull(strstr(out, "hccld_op_duration_seconds_bucket{le=\"+Inf\"} "));
+    ck_assert_ptr_nonnull(strstr(out, "hccld_op_duration_seconds_count "));
+    ck_assert_ptr_nonnull(
+        strstr(out, "hccld_class_max_bits_per_second{class=\"HIGH\"} 40000000000"));
+    ck_assert_ptr_nonnull(strstr(out, "hccld_class_rate_bits_per_second{class=\"LOW\"} "));
+    ck_assert_int_eq(ctl(0, NULL, 0, "metrics --json"), 2);
+}
+END_TEST
+
 Suite *qos_suite(void)
 {
     Suite *s = suite_create("qos");
@@ -182,6 +199,7 @@ Suite *qos_suite(void)
     tcase_add_test(tc, test_non_admin_refused);
     tcase_add_test(tc, test_granting);
     tcase_add_test(tc, test_topology);
+    tcase_add_test(tc, test_metrics);
     suite_add_tcase(s, tc);
     return s;
 }
