@@ -192,6 +192,37 @@ static void metric(const char *name, const char *type, const char *help)
     printf("# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+static uint64_t cls_sent(const Hccld__QosClass *c)
+{
+    return c->sent_bytes;
+}
+static uint64_t cls_rate(const Hccld__QosClass *c)
+{
+    return c->rate_bps;
+}
+static uint64_t cls_cap(const Hccld__QosClass *c)
+{
+    return c->max_bw_bps;
+}
+static uint64_t cls_waiting(const Hccld__QosClass *c)
+{
+    return c->waiting;
+}
+static uint64_t cls_clients(const Hccld__QosClass *c)
+{
+    return c->clients;
+}
+
+/* One family with a line per class. */
+static void class_metric(const Hccld__QosResp *q, const char *name, const char *type,
+                         const char *help, uint64_t (*get)(const Hccld__QosClass *))
+{
+    metric(name, type, help);
+    for (size_t i = 0; i < q->n_classes; i++)
+        printf("%s{class=\"%s\"} %llu\n", name, q->classes[i]->name,
+               (unsigned long long)get(q->classes[i]));
+}
+
 static void print_metrics(const Hccld__StatusResp *r, const Hccld__QosResp *q)
 {
     uint64_t cum = 0;
@@ -224,26 +255,15 @@ static void print_metrics(const Hccld__StatusResp *r, const Hccld__QosResp *q)
     printf("hccld_op_duration_seconds_count %llu\n", (unsigned long long)r->lat_count);
     if (q == NULL)
         return;
-    metric("hccld_class_sent_bytes_total", "counter", "Bytes a QoS class sent to peer daemons.");
-    for (size_t i = 0; i < q->n_classes; i++)
-        printf("hccld_class_sent_bytes_total{class=\"%s\"} %llu\n", q->classes[i]->name,
-               (unsigned long long)q->classes[i]->sent_bytes);
-    metric("hccld_class_rate_bits_per_second", "gauge", "A class's rate over the last second.");
-    for (size_t i = 0; i < q->n_classes; i++)
-        printf("hccld_class_rate_bits_per_second{class=\"%s\"} %llu\n", q->classes[i]->name,
-               (unsigned long long)q->classes[i]->rate_bps);
-    metric("hccld_class_max_bits_per_second", "gauge", "A class's cap (0: none).");
-    for (size_t i = 0; i < q->n_classes; i++)
-        printf("hccld_class_max_bits_per_second{class=\"%s\"} %llu\n", q->classes[i]->name,
-               (unsigned long long)q->classes[i]->max_bw_bps);
-    metric("hccld_class_waiting", "gauge", "Communicators a class held back in the last pass.");
-    for (size_t i = 0; i < q->n_classes; i++)
-        printf("hccld_class_waiting{class=\"%s\"} %u\n", q->classes[i]->name,
-               q->classes[i]->waiting);
-    metric("hccld_class_clients", "gauge", "Clients in a class.");
-    for (size_t i = 0; i < q->n_classes; i++)
-        printf("hccld_class_clients{class=\"%s\"} %u\n", q->classes[i]->name,
-               q->classes[i]->clients);
+    class_metric(q, "hccld_class_sent_bytes_total", "counter",
+                 "Bytes a QoS class sent to peer daemons.", cls_sent);
+    class_metric(q, "hccld_class_rate_bits_per_second", "gauge",
+                 "A class's rate over the last second.", cls_rate);
+    class_metric(q, "hccld_class_max_bits_per_second", "gauge", "A class's cap (0: none).",
+                 cls_cap);
+    class_metric(q, "hccld_class_waiting", "gauge",
+                 "Communicators a class held back in the last pass.", cls_waiting);
+    class_metric(q, "hccld_class_clients", "gauge", "Clients in a class.", cls_clients);
 }
 
 /* status, or (metrics) the same figures in Prometheus's text format. */
