@@ -15,6 +15,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: hccld-ctl [--admin-socket PATH] [--json] COMMAND\n"
                "  status                       daemon, clients, communicators, classes\n"
                "  topology                     packages, NUMA nodes, cores, NICs, RDMA devices\n"
+               "  comms                        communicators: ranks, daemons, class, algorithm\n"
                "  metrics                      the status in Prometheus's text format\n"
                "  qos list                     classes and how many clients each has\n"
                "  qos set CLASS [--max-bw RATE] [--priority N]\n"
@@ -71,7 +72,7 @@ static void print_qos(const Hccld__QosResp *r, int json)
 }
 
 /* JSON through jansson: job names and paths come from clients and are escaped as they must be. */
-static void print_json(const Hccld__StatusResp *r, const Hccld__QosResp *qos)
+static json_t *status_json(const Hccld__StatusResp *r)
 {
     json_t *clients = json_array(), *comms = json_array(), *o;
 
@@ -86,11 +87,12 @@ static void print_json(const Hccld__StatusResp *r, const Hccld__QosResp *qos)
     }
     for (size_t i = 0; i < r->n_comms; i++) {
         const Hccld__CommStatus *c = r->comms[i];
-        json_array_append_new(comms, json_pack("{s:i, s:s, s:i, s:i, s:s, s:I, s:i}", "id",
-                                               (int)c->comm_id, "job", c->job_id, "nranks",
-                                               (int)c->nranks, "joined", (int)c->joined, "level0",
-                                               c->level0, "ops_done", (json_int_t)c->ops_done,
-                                               "ops_in_flight", (int)c->ops_in_flight));
+        json_array_append_new(
+            comms, json_pack("{s:i, s:s, s:i, s:i, s:i, s:s, s:s, s:s, s:I, s:i}", "id",
+                             (int)c->comm_id, "job", c->job_id, "nranks", (int)c->nranks, "joined",
+                             (int)c->joined, "nnodes", (int)c->nnodes, "level0", c->level0, "class",
+                             c->qos_class, "algo", c->algo, "ops_done", (json_int_t)c->ops_done,
+                             "ops_in_flight", (int)c->ops_in_flight));
     }
     o = json_pack("{s:s, s:I, s:s, s:i, s:s, s:I, s:I, s:I, s:I, s:o, s:o}", "version", r->version,
                   "uptime_ms", (json_int_t)r->uptime_ms, "socket", r->socket, "workers",
@@ -98,9 +100,30 @@ static void print_json(const Hccld__StatusResp *r, const Hccld__QosResp *qos)
                   "ops_done", (json_int_t)r->ops_done, "net_tx_bytes", (json_int_t)r->net_tx_bytes,
                   "net_rx_bytes", (json_int_t)r->net_rx_bytes, "clients", clients, "comms", comms);
     json_object_set_new(o, "advertised", json_string(r->advertised));
+    return o;
+}
+
+static void print_json(const Hccld__StatusResp *r, const Hccld__QosResp *qos)
+{
+    json_t *o = status_json(r);
+
     if (qos != NULL)
         json_object_set_new(o, "qos", qos_json(qos));
     dump(o);
+}
+
+static void print_comms(const Hccld__StatusResp *r)
+{
+    printf("communicators: %zu\n", r->n_comms);
+    for (size_t i = 0; i < r->n_comms; i++) {
+        const Hccld__CommStatus *c = r->comms[i];
+        printf("  comm %u job %s: %u/%u ranks on %u daemon%s, level 0 %s, class %s", c->comm_id,
+               c->job_id, c->joined, c->nranks, c->nnodes, c->nnodes == 1 ? "" : "s", c->level0,
+               c->qos_class[0] ? c->qos_class : "-");
+        if (c->algo[0])
+            printf(", level 1 %s", c->algo);
+        printf(", %llu ops done, %u queued\n", (unsigned long long)c->ops_done, c->ops_in_flight);
+    }
 }
 
 static void print_text(const Hccld__StatusResp *r)
@@ -119,13 +142,7 @@ static void print_text(const Hccld__StatusResp *r)
                (unsigned long long)c->client_id, c->pid, c->uid, c->job_name, c->qos_class,
                (unsigned long long)c->ops_submitted, (unsigned long long)c->ops_completed);
     }
-    printf("communicators: %zu\n", r->n_comms);
-    for (size_t i = 0; i < r->n_comms; i++) {
-        const Hccld__CommStatus *c = r->comms[i];
-        printf("  comm %u job %s: %u/%u ranks, level 0 %s, %llu ops done, %u queued\n", c->comm_id,
-               c->job_id, c->joined, c->nranks, c->level0, (unsigned long long)c->ops_done,
-               c->ops_in_flight);
-    }
+    print_comms(r);
 }
 
 /* One request, one answer of the expected kind (NULL on failure, reported). */
@@ -266,8 +283,10 @@ static void print_metrics(const Hccld__StatusResp *r, const Hccld__QosResp *q)
     class_metric(q, "hccld_class_clients", "gauge", "Clients in a class.", cls_clients);
 }
 
-/* status, or (metrics) the same figures in Prometheus's text format. */
-static int cmd_status(const char *path, int json, int metrics)
+enum status_view { VIEW_STATUS, VIEW_METRICS, VIEW_COMMS };
+
+/* status, its communicators only, or the same figures in Prometheus's text format. */
+static int cmd_status(const char *path, int json, int view)
 {
     Hccld__Msg m = HCCLD__MSG__INIT, *resp;
     Hccld__StatusReq req = HCCLD__STATUS_REQ__INIT;
@@ -283,8 +302,16 @@ static int cmd_status(const char *path, int json, int metrics)
     m.body_case = HCCLD__MSG__BODY_QOS_REQ;
     m.qos_req = &q;
     qresp = ask(path, &m, HCCLD__MSG__BODY_QOS_RESP);
-    if (metrics) {
+    if (view == VIEW_METRICS) {
         print_metrics(resp->status_resp, qresp ? qresp->qos_resp : NULL);
+    } else if (view == VIEW_COMMS && json) {
+        json_t *o = status_json(resp->status_resp);
+        json_t *comms = json_object_get(o, "comms");
+        json_incref(comms);
+        json_decref(o);
+        dump(comms);
+    } else if (view == VIEW_COMMS) {
+        print_comms(resp->status_resp);
     } else if (json) {
         print_json(resp->status_resp, qresp ? qresp->qos_resp : NULL);
     } else {
@@ -403,10 +430,12 @@ int main(int argc, char **argv)
             }
             json = 1;
         }
-        return cmd_status(path, json, 0);
+        return cmd_status(path, json, VIEW_STATUS);
     }
     if (strcmp(argv[0], "metrics") == 0 && argc == 1)
-        return cmd_status(path, 0, 1);
+        return cmd_status(path, 0, VIEW_METRICS);
+    if (strcmp(argv[0], "comms") == 0 && (argc == 1 || (argc == 2 && !strcmp(argv[1], "--json"))))
+        return cmd_status(path, json || argc == 2, VIEW_COMMS);
     if (strcmp(argv[0], "topology") == 0 &&
         (argc == 1 || (argc == 2 && !strcmp(argv[1], "--json"))))
         return cmd_topology(path, json || argc == 2);

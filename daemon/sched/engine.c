@@ -410,6 +410,8 @@ int engine_get_comm_stats(engine_t *eng, uint32_t comm_id, engine_comm_stats_t *
     if (c != NULL) {
         st_p->ops_done = c->ops_done;
         st_p->broken = c->broken;
+        st_p->algo =
+            c->multi != NULL && c->multi->sched.steps != NULL ? c->multi->sched_key.algo : -1;
         st_p->queued = 0;
         for (uint32_t r = 0; r < c->nranks; r++)
             st_p->queued += c->m[r].coll.n + c->m[r].p2p.n;

@@ -33,6 +33,7 @@ typedef struct engine_comm_stats {
     uint64_t ops_done;
     uint32_t queued;
     int broken;
+    int algo; /* level-1 algorithm of its last collective across daemons, or -1 */
 } engine_comm_stats_t;
 
 typedef struct engine_session_stats {

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "algo/algo.h"
 #include "coop.h"
 #include "log.h"
 #include "reduce.h"
@@ -68,6 +69,11 @@ static void fill_comms(server_t *srv, Hccld__StatusResp *r, Hccld__CommStatus *c
         cm[n].ops_in_flight = st.queued;
         cm[n].job_id = c->job_hex;
         cm[n].level0 = c->coop != NULL ? "coop" : "daemon";
+        cm[n].nnodes = c->nnodes;
+        cm[n].qos_class = c->qos_class >= 0 && c->qos_class < srv->qos.ncls
+                              ? srv->qos.cls[c->qos_class].name
+                              : "";
+        cm[n].algo = st.algo >= 0 ? (char *)algo_name(st.algo) : "";
         cmp[n] = &cm[n];
         n++;
     }

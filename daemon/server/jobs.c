@@ -332,6 +332,7 @@ scomm_t *scomm_add(server_t *srv, uint32_t nranks, uint32_t nnodes, const char *
     c->nranks = nranks;
     c->nnodes = nnodes;
     c->coop_fd = -1;
+    c->qos_class = srv->qos.default_cls;
     snprintf(c->job_hex, sizeof(c->job_hex), "%s", job_hex);
     c->next = srv->comms;
     srv->comms = c;
@@ -355,8 +356,13 @@ int comm_form(server_t *srv, uint32_t n, const join_t *ranks, const char *hex)
 
     if (c != NULL) {
         c->nlocal = n;
-        for (uint32_t r = 0; r < n; r++)
+        for (uint32_t r = 0; r < n; r++) {
             c->sids[r] = ranks[r].s->sid;
+            /* The least favoured class of its ranks (one node: no traffic to cap yet). */
+            if (r == 0 ||
+                srv->qos.cls[ranks[r].s->qos_class].priority > srv->qos.cls[c->qos_class].priority)
+                c->qos_class = ranks[r].s->qos_class;
+        }
         rc = mode == L0_COOP ? coop_create(c) : 0;
         if (rc == 0)
             rc = engine_comm_create(srv->eng, c->id, c->nranks, c->sids);
@@ -760,6 +766,7 @@ int multinode_engine_comm(server_t *srv, scomm_t *c, const char *const *data_nod
         *why = "this daemon's ranks are not one node's block";
         return HCCL_E_INTERNAL;
     }
+    c->qos_class = o->qos_class;
     engine_multi_spec_t sp = {.comm_id = c->id,
                               .nnodes = nnodes,
                               .me = me,

@@ -121,6 +121,7 @@ struct scomm {
     uint32_t nlocal; /* ranks on this node */
     uint32_t nnodes;
     uint32_t left;
+    int qos_class; /* index into srv->qos.cls */
     char job_hex[33];
     uint64_t *sids;        /* per rank; 0 once the rank left */
     struct coop_ctl *coop; /* cooperative level 0, or NULL */

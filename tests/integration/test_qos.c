@@ -172,6 +172,41 @@ START_TEST(test_topology)
 }
 END_TEST
 
+/* A comm of one LOW rank appears in `comms` with its class and node count. */
+START_TEST(test_comms)
+{
+    pid_t pid = fork();
+    int status;
+
+    if (pid == 0) {
+        char out[16384], needle[160];
+        HcclRootInfo ri;
+        HcclComm comm;
+        uint32_t id = 0;
+        setenv("HCCL_JOB_NAME", "qos-comms", 1);
+        setenv("HCCL_QOS_CLASS", "LOW", 1);
+        if (HcclGetRootInfo(&ri) != HCCL_SUCCESS ||
+            HcclCommInitRootInfo(1, &ri, 0, &comm) != HCCL_SUCCESS)
+            _exit(3);
+        if (ctl(0, out, sizeof(out), "--json comms") != 0)
+            _exit(4);
+        /* Comm ids are the daemon's; find ours by its class and size. */
+        snprintf(needle, sizeof(needle), "\"nranks\":1,\"joined\":1,\"nnodes\":1");
+        const char *me = strstr(out, needle);
+        const char *cls = me ? strstr(me, "\"class\":\"LOW\"") : NULL;
+        if (cls == NULL || cls > strchr(me, '}') || sscanf(out, "[{\"id\":%u", &id) != 1) {
+            fprintf(stderr, "comms: %.500s\n", out);
+            _exit(1);
+        }
+        if (ctl(0, out, sizeof(out), "comms") != 0 || strstr(out, "class LOW") == NULL)
+            _exit(5);
+        _exit(HcclCommDestroy(comm) == HCCL_SUCCESS ? 0 : 6);
+    }
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: %d", status);
+}
+END_TEST
+
 /* Prometheus text: every family typed, the histogram ending in +Inf, a line per class. */
 START_TEST(test_metrics)
 {
@@ -200,6 +235,7 @@ Suite *qos_suite(void)
     tcase_add_test(tc, test_granting);
     tcase_add_test(tc, test_topology);
     tcase_add_test(tc, test_metrics);
+    tcase_add_test(tc, test_comms);
     suite_add_tcase(s, tc);
     return s;
 }
