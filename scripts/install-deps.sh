@@ -6,7 +6,7 @@ set -eu
 PKGS="build-essential gcc clang clang-format pkg-config make git
 libuv1-dev libprotobuf-c-dev protobuf-c-compiler libhwloc-dev check
 libibverbs-dev librdmacm-dev libsystemd-dev libjansson-dev libinih-dev libsodium-dev
-iproute2 procps iptables iperf3"
+iproute2 procps iptables iperf3 systemd"
 
 # Benchmarks compare against both MPIs; only `make bench` needs them.
 if [ "${HCCLD_DEPS_BENCH:-0}" = 1 ]; then

@@ -200,6 +200,32 @@ START_TEST(test_bad_config_refused)
 }
 END_TEST
 
+/* The unit as `make install` writes it (ExecStart in the build tree) passes
+ * systemd-analyze verify; a broken copy does not, so the check itself is live. */
+START_TEST(test_unit_verifies)
+{
+    const char *bin = getenv("HCCLD_BIN") ? getenv("HCCLD_BIN") : "build/bin/hccld";
+    char dir[] = "/tmp/hccld-unit-XXXXXX", bindir[512], abs[512], cmd[2048];
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ck_assert_ptr_nonnull(realpath(bin, abs));
+    snprintf(bindir, sizeof(bindir), "%s", abs);
+    *strrchr(bindir, '/') = '\0';
+    snprintf(cmd, sizeof(cmd),
+             "sed 's|@BINDIR@|%s|g' %s/systemd/hccld.service > %s/hccld.service && "
+             "systemd-analyze verify %s/hccld.service",
+             bindir, getenv("HCCLD_SRC") ? getenv("HCCLD_SRC") : ".", dir, dir);
+    ck_assert_msg(system(cmd) == 0, "systemd-analyze verify failed on the unit");
+    snprintf(cmd, sizeof(cmd),
+             "sed 's|^ExecStart=.*|ExecStart=relative/hccld|' %s/hccld.service > "
+             "%s/broken.service && systemd-analyze verify %s/broken.service 2>/dev/null",
+             dir, dir, dir);
+    ck_assert_msg(system(cmd) != 0, "systemd-analyze accepted a broken unit");
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 Suite *service_suite(void)
 {
     Suite *s = suite_create("service");
@@ -208,6 +234,7 @@ Suite *service_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_notify_watchdog_reload);
     tcase_add_test(tc, test_bad_config_refused);
+    tcase_add_test(tc, test_unit_verifies);
     suite_add_tcase(s, tc);
     return s;
 }
