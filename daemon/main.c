@@ -46,7 +46,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: hccld [options]\n"
             "  --socket PATH        client socket (default " DEFAULT_SOCKET ")\n"
-            "  --admin-socket PATH  admin socket (default hccld-admin.sock beside the socket)\n"
+            "  --admin-socket PATH  admin socket (default NAME-admin.sock for socket NAME.sock)\n"
             "  --config FILE        INI configuration ([daemon] workers, chunk_kib, log_level,\n"
             "                       l0_mode = auto|coop|daemon)\n"
             "  --log-level LEVEL    error|warn|info|debug (default warn)\n"
@@ -78,13 +78,15 @@ static int on_ini(void *user, const char *section, const char *name, const char 
     return 1;
 }
 
+/* NAME.sock -> NAME-admin.sock beside it (hccld.sock -> hccld-admin.sock), so that daemons
+ * whose sockets share a directory do not share an admin socket. */
 static void admin_beside(opts_t *o)
 {
-    const char *slash = strrchr(o->socket_path, '/');
-    int dirlen = slash ? (int)(slash - o->socket_path) : 0;
+    size_t n = strlen(o->socket_path);
 
-    snprintf(o->admin_path, sizeof(o->admin_path), "%.*s%shccld-admin.sock", dirlen, o->socket_path,
-             slash ? "/" : "");
+    if (n > 5 && strcmp(o->socket_path + n - 5, ".sock") == 0)
+        n -= 5;
+    snprintf(o->admin_path, sizeof(o->admin_path), "%.*s-admin.sock", (int)n, o->socket_path);
 }
 
 static int parse_args(int argc, char **argv, opts_t *o)
