@@ -75,14 +75,18 @@ job() {
 busbw() { awk '!/^#/ && NF >= 8 { print $8; exit }' "$1"; }
 lat() { awk '!/^#/ && NF >= 8 { print $6; exit }' "$1"; }
 
+# low_field KEY: that figure of class LOW from daemon 0's qos list.
+low_field() {
+    ctl --json qos list | python3 -c 'import json,sys
+print([c[sys.argv[1]] for c in json.load(sys.stdin)["classes"] if c["name"] == "LOW"][0])' "$1"
+}
+
 # LOW's rate over SECS seconds, from the bytes daemon 0 sent for the class (GB/s).
 low_rate() {
     local a b
-    a=$(ctl --json qos list | python3 -c 'import json,sys
-print([c["sent_bytes"] for c in json.load(sys.stdin)["classes"] if c["name"] == "LOW"][0])')
+    a=$(low_field sent_bytes)
     sleep "$SECS"
-    b=$(ctl --json qos list | python3 -c 'import json,sys
-print([c["sent_bytes"] for c in json.load(sys.stdin)["classes"] if c["name"] == "LOW"][0])')
+    b=$(low_field sent_bytes)
     awk -v a="$a" -v b="$b" -v s="$SECS" 'BEGIN { printf "%.3f\n", (b - a) / s / 1e9 }'
 }
 
@@ -121,8 +125,7 @@ job qos-high -b 16M -e 16M -n "$ITERS" -w 2 >"$OUT/high_with_low.txt" 2>&1
 job qos-high -b 8K -e 8K -n "$LAT_ITERS" -w 50 >"$OUT/high_lat_with_low.txt" 2>&1
 low_stop
 
-cap_gbs=$(ctl --json qos list | python3 -c 'import json,sys
-print([c["max_bw_bps"] for c in json.load(sys.stdin)["classes"] if c["name"] == "LOW"][0] / 8e9)')
+cap_gbs=$(awk -v b="$(low_field max_bw_bps)" 'BEGIN { printf "%.3f\n", b / 8e9 }')
 ha=$(busbw "$OUT/high_alone.txt")
 hw=$(busbw "$OUT/high_with_low.txt")
 hu=$(busbw "$OUT/high_with_low_uncapped.txt")

@@ -46,10 +46,11 @@ typedef struct eng_multi {
     uint8_t *work;     /* OUT of the op in flight: out, or local rank 0's receive range */
     uint64_t out_cap, in_cap;
     desc_t d0;
-    uint64_t t0_ns;             /* when the op in flight started */
-    struct p2p_flight *flights; /* send/recv with other nodes in flight (multi_p2p.c) */
-    struct multi_probe *probe;  /* link measurement in progress (multi_probe.c) */
-    int probed;                 /* lc holds measured figures: collectives may start */
+    uint64_t t0_ns;                   /* when the op in flight started */
+    struct p2p_flight *flights;       /* send/recv with other nodes in flight (multi_p2p.c) */
+    struct p2p_flight *spare_flights; /* finished records, reused */
+    struct multi_probe *probe;        /* link measurement in progress (multi_probe.c) */
+    int probed;                       /* lc holds measured figures: collectives may start */
 } eng_multi_t;
 
 #endif

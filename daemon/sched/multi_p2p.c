@@ -47,7 +47,10 @@ static int post(eng_comm_t *c, uint32_t l, const desc_t *d)
 
     if (!node_ready(mu, node))
         return 0;
-    if ((f = calloc(1, sizeof(*f))) == NULL)
+    /* Records are reused: the per-descriptor path allocates only while the pool grows. */
+    if ((f = mu->spare_flights) != NULL)
+        mu->spare_flights = f->next;
+    else if ((f = calloc(1, sizeof(*f))) == NULL)
         return 0;
     f->d = *d;
     f->local = l;
@@ -58,7 +61,8 @@ static int post(eng_comm_t *c, uint32_t l, const desc_t *d)
         rc = tp_tcp.irecv(mu->conns[node], c->m[l].s->arena + d->recv_off, bytes, NULL,
                           p2p_tag(d->root, me), &f->req);
     if (rc != 0) {
-        free(f);
+        f->next = mu->spare_flights;
+        mu->spare_flights = f;
         return rc == -EAGAIN ? 0 : rc;
     }
     f->next = mu->flights;
@@ -128,7 +132,8 @@ static int test_flights(engine_t *eng, eng_comm_t *c)
                              rc == 0         ? HCCL_SUCCESS
                              : rc == -EPROTO ? HCCL_E_PARA
                                              : HCCL_E_REMOTE);
-        free(f);
+        f->next = mu->spare_flights;
+        mu->spare_flights = f;
         n++;
     }
     if (failed)
@@ -158,6 +163,11 @@ unsigned multi_p2p_fail(engine_t *eng, eng_comm_t *c, int status)
             session_complete(eng, c->m[f->local].s, f->d.tag, status);
         free(f);
         n++;
+    }
+    while (mu->spare_flights != NULL) {
+        struct p2p_flight *f = mu->spare_flights;
+        mu->spare_flights = f->next;
+        free(f);
     }
     return n;
 }

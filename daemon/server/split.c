@@ -137,7 +137,7 @@ void jobs_comm_split(server_t *srv, session_t *s, uint64_t req_id, const Hccld__
     if (c == NULL || req->rank >= c->nranks || c->sids[req->rank] != s->sid)
         why = "not a rank of that communicator";
     else if (c->nnodes > 1)
-        why = "splitting a communicator that spans daemons is not implemented yet",
+        why = "a communicator that spans daemons is split by its ranks (libhccl), not here",
         result = HCCL_E_NOT_SUPPORT;
     else if ((sp = split_get(srv, c, req)) == NULL)
         why = "out of memory", result = HCCL_E_MEMORY;

@@ -75,17 +75,10 @@ static int refuse(int fd, int reason)
 static int flush_out(tcp_hs_t *hs, int fd)
 {
     while (hs->out_off < hs->out_len) {
-        ssize_t n =
-            send(fd, hs->out + hs->out_off, hs->out_len - hs->out_off, MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && errno == EAGAIN)
-            return 0;
-        if (n < 0) {
-            int err = errno;
-            ERR("NET", "handshake send() failed: %s", strerror(err));
-            return -err;
-        }
+        struct iovec iov = {hs->out + hs->out_off, hs->out_len - hs->out_off};
+        ssize_t n = tcp_sock_send(fd, &iov, 1, "handshake send()");
+        if (n <= 0)
+            return (int)n;
         hs->out_off += (size_t)n;
     }
     return 1;

@@ -15,6 +15,7 @@
 #include "log.h"
 #include "transport/crc32c.h"
 #include "transport/tcp_conn.h"
+#include "transport/tcp_sock.h"
 
 /* Enough iovecs to send many small messages in one call. */
 #define TCP_IOV_MAX 64
@@ -117,18 +118,9 @@ static int send_progress(tp_conn_t *c)
     struct iovec iov[TCP_IOV_MAX];
 
     while (c->sendq.head != NULL) {
-        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)send_gather(c, iov)};
-        ssize_t n = sendmsg(c->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
-
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && errno == EAGAIN)
-            return 0;
-        if (n < 0) {
-            int err = errno;
-            ERR("NET", "sendmsg() failed: %s", strerror(err));
-            return -err;
-        }
+        ssize_t n = tcp_sock_send(c->fd, iov, (size_t)send_gather(c, iov), "sendmsg()");
+        if (n <= 0)
+            return (int)n;
         send_advance(c, (size_t)n);
     }
     return 0;

@@ -217,3 +217,21 @@ int tcp_sock_connect_done(int fd)
     }
     return 1;
 }
+
+ssize_t tcp_sock_send(int fd, struct iovec *iov, size_t niov, const char *what)
+{
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = niov};
+
+    for (;;) {
+        ssize_t n = sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n >= 0)
+            return n;
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN)
+            return 0;
+        int err = errno;
+        ERR("NET", "%s failed: %s", what, strerror(err));
+        return -err;
+    }
+}

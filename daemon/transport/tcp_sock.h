@@ -3,6 +3,10 @@
 #define HCCLD_TRANSPORT_TCP_SOCK_H
 
 #include <stddef.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include <stddef.h>
 
 /* Binds ip:0 and listens; writes "ip:port" (IPv6 in brackets) into addr_out. */
 int tcp_sock_listen(const char *ip, int *fd_p, char *addr_out, size_t cap);
@@ -12,5 +16,8 @@ int tcp_sock_connect(const char *addr, int *fd_p);
 int tcp_sock_connect_done(int fd);
 /* Sets TCP_NODELAY and the socket buffers (HCCLD_TCP_BUF) on a data socket. */
 int tcp_sock_tune(int fd);
+/* One nonblocking sendmsg() of iov: bytes written, 0 if it would block, or a negative errno
+ * (logged, naming what). */
+ssize_t tcp_sock_send(int fd, struct iovec *iov, size_t niov, const char *what);
 
 #endif
