@@ -13,7 +13,7 @@
 
 #define FRAME_HDR 4u
 #define FRAME_MAX (64u * 1024u)
-#define PROTO_VERSION 1u
+#define PROTO_VERSION 2u
 
 typedef struct frame_dec {
     uint8_t buf[2 * (FRAME_HDR + FRAME_MAX)];

@@ -58,10 +58,16 @@ typedef struct desc {
 #define DESC_F_INLINE 1 /* coop: the send blocks travel in the control block */
 #define DESC_F_ZC_OUT 2 /* coop: the receive blocks lie in the poster's arena */
 
+/* A completion, and how the daemon spent the descriptor's time (for HCCL_PROF_ENABLE). */
 typedef struct cqe {
     uint64_t tag;
     int32_t status; /* HcclResult */
-    uint32_t reserved;
+    int8_t algo;    /* level-1 algorithm (daemon/algo/algo.h ids), -1: none (inside the node) */
+    uint8_t pad[3];
+    uint64_t queued_ns;   /* from intake until its op started: peers posting, earlier ops */
+    uint64_t qos_wait_ns; /* part of l1_ns: rounds held back by QoS (higher class, cap) */
+    uint64_t l0_ns;       /* executing inside the node */
+    uint64_t l1_ns;       /* executing between daemons */
 } cqe_t;
 
 /*

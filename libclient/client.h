@@ -19,7 +19,7 @@ typedef struct hc_slot {
     int busy;
     int done;
     int abandoned; /* its waiter gave up (timeout); free it when the completion comes */
-    int status;
+    cqe_t cqe;     /* the completion, once done */
 } hc_slot_t;
 
 typedef struct hc_blk {
@@ -78,6 +78,8 @@ typedef struct hc_comm {
     int has_job;        /* job_id/job_key known: comms across daemons derive children from them */
     uint8_t job_id[16];
     uint8_t job_key[16];
+    char qos_class[32];  /* as the daemon (or the root daemon) decided */
+    uint64_t prof_colls; /* collectives profiled so far: their sequence in the records */
 } hc_comm_t;
 
 /* One collective or point-to-point transfer as the user described it. */

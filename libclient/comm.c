@@ -1,4 +1,5 @@
 /* Communicators: creation through the daemon, destruction, queries, error strings. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -7,6 +8,7 @@
 #include "client.h"
 #include "env.h"
 #include "log.h"
+#include "prof.h"
 #include "rootinfo.h"
 
 HcclResult hc_comm_check(HcclComm comm, hc_comm_t **c_p)
@@ -78,6 +80,8 @@ static HcclResult init_answer(hc_client_t *c, const Hccld__CommInitResp *r, hc_c
     comm->id = r->comm_id;
     comm->chunk_bytes = r->chunk_bytes;
     comm->nnodes = r->nnodes ? r->nnodes : 1;
+    snprintf(comm->qos_class, sizeof(comm->qos_class), "%s", r->qos_class ? r->qos_class : "");
+    hc_prof_note_rank(r->rank);
     if (r->l0_mode != 1) {
         for (int i = 0; i < nfds; i++)
             close(fds[i]);

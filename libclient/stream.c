@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "prof.h"
 
 struct HcclStreamDef {
     pthread_mutex_t lock;
@@ -15,7 +16,7 @@ struct HcclStreamDef {
     pthread_t thread;
 };
 
-static HcclResult call_exec(hc_call_t *call)
+static HcclResult call_run(hc_call_t *call)
 {
     hc_comm_t *c = call->comm;
     uint32_t n = c->nranks;
@@ -27,6 +28,20 @@ static HcclResult call_exec(hc_call_t *call)
                          call->counts + 2 * n, call->counts + 3 * n, call->op.dtype);
     if (rc != HCCL_SUCCESS)
         hc_comm_set_error(c, rc);
+    return rc;
+}
+
+/* Runs the call, with a profile record when HCCL_PROF_ENABLE asks for them. */
+static HcclResult call_exec(hc_call_t *call)
+{
+    hc_prof_acc_t acc;
+    HcclResult rc;
+
+    if (!hc_prof_enabled())
+        return call_run(call);
+    hc_prof_begin(&acc, call);
+    rc = call_run(call);
+    hc_prof_end(&acc, call, rc);
     return rc;
 }
 

@@ -13,6 +13,7 @@
 #include "client.h"
 #include "futex.h"
 #include "log.h"
+#include "prof.h"
 
 #define SLEEP_SLICE_NS 100000000ll /* wake at least this often to check the daemon */
 
@@ -37,7 +38,7 @@ static void drain_locked(hc_client_t *c)
             c->slots[i].busy = 0;
             continue;
         }
-        c->slots[i].status = e.status;
+        c->slots[i].cqe = e;
         __atomic_store_n(&c->slots[i].done, 1, __ATOMIC_RELEASE);
     }
     if (rc == -EPROTO && !c->dead) {
@@ -172,7 +173,8 @@ HcclResult hc_wait_by(hc_client_t *c, uint32_t slot, uint64_t deadline)
 
     pthread_mutex_lock(&c->cq_lock);
     if (rc == 0) {
-        st = (HcclResult)c->slots[slot].status;
+        st = (HcclResult)c->slots[slot].cqe.status;
+        hc_prof_piece(&c->slots[slot].cqe);
         c->slots[slot].busy = 0;
     } else {
         /* The daemon may still complete it later; the slot is reclaimed then. */

@@ -1,37 +1,15 @@
-/* Entry points of the level-1 algorithms: argument checks, names, and the dispatch. */
+/* Entry points of the level-1 algorithms: argument checks and the dispatch. */
 #include <errno.h>
 #include <stdlib.h>
-#include <strings.h>
 
 #include "algo/algo_int.h"
 #include "shm.h"
-
-static const char *const names[ALGO_COUNT] = {
-    [ALGO_RING] = "ring", [ALGO_MESH] = "fullmesh",     [ALGO_HDR] = "H-D_R",
-    [ALGO_TREE] = "tree", [ALGO_PAIRWISE] = "pairwise",
-};
 
 static int (*const builders[ALGO_COUNT])(const algo_ctx_t *, sbuild_t *) = {
     [ALGO_RING] = algo_ring_build,         [ALGO_MESH] = algo_mesh_build,
     [ALGO_HDR] = algo_hdr_build,           [ALGO_TREE] = algo_tree_build,
     [ALGO_PAIRWISE] = algo_pairwise_build,
 };
-
-const char *algo_name(int algo)
-{
-    return algo >= 0 && algo < ALGO_COUNT ? names[algo] : "?";
-}
-
-/* Case does not matter: HCCL's documents spell the names one way, users type them another. */
-int algo_from_name(const char *s)
-{
-    if (s == NULL)
-        return -1;
-    for (int a = 0; a < ALGO_COUNT; a++)
-        if (strcasecmp(s, names[a]) == 0)
-            return a;
-    return -1;
-}
 
 static int kind_is_collective(int kind)
 {

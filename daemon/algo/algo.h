@@ -35,14 +35,7 @@
 
 #include <stdint.h>
 
-enum algo_id {
-    ALGO_RING = 0,
-    ALGO_MESH,     /* "fullmesh": every node talks to every other directly */
-    ALGO_HDR,      /* "H-D_R": recursive halving-doubling, any node count */
-    ALGO_TREE,     /* binary tree; double binary tree for allreduce */
-    ALGO_PAIRWISE, /* all-to-all: in round d, send to me+d, receive from me-d */
-    ALGO_COUNT
-};
+#include "algo_id.h"
 
 enum step_op { STEP_SEND = 1, STEP_RECV, STEP_RECV_REDUCE, STEP_COPY, STEP_REDUCE };
 enum sched_buf { SCHED_BUF_OUT = 0, SCHED_BUF_IN = 1 };
@@ -77,10 +70,5 @@ uint64_t algo_layout_elems(int kind, uint32_t n, uint64_t count);
 /* Whether algo serves kind: ring, H-D_R, tree: all but alltoall; fullmesh: all, alltoall
  * included (one round, every block direct); pairwise: alltoall only. */
 int algo_serves(int algo, int kind);
-/* "ring", "fullmesh", "H-D_R", "tree", "pairwise"; algo_from_name also accepts HCCL's
- * "NHR", "NB" and "pipeline" as aliases only if they are implemented (they are not); it
- * ignores case; -1 if unknown. */
-const char *algo_name(int algo);
-int algo_from_name(const char *s);
 
 #endif

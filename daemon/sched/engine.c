@@ -38,13 +38,30 @@ static void session_kill(engine_t *eng, eng_session_t *s, const char *why)
 
 void session_complete(engine_t *eng, eng_session_t *s, uint64_t tag, int status)
 {
-    cqe_t e = {.tag = tag, .status = status};
+    cqe_t e = {.tag = tag, .status = status, .algo = -1};
 
+    session_post(eng, s, &e);
+}
+
+void prof_cqe(cqe_t *e, const op_prof_t *p, uint64_t t_in)
+{
+    e->algo = -1;
+    if (p == NULL || p->t_start == 0)
+        return;
+    e->algo = (int8_t)p->algo;
+    e->queued_ns = p->t_start > t_in ? p->t_start - t_in : 0;
+    e->qos_wait_ns = p->qos_wait_ns;
+    e->l0_ns = p->l0_ns;
+    e->l1_ns = p->l1_ns;
+}
+
+void session_post(engine_t *eng, eng_session_t *s, const cqe_t *e)
+{
     if (s->outstanding > 0)
         s->outstanding--;
     if (s->dead)
         return;
-    if (ring_push(&s->cq, &e) != 0) {
+    if (ring_push(&s->cq, e) != 0) {
         session_kill(eng, s, "completion ring full or corrupt");
         return;
     }

@@ -13,11 +13,19 @@
 typedef struct eng_session eng_session_t;
 typedef struct eng_comm eng_comm_t;
 
-/* A FIFO of descriptors waiting for their peers. */
+/* A FIFO of descriptors waiting for their peers, with when each was taken in. */
 typedef struct dq {
     desc_t *v;
+    uint64_t *t_in; /* now_ns() at intake */
     uint32_t head, n, cap;
 } dq_t;
+
+/* How the op a comm runs spends its time, reported in each rank's completion (cqe_t). */
+typedef struct op_prof {
+    uint64_t t_start; /* when it started executing; 0: never did */
+    uint64_t l0_ns, l1_ns, qos_wait_ns;
+    int algo; /* level 1, or -1 */
+} op_prof_t;
 
 typedef struct eng_member {
     eng_session_t *s; /* NULL once the rank left */
@@ -38,6 +46,7 @@ struct eng_comm {
     struct eng_multi *multi; /* spans daemons, or NULL */
     eng_member_t *m;
     l0_rank_t *l0r; /* scratch for exec */
+    op_prof_t prof; /* of the collective under way */
     eng_comm_t *next;
 };
 
@@ -82,6 +91,7 @@ eng_comm_t *comm_find(engine_t *eng, uint32_t id);
 desc_t *coll_ready(engine_t *eng, eng_comm_t *c);
 void coll_finish(engine_t *eng, eng_comm_t *c, int status);
 desc_t *dq_at(dq_t *q, uint32_t i);
+uint64_t dq_t_in(const dq_t *q, uint32_t i);
 /* Removes entry i, keeping the order of the others. */
 void dq_remove(dq_t *q, uint32_t i);
 
@@ -108,5 +118,9 @@ int multi_poll_fds(engine_t *eng, struct pollfd *pfd, int max);
 /* engine.c */
 void engine_kick(engine_t *eng);
 void session_complete(engine_t *eng, eng_session_t *s, uint64_t tag, int status);
+/* The same with the timing fields of e filled (e->tag and e->status as above). */
+void session_post(engine_t *eng, eng_session_t *s, const cqe_t *e);
+/* The completion of a descriptor taken in at t_in, for an op profiled in p (NULL: none). */
+void prof_cqe(cqe_t *e, const op_prof_t *p, uint64_t t_in);
 
 #endif

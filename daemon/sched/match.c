@@ -4,25 +4,35 @@
 
 #include "desc_check.h"
 #include "dtype.h"
+#include "futex.h"
 #include "hccl/hccl.h"
 #include "log.h"
 #include "sched/engine_int.h"
 
-static int dq_push(dq_t *q, const desc_t *d)
+static int dq_push(dq_t *q, const desc_t *d, uint64_t t_in)
 {
     if (q->n == q->cap) {
         uint32_t cap = q->cap ? q->cap * 2 : 16;
         desc_t *v = malloc(cap * sizeof(*v));
-        if (v == NULL)
+        uint64_t *t = malloc(cap * sizeof(*t));
+        if (v == NULL || t == NULL) {
+            free(v);
+            free(t);
             return -1;
-        for (uint32_t i = 0; i < q->n; i++)
+        }
+        for (uint32_t i = 0; i < q->n; i++) {
             v[i] = q->v[(q->head + i) % q->cap];
+            t[i] = q->t_in[(q->head + i) % q->cap];
+        }
         free(q->v);
+        free(q->t_in);
         q->v = v;
+        q->t_in = t;
         q->head = 0;
         q->cap = cap;
     }
     q->v[(q->head + q->n) % q->cap] = *d;
+    q->t_in[(q->head + q->n) % q->cap] = t_in;
     q->n++;
     return 0;
 }
@@ -32,6 +42,11 @@ desc_t *dq_at(dq_t *q, uint32_t i)
     return &q->v[(q->head + i) % q->cap];
 }
 
+uint64_t dq_t_in(const dq_t *q, uint32_t i)
+{
+    return q->t_in[(q->head + i) % q->cap];
+}
+
 void dq_remove(dq_t *q, uint32_t i)
 {
     if (i == 0) {
@@ -39,8 +54,10 @@ void dq_remove(dq_t *q, uint32_t i)
         q->n--;
         return;
     }
-    for (uint32_t k = i; k + 1 < q->n; k++)
+    for (uint32_t k = i; k + 1 < q->n; k++) {
         *dq_at(q, k) = *dq_at(q, k + 1);
+        q->t_in[(q->head + k) % q->cap] = q->t_in[(q->head + k + 1) % q->cap];
+    }
     q->n--;
 }
 
@@ -58,7 +75,9 @@ void comm_free(eng_comm_t *c)
         return;
     for (uint32_t r = 0; c->m != NULL && r < c->nranks; r++) {
         free(c->m[r].coll.v);
+        free(c->m[r].coll.t_in);
         free(c->m[r].p2p.v);
+        free(c->m[r].p2p.t_in);
     }
     if (c->multi != NULL)
         multi_free(c);
@@ -166,7 +185,7 @@ void comm_route(engine_t *eng, eng_session_t *s, const desc_t *d)
         return;
     }
     eng_member_t *m = &c->m[local];
-    if (dq_push(desc_is_collective(d->kind) ? &m->coll : &m->p2p, d) != 0) {
+    if (dq_push(desc_is_collective(d->kind) ? &m->coll : &m->p2p, d, now_ns()) != 0) {
         ERR("COLL", "comm %u: out of memory queueing a descriptor", c->id);
         session_complete(eng, s, d->tag, HCCL_E_MEMORY);
     }
@@ -207,13 +226,17 @@ static int coll_agrees(eng_comm_t *c, const desc_t *a, const desc_t *b, uint32_t
     return 0;
 }
 
+/* Completes every rank's head descriptor with the comm's op profile, which it then clears. */
 static void coll_complete_all(engine_t *eng, eng_comm_t *c, int status)
 {
     for (uint32_t r = 0; r < c->nranks; r++) {
         eng_member_t *m = &c->m[r];
-        session_complete(eng, m->s, dq_at(&m->coll, 0)->tag, status);
+        cqe_t e = {.tag = dq_at(&m->coll, 0)->tag, .status = status};
+        prof_cqe(&e, &c->prof, dq_t_in(&m->coll, 0));
+        session_post(eng, m->s, &e);
         dq_remove(&m->coll, 0);
     }
+    memset(&c->prof, 0, sizeof(c->prof));
     c->next_seq++;
 }
 
@@ -280,7 +303,9 @@ static int coll_progress(engine_t *eng, eng_comm_t *c)
                                 .send_stride = d->send_stride,
                                 .recv_stride = d->recv_stride};
     }
+    c->prof = (op_prof_t){.t_start = now_ns(), .algo = -1};
     run_op(eng, c, d0, c->nranks);
+    c->prof.l0_ns = now_ns() - c->prof.t_start;
     coll_finish(eng, c, HCCL_SUCCESS);
     return 1;
 }
@@ -300,6 +325,8 @@ static void p2p_run(engine_t *eng, eng_comm_t *c, uint32_t src, int si, uint32_t
 {
     eng_member_t *ms = &c->m[src], *md = &c->m[dst];
     desc_t s = *dq_at(&ms->p2p, (uint32_t)si), r = *dq_at(&md->p2p, (uint32_t)ri);
+    cqe_t es = {.tag = s.tag}, er = {.tag = r.tag};
+    op_prof_t prof = {.t_start = now_ns(), .algo = -1};
     int status = HCCL_SUCCESS;
 
     if (s.total != r.total || s.count != r.count || s.dtype != r.dtype) {
@@ -311,9 +338,13 @@ static void p2p_run(engine_t *eng, eng_comm_t *c, uint32_t src, int si, uint32_t
         c->l0r[0] = (l0_rank_t){.send = arena_at(ms, s.send_off)};
         c->l0r[1] = (l0_rank_t){.recv = arena_at(md, r.recv_off)};
         run_op(eng, c, &s, 2);
+        prof.l0_ns = now_ns() - prof.t_start;
         c->ops_done++;
         eng->st.ops_done++;
     }
+    prof_cqe(&es, &prof, dq_t_in(&ms->p2p, (uint32_t)si));
+    prof_cqe(&er, &prof, dq_t_in(&md->p2p, (uint32_t)ri));
+    es.status = er.status = status;
     /* Remove the later index first when both sit in the same queue (send to self). */
     if (src == dst && ri > si) {
         dq_remove(&md->p2p, (uint32_t)ri);
@@ -322,8 +353,8 @@ static void p2p_run(engine_t *eng, eng_comm_t *c, uint32_t src, int si, uint32_t
         dq_remove(&ms->p2p, (uint32_t)si);
         dq_remove(&md->p2p, (uint32_t)ri);
     }
-    session_complete(eng, ms->s, s.tag, status);
-    session_complete(eng, md->s, r.tag, status);
+    session_post(eng, ms->s, &es);
+    session_post(eng, md->s, &er);
     if (status != HCCL_SUCCESS)
         comm_break(eng, c, "a sender and its receiver disagree");
 }

@@ -223,12 +223,20 @@ static uint8_t *direct_out(eng_comm_t *c, const desc_t *d, uint64_t cnt)
     }
 }
 
-/* QoS: may this comm's next round put `bytes` on the wire now? */
+/* QoS: may this comm's next round put `bytes` on the wire now? Counts the time it may not. */
 static int admit_round(void *ctx, uint64_t bytes)
 {
     eng_multi_t *mu = ctx;
+    uint64_t now = now_ns();
+    int ok = qos_admit(mu->qos, mu->qos_class, bytes, now);
 
-    return qos_admit(mu->qos, mu->qos_class, bytes, now_ns());
+    if (!ok && mu->qos_since_ns == 0)
+        mu->qos_since_ns = now;
+    else if (ok && mu->qos_since_ns != 0) {
+        mu->qos_wait_ns += now - mu->qos_since_ns;
+        mu->qos_since_ns = 0;
+    }
+    return ok;
 }
 
 /* Starts the level-1 part of the collective every local rank posted. */
@@ -252,10 +260,14 @@ static int multi_start(engine_t *eng, eng_comm_t *c, const desc_t *d)
     if (buf_reserve(&mu->out, &mu->out_cap, (mu->sched.out_elems + 1) * es) != 0 ||
         buf_reserve(&mu->in, &mu->in_cap, ((uint64_t)mu->nnodes * cnt + 1) * es) != 0)
         return -ENOMEM;
+    mu->t0_ns = now_ns();
     mu->work = direct_out(c, d, cnt);
     if (mu->work == NULL)
         mu->work = mu->out;
     gather_in(c, d);
+    mu->t_l1_ns = now_ns();
+    mu->qos_since_ns = mu->qos_wait_ns = 0;
+    c->prof = (op_prof_t){.t_start = mu->t0_ns, .l0_ns = mu->t_l1_ns - mu->t0_ns, .algo = algo};
     l1_args_t a = {.sched = &mu->sched,
                    .tp = &tp_tcp,
                    .conns = mu->conns,
@@ -271,7 +283,6 @@ static int multi_start(engine_t *eng, eng_comm_t *c, const desc_t *d)
         return rc;
     mu->d0 = *d;
     mu->busy = 1;
-    mu->t0_ns = now_ns();
     if (log_level_cur >= LOG_INFO || mu->log_ops) {
         char why[256];
         costs_text(pick, why, sizeof(why));
@@ -314,12 +325,15 @@ int multi_coll_progress(engine_t *eng, eng_comm_t *c)
     rc = l1_progress(mu->run);
     if (rc == 0)
         return 0;
+    uint64_t t_end = now_ns();
+    c->prof.l1_ns = t_end - mu->t_l1_ns;
+    c->prof.qos_wait_ns = mu->qos_wait_ns;
     if (rc == 1) {
         uint64_t tx, rx, es = dtype_size(mu->d0.dtype);
         sched_traffic(&mu->sched, &tx, &rx);
         eng->st.net_tx_bytes += tx * es;
         eng->st.net_rx_bytes += rx * es;
-        uint64_t us = (now_ns() - mu->t0_ns) / 1000;
+        uint64_t us = (t_end - mu->t0_ns) / 1000;
         unsigned k = 0;
         while (k + 1 < ENGINE_LAT_BUCKETS && us >= (1ull << k))
             k++;
@@ -327,6 +341,7 @@ int multi_coll_progress(engine_t *eng, eng_comm_t *c)
         eng->st.lat_sum_us += us;
         eng->st.lat_count++;
         scatter_out(c, &mu->d0);
+        c->prof.l0_ns += now_ns() - t_end;
     }
     multi_end(c);
     coll_finish(eng, c, rc == 1 ? HCCL_SUCCESS : HCCL_E_REMOTE);

@@ -47,6 +47,9 @@ typedef struct eng_multi {
     uint64_t out_cap, in_cap;
     desc_t d0;
     uint64_t t0_ns;                   /* when the op in flight started */
+    uint64_t t_l1_ns;                 /* when its level 1 started */
+    uint64_t qos_since_ns;            /* QoS holds its next round back since then, or 0 */
+    uint64_t qos_wait_ns;             /* time held back so far */
     struct p2p_flight *flights;       /* send/recv with other nodes in flight (multi_p2p.c) */
     struct p2p_flight *spare_flights; /* finished records, reused */
     struct multi_probe *probe;        /* link measurement in progress (multi_probe.c) */

@@ -12,6 +12,7 @@
 
 #include "desc_check.h"
 #include "dtype.h"
+#include "futex.h"
 #include "hccl/hccl.h"
 #include "log.h"
 #include "sched/engine_int.h"
@@ -19,7 +20,8 @@
 /* One posted transfer; its descriptor is out of the member's queue. */
 struct p2p_flight {
     desc_t d;
-    uint32_t local; /* the member that posted it */
+    uint32_t local;        /* the member that posted it */
+    uint64_t t_in, t_post; /* taken in, put on the connection (now_ns()) */
     tp_req_t *req;
     struct p2p_flight *next;
 };
@@ -37,7 +39,7 @@ static int node_ready(const eng_multi_t *mu, uint32_t node)
 
 /* Posts d (of local member l) on the connection to its peer's node: 1 posted, 0 not yet
  * (connection not ready, or too many requests outstanding), <0 the connection failed. */
-static int post(eng_comm_t *c, uint32_t l, const desc_t *d)
+static int post(eng_comm_t *c, uint32_t l, const desc_t *d, uint64_t t_in)
 {
     eng_multi_t *mu = c->multi;
     uint32_t me = c->rank0 + l, node = d->root / mu->L;
@@ -54,6 +56,8 @@ static int post(eng_comm_t *c, uint32_t l, const desc_t *d)
         return 0;
     f->d = *d;
     f->local = l;
+    f->t_in = t_in;
+    f->t_post = now_ns();
     if (d->kind == DESC_SEND)
         rc = tp_tcp.isend(mu->conns[node], c->m[l].s->arena + d->send_off, bytes, NULL,
                           p2p_tag(me, d->root), &f->req);
@@ -84,7 +88,7 @@ static int post_queued(engine_t *eng, eng_comm_t *c)
                 i++;
                 continue;
             }
-            int rc = post(c, l, d);
+            int rc = post(c, l, d, dq_t_in(q, i));
             if (rc < 0) {
                 comm_break(eng, c, "a transfer to another daemon failed");
                 return 1;
@@ -127,11 +131,14 @@ static int test_flights(engine_t *eng, eng_comm_t *c)
             eng->st.ops_done++;
         }
         /* -EPROTO: the sender's message has another length than this receive wants. */
-        if (c->m[f->local].s != NULL)
-            session_complete(eng, c->m[f->local].s, f->d.tag,
-                             rc == 0         ? HCCL_SUCCESS
+        op_prof_t prof = {.t_start = f->t_post, .l1_ns = now_ns() - f->t_post, .algo = -1};
+        cqe_t e = {.tag = f->d.tag,
+                   .status = rc == 0         ? HCCL_SUCCESS
                              : rc == -EPROTO ? HCCL_E_PARA
-                                             : HCCL_E_REMOTE);
+                                             : HCCL_E_REMOTE};
+        prof_cqe(&e, &prof, f->t_in);
+        if (c->m[f->local].s != NULL)
+            session_post(eng, c->m[f->local].s, &e);
         f->next = mu->spare_flights;
         mu->spare_flights = f;
         n++;

@@ -71,6 +71,8 @@ void send_multinode_resp(session_t *s, uint64_t req_id, const scomm_t *c, uint32
     r.rank = rank;
     r.chunk_bytes = 1 << 20;
     r.nnodes = nnodes;
+    if (c != NULL)
+        r.qos_class = s->srv->qos.cls[c->qos_class].name;
     m.req_id = req_id;
     m.body_case = HCCLD__MSG__BODY_COMM_INIT_RESP;
     m.comm_init_resp = &r;
@@ -281,7 +283,7 @@ static void scomm_abort(scomm_t *c)
 }
 
 /* Answers every rank; coop ranks also get the control block and all arenas. */
-static void answer_ranks(uint32_t n, const join_t *ranks, scomm_t *c, uint64_t chunk)
+static void answer_ranks(server_t *srv, uint32_t n, const join_t *ranks, scomm_t *c, uint64_t chunk)
 {
     Hccld__Msg m = HCCLD__MSG__INIT;
     Hccld__CommInitResp r = HCCLD__COMM_INIT_RESP__INIT;
@@ -294,6 +296,7 @@ static void answer_ranks(uint32_t n, const join_t *ranks, scomm_t *c, uint64_t c
     r.comm_id = c->id;
     r.nranks = n;
     r.chunk_bytes = chunk;
+    r.qos_class = srv->qos.cls[c->qos_class].name;
     if (c->coop != NULL) {
         fds[0] = c->coop_fd;
         for (uint32_t q = 0; q < n; q++) {
@@ -380,7 +383,7 @@ int comm_form(server_t *srv, uint32_t n, const join_t *ranks, const char *hex)
     }
     INFO("INIT", "job %s: comm %u formed with %u ranks, level 0 %s, chunk %llu KiB", hex, c->id,
          c->nranks, c->coop ? "cooperative" : "by the daemon", (unsigned long long)(chunk >> 10));
-    answer_ranks(n, ranks, c, chunk);
+    answer_ranks(srv, n, ranks, c, chunk);
     return 0;
 }
 

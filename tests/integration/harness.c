@@ -168,7 +168,7 @@ int harness_spawn_ranks_on(uint32_t n, char *const *socks, rank_fn fn, void *arg
         if (pids[r] == 0) {
             HcclComm comm;
             alarm(timeout_s);
-            if (socks != NULL)
+            if (socks != NULL && socks[r] != NULL)
                 setenv("HCCLD_SOCKET", socks[r], 1);
             rc = HcclCommInitRootInfo(n, &ri, r, &comm);
             if (rc != HCCL_SUCCESS) {

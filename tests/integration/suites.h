@@ -12,7 +12,8 @@
     X(bootstrap)                                                                                   \
     X(multinode)                                                                                   \
     X(service)                                                                                     \
-    X(qos)
+    X(qos)                                                                                         \
+    X(prof)
 
 #define X(name) Suite *name##_suite(void);
 INTEG_SUITES(X)
