@@ -18,8 +18,9 @@ typedef struct hc_slot {
     uint32_t gen;
     int busy;
     int done;
-    int abandoned; /* its waiter gave up (timeout); free it when the completion comes */
-    cqe_t cqe;     /* the completion, once done */
+    int abandoned;    /* its waiter gave up (timeout, abort); free it when the completion comes */
+    const int *abort; /* the comm's HcclCommAbort flag: its waiter stops waiting */
+    cqe_t cqe;        /* the completion, once done */
 } hc_slot_t;
 
 typedef struct hc_blk {
@@ -80,6 +81,8 @@ typedef struct hc_comm {
     uint8_t job_key[16];
     char qos_class[32];  /* as the daemon (or the root daemon) decided */
     uint64_t prof_colls; /* collectives profiled so far: their sequence in the records */
+    int aborted;         /* HcclCommAbort began (atomic) */
+    int users;           /* calls running or queued on streams (atomic) */
 } hc_comm_t;
 
 /* One collective or point-to-point transfer as the user described it. */
@@ -115,12 +118,14 @@ int hc_in_arena(const hc_client_t *c, const void *p, uint64_t len, uint64_t *off
 
 /* submit.c */
 int hc_slots_init(hc_client_t *c);
-HcclResult hc_submit(hc_client_t *c, desc_t *d, uint32_t *slot_p);
+/* Posts d; abort (may be NULL) is a flag whose setting ends the wait for its completion. */
+HcclResult hc_submit(hc_client_t *c, desc_t *d, const int *abort, uint32_t *slot_p);
 HcclResult hc_wait(hc_client_t *c, uint32_t slot);
 /* The same, but gives up at `deadline` (now_ns() clock): the pieces of one operation share
  * one HCCL_EXEC_TIMEOUT. hc_deadline(c): now plus HCCL_EXEC_TIMEOUT. */
 HcclResult hc_wait_by(hc_client_t *c, uint32_t slot, uint64_t deadline);
 uint64_t hc_deadline(const hc_client_t *c);
+void hc_wake_waiters(hc_client_t *c);
 
 /* coll.c */
 HcclResult hc_ops_run(hc_comm_t *comm, const hc_op_t *ops, unsigned nops);
@@ -151,6 +156,8 @@ void hc_piece_copy_out(hc_comm_t *comm, const op_plan_t *p, uint64_t piece, unsi
 /* Maps the control block and the peers' arenas passed with the comm's init answer. */
 HcclResult hc_coop_attach(hc_comm_t *comm, const Hccld__CommInitResp *r, int *fds, int nfds);
 void hc_coop_detach(hc_comm_t *comm);
+/* Fails every rank's waits on the comm's control block (HcclCommAbort); no-op without coop. */
+void hc_coop_abort(hc_comm_t *comm);
 HcclResult hc_coop_run(hc_comm_t *comm, const hc_op_t *op);
 
 /* comm.c */

@@ -170,7 +170,7 @@ static HcclResult pipeline(hc_comm_t *comm, op_plan_t *plans, unsigned nops)
             f->piece = p->next++;
             f->stage = stage_next[i]++ % HC_PIPELINE;
             hc_piece_prep(comm, p, f->piece, f->stage, &d);
-            rc = hc_submit(comm->c, &d, &f->slot);
+            rc = hc_submit(comm->c, &d, &comm->aborted, &f->slot);
             if (rc != HCCL_SUCCESS)
                 return rc;
             busy[i]++;

@@ -7,6 +7,7 @@
 #include "agreed.h"
 #include "client.h"
 #include "env.h"
+#include "futex.h"
 #include "log.h"
 #include "prof.h"
 #include "rootinfo.h"
@@ -269,6 +270,49 @@ HcclResult HcclCommDestroy(HcclComm comm)
     /* The daemon frees its side even when we cannot hear the answer (it sees us leave). */
     if (hc_ctl_call(c->c, &m, &resp, 5000) == HCCL_SUCCESS)
         frame_msg_free(resp);
+    c->magic = 0;
+    hc_coop_detach(c);
+    free(c);
+    return HCCL_SUCCESS;
+}
+
+/* Longest HcclCommAbort waits for calls to let go of the comm before it gives up freeing it. */
+#define ABORT_DRAIN_NS (10ull * 1000000000ull)
+
+HcclResult HcclCommAbort(HcclComm comm)
+{
+    Hccld__Msg m = HCCLD__MSG__INIT, *resp = NULL;
+    Hccld__CommDestroyReq req = HCCLD__COMM_DESTROY_REQ__INIT;
+    hc_comm_t *c;
+    HcclResult rc = hc_comm_check(comm, &c);
+    uint64_t until;
+
+    if (rc != HCCL_SUCCESS)
+        return rc;
+    if (__atomic_exchange_n(&c->aborted, 1, __ATOMIC_ACQ_REL))
+        return HCCL_E_PARA; /* another thread aborts it already */
+    WARN("INIT", "rank %u: comm %u aborted", c->rank, c->id);
+    /* Wake whoever waits: on the completion ring, and on the ranks' shared control block
+     * (coop: this also fails the peers' waits at once). */
+    hc_coop_abort(c);
+    hc_wake_waiters(c->c);
+    /* The daemon fails what the other ranks queued for this comm, and our own pieces. */
+    req.comm_id = c->id;
+    req.rank = c->rank;
+    m.body_case = HCCLD__MSG__BODY_COMM_DESTROY_REQ;
+    m.comm_destroy_req = &req;
+    if (hc_ctl_call(c->c, &m, &resp, 5000) == HCCL_SUCCESS)
+        frame_msg_free(resp);
+    until = now_ns() + ABORT_DRAIN_NS;
+    while (__atomic_load_n(&c->users, __ATOMIC_ACQUIRE) > 0 && now_ns() < until) {
+        hc_wake_waiters(c->c);
+        usleep(1000);
+    }
+    if (__atomic_load_n(&c->users, __ATOMIC_ACQUIRE) > 0) {
+        ERR("INIT", "rank %u: comm %u: a call still holds it after the abort; it is not freed",
+            c->rank, c->id);
+        return HCCL_SUCCESS;
+    }
     c->magic = 0;
     hc_coop_detach(c);
     free(c);

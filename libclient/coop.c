@@ -416,6 +416,17 @@ static HcclResult run_piece(hc_comm_t *comm, const coop_plan_t *p, uint64_t piec
     return HCCL_SUCCESS;
 }
 
+void hc_coop_abort(hc_comm_t *comm)
+{
+    hc_coop_t *cp = comm->coop;
+
+    if (cp == NULL)
+        return;
+    __atomic_store_n(&cp->ctl->abort, 1, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&cp->ctl->bell, 1, __ATOMIC_SEQ_CST);
+    futex_wake(&cp->ctl->bell, INT32_MAX);
+}
+
 HcclResult hc_coop_run(hc_comm_t *comm, const hc_op_t *op)
 {
     hc_coop_t *cp = comm->coop;

@@ -31,17 +31,27 @@ static HcclResult call_run(hc_call_t *call)
     return rc;
 }
 
-/* Runs the call, with a profile record when HCCL_PROF_ENABLE asks for them. */
+/* Runs the call, with a profile record when HCCL_PROF_ENABLE asks for them, and lets go of
+ * its comm (hc_dispatch took it). A call on a comm being aborted fails at once, or as soon as
+ * the abort reaches it, with HCCL_E_SUSPENDING. */
 static HcclResult call_exec(hc_call_t *call)
 {
+    hc_comm_t *c = call->comm;
     hc_prof_acc_t acc;
     HcclResult rc;
 
-    if (!hc_prof_enabled())
-        return call_run(call);
-    hc_prof_begin(&acc, call);
-    rc = call_run(call);
-    hc_prof_end(&acc, call, rc);
+    if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
+        rc = HCCL_E_SUSPENDING;
+    else if (!hc_prof_enabled())
+        rc = call_run(call);
+    else {
+        hc_prof_begin(&acc, call);
+        rc = call_run(call);
+        hc_prof_end(&acc, call, rc);
+    }
+    if (rc != HCCL_SUCCESS && __atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
+        rc = HCCL_E_SUSPENDING;
+    __atomic_sub_fetch(&c->users, 1, __ATOMIC_ACQ_REL);
     return rc;
 }
 
@@ -78,6 +88,8 @@ HcclResult hc_dispatch(hc_call_t *call, HcclStream s)
 {
     hc_call_t *copy;
 
+    /* HcclCommAbort waits until no call holds the comm. */
+    __atomic_add_fetch(&call->comm->users, 1, __ATOMIC_ACQ_REL);
     if (s == NULL) {
         HcclResult rc = call_exec(call);
         free(call->counts);
@@ -85,6 +97,7 @@ HcclResult hc_dispatch(hc_call_t *call, HcclStream s)
     }
     if ((copy = malloc(sizeof(*copy))) == NULL) {
         free(call->counts);
+        __atomic_sub_fetch(&call->comm->users, 1, __ATOMIC_ACQ_REL);
         return HCCL_E_MEMORY;
     }
     *copy = *call;

@@ -59,6 +59,12 @@ static void sleep_on_cq(hc_client_t *c)
     futex_wait(&c->cq.hdr->tail, tail, SLEEP_SLICE_NS);
 }
 
+/* Wakes every thread of this process that sleeps on the completion ring (HcclCommAbort). */
+void hc_wake_waiters(hc_client_t *c)
+{
+    futex_wake(&c->cq.hdr->tail, INT_MAX);
+}
+
 /* Waits until pred(c, arg) holds or now_ns() passes deadline. Returns 0, -ETIMEDOUT or
  * -EPIPE (daemon gone). */
 static int wait_until(hc_client_t *c, int (*pred)(hc_client_t *, uint32_t), uint32_t arg,
@@ -101,12 +107,18 @@ static int slot_free_exists(hc_client_t *c, uint32_t unused)
     return 0;
 }
 
-static int slot_done(hc_client_t *c, uint32_t i)
+static int slot_aborted(const hc_slot_t *s)
 {
-    return __atomic_load_n(&c->slots[i].done, __ATOMIC_ACQUIRE);
+    return s->abort != NULL && __atomic_load_n(s->abort, __ATOMIC_ACQUIRE);
 }
 
-static int slot_take(hc_client_t *c, uint32_t *slot_p)
+/* Done, or no longer awaited (its comm is being aborted). */
+static int slot_done(hc_client_t *c, uint32_t i)
+{
+    return __atomic_load_n(&c->slots[i].done, __ATOMIC_ACQUIRE) || slot_aborted(&c->slots[i]);
+}
+
+static int slot_take(hc_client_t *c, const int *abort, uint32_t *slot_p)
 {
     int rc = -EAGAIN;
 
@@ -114,7 +126,7 @@ static int slot_take(hc_client_t *c, uint32_t *slot_p)
     for (uint32_t i = 0; i < c->nslots; i++) {
         if (c->slots[i].busy)
             continue;
-        c->slots[i] = (hc_slot_t){.gen = c->slots[i].gen + 1, .busy = 1};
+        c->slots[i] = (hc_slot_t){.gen = c->slots[i].gen + 1, .busy = 1, .abort = abort};
         *slot_p = i;
         rc = 0;
         break;
@@ -133,14 +145,17 @@ static void doorbell_ring(hc_client_t *c)
         WARN("IPC", "write() on the daemon's doorbell failed");
 }
 
-HcclResult hc_submit(hc_client_t *c, desc_t *d, uint32_t *slot_p)
+HcclResult hc_submit(hc_client_t *c, desc_t *d, const int *abort, uint32_t *slot_p)
 {
     uint32_t slot;
     int rc;
 
-    while (slot_take(c, &slot) != 0)
+    while (slot_take(c, abort, &slot) != 0) {
+        if (abort != NULL && __atomic_load_n(abort, __ATOMIC_ACQUIRE))
+            return HCCL_E_SUSPENDING;
         if (wait_until(c, slot_free_exists, 0, hc_deadline(c)) != 0)
             return c->dead ? HCCL_E_UNAVAIL : HCCL_E_TIMEOUT;
+    }
     d->tag = (uint64_t)c->slots[slot].gen << 32 | slot;
     pthread_mutex_lock(&c->sq_lock);
     /* The ring has as many entries as there are slots, so it cannot be full here. */
@@ -172,7 +187,12 @@ HcclResult hc_wait_by(hc_client_t *c, uint32_t slot, uint64_t deadline)
     HcclResult st;
 
     pthread_mutex_lock(&c->cq_lock);
-    if (rc == 0) {
+    if (rc == 0 && !c->slots[slot].done) {
+        /* HcclCommAbort: stop waiting; the daemon fails or finishes it, the slot comes back
+         * then. */
+        c->slots[slot].abandoned = 1;
+        st = HCCL_E_SUSPENDING;
+    } else if (rc == 0) {
         st = (HcclResult)c->slots[slot].cqe.status;
         hc_prof_piece(&c->slots[slot].cqe);
         c->slots[slot].busy = 0;

@@ -86,18 +86,24 @@ void comm_free(eng_comm_t *c)
     free(c);
 }
 
-static unsigned fail_queue(engine_t *eng, eng_member_t *m, dq_t *q, int status)
+/* Fails the entries of q from index `from` on. */
+static unsigned fail_queue_from(engine_t *eng, eng_member_t *m, dq_t *q, uint32_t from, int status)
 {
     unsigned n = 0;
 
-    while (q->n > 0) {
-        desc_t *d = dq_at(q, 0);
+    while (q->n > from) {
+        desc_t *d = dq_at(q, from);
         if (m->s != NULL)
             session_complete(eng, m->s, d->tag, status);
-        dq_remove(q, 0);
+        dq_remove(q, from);
         n++;
     }
     return n;
+}
+
+static unsigned fail_queue(engine_t *eng, eng_member_t *m, dq_t *q, int status)
+{
+    return fail_queue_from(eng, m, q, 0, status);
 }
 
 void comm_break(engine_t *eng, eng_comm_t *c, const char *why)
@@ -141,11 +147,22 @@ void comm_rank_left(engine_t *eng, eng_comm_t *c, uint32_t rank)
 {
     unsigned n = 0;
 
-    /* Collectives need every rank: none can complete any more. Transfers between the ranks
-     * that stay go on; those with the one that left fail. */
+    /* Collectives need every rank: none can start any more. One already running between
+     * daemons has every rank's input and the other nodes in it: it runs to its end and
+     * completes for the ranks still here (its descriptors stay queued until then). Transfers
+     * between the ranks that stay go on; those with the one that left fail. */
+    uint32_t keep = c->multi != NULL && c->multi->busy;
+
+    /* Unless the op works straight in the leaver's buffer (multi.c direct_out()), which may
+     * be unmapped soon: then the comm stops at once, and with it every request on its
+     * connections. */
+    if (keep && rank == c->rank0 && c->multi->work != c->multi->out) {
+        comm_break(eng, c, "local rank 0 left while an op between daemons used its buffer");
+        return;
+    }
     c->coll_dead = 1;
     for (uint32_t r = 0; r < c->nranks; r++) {
-        n += fail_queue(eng, &c->m[r], &c->m[r].coll, HCCL_E_REMOTE);
+        n += fail_queue_from(eng, &c->m[r], &c->m[r].coll, keep, HCCL_E_REMOTE);
         n += fail_p2p_with(eng, &c->m[r], rank, HCCL_E_REMOTE);
     }
     if (n > 0)
@@ -233,7 +250,9 @@ static void coll_complete_all(engine_t *eng, eng_comm_t *c, int status)
         eng_member_t *m = &c->m[r];
         cqe_t e = {.tag = dq_at(&m->coll, 0)->tag, .status = status};
         prof_cqe(&e, &c->prof, dq_t_in(&m->coll, 0));
-        session_post(eng, m->s, &e);
+        /* A rank that left while the op ran between daemons gets nothing. */
+        if (m->s != NULL)
+            session_post(eng, m->s, &e);
         dq_remove(&m->coll, 0);
     }
     memset(&c->prof, 0, sizeof(c->prof));

@@ -108,9 +108,12 @@ static void scatter_out(eng_comm_t *c, const desc_t *d)
     uint32_t L = mu->L, n = mu->nnodes, me = mu->me, N = n * L;
     uint64_t b = d->count * dtype_size(d->dtype);
 
-    /* With a direct OUT, local rank 0 already holds its result (see direct_out()). */
+    /* With a direct OUT, local rank 0 already holds its result (see direct_out()). A rank
+     * that left while the op ran wants nothing. */
     for (uint32_t l = mu->work != mu->out; l < L; l++) {
         uint32_t g = me * L + l;
+        if (c->m[l].s == NULL)
+            continue;
         switch (d->kind) {
         case DESC_ALLREDUCE:
         case DESC_BROADCAST: memmove(recv_block(c, l, 0), mu->work, b); break;

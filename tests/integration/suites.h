@@ -13,7 +13,8 @@
     X(multinode)                                                                                   \
     X(service)                                                                                     \
     X(qos)                                                                                         \
-    X(prof)
+    X(prof)                                                                                        \
+    X(faults)
 
 #define X(name) Suite *name##_suite(void);
 INTEG_SUITES(X)

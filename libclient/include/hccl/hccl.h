@@ -125,6 +125,11 @@ HCCL_API HcclResult HcclGetRankSize(HcclComm comm, uint32_t *rankSize);
 HCCL_API HcclResult HcclGetRankId(HcclComm comm, uint32_t *rank);
 /* The first error an asynchronous operation on comm met, or HCCL_SUCCESS. */
 HCCL_API HcclResult HcclGetCommAsyncError(HcclComm comm, HcclResult *asyncError);
+/* Ends comm at once, like HcclCommDestroy, without waiting for its operations: may be called
+ * from another thread while a call on comm blocks. That call, and every call queued on a
+ * stream for comm, returns HCCL_E_SUSPENDING; the other ranks' operations on comm fail with
+ * HCCL_E_REMOTE. comm is invalid afterwards: start no new call on it once this has begun. */
+HCCL_API HcclResult HcclCommAbort(HcclComm comm);
 HCCL_API const char *HcclGetErrorString(HcclResult code);
 
 HCCL_API HcclResult HcclAllReduce(void *sendBuf, void *recvBuf, uint64_t count,
