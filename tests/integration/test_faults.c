@@ -249,6 +249,123 @@ START_TEST(test_abort_from_another_thread)
 }
 END_TEST
 
+/* The daemon dies (SIGKILL) under a running job: the ranks' op in flight fails with
+ * HCCL_E_REMOTE or HCCL_E_UNAVAIL within the bound, later calls fail with HCCL_E_UNAVAIL at
+ * once, and a daemon restarted on the same socket serves new jobs. */
+static int daemon_dies(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+{
+    float *a = calloc(BIG, sizeof(float)), *b = calloc(BIG, sizeof(float));
+    HcclResult rc = HCCL_SUCCESS;
+    double t0 = 0;
+
+    while (rc == HCCL_SUCCESS) {
+        t0 = now_s();
+        rc = HcclAllReduce(a, b, BIG, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, NULL);
+    }
+    double took = now_s() - t0;
+    HcclResult first = rc;
+    if ((rc != HCCL_E_REMOTE && rc != HCCL_E_UNAVAIL) || took > FAIL_WITHIN_S) {
+        fprintf(stderr, "rank %u: the op in flight gave %d after %.2f s\n", r, rc, took);
+        return 1;
+    }
+    t0 = now_s();
+    rc = HcclAllReduce(a, b, 1, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, NULL);
+    if (rc != HCCL_E_UNAVAIL || now_s() - t0 > 1.0) {
+        fprintf(stderr, "rank %u: the next op gave %d after %.2f s\n", r, rc, now_s() - t0);
+        return 2;
+    }
+    if (getenv("HCCLD_TEST_REPORT") != NULL)
+        fprintf(stderr, "rank %u: the op in flight failed with %d after %.3f s\n", r, first, took);
+    free(a);
+    free(b);
+    _exit(0); /* no daemon to destroy the comm with */
+}
+
+START_TEST(test_daemon_dies_and_returns)
+{
+    char dir[] = "/tmp/hccld-test-XXXXXX", sock[256], *socks[2] = {sock, sock};
+    harness_daemon_opts_t o = {.dir = dir};
+    pid_t d, pids[2];
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    d = harness_daemon_spawn_opts(&o, sock, sizeof(sock));
+    ck_assert_int_gt(d, 0);
+    ck_assert_int_eq(harness_spawn_ranks_on(2, socks, daemon_dies, NULL, 60, pids), 0);
+    usleep(800 * 1000);
+    ck_assert_int_eq(kill(d, SIGKILL), 0);
+    waitpid(d, NULL, 0);
+    ck_assert_int_eq(harness_wait(pids, 2, 60), 0);
+    d = harness_daemon_spawn_opts(&o, sock, sizeof(sock));
+    ck_assert_int_gt(d, 0);
+    /* The root info comes from the caller's daemon: run the job against the new one only. */
+    setenv("HCCLD_SOCKET", sock, 1);
+    ck_assert_int_eq(harness_run_ranks(2, still_serves, NULL, 60), 0);
+    setenv("HCCLD_SOCKET", harness_socket(), 1);
+    harness_daemon_stop(d);
+}
+END_TEST
+
+/* Memory and descriptors of the daemon, from /proc. */
+static void daemon_usage(pid_t pid, long *rss_kb, int *fds)
+{
+    char path[64], line[256];
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    *rss_kb = -1;
+    while (fgets(line, sizeof(line), f) != NULL)
+        if (sscanf(line, "VmRSS: %ld", rss_kb) == 1)
+            break;
+    fclose(f);
+    snprintf(path, sizeof(path), "ls /proc/%d/fd | wc -l", (int)pid);
+    f = popen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fscanf(f, "%d", fds), 1);
+    pclose(f);
+}
+
+/* 100 jobs of 3 ranks on one daemon, each losing its victim in the middle of collectives:
+ * afterwards the daemon holds as many descriptors as before, and no more memory than one
+ * job's worth of growth (allocator caches). */
+#define KILL_ROUNDS 100
+
+START_TEST(test_hundred_kills_leak_nothing)
+{
+    char sock[256], *socks[3] = {sock, sock, sock};
+    pid_t d, pids[3];
+    long rss0, rss1;
+    int fds0, fds1;
+
+    d = harness_daemon_spawn(sock, sizeof(sock));
+    ck_assert_int_gt(d, 0);
+    setenv("HCCLD_SOCKET", sock, 1);
+    setenv("HCCL_EXEC_TIMEOUT", "60", 1);
+    /* Warm up: the first jobs grow pools that stay. */
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(harness_spawn_ranks_on(3, socks, die_mid_collective, NULL, 60, pids), 0);
+        ck_assert_int_eq(wait_victim(pids, 3, 60), 0);
+    }
+    usleep(200 * 1000);
+    daemon_usage(d, &rss0, &fds0);
+    for (int i = 0; i < KILL_ROUNDS; i++) {
+        ck_assert_int_eq(harness_spawn_ranks_on(3, socks, die_mid_collective, NULL, 60, pids), 0);
+        ck_assert_msg(wait_victim(pids, 3, 60) == 0, "round %d", i);
+    }
+    usleep(200 * 1000);
+    daemon_usage(d, &rss1, &fds1);
+    if (getenv("HCCLD_TEST_REPORT") != NULL)
+        fprintf(stderr, "after %d kills: RSS %ld -> %ld KiB, fds %d -> %d\n", KILL_ROUNDS, rss0,
+                rss1, fds0, fds1);
+    ck_assert_int_eq(fds1, fds0);
+    ck_assert_msg(rss1 <= rss0 + rss0 / 20 + 1024, "RSS grew from %ld to %ld KiB", rss0, rss1);
+    unsetenv("HCCL_EXEC_TIMEOUT");
+    setenv("HCCLD_SOCKET", harness_socket(), 1);
+    harness_daemon_stop(d);
+}
+END_TEST
+
 Suite *faults_suite(void)
 {
     Suite *s = suite_create("faults");
@@ -258,6 +375,8 @@ Suite *faults_suite(void)
     tcase_add_test(tc, test_killed_rank_one_daemon);
     tcase_add_test(tc, test_killed_rank_two_daemons);
     tcase_add_test(tc, test_abort_from_another_thread);
+    tcase_add_test(tc, test_daemon_dies_and_returns);
+    tcase_add_test(tc, test_hundred_kills_leak_nothing);
     suite_add_tcase(s, tc);
     return s;
 }
