@@ -1,6 +1,7 @@
 #include "harness.h"
 #include "uds.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -307,4 +308,28 @@ int harness_daemon_stop_within(pid_t pid, unsigned timeout_s)
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
     return -1;
+}
+
+void harness_proc_usage(pid_t pid, long *rss_anon_kb, int *fds)
+{
+    char path[64], line[256];
+    struct dirent *e;
+    FILE *f;
+    DIR *dir;
+
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "cannot read %s", path);
+    *rss_anon_kb = -1;
+    while (fgets(line, sizeof(line), f) != NULL)
+        if (sscanf(line, "RssAnon: %ld", rss_anon_kb) == 1)
+            break;
+    fclose(f);
+    snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+    dir = opendir(path);
+    ck_assert_msg(dir != NULL, "cannot read %s", path);
+    *fds = 0;
+    while ((e = readdir(dir)) != NULL)
+        *fds += e->d_name[0] != '.';
+    closedir(dir);
 }

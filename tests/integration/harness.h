@@ -53,6 +53,11 @@ int harness_spawn_ranks_on(uint32_t n, char *const *socks, rank_fn fn, void *arg
 /* The "IP:PORT" that the daemon listening on client socket sock advertises to peer daemons,
  * asked over its admin socket (hccld-admin.sock beside sock). 0, or -1. */
 int harness_daemon_addr(const char *sock, char *out, size_t cap);
+/* Data connections to peer daemons that daemon has open (its status' data_conns), or -1. */
+int harness_daemon_data_conns(const char *sock);
+/* A process's own memory (RssAnon: not the shared segments it maps) and open descriptors,
+ * from /proc; fails the test if they cannot be read. */
+void harness_proc_usage(pid_t pid, long *rss_anon_kb, int *fds);
 /* Waits for the given children; returns how many failed. */
 int harness_wait(pid_t *pids, uint32_t n, unsigned timeout_s);
 
@@ -63,6 +68,11 @@ typedef struct colls_arg {
     int quick;
 } colls_arg_t;
 int colls_all_cases(HcclComm comm, uint32_t r, uint32_t n, void *arg);
+/* One case drawn from seed (every rank draws the same): collective, dtype, op, placement,
+ * count (up to max_count, or exactly max_count if at_max), root; checked element by element.
+ * 0 ok, 1 failed. */
+int colls_random_case(HcclComm comm, uint32_t r, uint32_t n, uint64_t seed, uint64_t max_count,
+                      int at_max);
 /* test_p2p.c: a Send/Recv ring over several sizes; AlltoAllV with varied counts (arg points
  * to the base count, a uint64_t). Both compare every element with the reference. */
 int p2p_ring_case(HcclComm comm, uint32_t r, uint32_t n, void *arg);

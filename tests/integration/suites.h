@@ -14,7 +14,8 @@
     X(service)                                                                                     \
     X(qos)                                                                                         \
     X(prof)                                                                                        \
-    X(faults)
+    X(faults)                                                                                      \
+    X(soak)
 
 #define X(name) Suite *name##_suite(void);
 INTEG_SUITES(X)

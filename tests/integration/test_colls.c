@@ -132,6 +132,52 @@ static int is_reduction(int kind)
     return kind == DESC_ALLREDUCE || kind == DESC_REDUCE || kind == DESC_REDUCE_SCATTER;
 }
 
+/* A small deterministic generator: every rank draws the same case from the same seed. */
+static uint64_t mix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+int colls_random_case(HcclComm comm, uint32_t r, uint32_t n, uint64_t seed, uint64_t max_count,
+                      int at_max)
+{
+    static bufs_t b;
+    static uint64_t have;
+    size_t bytes = (size_t)n * max_count * 8;
+    static const int kinds[] = {DESC_ALLREDUCE, DESC_BROADCAST, DESC_ALLGATHER, DESC_REDUCE_SCATTER,
+                                DESC_ALLTOALL,  DESC_REDUCE,    DESC_SCATTER};
+    uint64_t x = mix(seed);
+    ccase_t c = {.kind = kinds[x % 7]};
+
+    if (have < bytes) {
+        HcclMemFree(b.zsend);
+        HcclMemFree(b.zrecv);
+        free(b.send);
+        free(b.recv);
+        b = (bufs_t){malloc(bytes), malloc(bytes), NULL, NULL};
+        if (b.send == NULL || b.recv == NULL || HcclMemAlloc((void **)&b.zsend, bytes) != 0 ||
+            HcclMemAlloc((void **)&b.zrecv, bytes) != 0)
+            return 1;
+        have = bytes;
+    }
+    c.dt = (int)((x >> 8) % HCCL_DATA_TYPE_RESERVED);
+    /* Products of more than a few ranks leave the small types' exact range. */
+    c.op = is_reduction(c.kind) ? (int)((x >> 16) % HCCL_REDUCE_RESERVED) : 0;
+    if (c.op == HCCL_REDUCE_PROD && n > 4)
+        c.op = HCCL_REDUCE_MAX;
+    c.mode = (int)((x >> 24) % MODE_COUNT);
+    if (c.mode == MODE_INPLACE &&
+        (c.kind == DESC_ALLTOALL || c.kind == DESC_SCATTER || c.kind == DESC_BROADCAST))
+        c.mode = MODE_OOP;
+    /* Mostly small, now and then up to max_count. */
+    c.count = at_max ? max_count : (x >> 32) % ((x >> 28) % 8 == 0 ? max_count + 1 : 1025);
+    c.root = (uint32_t)((x >> 40) % n);
+    return run_case(comm, r, n, &c, &b);
+}
+
 /* The quick matrix (several daemons over TCP): a few dtypes, ops and counts. */
 static const int quick_dtypes[] = {HCCL_DATA_TYPE_INT8, HCCL_DATA_TYPE_FP16, HCCL_DATA_TYPE_FP32,
                                    HCCL_DATA_TYPE_INT64};
