@@ -103,6 +103,7 @@ $(LIB_SO): $(CLIENT_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(@D)
 	$(CC) -shared -Wl,-soname,libhccl.so.0 -Wl,--no-undefined -o $@ $^ $(ALLLDFLAGS) \
 	    $(call pc_libs,$(PKGS_CLIENT)) -lm
+	ln -sf libhccl.so $(@D)/libhccl.so.0 # programs linked here run from the build tree
 
 $(LIB_A): $(CLIENT_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(@D)
@@ -140,7 +141,7 @@ $(NETNS_BIN): $(call obj,$(NETNS_SRC) tests/integration/harness.c tests/integrat
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(ALLLDFLAGS) $(call pc_libs,$(PKGS_TEST) $(PKGS_CLIENT)) -lm
 
-test: all $(UNIT_BIN) $(INTEG_BIN) $(SIM_BIN) $(NETNS_BIN) format-check
+test: all $(UNIT_BIN) $(INTEG_BIN) $(SIM_BIN) $(NETNS_BIN) format-check fuzz-build
 	./tests/run.sh $(BUILD)
 
 test-unit: $(UNIT_BIN)
@@ -195,3 +196,6 @@ clean:
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 .SECONDARY:
+
+# libFuzzer targets: fuzz-build, fuzz-smoke (run by tests/run.sh), fuzz, fuzz-seeds.
+include tests/fuzz/fuzz.mk

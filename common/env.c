@@ -180,6 +180,9 @@ int parse_rate(const char *s, uint64_t *bps_p)
     unit[n] = '\0';
     for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
         if (strcmp(unit, units[i].unit) == 0) {
+            /* 1 Pbit/s is beyond any link; above it a rate is a typo, not "no cap". */
+            if (v * units[i].mult > 1e15)
+                return -1;
             *bps_p = (uint64_t)llround(v * units[i].mult);
             return 0;
         }

@@ -164,8 +164,8 @@ HcclResult hc_coop_run(hc_comm_t *comm, const hc_op_t *op);
 HcclResult hc_comm_check(HcclComm comm, hc_comm_t **c_p);
 void hc_comm_set_error(hc_comm_t *comm, HcclResult rc);
 /* Joins rank `rank` of n to the job ri names (agreed: computed by the ranks, see agreed.c) and
- * returns the new communicator in *comm. */
+ * returns the new communicator in *comm. parent_job: a split child's parent's job id, or NULL. */
 HcclResult hc_comm_init(hc_client_t *c, const Hccld__RootInfo *ri, uint32_t n, uint32_t rank,
-                        int agreed, HcclComm *comm);
+                        int agreed, const uint8_t *parent_job, HcclComm *comm);
 
 #endif

@@ -123,7 +123,7 @@ static HcclResult comm_call(hc_client_t *c, Hccld__Msg *m, const char *what, uin
 }
 
 static HcclResult init_call(hc_client_t *c, const Hccld__RootInfo *ri, uint32_t n, uint32_t rank,
-                            int agreed, hc_comm_t *comm)
+                            int agreed, const uint8_t *parent_job, hc_comm_t *comm)
 {
     Hccld__Msg m = HCCLD__MSG__INIT;
     Hccld__CommInitReq req = HCCLD__COMM_INIT_REQ__INIT;
@@ -137,20 +137,24 @@ static HcclResult init_call(hc_client_t *c, const Hccld__RootInfo *ri, uint32_t 
     req.l0_mode = l0_mode_wanted();
     req.algo = getenv("HCCL_ALGO") != NULL ? getenv("HCCL_ALGO") : "";
     req.log_ops = log_level_cur >= LOG_INFO;
+    if (parent_job != NULL) {
+        req.parent_job_id.data = (uint8_t *)parent_job;
+        req.parent_job_id.len = sizeof(comm->job_id);
+    }
     m.body_case = HCCLD__MSG__BODY_COMM_INIT_REQ;
     m.comm_init_req = &req;
     return comm_call(c, &m, "comm init", rank, timeout_s, comm);
 }
 
 HcclResult hc_comm_init(hc_client_t *c, const Hccld__RootInfo *ri, uint32_t n, uint32_t rank,
-                        int agreed, HcclComm *comm)
+                        int agreed, const uint8_t *parent_job, HcclComm *comm)
 {
     hc_comm_t *hc = calloc(1, sizeof(*hc));
     HcclResult rc;
 
     if (hc == NULL)
         return HCCL_E_MEMORY;
-    rc = init_call(c, ri, n, rank, agreed, hc);
+    rc = init_call(c, ri, n, rank, agreed, parent_job, hc);
     if (rc != HCCL_SUCCESS) {
         free(hc);
         return rc;
@@ -187,7 +191,7 @@ HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *rootInfo, u
         return HCCL_E_PARA;
     }
     if ((c = hc_client_get(&rc)) != NULL)
-        rc = hc_comm_init(c, ri, nRanks, rank, 0, comm);
+        rc = hc_comm_init(c, ri, nRanks, rank, 0, NULL, comm);
     hccld__root_info__free_unpacked(ri, NULL);
     return rc;
 }

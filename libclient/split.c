@@ -3,8 +3,8 @@
  * their daemon's address) over the parent itself, each computes its own child (ranks of one
  * color, ordered by key then parent rank), and the child forms as an agreed job derived from
  * the parent's job, the split's number and the color; its root daemon is its rank 0's. No
- * daemon has to gather the split. A child opens its own data connections between daemons:
- * connections belong to one communicator.
+ * daemon has to gather the split. The child names its parent's job, so that its daemons reuse
+ * the parent's data connections between them instead of opening new ones.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,7 +102,7 @@ static HcclResult split_join(hc_comm_t *p, uint8_t *all, uint32_t color, uint64_
     rc = me < cn ? child_layout(all, order, cn) : HCCL_E_INTERNAL;
     if (rc == HCCL_SUCCESS) {
         hc_split_derive(p->job_id, p->job_key, seq, color, id, key);
-        rc = hc_init_agreed(p->c, id, key, entry_addr(all, order[0]), cn, me, newComm);
+        rc = hc_init_agreed(p->c, id, key, entry_addr(all, order[0]), cn, me, p->job_id, newComm);
     }
     free(order);
     return rc;

@@ -23,6 +23,9 @@ run sim "$BUILD/tests/sim_all"
 HCCLD_BIN="$BUILD/bin/hccld" run integration "$BUILD/tests/integration_tests"
 # Daemons in separate network namespaces (needs root; prints SKIP without it, fails under CI).
 HCCLD_BIN="$BUILD/bin/hccld" run netns "$BUILD/tests/netns_tests"
+# Every libFuzzer target for FUZZ_SMOKE_SECS (15 s) on its seed corpus: no crash, leak or hang.
+# shellcheck disable=SC2046
+run fuzz ./tests/fuzz/run.sh "$BUILD" "${FUZZ_SMOKE_SECS:-15}" smoke $(ls tests/fuzz/corpus)
 
 # Check prints "NN%: Checks: C, Failures: F, Errors: E" per runner; add them up.
 read -r checks bad < <(grep -hoE 'Checks: [0-9]+, Failures: [0-9]+, Errors: [0-9]+' "$LOG"/*.out |

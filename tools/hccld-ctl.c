@@ -87,12 +87,16 @@ static json_t *status_json(const Hccld__StatusResp *r)
     }
     for (size_t i = 0; i < r->n_comms; i++) {
         const Hccld__CommStatus *c = r->comms[i];
+        json_t *posted = json_array();
+        for (size_t k = 0; k < c->n_posted; k++)
+            json_array_append_new(posted, json_integer((json_int_t)c->posted[k]));
         json_array_append_new(
-            comms, json_pack("{s:i, s:s, s:i, s:i, s:i, s:s, s:s, s:s, s:I, s:i}", "id",
-                             (int)c->comm_id, "job", c->job_id, "nranks", (int)c->nranks, "joined",
-                             (int)c->joined, "nnodes", (int)c->nnodes, "level0", c->level0, "class",
-                             c->qos_class, "algo", c->algo, "ops_done", (json_int_t)c->ops_done,
-                             "ops_in_flight", (int)c->ops_in_flight));
+            comms, json_pack("{s:i, s:s, s:i, s:i, s:i, s:s, s:s, s:s, s:I, s:i, s:i, s:o, s:b}",
+                             "id", (int)c->comm_id, "job", c->job_id, "nranks", (int)c->nranks,
+                             "joined", (int)c->joined, "nnodes", (int)c->nnodes, "level0",
+                             c->level0, "class", c->qos_class, "algo", c->algo, "ops_done",
+                             (json_int_t)c->ops_done, "ops_in_flight", (int)c->ops_in_flight,
+                             "rank0", (int)c->rank0, "posted", posted, "on_wire", (int)c->on_wire));
     }
     o = json_pack("{s:s, s:I, s:s, s:i, s:s, s:I, s:I, s:I, s:I, s:o, s:o}", "version", r->version,
                   "uptime_ms", (json_int_t)r->uptime_ms, "socket", r->socket, "workers",
@@ -100,6 +104,7 @@ static json_t *status_json(const Hccld__StatusResp *r)
                   "ops_done", (json_int_t)r->ops_done, "net_tx_bytes", (json_int_t)r->net_tx_bytes,
                   "net_rx_bytes", (json_int_t)r->net_rx_bytes, "clients", clients, "comms", comms);
     json_object_set_new(o, "advertised", json_string(r->advertised));
+    json_object_set_new(o, "data_conns", json_integer(r->data_conns));
     return o;
 }
 
@@ -110,6 +115,32 @@ static void print_json(const Hccld__StatusResp *r, const Hccld__QosResp *qos)
     if (qos != NULL)
         json_object_set_new(o, "qos", qos_json(qos));
     dump(o);
+}
+
+/* A stuck collective names its culprits: the ranks of this daemon that have posted fewer
+ * pieces than the others have not called the collective the others wait in. */
+static void print_waiting(const Hccld__CommStatus *c)
+{
+    uint64_t hi = 0, lo = UINT64_MAX;
+
+    for (size_t i = 0; i < c->n_posted; i++) {
+        hi = c->posted[i] > hi ? c->posted[i] : hi;
+        lo = c->posted[i] < lo ? c->posted[i] : lo;
+    }
+    if (c->n_posted > 0 && lo < hi) {
+        printf("    waiting for piece %llu: posted by rank", (unsigned long long)hi);
+        for (size_t i = 0; i < c->n_posted; i++)
+            if (c->posted[i] == hi)
+                printf(" %llu", (unsigned long long)(c->rank0 + i));
+        printf("; not yet by rank");
+        for (size_t i = 0; i < c->n_posted; i++)
+            if (c->posted[i] < hi)
+                printf(" %llu (at %llu)", (unsigned long long)(c->rank0 + i),
+                       (unsigned long long)c->posted[i]);
+        printf("\n");
+    }
+    if (c->on_wire)
+        printf("    a collective runs with the other daemons (each names its own ranks)\n");
 }
 
 static void print_comms(const Hccld__StatusResp *r)
@@ -123,6 +154,7 @@ static void print_comms(const Hccld__StatusResp *r)
         if (c->algo[0])
             printf(", level 1 %s", c->algo);
         printf(", %llu ops done, %u queued\n", (unsigned long long)c->ops_done, c->ops_in_flight);
+        print_waiting(c);
     }
 }
 
@@ -133,8 +165,8 @@ static void print_text(const Hccld__StatusResp *r)
     printf("peers reach it at: %s\n", r->advertised[0] ? r->advertised : "(not listening)");
     printf("ops: %llu done, %llu in flight\n", (unsigned long long)r->ops_done,
            (unsigned long long)r->ops_in_flight);
-    printf("between daemons: %llu bytes sent, %llu received\n", (unsigned long long)r->net_tx_bytes,
-           (unsigned long long)r->net_rx_bytes);
+    printf("between daemons: %llu bytes sent, %llu received, %u data connections open\n",
+           (unsigned long long)r->net_tx_bytes, (unsigned long long)r->net_rx_bytes, r->data_conns);
     printf("clients: %zu\n", r->n_clients);
     for (size_t i = 0; i < r->n_clients; i++) {
         const Hccld__ClientStatus *c = r->clients[i];
@@ -259,6 +291,9 @@ static void print_metrics(const Hccld__StatusResp *r, const Hccld__QosResp *q)
     metric("hccld_net_received_bytes_total", "counter",
            "Payload bytes received from peer daemons.");
     printf("hccld_net_received_bytes_total %llu\n", (unsigned long long)r->net_rx_bytes);
+    metric("hccld_data_connections", "gauge",
+           "Data connections to peer daemons open (a split's children share their parent's).");
+    printf("hccld_data_connections %u\n", r->data_conns);
     metric("hccld_op_duration_seconds", "histogram",
            "Level-1 part of collectives across daemons, by duration.");
     for (size_t k = 0; k < r->n_lat_bucket; k++) {

@@ -191,6 +191,11 @@ void l1_free(l1_run_t *r)
 {
     if (r == NULL)
         return;
+    /* A run stopped midway leaves transfers on connections that other comms may share and
+     * keep open: withdraw them before their buffers go. */
+    for (uint32_t i = 0; r->reqs != NULL && i < r->max_round_steps; i++)
+        if (r->reqs[i] != NULL)
+            r->a.tp->cancel(r->reqs[i]);
     free(r->reqs);
     free(r->scratch_at);
     free(r->scratch);

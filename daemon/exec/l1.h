@@ -37,7 +37,7 @@ int l1_start(const l1_args_t *a, l1_run_t **r_p);
 int l1_progress(l1_run_t *r);
 /* The fds to wait on for progress; returns how many were written. */
 int l1_poll_fds(l1_run_t *r, struct pollfd *pfd, int max);
-/* Frees the run (after completion or failure). */
+/* Frees the run (after completion or failure), withdrawing the transfers still pending. */
 void l1_free(l1_run_t *r);
 
 #endif

@@ -331,6 +331,7 @@ void engine_session_remove(engine_t *eng, uint64_t sid)
                 if (c->m[r].s == s) {
                     c->m[r].s = NULL;
                     c->left++;
+                    c->culprit = c->rank0 + r;
                     comm_break(eng, c, "a rank's process disconnected");
                 }
         *pp = s->next;
@@ -354,6 +355,11 @@ void engine_session_remove(engine_t *eng, uint64_t sid)
 int engine_comm_create(engine_t *eng, uint32_t comm_id, uint32_t nranks, const uint64_t *members)
 {
     eng_comm_t *c = calloc(1, sizeof(*c));
+
+    if (c != NULL) {
+        c->culprit = UINT32_MAX;
+        c->coll_limit = UINT64_MAX;
+    }
     int rc = 0;
 
     if (c == NULL)
@@ -395,7 +401,7 @@ void engine_comm_leave(engine_t *eng, uint32_t comm_id, uint32_t rank)
             continue;
         c->m[local].s = NULL;
         c->left++;
-        comm_rank_left(eng, c, rank);
+        comm_rank_left(eng, c, rank, UINT64_MAX);
         if (c->left == c->nranks) {
             *pp = c->next;
             comm_free(c);
@@ -432,6 +438,13 @@ int engine_get_comm_stats(engine_t *eng, uint32_t comm_id, engine_comm_stats_t *
         st_p->queued = 0;
         for (uint32_t r = 0; r < c->nranks; r++)
             st_p->queued += c->m[r].coll.n + c->m[r].p2p.n;
+        st_p->on_wire = c->multi != NULL && c->multi->busy;
+        st_p->rank0 = c->rank0;
+        st_p->nlocal = c->nranks < ENGINE_STATS_RANKS ? c->nranks : ENGINE_STATS_RANKS;
+        for (uint32_t r = 0; r < st_p->nlocal; r++) {
+            dq_t *q = &c->m[r].coll;
+            st_p->posted[r] = q->n > 0 ? dq_at(q, q->n - 1)->seq + 1 : c->next_seq;
+        }
         rc = 0;
     }
     pthread_mutex_unlock(&eng->lock);

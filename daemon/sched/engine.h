@@ -27,13 +27,21 @@ typedef struct engine_stats {
      * under 2^k microseconds (the last bucket: all the rest); sum and count in us. */
     uint64_t lat_bucket[ENGINE_LAT_BUCKETS];
     uint64_t lat_sum_us, lat_count;
+    uint32_t data_conns; /* data connections to peer daemons open now (shared ones once) */
 } engine_stats_t;
+
+#define ENGINE_STATS_RANKS 256
 
 typedef struct engine_comm_stats {
     uint64_t ops_done;
     uint32_t queued;
     int broken;
-    int algo; /* level-1 algorithm of its last collective across daemons, or -1 */
+    int algo;               /* level-1 algorithm of its last collective across daemons, or -1 */
+    int on_wire;            /* a collective runs with the other daemons now */
+    uint32_t rank0, nlocal; /* global rank of the first local member; members here */
+    /* Collective pieces each local member posted so far (the first ENGINE_STATS_RANKS): the
+     * members behind the others are the ones a stuck collective waits for. */
+    uint64_t posted[ENGINE_STATS_RANKS];
 } engine_comm_stats_t;
 
 typedef struct engine_session_stats {
@@ -70,8 +78,22 @@ typedef struct engine_multi_spec {
     const int *level1; /* [DESC_KIND_MAX]: forced algorithm per kind, -1: chosen per op */
     int log_ops;       /* log every op's algorithm choice, whatever the daemon's log level */
     int qos_class;     /* index of its class (engine_set_class), or -1 */
+    /* A child of a split: share[i] set takes the parent comm's connection to node i (the node
+     * with the same data address) instead of connecting or accepting one. Both ends of every
+     * pair must decide alike (the root daemon decides for all, see Membership). */
+    uint32_t parent_comm_id; /* 0: none */
+    const uint8_t *share;    /* [nnodes], or NULL */
+    int inherit_links;       /* every pair shares: use the parent's link figures, probe nothing */
 } engine_multi_spec_t;
+/* 0, or -ENOMEM, -EEXIST, -ENOENT (a session, the parent or its connection is gone), -EBUSY
+ * (a comm on a shared connection has the same tag bits, see multi_tag.h). */
 int engine_comm_create_multi(engine_t *eng, const engine_multi_spec_t *spec);
+#define ENGINE_ADDR_MAX 64
+/* The data addresses of the nodes comm_id holds a ready connection to, once its links are
+ * measured and while it is not broken (else none): what a child of it may share. At most max
+ * into addrs; returns how many. */
+uint32_t engine_comm_links(engine_t *eng, uint32_t comm_id, char (*addrs)[ENGINE_ADDR_MAX],
+                           uint32_t max);
 /* Peers may connect for this job before its comm exists here: their data connections are
  * authenticated with this key and held until the comm is created (or a minute passed). */
 int engine_job_expect(engine_t *eng, const uint8_t *job_id, const uint8_t *key);

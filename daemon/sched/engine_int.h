@@ -38,15 +38,18 @@ struct eng_comm {
     uint32_t nranks;
     uint32_t left; /* ranks that left */
     int broken;    /* a rank died or misbehaved: every op fails with HCCL_E_REMOTE */
-    int coll_dead; /* a rank left: collectives fail, transfers among the others go on */
+    /* A rank left: collectives from this sequence on (pieces it took no part in) fail,
+     * transfers among the others go on. UINT64_MAX: every rank is here. */
+    uint64_t coll_limit;
     uint64_t next_seq;
     uint64_t ops_done;
     uint32_t nglobal;        /* ranks in the whole comm (nranks are this node's) */
     uint32_t rank0;          /* global rank of local member 0 */
     struct eng_multi *multi; /* spans daemons, or NULL */
     eng_member_t *m;
-    l0_rank_t *l0r; /* scratch for exec */
-    op_prof_t prof; /* of the collective under way */
+    l0_rank_t *l0r;   /* scratch for exec */
+    op_prof_t prof;   /* of the collective under way */
+    uint32_t culprit; /* global rank that died or left, for the log and notices; or -1 */
     eng_comm_t *next;
 };
 
@@ -84,7 +87,9 @@ struct engine {
 void comm_route(engine_t *eng, eng_session_t *s, const desc_t *d);
 int comm_progress(engine_t *eng, eng_comm_t *c);
 void comm_break(engine_t *eng, eng_comm_t *c, const char *why);
-void comm_rank_left(engine_t *eng, eng_comm_t *c, uint32_t rank);
+/* Global rank `rank` left (here, or on another node that says so); it took part in the
+ * collective pieces below `limit` (UINT64_MAX: work it out here). */
+void comm_rank_left(engine_t *eng, eng_comm_t *c, uint32_t rank, uint64_t limit);
 void comm_free(eng_comm_t *c);
 eng_comm_t *comm_find(engine_t *eng, uint32_t id);
 
@@ -110,6 +115,12 @@ int multi_p2p_poll_fds(const eng_multi_t *mu, struct pollfd *pfd, int max);
 int multi_probe_progress(engine_t *eng, eng_comm_t *c);
 int multi_probe_poll_fds(const eng_multi_t *mu, struct pollfd *pfd, int max);
 void multi_probe_free(eng_multi_t *mu);
+/* multi_abort.c: notices between the nodes of a comm that it broke or lost a rank. */
+enum { MULTI_ABORT_BROKE = 1, MULTI_ABORT_LEFT = 2 };
+int multi_abort_progress(engine_t *eng, eng_comm_t *c);
+void multi_abort_send(engine_t *eng, eng_comm_t *c, uint32_t rank, uint32_t what, uint64_t limit);
+int multi_abort_pending(const eng_multi_t *mu);
+void multi_abort_free(eng_multi_t *mu);
 /* Whether some comm waits on the network (then the engine polls instead of sleeping). */
 int multi_busy(engine_t *eng);
 /* The sockets whose activity lets a comm spanning daemons progress. */

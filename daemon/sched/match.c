@@ -114,8 +114,11 @@ void comm_break(engine_t *eng, eng_comm_t *c, const char *why)
         n += fail_queue(eng, &c->m[r], &c->m[r].coll, HCCL_E_REMOTE);
         n += fail_queue(eng, &c->m[r], &c->m[r].p2p, HCCL_E_REMOTE);
     }
-    if (c->multi != NULL)
+    if (c->multi != NULL) {
         n += multi_p2p_fail(eng, c, HCCL_E_REMOTE);
+        if (!c->broken)
+            multi_abort_send(eng, c, c->culprit, MULTI_ABORT_BROKE, 0);
+    }
     /* A clean HcclCommDestroy leaves nothing queued and is no news. */
     if (!c->broken && n > 0)
         WARN("COLL", "comm %u: %s; %u queued operations fail with HCCL_E_REMOTE", c->id, why, n);
@@ -143,28 +146,54 @@ static unsigned fail_p2p_with(engine_t *eng, eng_member_t *m, uint32_t peer, int
     return n;
 }
 
-void comm_rank_left(engine_t *eng, eng_comm_t *c, uint32_t rank)
+/* Index of the first collective in q from sequence `limit` on (q is in sequence order). */
+static uint32_t coll_index_from(dq_t *q, uint64_t limit)
+{
+    uint32_t i = 0;
+
+    while (i < q->n && dq_at(q, i)->seq < limit)
+        i++;
+    return i;
+}
+
+void comm_rank_left(engine_t *eng, eng_comm_t *c, uint32_t rank, uint64_t limit)
 {
     unsigned n = 0;
+    int local = rank - c->rank0 < c->nranks, busy = c->multi != NULL && c->multi->busy;
 
-    /* Collectives need every rank: none can start any more. One already running between
-     * daemons has every rank's input and the other nodes in it: it runs to its end and
-     * completes for the ranks still here (its descriptors stay queued until then). Transfers
-     * between the ranks that stay go on; those with the one that left fail. */
-    uint32_t keep = c->multi != NULL && c->multi->busy;
-
-    /* Unless the op works straight in the leaver's buffer (multi.c direct_out()), which may
-     * be unmapped soon: then the comm stops at once, and with it every request on its
-     * connections. */
-    if (keep && rank == c->rank0 && c->multi->work != c->multi->out) {
-        comm_break(eng, c, "local rank 0 left while an op between daemons used its buffer");
+    /* Collectives need every rank: those the leaver took no part in cannot complete. Here
+     * that is every one not yet started; one already running between daemons has every
+     * rank's input and the other nodes in it: it runs to its end and completes for the ranks
+     * still here (its descriptors stay queued until then). Another node's leaver may have
+     * finished pieces this node has yet to run (a broadcast's root is done first): those go
+     * on. Transfers between the ranks that stay go on; those with the leaver fail. */
+    if (local)
+        limit = c->next_seq + (uint64_t)busy;
+    /* The op running here works straight in the leaver's buffer (multi.c direct_out()), which
+     * may be unmapped soon; or it needs a node whose rank left before taking part: then the
+     * comm stops at once, and with it every request on its connections. */
+    if (busy && ((local && rank == c->rank0 && c->multi->work != c->multi->out) ||
+                 (!local && c->next_seq >= limit))) {
+        c->culprit = rank;
+        comm_break(eng, c,
+                   local ? "local rank 0 left while an op between daemons used its buffer"
+                         : "a rank of another node left before this op");
         return;
     }
-    c->coll_dead = 1;
+    if (limit < c->coll_limit)
+        c->coll_limit = limit;
     for (uint32_t r = 0; r < c->nranks; r++) {
-        n += fail_queue_from(eng, &c->m[r], &c->m[r].coll, keep, HCCL_E_REMOTE);
-        n += fail_p2p_with(eng, &c->m[r], rank, HCCL_E_REMOTE);
+        dq_t *q = &c->m[r].coll;
+        n += fail_queue_from(eng, &c->m[r], q, coll_index_from(q, c->coll_limit), HCCL_E_REMOTE);
+        /* A rank of another node may have sent before it left: its data is on the wire. */
+        if (local)
+            n += fail_p2p_with(eng, &c->m[r], rank, HCCL_E_REMOTE);
     }
+    /* The other nodes hear of it only when ranks here were left waiting: then theirs wait
+     * too. A comm that ends cleanly (every op done) sends nothing: a notice unread by a node
+     * that already closed its side would make its kernel reset the connection. */
+    if (c->multi != NULL && local && n > 0)
+        multi_abort_send(eng, c, rank, MULTI_ABORT_LEFT, limit);
     if (n > 0)
         WARN("COLL",
              "comm %u: rank %u left with %u operations of others waiting for it; they "
@@ -187,7 +216,7 @@ void comm_route(engine_t *eng, eng_session_t *s, const desc_t *d)
         eng->st.descs_rejected++;
         return;
     }
-    if (c->broken || (desc_is_collective(d->kind) && c->coll_dead) ||
+    if (c->broken || (desc_is_collective(d->kind) && d->seq >= c->coll_limit) ||
         (!desc_is_collective(d->kind) && d->root - c->rank0 < c->nranks &&
          c->m[d->root - c->rank0].s == NULL)) {
         session_complete(eng, s, d->tag, HCCL_E_REMOTE);
@@ -404,8 +433,9 @@ int comm_progress(engine_t *eng, eng_comm_t *c)
 {
     int n = 0;
 
+    /* A broken comm only pushes out its notice to the other nodes. */
     if (c->broken)
-        return 0;
+        return c->multi != NULL ? multi_abort_progress(eng, c) : 0;
     if (c->multi != NULL) {
         n = multi_conns_progress(eng, c);
         if (!c->broken)
@@ -414,6 +444,9 @@ int comm_progress(engine_t *eng, eng_comm_t *c)
          * must not close a connection with probe messages still unread (the peer would get a
          * reset and lose what it had not read yet). */
         if (c->broken || !c->multi->probed)
+            return n;
+        n += multi_abort_progress(eng, c);
+        if (c->broken)
             return n;
         n += multi_coll_progress(eng, c);
         while (!c->broken && p2p_progress(eng, c))

@@ -17,6 +17,7 @@
 #include "log.h"
 #include "reduce.h"
 #include "sched/engine_int.h"
+#include "sched/multi_tag.h"
 
 /* Elements of one node block, of IN and of the layout, for the level-1 op of piece d. */
 static uint64_t node_count(const eng_multi_t *mu, const desc_t *d)
@@ -178,17 +179,6 @@ static void costs_text(const struct algo_pick *p, char *buf, size_t cap)
                                   p->cost_us[a]);
 }
 
-/* Comm ids are each daemon's own; the job id is what all daemons of the comm share. */
-static uint64_t job_tag(const eng_multi_t *mu)
-{
-    uint32_t t;
-
-    /* Bits 31 and 30 clear: shifted, bit 63 of a tag marks send/recv (multi_p2p.c) and bit
-     * 62 the link probe (multi_probe.c). */
-    memcpy(&t, mu->job_id, sizeof(t));
-    return t & 0x3fffffffu;
-}
-
 /* Node buffers live as long as the comm: pieces of one size come back again and again, and
  * pages stay touched. */
 static int buf_reserve(uint8_t **buf, uint64_t *cap, uint64_t bytes)
@@ -279,7 +269,7 @@ static int multi_start(engine_t *eng, eng_comm_t *c, const desc_t *d)
                    .in = mu->in,
                    .dtype = d->dtype,
                    .redop = d->redop,
-                   .tag = job_tag(mu) << 32 | (d->seq & 0xffffffffu),
+                   .tag = tag_coll(mu->tag, d->seq),
                    .admit = admit_round,
                    .admit_ctx = mu};
     if ((rc = l1_start(&a, &mu->run)) != 0)

@@ -18,12 +18,23 @@ typedef struct sched_key {
     uint64_t count;
 } sched_key_t;
 
+/* A data connection to a peer daemon and how many comms use it: the children of a split
+ * share their parent's (multi_conn.c); the last one to go closes it. */
+typedef struct eng_link {
+    tp_conn_t *conn;
+    uint32_t refs;
+} eng_link_t;
+
 typedef struct eng_multi {
     uint32_t nnodes, me; /* this node's index */
     uint32_t L;          /* ranks per node; global rank = node * L + local */
     uint8_t job_id[AUTH_JOB_BYTES], key[AUTH_KEY_BYTES];
     char (*addrs)[TP_ADDR_MAX]; /* data address of every node */
-    tp_conn_t **conns;          /* by node; NULL for me */
+    tp_conn_t **conns;          /* by node; NULL for me (what l1 and the probe use) */
+    eng_link_t **links;         /* by node, the same connections with their use counts */
+    uint32_t nshared;           /* connections taken from the parent comm */
+    uint32_t tag;               /* this comm's part of every message tag (multi_tag.h) */
+    engine_t *eng;
     uint32_t nready;
     uint64_t ready_mask;       /* outgoing connections known ready (nodes below 64) */
     int forced[DESC_KIND_MAX]; /* HCCL_ALGO's level-1 choice per kind, or -1 */
@@ -53,6 +64,7 @@ typedef struct eng_multi {
     struct p2p_flight *flights;       /* send/recv with other nodes in flight (multi_p2p.c) */
     struct p2p_flight *spare_flights; /* finished records, reused */
     struct multi_probe *probe;        /* link measurement in progress (multi_probe.c) */
+    struct multi_abort *abort;        /* notices to and from the other nodes (multi_abort.c) */
     int probed;                       /* lc holds measured figures: collectives may start */
 } eng_multi_t;
 

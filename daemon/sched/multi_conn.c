@@ -3,6 +3,12 @@
  * and announces its index; node i accepts on the engine's listener, learns the job from the
  * handshake and j from the announcement. A comm runs collectives once all its connections
  * are ready.
+ *
+ * A child of HcclCommSplit takes its parent's connection instead wherever the root daemon
+ * says both ends hold one (engine_multi_spec_t.share): no handshake, no second socket. Such
+ * a connection is an eng_link counted by its users, so parent and child may go in any order;
+ * tags keep their messages apart (multi_tag.h). The parent's connection already proved the
+ * parent's key, from which the child's is derived: whoever may use one may use the other.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -13,6 +19,9 @@
 #include "hccl/hccl.h"
 #include "log.h"
 #include "sched/engine_int.h"
+#include "sched/multi_tag.h"
+
+_Static_assert(ENGINE_ADDR_MAX == TP_ADDR_MAX, "data addresses have one size");
 
 typedef struct eng_accept {
     engine_t *eng;
@@ -107,12 +116,40 @@ int engine_listen(engine_t *eng, const char *ip, char *addr_out, size_t cap)
     return rc;
 }
 
-/* Marks a data connection with its comm's class (DSCP on TCP). */
+/* Marks a data connection with its comm's class (DSCP on TCP). Only a comm's own connections:
+ * one it shares keeps its parent's marking. A split's children are the same tenant's job and
+ * class alike; re-marking would change the class of the parent's traffic under it. */
 static void multi_mark(const eng_multi_t *mu, tp_conn_t *conn)
 {
     if (mu->qos_class >= 0 && mu->qos_class < mu->qos->ncls &&
         mu->qos->cls[mu->qos_class].dscp >= 0)
         tp_tcp.set_dscp(conn, mu->qos->cls[mu->qos_class].dscp);
+}
+
+/* A connection of one comm so far; counted among the daemon's open ones. NULL (and the
+ * connection closed) if out of memory. */
+static eng_link_t *link_new(engine_t *eng, tp_conn_t *conn)
+{
+    eng_link_t *l = calloc(1, sizeof(*l));
+
+    if (l == NULL) {
+        tp_tcp.close(conn);
+        return NULL;
+    }
+    l->conn = conn;
+    l->refs = 1;
+    eng->st.data_conns++;
+    return l;
+}
+
+/* One comm less uses l; the last one closes it. */
+static void link_put(engine_t *eng, eng_link_t *l)
+{
+    if (l == NULL || --l->refs > 0)
+        return;
+    tp_tcp.close(l->conn);
+    free(l);
+    eng->st.data_conns--;
 }
 
 /* Takes new connections and hands those whose handshake finished to their comm. */
@@ -144,10 +181,14 @@ void multi_accept(engine_t *eng)
             continue;
         }
         if (c != NULL && peer < c->multi->nnodes && peer > c->multi->me &&
-            c->multi->conns[peer] == NULL) {
-            c->multi->conns[peer] = a->conn;
-            multi_mark(c->multi, a->conn);
-            c->multi->nready++;
+            c->multi->links[peer] == NULL) {
+            if ((c->multi->links[peer] = link_new(eng, a->conn)) == NULL) {
+                comm_break(eng, c, "no memory for a data connection");
+            } else {
+                c->multi->conns[peer] = a->conn;
+                multi_mark(c->multi, a->conn);
+                c->multi->nready++;
+            }
         } else {
             if (st == 1)
                 WARN("NET", "data connection from node %u for no waiting comm; closed", peer);
@@ -203,9 +244,10 @@ int multi_busy(engine_t *eng)
     if (eng->accepting != NULL)
         return 1;
     for (eng_comm_t *c = eng->comms; c != NULL; c = c->next)
-        if (c->multi != NULL && !c->broken &&
-            (c->multi->busy || c->multi->flights != NULL || !c->multi->probed ||
-             c->multi->nready < c->multi->nnodes - 1))
+        if (c->multi != NULL &&
+            (c->broken ? multi_abort_pending(c->multi)
+                       : c->multi->busy || c->multi->flights != NULL || !c->multi->probed ||
+                             c->multi->nready < c->multi->nnodes - 1))
             return 1;
     return 0;
 }
@@ -228,8 +270,9 @@ int multi_poll_fds(engine_t *eng, struct pollfd *pfd, int max)
             n += l1_poll_fds(mu->run, pfd + n, max - n);
             continue;
         }
+        /* Idle, it still listens for the other nodes' notices (multi_abort.c). */
         for (uint32_t i = 0; i < mu->nnodes && n < max; i++)
-            if (mu->conns[i] != NULL && tp_tcp.conn_state(mu->conns[i]) == 0)
+            if (mu->conns[i] != NULL && (mu->abort != NULL || tp_tcp.conn_state(mu->conns[i]) == 0))
                 n += tp_tcp.poll_fds(mu->conns[i], pfd + n, max - n);
     }
     return n;
@@ -244,11 +287,12 @@ void multi_free(eng_comm_t *c)
     sched_free(&mu->sched);
     multi_p2p_fail(NULL, c, HCCL_E_REMOTE);
     multi_probe_free(mu);
+    multi_abort_free(mu);
     free(mu->out);
     free(mu->in);
-    for (uint32_t i = 0; mu->conns != NULL && i < mu->nnodes; i++)
-        if (mu->conns[i] != NULL)
-            tp_tcp.close(mu->conns[i]);
+    for (uint32_t i = 0; mu->links != NULL && i < mu->nnodes; i++)
+        link_put(mu->eng, mu->links[i]);
+    free(mu->links);
     free(mu->conns);
     free(mu->addrs);
     free(mu);
@@ -280,10 +324,13 @@ static eng_multi_t *multi_new(const engine_multi_spec_t *sp)
                            .shared_nic = 1};
     memcpy(mu->job_id, sp->job_id, AUTH_JOB_BYTES);
     memcpy(mu->key, sp->key, AUTH_KEY_BYTES);
+    mu->tag = tag_comm(sp->job_id);
     mu->conns = calloc(sp->nnodes, sizeof(*mu->conns));
+    mu->links = calloc(sp->nnodes, sizeof(*mu->links));
     mu->addrs = calloc(sp->nnodes, sizeof(*mu->addrs));
-    if (mu->conns == NULL || mu->addrs == NULL) {
+    if (mu->conns == NULL || mu->links == NULL || mu->addrs == NULL) {
         free(mu->conns);
+        free(mu->links);
         free(mu->addrs);
         free(mu);
         return NULL;
@@ -291,6 +338,97 @@ static eng_multi_t *multi_new(const engine_multi_spec_t *sp)
     for (uint32_t i = 0; i < sp->nnodes; i++)
         snprintf(mu->addrs[i], sizeof(mu->addrs[i]), "%s", sp->addrs[i]);
     return mu;
+}
+
+/* Whether a comm other than self on link l already uses these tag bits (multi_tag.h). */
+static int tag_taken(engine_t *eng, const eng_comm_t *self, const eng_link_t *l, uint32_t tag)
+{
+    for (const eng_comm_t *c = eng->comms; c != NULL; c = c->next) {
+        if (c == self || c->multi == NULL || c->multi->tag != tag)
+            continue;
+        for (uint32_t i = 0; i < c->multi->nnodes; i++)
+            if (c->multi->links[i] == l)
+                return 1;
+    }
+    return 0;
+}
+
+/* Takes the parent's connection to node i (the node at the same data address): ready, so it
+ * counts at once, and measured with the parent. */
+static int link_share(engine_t *eng, eng_comm_t *c, const eng_multi_t *pm, uint32_t i)
+{
+    eng_multi_t *mu = c->multi;
+
+    for (uint32_t p = 0; p < pm->nnodes; p++) {
+        eng_link_t *l = pm->links[p];
+        if (p == pm->me || l == NULL || strcmp(pm->addrs[p], mu->addrs[i]) != 0)
+            continue;
+        if (tag_taken(eng, c, l, mu->tag)) {
+            ERR("NET", "comm %u: its tag bits %#x are taken on the connection to node %u", c->id,
+                mu->tag, i);
+            return -EBUSY;
+        }
+        l->refs++;
+        mu->links[i] = l;
+        mu->conns[i] = l->conn;
+        mu->nready++;
+        if (i < mu->me)
+            mu->ready_mask |= 1ull << (i % 64);
+        mu->nshared++;
+        return 0;
+    }
+    ERR("NET", "comm %u: the parent has no connection to node %u (%s) to share", c->id, i,
+        mu->addrs[i]);
+    return -ENOENT;
+}
+
+/* A child's connections that its parent already has; the parent's link figures when that is
+ * all of them (the same links: measuring them again would only cost time). */
+static int links_inherit(engine_t *eng, eng_comm_t *c, const engine_multi_spec_t *sp)
+{
+    eng_multi_t *mu = c->multi;
+    eng_comm_t *pc = sp->parent_comm_id != 0 ? comm_find(eng, sp->parent_comm_id) : NULL;
+    int rc;
+
+    if (sp->share == NULL)
+        return 0;
+    for (uint32_t i = 0; i < mu->nnodes; i++) {
+        if (i == mu->me || !sp->share[i])
+            continue;
+        if (pc == NULL || pc->multi == NULL) {
+            ERR("NET", "comm %u: its parent comm %u is gone; no connection to share", c->id,
+                sp->parent_comm_id);
+            return -ENOENT;
+        }
+        if ((rc = link_share(eng, c, pc->multi, i)) != 0)
+            return rc;
+    }
+    if (sp->inherit_links && mu->nshared == mu->nnodes - 1 && pc != NULL && pc->multi->probed) {
+        mu->lc = pc->multi->lc;
+        mu->probed = 1;
+    }
+    if (mu->nshared > 0)
+        INFO("NET", "comm %u: %u of %u data connections shared with parent comm %u%s", c->id,
+             mu->nshared, mu->nnodes - 1, sp->parent_comm_id,
+             mu->probed ? ", and its link figures" : "");
+    return 0;
+}
+
+/* Connects to every lower node the child does not share a connection with. */
+static int links_connect(engine_t *eng, eng_multi_t *mu)
+{
+    tp_conn_t *conn;
+
+    for (uint32_t i = 0; i < mu->me; i++) {
+        if (mu->links[i] != NULL)
+            continue;
+        if (tp_tcp.connect(mu->addrs[i], mu->job_id, mu->key, mu->me, &conn) != 0 ||
+            (mu->links[i] = link_new(eng, conn)) == NULL)
+            return -ECONNREFUSED;
+        mu->conns[i] = conn;
+        multi_mark(mu, conn);
+    }
+    return 0;
 }
 
 int engine_comm_create_multi(engine_t *eng, const engine_multi_spec_t *sp)
@@ -303,19 +441,36 @@ int engine_comm_create_multi(engine_t *eng, const engine_multi_spec_t *sp)
     if ((mu = multi_new(sp)) == NULL)
         return -ENOMEM;
     mu->qos = &eng->qos;
+    mu->eng = eng;
     pthread_mutex_lock(&eng->lock);
     eng_comm_t *c = comm_find(eng, sp->comm_id);
     c->multi = mu;
     c->nglobal = sp->nnodes * sp->local;
     c->rank0 = sp->me * sp->local;
-    for (uint32_t i = 0; i < sp->me; i++) {
-        if (tp_tcp.connect(mu->addrs[i], mu->job_id, mu->key, sp->me, &mu->conns[i]) != 0) {
-            comm_break(eng, c, "cannot open a data connection to another daemon");
-            break;
-        }
-        multi_mark(mu, mu->conns[i]);
-    }
+    rc = links_inherit(eng, c, sp);
+    if (rc != 0)
+        comm_break(eng, c, "cannot share its parent's data connections");
+    else if (links_connect(eng, mu) != 0)
+        comm_break(eng, c, "cannot open a data connection to another daemon");
     pthread_mutex_unlock(&eng->lock);
     engine_kick(eng);
-    return 0;
+    return rc;
+}
+
+uint32_t engine_comm_links(engine_t *eng, uint32_t comm_id, char (*addrs)[ENGINE_ADDR_MAX],
+                           uint32_t max)
+{
+    uint32_t n = 0;
+
+    pthread_mutex_lock(&eng->lock);
+    eng_comm_t *c = comm_find(eng, comm_id);
+    eng_multi_t *mu = c != NULL ? c->multi : NULL;
+    /* Only a comm whose links are all up and measured: what a child takes from it then is
+     * the same on every daemon (the split's allgather ran over it). */
+    if (mu != NULL && !c->broken && mu->probed && mu->nready == mu->nnodes - 1)
+        for (uint32_t i = 0; i < mu->nnodes && n < max; i++)
+            if (i != mu->me && mu->conns[i] != NULL && tp_tcp.conn_state(mu->conns[i]) == 1)
+                snprintf(addrs[n++], ENGINE_ADDR_MAX, "%s", mu->addrs[i]);
+    pthread_mutex_unlock(&eng->lock);
+    return n;
 }

@@ -4,8 +4,8 @@
  * the sender's node as soon as it is queued: the transport keeps a message that arrives before
  * its receive (transport.h), so neither side waits for the other to post. All messages of one
  * (sender, receiver) pair carry one tag, so they match in posting order, as HCCL's and MPI's
- * pairs do; collectives use other tags on the same connections. Pairs within this node take
- * the local path (match.c).
+ * pairs do; collectives, and other comms sharing the connection, use other tags (multi_tag.h).
+ * Pairs within this node take the local path (match.c).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -16,6 +16,7 @@
 #include "hccl/hccl.h"
 #include "log.h"
 #include "sched/engine_int.h"
+#include "sched/multi_tag.h"
 
 /* One posted transfer; its descriptor is out of the member's queue. */
 struct p2p_flight {
@@ -25,12 +26,6 @@ struct p2p_flight {
     tp_req_t *req;
     struct p2p_flight *next;
 };
-
-/* Collective tags have bit 63 clear (multi.c); this one names the pair. */
-static uint64_t p2p_tag(uint32_t src, uint32_t dst)
-{
-    return 1ull << 63 | (uint64_t)src << 32 | dst;
-}
 
 static int node_ready(const eng_multi_t *mu, uint32_t node)
 {
@@ -60,10 +55,10 @@ static int post(eng_comm_t *c, uint32_t l, const desc_t *d, uint64_t t_in)
     f->t_post = now_ns();
     if (d->kind == DESC_SEND)
         rc = tp_tcp.isend(mu->conns[node], c->m[l].s->arena + d->send_off, bytes, NULL,
-                          p2p_tag(me, d->root), &f->req);
+                          tag_p2p(mu->tag, me, d->root), &f->req);
     else
         rc = tp_tcp.irecv(mu->conns[node], c->m[l].s->arena + d->recv_off, bytes, NULL,
-                          p2p_tag(d->root, me), &f->req);
+                          tag_p2p(mu->tag, d->root, me), &f->req);
     if (rc != 0) {
         f->next = mu->spare_flights;
         mu->spare_flights = f;
@@ -162,10 +157,11 @@ unsigned multi_p2p_fail(engine_t *eng, eng_comm_t *c, int status)
     eng_multi_t *mu = c->multi;
     unsigned n = 0;
 
-    /* The requests stay with their connections, which close with the comm. */
+    /* Their connections may be shared with other comms and stay open: withdraw the requests. */
     while (mu->flights != NULL) {
         struct p2p_flight *f = mu->flights;
         mu->flights = f->next;
+        tp_tcp.cancel(f->req);
         if (eng != NULL && c->m[f->local].s != NULL)
             session_complete(eng, c->m[f->local].s, f->d.tag, status);
         free(f);

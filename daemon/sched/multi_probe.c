@@ -7,8 +7,9 @@
  * per-message overhead, which grows where daemons share processors or a link). Node 0 then
  * sends the figures to every
  * node, so that all nodes feed the same numbers to the cost model and pick the same algorithm
- * for every op (they must: their schedules have to match). Probe messages carry tags with bit
- * 62 set, which neither collectives nor send/recv use.
+ * for every op (they must: their schedules have to match). Probe messages carry the comm's
+ * probe tags (multi_tag.h). A child of a split whose connections are all its parent's takes
+ * the parent's figures instead (multi_conn.c): they describe the same links.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -19,8 +20,8 @@
 #include "log.h"
 #include "reduce.h"
 #include "sched/engine_int.h"
+#include "sched/multi_tag.h"
 
-#define PROBE_TAG (1ull << 62)
 #define PROBE_PINGS 5
 #define PROBE_BULK_BYTES (1u << 20)
 #define PROBE_REDUCE_BYTES (256u << 10)
@@ -54,6 +55,13 @@ static int req_done(tp_req_t **r)
     if (done)
         *r = NULL;
     return rc < 0 ? rc : done;
+}
+
+static void req_cancel(tp_req_t **r)
+{
+    if (*r != NULL)
+        tp_tcp.cancel(*r);
+    *r = NULL;
 }
 
 static int both_done(struct multi_probe *p)
@@ -112,9 +120,9 @@ static int fan_out(eng_multi_t *mu, struct multi_probe *p)
     if (!p->fan_posted) {
         p->t0 = now_ns();
         for (uint32_t j = 1; j < n; j++) {
-            if ((rc = tp_tcp.isend(mu->conns[j], p->small_out, 8, NULL, PROBE_TAG | 0x300,
+            if ((rc = tp_tcp.isend(mu->conns[j], p->small_out, 8, NULL, tag_probe(mu->tag, 0x300),
                                    &p->result_reqs[j - 1])) != 0 ||
-                (rc = tp_tcp.irecv(mu->conns[j], p->small_in, 8, NULL, PROBE_TAG | 0x301,
+                (rc = tp_tcp.irecv(mu->conns[j], p->small_in, 8, NULL, tag_probe(mu->tag, 0x301),
                                    &p->fan_reqs[j - 1])) != 0)
                 return rc;
         }
@@ -140,11 +148,11 @@ static int step_node0(eng_multi_t *mu, struct multi_probe *p)
         if (p->rs == NULL && p->rr == NULL) {
             /* Start the next exchange. */
             if (p->phase == PH_PING)
-                rc = post_pair(c1, p, p->small_out, 8, PROBE_TAG | p->k, p->small_in, 8,
-                               PROBE_TAG | 0x80 | p->k);
+                rc = post_pair(c1, p, p->small_out, 8, tag_probe(mu->tag, p->k), p->small_in, 8,
+                               tag_probe(mu->tag, 0x80 | p->k));
             else if (p->phase == PH_BULK)
-                rc = post_pair(c1, p, p->bulk, PROBE_BULK_BYTES, PROBE_TAG | 0x100, p->small_in, 8,
-                               PROBE_TAG | 0x101);
+                rc = post_pair(c1, p, p->bulk, PROBE_BULK_BYTES, tag_probe(mu->tag, 0x100),
+                               p->small_in, 8, tag_probe(mu->tag, 0x101));
             else
                 break;
             if (rc != 0)
@@ -167,7 +175,7 @@ static int step_node0(eng_multi_t *mu, struct multi_probe *p)
     /* The figures go to every other node; done when all are sent. */
     for (; p->sent < mu->nnodes - 1; p->sent++) {
         rc = tp_tcp.isend(mu->conns[p->sent + 1], p->figures, sizeof(p->figures), NULL,
-                          PROBE_TAG | 0x200, &p->result_reqs[p->sent]);
+                          tag_probe(mu->tag, 0x200), &p->result_reqs[p->sent]);
         if (rc != 0)
             return rc;
     }
@@ -195,14 +203,15 @@ static int step_other(eng_multi_t *mu, struct multi_probe *p)
                 continue;
             }
             if (p->phase == PH_PING)
-                rc = post_pair(c0, p, NULL, 0, 0, p->small_in, 8, PROBE_TAG | p->k);
+                rc = post_pair(c0, p, NULL, 0, 0, p->small_in, 8, tag_probe(mu->tag, p->k));
             else if (p->phase == PH_BULK)
-                rc = post_pair(c0, p, NULL, 0, 0, p->bulk, PROBE_BULK_BYTES, PROBE_TAG | 0x100);
+                rc = post_pair(c0, p, NULL, 0, 0, p->bulk, PROBE_BULK_BYTES,
+                               tag_probe(mu->tag, 0x100));
             else if (p->phase == PH_FAN)
-                rc = post_pair(c0, p, NULL, 0, 0, p->small_in, 8, PROBE_TAG | 0x300);
+                rc = post_pair(c0, p, NULL, 0, 0, p->small_in, 8, tag_probe(mu->tag, 0x300));
             else
-                rc =
-                    post_pair(c0, p, NULL, 0, 0, p->figures, sizeof(p->figures), PROBE_TAG | 0x200);
+                rc = post_pair(c0, p, NULL, 0, 0, p->figures, sizeof(p->figures),
+                               tag_probe(mu->tag, 0x200));
             if (rc != 0)
                 return rc;
         }
@@ -213,9 +222,9 @@ static int step_other(eng_multi_t *mu, struct multi_probe *p)
         if (p->phase == PH_RESULT)
             return 1;
         /* A ping, the bulk message or the fan-out's message came in: answer it. */
-        uint64_t tag = p->phase == PH_PING   ? PROBE_TAG | 0x80 | p->k
-                       : p->phase == PH_BULK ? PROBE_TAG | 0x101
-                                             : PROBE_TAG | 0x301;
+        uint64_t tag = p->phase == PH_PING   ? tag_probe(mu->tag, 0x80 | p->k)
+                       : p->phase == PH_BULK ? tag_probe(mu->tag, 0x101)
+                                             : tag_probe(mu->tag, 0x301);
         if ((rc = tp_tcp.isend(c0, p->small_out, 8, NULL, tag, &p->rs)) != 0)
             return rc;
         p->answering = 1;
@@ -228,6 +237,15 @@ static void probe_free(eng_multi_t *mu)
 
     if (p == NULL)
         return;
+    /* Stopped midway (the comm broke or went): its connections may be shared and stay. */
+    req_cancel(&p->rs);
+    req_cancel(&p->rr);
+    for (uint32_t j = 0; j < mu->nnodes; j++) {
+        if (p->result_reqs != NULL)
+            req_cancel(&p->result_reqs[j]);
+        if (p->fan_reqs != NULL)
+            req_cancel(&p->fan_reqs[j]);
+    }
     free(p->bulk);
     free(p->result_reqs);
     free(p->fan_reqs);

@@ -51,16 +51,27 @@ static void fill_clients(server_t *srv, Hccld__StatusResp *r, Hccld__ClientStatu
     r->clients = csp;
 }
 
+/* Pieces each rank of a coop comm posted in the control block. */
+static void coop_posted_all(const coop_ctl_t *ctl, engine_comm_stats_t *st)
+{
+    st->nlocal = ctl->nranks < ENGINE_STATS_RANKS ? ctl->nranks : ENGINE_STATS_RANKS;
+    for (uint32_t q = 0; q < st->nlocal; q++)
+        st->posted[q] = coop_posted(&ctl->slot[q]);
+}
+
+/* posted: ENGINE_STATS_RANKS entries per comm, for the answer's per-rank progress. */
 static void fill_comms(server_t *srv, Hccld__StatusResp *r, Hccld__CommStatus *cm,
-                       Hccld__CommStatus **cmp)
+                       Hccld__CommStatus **cmp, uint64_t *posted)
 {
     size_t n = 0;
 
     for (scomm_t *c = srv->comms; c != NULL; c = c->next) {
         engine_comm_stats_t st = {0};
         engine_get_comm_stats(srv->eng, c->id, &st);
-        if (c->coop != NULL)
+        if (c->coop != NULL) {
             st.ops_done += coop_pieces_done(c->coop);
+            coop_posted_all(c->coop, &st);
+        }
         hccld__comm_status__init(&cm[n]);
         cm[n].comm_id = c->id;
         cm[n].nranks = c->nranks;
@@ -74,6 +85,11 @@ static void fill_comms(server_t *srv, Hccld__StatusResp *r, Hccld__CommStatus *c
                               ? srv->qos.cls[c->qos_class].name
                               : "";
         cm[n].algo = st.algo >= 0 ? (char *)algo_name(st.algo) : "";
+        cm[n].rank0 = st.rank0;
+        cm[n].on_wire = st.on_wire;
+        memcpy(posted + n * ENGINE_STATS_RANKS, st.posted, st.nlocal * sizeof(*st.posted));
+        cm[n].posted = posted + n * ENGINE_STATS_RANKS;
+        cm[n].n_posted = st.nlocal;
         cmp[n] = &cm[n];
         n++;
     }
@@ -94,7 +110,8 @@ static void send_status(server_t *srv, session_t *s, uint64_t req_id)
     Hccld__ClientStatus **csp = calloc(ns, sizeof(*csp));
     Hccld__CommStatus *cm = calloc(nc, sizeof(*cm));
     Hccld__CommStatus **cmp = calloc(nc, sizeof(*cmp));
-    if (cs == NULL || csp == NULL || cm == NULL || cmp == NULL)
+    uint64_t *posted = calloc(nc * ENGINE_STATS_RANKS, sizeof(*posted));
+    if (cs == NULL || csp == NULL || cm == NULL || cmp == NULL || posted == NULL)
         goto out;
     engine_get_stats(srv->eng, &st);
     r.version = HCCLD_VERSION;
@@ -108,11 +125,12 @@ static void send_status(server_t *srv, session_t *s, uint64_t req_id)
     r.lat_bucket = st.lat_bucket;
     r.lat_sum_us = st.lat_sum_us;
     r.lat_count = st.lat_count;
+    r.data_conns = st.data_conns;
     r.workers = engine_workers(srv->eng);
     r.simd = (char *)reduce_isa();
     r.advertised = srv->advertised;
     fill_clients(srv, &r, cs, csp);
-    fill_comms(srv, &r, cm, cmp);
+    fill_comms(srv, &r, cm, cmp, posted);
     m.req_id = req_id;
     m.body_case = HCCLD__MSG__BODY_STATUS_RESP;
     m.status_resp = &r;
@@ -126,6 +144,7 @@ out:
     free(csp);
     free(cm);
     free(cmp);
+    free(posted);
 }
 
 static void send_topology(server_t *srv, session_t *s, uint64_t req_id)

@@ -20,7 +20,11 @@
 #include "hccl/hccl.h"
 #include "log.h"
 #include "rootinfo.h"
+#include "sched/multi_tag.h"
 #include "server/server.h"
+
+/* Send/recv tags carry comm ranks in 16 bits each. */
+_Static_assert(SERVER_MAX_RANKS <= TAG_RANK_MAX, "ranks fit the send/recv tags");
 
 struct job {
     server_t *srv;
@@ -414,6 +418,43 @@ static uint32_t job_nodes(server_t *srv, const job_t *j, char **nodes, char **da
     return nn;
 }
 
+/* The root's own word on its parent's connections, from its local ranks. */
+static void root_note(server_t *srv, const job_t *j, share_note_t *n)
+{
+    share_word_t w;
+
+    for (uint32_t r = 0; r < j->nranks; r++) {
+        const join_t *jn = &j->ranks[r];
+        if (jn->s == NULL)
+            continue;
+        if (share_word(srv, jn->has_parent ? jn->parent : NULL, jn->s->sid, &w) != 0) {
+            share_note_add(n, NULL, NULL, 0);
+            continue;
+        }
+        share_note_add(n, w.parent, w.ptrs, w.n);
+        share_word_free(&w);
+    }
+}
+
+/* A split's child: which of its pairs of daemons share their parent's connection. Every
+ * daemon's word came with its ranks' joins; the answer goes to all in the membership. */
+static uint32_t job_share_pairs(server_t *srv, const job_t *j, const char *const *data,
+                                const uint32_t *rank_node, uint32_t nn, share_note_t *own,
+                                uint32_t *pairs)
+{
+    const share_note_t **notes = calloc(nn, sizeof(*notes));
+    uint32_t np;
+
+    if (notes == NULL)
+        return 0;
+    root_note(srv, j, own);
+    for (uint32_t r = 0; r < j->nranks; r++)
+        notes[rank_node[r]] = j->ranks[r].p != NULL ? &j->ranks[r].p->share : own;
+    np = share_pairs(notes, data, nn, pairs);
+    free(notes);
+    return np;
+}
+
 /* Every rank joined and some live on other daemons: tell each daemon the membership once, then
  * answer our own ranks. The data path between daemons is not there yet: their collectives
  * fail with HCCL_E_NOT_SUPPORT (see libclient). */
@@ -426,10 +467,24 @@ static void job_complete_multinode(server_t *srv, job_t *j)
     scomm_t *c = NULL;
     const char *why = NULL;
     int result = HCCL_E_MEMORY;
+    share_note_t own = {0};
+    uint32_t *pairs = NULL;
+    share_plan_t plan = {0};
 
     if (nodes == NULL || data == NULL || rank_node == NULL)
         goto out;
     nn = job_nodes(srv, j, nodes, data, rank_node);
+    if ((pairs = calloc((size_t)nn * nn, sizeof(*pairs))) == NULL)
+        goto out;
+    plan.npairs = job_share_pairs(srv, j, (const char *const *)data, rank_node, nn, &own, pairs);
+    if (plan.npairs > 0) {
+        plan.parent = own.parent;
+        plan.pairs = pairs;
+        mb.parent_job_id.data = own.parent;
+        mb.parent_job_id.len = SHARE_JOB_BYTES;
+        mb.n_shared_pairs = 2 * plan.npairs;
+        mb.shared_pairs = pairs;
+    }
     mb.nranks = j->nranks;
     mb.n_nodes = nn;
     mb.nodes = nodes;
@@ -474,7 +529,8 @@ static void job_complete_multinode(server_t *srv, job_t *j)
     if (c != NULL)
         result = multinode_engine_comm(
             srv, c, (const char *const *)data, rank_node, nn, j->id, j->key,
-            &(multinode_opts_t){.algo = algo, .log_ops = log_ops, .qos_class = cls}, &why);
+            &(multinode_opts_t){.algo = algo, .log_ops = log_ops, .qos_class = cls, .plan = &plan},
+            &why);
     INFO("INIT", "job %s: comm %u formed with %u ranks on %u daemons", j->hex, c ? c->id : 0,
          j->nranks, nn);
 out:
@@ -487,6 +543,8 @@ out:
     free(nodes);
     free(data);
     free(rank_node);
+    free(pairs);
+    share_note_free(&own);
     job_free(j);
 }
 
@@ -588,6 +646,10 @@ void jobs_comm_init(server_t *srv, session_t *s, uint64_t req_id, const Hccld__C
         why = err;
     join_t join = {.s = s, .req_id = req_id, .l0_mode = req->l0_mode, .log_ops = req->log_ops};
     snprintf(join.algo, sizeof(join.algo), "%s", req->algo);
+    if (req->parent_job_id.len == SHARE_JOB_BYTES) {
+        join.has_parent = 1;
+        memcpy(join.parent, req->parent_job_id.data, SHARE_JOB_BYTES);
+    }
     if (why == NULL && job_add(j, req->nranks, req->rank, join) != 0)
         why = "out of memory", result = HCCL_E_MEMORY;
     if (why != NULL) {
@@ -609,8 +671,12 @@ static void remote_join(server_t *srv, peer_t *p, const Hccld__JoinReq *req)
 
     if (why == NULL && job_add(j, req->nranks, req->rank, (join_t){.p = p}) != 0)
         why = "out of memory";
-    if (why == NULL)
+    if (why == NULL) {
         snprintf(p->data_addr, sizeof(p->data_addr), "%s", req->data_addr);
+        share_note_add(&p->share,
+                       req->parent_job_id.len == SHARE_JOB_BYTES ? req->parent_job_id.data : NULL,
+                       (const char *const *)req->linked, req->n_linked);
+    }
     if (why != NULL) {
         WARN("INIT", "daemon %s: rank %u refused: %s", p->addr, req->rank, why);
         mb.result = HCCL_E_PARA;
@@ -770,6 +836,21 @@ int multinode_engine_comm(server_t *srv, scomm_t *c, const char *const *data_nod
         return HCCL_E_INTERNAL;
     }
     c->qos_class = o->qos_class;
+    c->has_job = 1;
+    memcpy(c->job_id, job_id, SHARE_JOB_BYTES);
+    uint8_t *share = calloc(nnodes, 1);
+    uint32_t parent_comm = 0;
+    int inherit = 0;
+    if (share == NULL) {
+        *why = "out of memory";
+        return HCCL_E_MEMORY;
+    }
+    if (share_spec(srv, c, o->plan, me, share, &parent_comm, &inherit) != 0) {
+        free(share);
+        *why = "the root daemon says this daemon shares its parent's data connections, which "
+               "are gone here";
+        return HCCL_E_INTERNAL;
+    }
     engine_multi_spec_t sp = {.comm_id = c->id,
                               .nnodes = nnodes,
                               .me = me,
@@ -780,8 +861,12 @@ int multinode_engine_comm(server_t *srv, scomm_t *c, const char *const *data_nod
                               .key = key,
                               .level1 = env.level1,
                               .log_ops = o->log_ops,
-                              .qos_class = o->qos_class};
+                              .qos_class = o->qos_class,
+                              .parent_comm_id = parent_comm,
+                              .share = share,
+                              .inherit_links = inherit};
     rc = engine_comm_create_multi(srv->eng, &sp);
+    free(share);
     if (rc != 0) {
         *why = "the daemon could not set up the communicator";
         return HCCL_E_INTERNAL;

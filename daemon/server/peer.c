@@ -35,6 +35,7 @@ static void on_peer_closed(uv_handle_t *h)
     peer_t *p = h->data;
 
     if (--p->handles_open == 0) {
+        share_note_free(&p->share);
         free(p->dec);
         free(p);
     }
@@ -196,11 +197,27 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     framed_alloc(((peer_t *)h->data)->dec, buf);
 }
 
+int peer_input(peer_t *p)
+{
+    Hccld__Msg *m;
+    int rc;
+
+    while (p->state != PEER_CLOSING && (rc = frame_dec_next(p->dec, &m)) != 0) {
+        if (rc < 0) {
+            WARN("NET", "malformed frame from %s; closing", p->ip);
+            return rc;
+        }
+        rc = dispatch(p, m);
+        frame_msg_free(m);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     peer_t *p = s->data;
-    Hccld__Msg *m;
-    int rc;
 
     if (nread < 0) {
         /* A daemon whose key differs hangs up once our challenge fails to convince it. */
@@ -215,17 +232,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     frame_dec_commit(p->dec, (size_t)nread);
-    while (p->state != PEER_CLOSING && (rc = frame_dec_next(p->dec, &m)) != 0) {
-        if (rc < 0 || dispatch(p, m) != 0) {
-            if (rc < 0)
-                WARN("NET", "malformed frame from %s; closing", p->ip);
-            if (rc > 0)
-                frame_msg_free(m);
-            peer_close(p);
-            return;
-        }
-        frame_msg_free(m);
-    }
+    if (peer_input(p) != 0)
+        peer_close(p);
 }
 
 static void on_timeout(uv_timer_t *t)

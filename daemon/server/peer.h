@@ -11,6 +11,7 @@
 
 #include "frame.h"
 
+#include "server/share.h"
 #include "transport/auth.h"
 
 #define PEER_ADDR_MAX 64
@@ -54,6 +55,8 @@ struct peer {
     char data_addr[PEER_ADDR_MAX];     /* where that daemon accepts data connections */
     int agreed;                        /* outgoing, agreed job: "unknown" is expected, retried */
     int job_unknown;                   /* outgoing: the other daemon does not know the job */
+    share_note_t share;                /* incoming, a split's child: what that daemon's ranks
+                                        * said about their parent's connections */
     peer_ready_cb on_ready;
     peer_msg_cb on_msg;
     peer_gone_cb on_gone;
@@ -67,6 +70,10 @@ int peer_listen(server_t *srv, const char *hostport);
 peer_t *peer_connect(server_t *srv, const char *addr, const uint8_t *job_id, const uint8_t *key,
                      unsigned timeout_ms, peer_ready_cb on_ready, void *user);
 int peer_send(peer_t *p, const Hccld__Msg *m);
+/* Runs the complete frames in p->dec through the handshake, or to on_msg once authenticated:
+ * 0, or a negative errno when the connection must close (the caller closes it). Apart from the
+ * read callback, tests/fuzz/fuzz_peer.c calls it, to test the handshake without a socket. */
+int peer_input(peer_t *p);
 void peer_close(peer_t *p);
 void peers_stop(server_t *srv);
 

@@ -19,6 +19,8 @@ typedef struct rjoin {
     session_t *s; /* NULL once its process left */
     uint64_t req_id;
     uint32_t rank;
+    int has_parent; /* a split's child: its parent's job id follows */
+    uint8_t parent[SHARE_JOB_BYTES];
 } rjoin_t;
 
 struct rjob {
@@ -110,9 +112,18 @@ static void send_join(rjob_t *r, const rjoin_t *j)
     req.rank = j->rank;
     req.pid = (uint32_t)j->s->pid;
     req.data_addr = r->srv->data_addr;
+    /* A split's child: tell the root which daemons our copy of the parent is connected to. */
+    share_word_t w = {0};
+    if (j->has_parent && share_word(r->srv, j->parent, j->s->sid, &w) == 0 && w.parent != NULL) {
+        req.parent_job_id.data = (uint8_t *)w.parent;
+        req.parent_job_id.len = SHARE_JOB_BYTES;
+        req.n_linked = w.n;
+        req.linked = (char **)w.ptrs;
+    }
     m.body_case = HCCLD__MSG__BODY_JOIN_REQ;
     m.join_req = &req;
     peer_send(r->link, &m);
+    share_word_free(&w);
 }
 
 static void on_link_ready(peer_t *p, int result);
@@ -248,6 +259,10 @@ void rjobs_join(server_t *srv, session_t *s, uint64_t req_id, const Hccld__CommI
         r->cap = cap;
     }
     r->joins[r->njoins] = (rjoin_t){.s = s, .req_id = req_id, .rank = req->rank};
+    if (req->parent_job_id.len == SHARE_JOB_BYTES) {
+        r->joins[r->njoins].has_parent = 1;
+        memcpy(r->joins[r->njoins].parent, req->parent_job_id.data, SHARE_JOB_BYTES);
+    }
     r->log_ops |= req->log_ops;
     if (r->ready)
         send_join(r, &r->joins[r->njoins]);
@@ -299,12 +314,18 @@ void rjobs_membership(server_t *srv, peer_t *p, const Hccld__Membership *m)
         }
     const char *why = "out of memory";
     int result = HCCL_E_MEMORY;
+    share_plan_t plan = {.parent = m->parent_job_id.data,
+                         .pairs = m->shared_pairs,
+                         .npairs = (uint32_t)(m->n_shared_pairs / 2)};
+    if (m->parent_job_id.len != SHARE_JOB_BYTES || m->n_shared_pairs % 2 != 0)
+        plan.npairs = 0;
     if (c != NULL && m->n_data_nodes == m->n_nodes)
         result = multinode_engine_comm(srv, c, (const char *const *)m->data_nodes, m->rank_node,
                                        (uint32_t)m->n_nodes, r->id, r->key,
                                        &(multinode_opts_t){.algo = r->algo,
                                                            .log_ops = r->log_ops,
-                                                           .qos_class = membership_class(srv, m)},
+                                                           .qos_class = membership_class(srv, m),
+                                                           .plan = &plan},
                                        &why);
     INFO("INIT", "job %s: comm %u formed with %u ranks on %zu daemons (root %s)", r->hex,
          c ? c->id : 0, m->nranks, m->n_nodes, r->root);

@@ -14,6 +14,7 @@
 #include "sched/engine.h"
 #include "server/peer.h"
 #include "server/qos_conf.h"
+#include "server/share.h"
 #include "shm.h"
 
 #define SERVER_MAX_CLIENTS 1024
@@ -47,6 +48,8 @@ typedef struct join {
     uint32_t l0_mode; /* what the rank asked for */
     char algo[128];   /* its HCCL_ALGO (checked) */
     int log_ops;      /* it runs at HCCL_DEBUG=INFO: log each op's algorithm choice */
+    int has_parent;   /* a split's child: the parent's job id follows */
+    uint8_t parent[SHARE_JOB_BYTES];
 } join_t;
 
 typedef struct job job_t;
@@ -123,6 +126,8 @@ struct scomm {
     uint32_t left;
     int qos_class; /* index into srv->qos.cls */
     char job_hex[33];
+    int has_job; /* spans daemons: its job id follows (its children may share its links) */
+    uint8_t job_id[SHARE_JOB_BYTES];
     uint64_t *sids;        /* per rank; 0 once the rank left */
     struct coop_ctl *coop; /* cooperative level 0, or NULL */
     uint64_t coop_bytes;
@@ -168,9 +173,10 @@ int comm_form(server_t *srv, uint32_t n, const join_t *ranks, const char *hex);
  * (sids, in global rank order) must be one contiguous block of equal size on every node.
  * 0, or an HcclResult with *why set. */
 typedef struct multinode_opts {
-    const char *algo; /* a local rank's HCCL_ALGO */
-    int log_ops;      /* a local rank asked for each op's algorithm choice in the log */
-    int qos_class;    /* index into srv->qos.cls, as the root decided */
+    const char *algo;         /* a local rank's HCCL_ALGO */
+    int log_ops;              /* a local rank asked for each op's algorithm choice in the log */
+    int qos_class;            /* index into srv->qos.cls, as the root decided */
+    const share_plan_t *plan; /* a split's child: the connections it shares, or NULL */
 } multinode_opts_t;
 int multinode_engine_comm(server_t *srv, scomm_t *c, const char *const *data_nodes,
                           const uint32_t *rank_node, uint32_t nnodes, const uint8_t *job_id,

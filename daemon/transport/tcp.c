@@ -268,6 +268,7 @@ const transport_ops_t tp_tcp = {
     .test = tcp_test,
     .poll_fds = tcp_poll_fds,
     .set_dscp = tcp_set_dscp,
+    .cancel = tcp_msg_cancel,
     .close = tcp_close,
     .listen_close = tcp_listen_close,
 };

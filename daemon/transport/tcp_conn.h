@@ -76,6 +76,8 @@ short tcp_msg_events(const tp_conn_t *c);
 void tcp_msg_init(tp_conn_t *c);
 /* Frees what the data stream holds (unexpected messages); the requests go with the conn. */
 void tcp_msg_free(tp_conn_t *c);
+/* Withdraws a request not reported done (see transport.h) and gives it back. */
+void tcp_msg_cancel(tp_req_t *r);
 /* Gives back a request that test() reported done. */
 void tcp_req_release(tp_req_t *r);
 /* Fails the connection: every pending request completes with err (already logged). */

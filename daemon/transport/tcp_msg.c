@@ -63,6 +63,43 @@ void tcp_req_release(tp_req_t *r)
     c->free_reqs = r;
 }
 
+/* Takes r out of q; 0, or -ENOENT if it is not queued there. */
+static int queue_unlink(tcp_queue_t *q, tp_req_t *r)
+{
+    for (tp_req_t *prev = NULL, *x = q->head; x != NULL; prev = x, x = x->next) {
+        if (x != r)
+            continue;
+        if (prev != NULL)
+            prev->next = r->next;
+        else
+            q->head = r->next;
+        if (q->tail == r)
+            q->tail = prev;
+        r->next = NULL;
+        return 0;
+    }
+    return -ENOENT;
+}
+
+void tcp_msg_cancel(tp_req_t *r)
+{
+    tp_conn_t *c = r->conn;
+    int clean;
+
+    if (!r->done) {
+        /* Only the head of the send queue can have bytes on the wire; a receive is being
+         * filled only while it is rx_req. */
+        clean = r->dir == TCP_DIR_SEND ? r->moved == 0 && queue_unlink(&c->sendq, r) == 0
+                                       : c->rx_req != r && queue_unlink(&c->recvq, r) == 0;
+        if (!clean) {
+            WARN("NET", "a %s of tag %#llx was withdrawn half done; failing its connection",
+                 r->dir == TCP_DIR_SEND ? "send" : "receive", (unsigned long long)r->tag);
+            tcp_conn_fail(c, -ECANCELED);
+        }
+    }
+    tcp_req_release(r);
+}
+
 void tcp_conn_fail(tp_conn_t *c, int err)
 {
     if (c->state == TCP_CONN_FAILED)
@@ -140,14 +177,19 @@ static ssize_t recv_iov(tp_conn_t *c, struct iovec *iov, size_t niov)
         if (n < 0 && errno == EAGAIN)
             return 0;
         if (n == 0) {
-            /* A peer that closes between messages with nothing asked of it here has simply
-             * finished: what it sent before stays readable (see tcp_msg_post). */
-            if (c->recvq.head == NULL && c->rx_raw_off == 0 && !c->rx_ready) {
-                DBG("NET", "peer closed the connection");
+            /* A peer that closes between messages has finished sending: what it sent before
+             * stays readable (see tcp_msg_post), and only the receives still waiting, which
+             * nothing can fill any more, fail. A close in the middle of a message is an error
+             * of the whole connection. */
+            if (c->rx_raw_off == 0 && !c->rx_ready) {
+                DBG("NET", "peer closed the connection%s",
+                    c->recvq.head != NULL ? "; the receives still posted fail" : "");
                 c->eof = 1;
+                while (c->recvq.head != NULL)
+                    req_complete(queue_pop(&c->recvq), -ECONNRESET);
                 return 0;
             }
-            ERR("NET", "recv() failed: peer closed the connection");
+            ERR("NET", "recv() failed: peer closed the connection in the middle of a message");
             return -ECONNRESET;
         }
         int err = errno;
@@ -187,18 +229,11 @@ static int recv_header(tp_conn_t *c)
 /* Takes the oldest posted receive with this tag out of recvq, or NULL. */
 static tp_req_t *recvq_take(tcp_queue_t *q, uint64_t tag)
 {
-    for (tp_req_t *prev = NULL, *r = q->head; r != NULL; prev = r, r = r->next) {
-        if (r->tag != tag)
-            continue;
-        if (prev != NULL)
-            prev->next = r->next;
-        else
-            q->head = r->next;
-        if (q->tail == r)
-            q->tail = prev;
-        r->next = NULL;
-        return r;
-    }
+    for (tp_req_t *r = q->head; r != NULL; r = r->next)
+        if (r->tag == tag) {
+            queue_unlink(q, r);
+            return r;
+        }
     return NULL;
 }
 
@@ -368,12 +403,11 @@ int tcp_msg_post(tp_conn_t *c, int dir, void *buf, size_t len, uint64_t tag, tp_
     } else {
         int rc = recv_from_unexp(c, r);
         if (rc > 0 && c->eof) {
-            ERR("NET", "receive of tag %#llx: the peer has closed the connection",
+            /* Nothing more comes: this receive fails, the messages kept stay for others. */
+            DBG("NET", "receive of tag %#llx: the peer has closed the connection",
                 (unsigned long long)tag);
             req_complete(r, -ECONNRESET);
-            rc = -ECONNRESET;
-        }
-        if (rc < 0)
+        } else if (rc < 0)
             tcp_conn_fail(c, rc);
         else if (rc > 0)
             queue_push(&c->recvq, r);

@@ -112,6 +112,37 @@ static void set_buffers(int fd)
         WARN("NET", "setsockopt(SO_SNDBUF/SO_RCVBUF, %d) failed: %s", bytes, strerror(errno));
 }
 
+/*
+ * Heartbeats between daemons are the kernel's: TCP keepalive probes a data connection that has
+ * been idle for HCCLD_HEARTBEAT_S seconds every HCCLD_HEARTBEAT_S and drops it after
+ * HCCLD_HEARTBEAT_MISSES unanswered probes, and TCP_USER_TIMEOUT drops one whose data stays
+ * unacknowledged as long. Either way the transport reports the error and the comms on the
+ * connection fail, naming the node. The defaults (1 s, 4) notice a lost peer or link within
+ * about 5 s; a link that stalls for less than that only slows down. A daemon that is frozen
+ * while its kernel still answers is caught by HCCL_EXEC_TIMEOUT instead.
+ */
+static void set_heartbeat(int fd)
+{
+    static uint64_t secs, misses;
+    int one = 1, s, n;
+    unsigned timeout_ms;
+
+    if (secs == 0 && (env_u64("HCCLD_HEARTBEAT_S", 1, 1, 3600, &secs) != 0 ||
+                      env_u64("HCCLD_HEARTBEAT_MISSES", 4, 1, 100, &misses) != 0)) {
+        secs = 1;
+        misses = 4;
+    }
+    s = (int)secs;
+    n = (int)misses;
+    timeout_ms = (unsigned)(secs * (misses + 1) * 1000);
+    if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)) != 0 ||
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &s, sizeof(s)) != 0 ||
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &s, sizeof(s)) != 0 ||
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &n, sizeof(n)) != 0 ||
+        setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &timeout_ms, sizeof(timeout_ms)) != 0)
+        WARN("NET", "setting heartbeats (TCP keepalive, user timeout) failed: %s", strerror(errno));
+}
+
 int tcp_sock_tune(int fd)
 {
     int one = 1;
@@ -122,6 +153,7 @@ int tcp_sock_tune(int fd)
         return -err;
     }
     set_buffers(fd);
+    set_heartbeat(fd);
     return 0;
 }
 

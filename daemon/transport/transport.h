@@ -73,6 +73,13 @@ typedef struct transport_ops {
     /* Marks the connection's traffic with a QoS class: DSCP for TCP (the traffic class / SL
      * for RDMA). 0, or a negative errno. */
     int (*set_dscp)(tp_conn_t *c, int dscp);
+    /*
+     * Withdraws a request not yet reported done (and frees it): its buffer is no longer
+     * touched, so a connection that outlives its user (several comms share one) stays sound.
+     * A send partly on the wire or a receive partly filled cannot leave the byte stream
+     * without corrupting it: the connection then fails (logged).
+     */
+    void (*cancel)(tp_req_t *r);
     /* Frees the connection and every request not yet reported done. */
     void (*close)(tp_conn_t *c);
     void (*listen_close)(tp_listener_t *l);

@@ -116,33 +116,58 @@ pid_t harness_daemon_start(const char *extra_arg)
     return pid;
 }
 
-int harness_daemon_addr(const char *sock, char *out, size_t cap)
+/* The status of the daemon on client socket sock, over its admin socket (hccld-admin.sock
+ * beside it), or NULL; the caller frees it with frame_msg_free. */
+static Hccld__Msg *daemon_status(const char *sock)
 {
     Hccld__Msg m = HCCLD__MSG__INIT, *resp = NULL;
     Hccld__StatusReq req = HCCLD__STATUS_REQ__INIT;
     char admin[256];
     const char *slash = strrchr(sock, '/');
     uds_conn_t conn;
-    int fd, rc = -1;
+    int fd;
 
     if (slash == NULL)
-        return -1;
+        return NULL;
     snprintf(admin, sizeof(admin), "%.*s/hccld-admin.sock", (int)(slash - sock), sock);
     if ((fd = uds_connect(admin)) < 0)
-        return -1;
+        return NULL;
     uds_conn_init(&conn, fd);
     m.req_id = 1;
     m.body_case = HCCLD__MSG__BODY_STATUS_REQ;
     m.status_req = &req;
-    if (uds_send(fd, &m, NULL, 0) == 0 && uds_recv(&conn, &resp, 5000) == 0 &&
-        resp->body_case == HCCLD__MSG__BODY_STATUS_RESP && resp->status_resp->advertised[0]) {
+    if (uds_send(fd, &m, NULL, 0) != 0 || uds_recv(&conn, &resp, 5000) != 0 ||
+        resp->body_case != HCCLD__MSG__BODY_STATUS_RESP) {
+        if (resp != NULL)
+            frame_msg_free(resp);
+        resp = NULL;
+    }
+    uds_conn_close(&conn);
+    return resp;
+}
+
+int harness_daemon_addr(const char *sock, char *out, size_t cap)
+{
+    Hccld__Msg *resp = daemon_status(sock);
+    int rc = -1;
+
+    if (resp != NULL && resp->status_resp->advertised[0]) {
         snprintf(out, cap, "%s", resp->status_resp->advertised);
         rc = 0;
     }
     if (resp != NULL)
         frame_msg_free(resp);
-    uds_conn_close(&conn);
     return rc;
+}
+
+int harness_daemon_data_conns(const char *sock)
+{
+    Hccld__Msg *resp = daemon_status(sock);
+    int n = resp != NULL ? (int)resp->status_resp->data_conns : -1;
+
+    if (resp != NULL)
+        frame_msg_free(resp);
+    return n;
 }
 
 void harness_daemon_stop(pid_t pid)
@@ -332,4 +357,51 @@ void harness_proc_usage(pid_t pid, long *rss_anon_kb, int *fds)
     while ((e = readdir(dir)) != NULL)
         *fds += e->d_name[0] != '.';
     closedir(dir);
+}
+
+/* hccld-ctl beside the daemon under test. */
+static const char *ctl_path(void)
+{
+    static char path[512];
+    const char *bin = getenv("HCCLD_BIN") ? getenv("HCCLD_BIN") : "build/bin/hccld";
+    const char *slash = strrchr(bin, '/');
+
+    snprintf(path, sizeof(path), "%.*shccld-ctl", slash ? (int)(slash - bin + 1) : 0, bin);
+    return path;
+}
+
+/* Runs hccld-ctl with args (as uid/gid if uid > 0); its exit status, or -1. Its stdout and
+ * stderr go to out if not NULL. */
+int harness_ctl(uid_t uid, char *out, size_t cap, const char *args)
+{
+    char cmd[1024];
+    int fds[2], status;
+
+    snprintf(cmd, sizeof(cmd), "exec %s --admin-socket %s %s 2>&1", ctl_path(),
+             harness_admin_socket(), args);
+    if (pipe(fds) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        if (uid > 0 && (setgid(uid) != 0 || setuid(uid) != 0))
+            _exit(126);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    size_t n = 0;
+    ssize_t got;
+    char sink[256];
+    while ((got = read(fds[0], out && n + 1 < cap ? out + n : sink,
+                       out && n + 1 < cap ? cap - n - 1 : sizeof(sink))) > 0)
+        if (out && n + 1 < cap)
+            n += (size_t)got;
+    if (out)
+        out[n] = '\0';
+    close(fds[0]);
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+        return -1;
+    return WEXITSTATUS(status);
 }

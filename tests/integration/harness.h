@@ -58,6 +58,9 @@ int harness_daemon_data_conns(const char *sock);
 /* A process's own memory (RssAnon: not the shared segments it maps) and open descriptors,
  * from /proc; fails the test if they cannot be read. */
 void harness_proc_usage(pid_t pid, long *rss_anon_kb, int *fds);
+/* Runs hccld-ctl (beside HCCLD_BIN) against the harness's admin socket with args, as uid/gid
+ * if uid > 0: its exit status, or -1; its stdout and stderr go to out if not NULL. */
+int harness_ctl(uid_t uid, char *out, size_t cap, const char *args);
 /* Waits for the given children; returns how many failed. */
 int harness_wait(pid_t *pids, uint32_t n, unsigned timeout_s);
 

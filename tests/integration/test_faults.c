@@ -21,6 +21,7 @@
 /* A failure must be seen this fast (the goal is 1 s; the machine is shared and noisy, and the
  * op in flight when the rank dies takes its own time). Far below HCCL_EXEC_TIMEOUT (60 s). */
 #define FAIL_WITHIN_S 5.0
+#define LINGER_S 8 /* longer than FAIL_WITHIN_S */
 
 static double now_s(void)
 {
@@ -70,6 +71,10 @@ static int die_mid_collective(HcclComm comm, uint32_t r, uint32_t n, void *arg)
         fprintf(stderr, "rank %u: async error %d, want %d\n", r, async, HCCL_E_REMOTE);
         return 4;
     }
+    /* The victim's neighbours hold on to the comm: the other daemons' ranks must not need
+     * them to let go (their daemon tells the others at once). */
+    if (arg != NULL && r / *(const unsigned *)arg == VICTIM / *(const unsigned *)arg)
+        sleep(LINGER_S);
     t0 = now_s();
     rc = HcclCommDestroy(comm);
     if (rc != HCCL_SUCCESS || now_s() - t0 > 2.0) {
@@ -132,7 +137,9 @@ static void kill_case(unsigned ndaemons, unsigned per)
     for (uint32_t r = 0; r < n; r++)
         socks[r] = socks_buf[r / per];
     setenv("HCCL_EXEC_TIMEOUT", "60", 1);
-    ck_assert_int_eq(harness_spawn_ranks_on(n, socks, die_mid_collective, NULL, 120, pids), 0);
+    ck_assert_int_eq(
+        harness_spawn_ranks_on(n, socks, die_mid_collective, ndaemons > 1 ? &per : NULL, 120, pids),
+        0);
     ck_assert_msg(wait_victim(pids, n, 120) == 0, "%u daemons x %u ranks", ndaemons, per);
     unsetenv("HCCL_EXEC_TIMEOUT");
     for (unsigned d = 1; d < ndaemons; d++)
@@ -345,6 +352,42 @@ START_TEST(test_hundred_kills_leak_nothing)
 }
 END_TEST
 
+/* A collective that waits for one rank: `hccld-ctl comms` names the ranks that posted it and
+ * the one that did not, on the daemon path and on the cooperative one. */
+static int straggler(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+{
+    float x = 1, y = 0;
+
+    if (r == n - 1)
+        sleep(3);
+    return HcclAllReduce(&x, &y, 1, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, NULL) !=
+               HCCL_SUCCESS ||
+           y != (float)n;
+}
+
+START_TEST(test_status_names_the_straggler)
+{
+    static const char *const modes[] = {"daemon", "coop"};
+    char out[8192];
+    pid_t pids[3];
+
+    for (int m = 0; m < 2; m++) {
+        setenv("HCCL_L0_MODE", modes[m], 1);
+        ck_assert_int_eq(harness_spawn_ranks(3, straggler, NULL, 60, pids), 0);
+        /* Ranks 0 and 1 are in the allreduce well before rank 2 (it sleeps 3 s). */
+        int found = 0;
+        for (int i = 0; i < 20 && !found; i++) {
+            usleep(100 * 1000);
+            ck_assert_int_eq(harness_ctl(0, out, sizeof(out), "comms"), 0);
+            found = strstr(out, "posted by rank 0 1; not yet by rank 2") != NULL;
+        }
+        ck_assert_msg(found, "%s: hccld-ctl comms does not name the straggler:\n%s", modes[m], out);
+        ck_assert_int_eq(harness_wait(pids, 3, 60), 0);
+    }
+    unsetenv("HCCL_L0_MODE");
+}
+END_TEST
+
 Suite *faults_suite(void)
 {
     Suite *s = suite_create("faults");
@@ -355,6 +398,7 @@ Suite *faults_suite(void)
     tcase_add_test(tc, test_killed_rank_two_daemons);
     tcase_add_test(tc, test_abort_from_another_thread);
     tcase_add_test(tc, test_daemon_dies_and_returns);
+    tcase_add_test(tc, test_status_names_the_straggler);
     tcase_add_test(tc, test_hundred_kills_leak_nothing);
     suite_add_tcase(s, tc);
     return s;

@@ -15,67 +15,20 @@
 #include "harness.h"
 #include "suites.h"
 
-/* hccld-ctl beside the daemon under test. */
-static const char *ctl_path(void)
-{
-    static char path[512];
-    const char *bin = getenv("HCCLD_BIN") ? getenv("HCCLD_BIN") : "build/bin/hccld";
-    const char *slash = strrchr(bin, '/');
-
-    snprintf(path, sizeof(path), "%.*shccld-ctl", slash ? (int)(slash - bin + 1) : 0, bin);
-    return path;
-}
-
-/* Runs hccld-ctl with args (as uid/gid if uid > 0); its exit status, or -1. Its stdout and
- * stderr go to out if not NULL. */
-static int ctl(uid_t uid, char *out, size_t cap, const char *args)
-{
-    char cmd[1024];
-    int fds[2], status;
-
-    snprintf(cmd, sizeof(cmd), "exec %s --admin-socket %s %s 2>&1", ctl_path(),
-             harness_admin_socket(), args);
-    if (pipe(fds) != 0)
-        return -1;
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fds[1], 1);
-        close(fds[0]);
-        if (uid > 0 && (setgid(uid) != 0 || setuid(uid) != 0))
-            _exit(126);
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
-    close(fds[1]);
-    size_t n = 0;
-    ssize_t got;
-    char sink[256];
-    while ((got = read(fds[0], out && n + 1 < cap ? out + n : sink,
-                       out && n + 1 < cap ? cap - n - 1 : sizeof(sink))) > 0)
-        if (out && n + 1 < cap)
-            n += (size_t)got;
-    if (out)
-        out[n] = '\0';
-    close(fds[0]);
-    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
-        return -1;
-    return WEXITSTATUS(status);
-}
-
 START_TEST(test_ctl_exit_codes)
 {
     char out[4096];
 
-    ck_assert_int_eq(ctl(0, out, sizeof(out), "qos list"), 0);
+    ck_assert_int_eq(harness_ctl(0, out, sizeof(out), "qos list"), 0);
     ck_assert_ptr_nonnull(strstr(out, "MEDIUM"));
-    ck_assert_int_eq(ctl(0, out, sizeof(out), "--json qos list"), 0);
+    ck_assert_int_eq(harness_ctl(0, out, sizeof(out), "--json qos list"), 0);
     ck_assert_ptr_nonnull(strstr(out, "\"default\":\"MEDIUM\""));
-    ck_assert_int_eq(ctl(0, NULL, 0, "qos set GOLD --priority 1"), 1);
-    ck_assert_int_eq(ctl(0, NULL, 0, "qos set LOW"), 1);
-    ck_assert_int_eq(ctl(0, NULL, 0, "qos set LOW --max-bw fast"), 2);
-    ck_assert_int_eq(ctl(0, NULL, 0, "qos bogus"), 2);
-    ck_assert_int_eq(ctl(0, NULL, 0, "qos list extra"), 2);
-    ck_assert_int_eq(ctl(0, NULL, 0, "frobnicate"), 2);
+    ck_assert_int_eq(harness_ctl(0, NULL, 0, "qos set GOLD --priority 1"), 1);
+    ck_assert_int_eq(harness_ctl(0, NULL, 0, "qos set LOW"), 1);
+    ck_assert_int_eq(harness_ctl(0, NULL, 0, "qos set LOW --max-bw fast"), 2);
+    ck_assert_int_eq(harness_ctl(0, NULL, 0, "qos bogus"), 2);
+    ck_assert_int_eq(harness_ctl(0, NULL, 0, "qos list extra"), 2);
+    ck_assert_int_eq(harness_ctl(0, NULL, 0, "frobnicate"), 2);
 }
 END_TEST
 
@@ -92,8 +45,8 @@ START_TEST(test_non_admin_refused)
     ck_assert_int_eq(stat(dir, &dst), 0);
     ck_assert_int_eq(chmod(harness_admin_socket(), 0666), 0);
     ck_assert_int_eq(chmod(dir, 0755), 0);
-    int rc = ctl(65534, why, sizeof(why), "qos set LOW --max-bw 1Gbit");
-    int list = ctl(65534, out, sizeof(out), "--json qos list");
+    int rc = harness_ctl(65534, why, sizeof(why), "qos set LOW --max-bw 1Gbit");
+    int list = harness_ctl(65534, out, sizeof(out), "--json qos list");
     chmod(harness_admin_socket(), st.st_mode & 07777);
     chmod(dir, dst.st_mode & 07777);
     ck_assert_int_eq(rc, 1);
@@ -118,7 +71,7 @@ static int class_is(const char *job, const char *asked, const char *want)
         setenv("HCCL_QOS_CLASS", asked, 1);
         if (HcclGetRootInfo(&ri) != HCCL_SUCCESS)
             _exit(3);
-        if (ctl(0, out, sizeof(out), "--json status") != 0)
+        if (harness_ctl(0, out, sizeof(out), "--json status") != 0)
             _exit(4);
         snprintf(needle, sizeof(needle), "\"pid\":%d,", (int)getpid());
         const char *me = strstr(out, needle);
@@ -143,7 +96,7 @@ START_TEST(test_granting)
     ck_assert_int_eq(class_is("qos-a", "HIGH", "MEDIUM"), 0); /* no promotion by asking */
     ck_assert_int_eq(class_is("qos-a", "low", "LOW"), 0);     /* stepping down is fine */
     ck_assert_int_eq(class_is("qos-a", "PLATINUM", "MEDIUM"), 0);
-    ck_assert_int_eq(ctl(0, NULL, 0, "qos assign --job 'qos-b*' HIGH"), 0);
+    ck_assert_int_eq(harness_ctl(0, NULL, 0, "qos assign --job 'qos-b*' HIGH"), 0);
     ck_assert_int_eq(class_is("qos-b1", "", "HIGH"), 0);
     ck_assert_int_eq(class_is("qos-b2", "HIGH", "HIGH"), 0);
     ck_assert_int_eq(class_is("qos-a", "HIGH", "MEDIUM"), 0);
@@ -155,7 +108,7 @@ START_TEST(test_topology)
     char out[8192];
     unsigned packages = 0, cores = 0, pus = 0;
 
-    ck_assert_int_eq(ctl(0, out, sizeof(out), "--json topology"), 0);
+    ck_assert_int_eq(harness_ctl(0, out, sizeof(out), "--json topology"), 0);
     const char *p = strstr(out, "\"packages\":"), *c = strstr(out, "\"cores\":"),
                *u = strstr(out, "\"pus\":");
     ck_assert_msg(p && c && u, "%s", out);
@@ -166,9 +119,9 @@ START_TEST(test_topology)
     ck_assert_uint_ge(cores, packages);
     ck_assert_uint_ge(pus, cores);
     ck_assert_uint_eq(pus, (unsigned)sysconf(_SC_NPROCESSORS_ONLN));
-    ck_assert_int_eq(ctl(0, out, sizeof(out), "topology"), 0);
+    ck_assert_int_eq(harness_ctl(0, out, sizeof(out), "topology"), 0);
     ck_assert_ptr_nonnull(strstr(out, "hardware threads"));
-    ck_assert_int_eq(ctl(0, NULL, 0, "topology extra"), 2);
+    ck_assert_int_eq(harness_ctl(0, NULL, 0, "topology extra"), 2);
 }
 END_TEST
 
@@ -188,7 +141,7 @@ START_TEST(test_comms)
         if (HcclGetRootInfo(&ri) != HCCL_SUCCESS ||
             HcclCommInitRootInfo(1, &ri, 0, &comm) != HCCL_SUCCESS)
             _exit(3);
-        if (ctl(0, out, sizeof(out), "--json comms") != 0)
+        if (harness_ctl(0, out, sizeof(out), "--json comms") != 0)
             _exit(4);
         /* Comm ids are the daemon's; find ours by its class and size. */
         snprintf(needle, sizeof(needle), "\"nranks\":1,\"joined\":1,\"nnodes\":1");
@@ -198,7 +151,7 @@ START_TEST(test_comms)
             fprintf(stderr, "comms: %.500s\n", out);
             _exit(1);
         }
-        if (ctl(0, out, sizeof(out), "comms") != 0 || strstr(out, "class LOW") == NULL)
+        if (harness_ctl(0, out, sizeof(out), "comms") != 0 || strstr(out, "class LOW") == NULL)
             _exit(5);
         _exit(HcclCommDestroy(comm) == HCCL_SUCCESS ? 0 : 6);
     }
@@ -212,7 +165,7 @@ START_TEST(test_metrics)
 {
     char out[16384];
 
-    ck_assert_int_eq(ctl(0, out, sizeof(out), "metrics"), 0);
+    ck_assert_int_eq(harness_ctl(0, out, sizeof(out), "metrics"), 0);
     ck_assert_ptr_nonnull(strstr(out, "# TYPE hccld_ops_total counter\nhccld_ops_total "));
     ck_assert_ptr_nonnull(strstr(out, "# TYPE hccld_op_duration_seconds histogram"));
     ck_assert_ptr_nonnull(strstr(out, "hccld_op_duration_seconds_bucket{le=\"+Inf\"} "));
@@ -220,7 +173,7 @@ START_TEST(test_metrics)
     ck_assert_ptr_nonnull(
         strstr(out, "hccld_class_max_bits_per_second{class=\"HIGH\"} 40000000000"));
     ck_assert_ptr_nonnull(strstr(out, "hccld_class_rate_bits_per_second{class=\"LOW\"} "));
-    ck_assert_int_eq(ctl(0, NULL, 0, "metrics --json"), 2);
+    ck_assert_int_eq(harness_ctl(0, NULL, 0, "metrics --json"), 2);
 }
 END_TEST
 

@@ -336,6 +336,89 @@ START_TEST(test_wrong_key_refused)
 }
 END_TEST
 
+/*
+ * A link that goes silent (every packet into node 2 dropped, no reset, no FIN): the daemons'
+ * heartbeats (TCP keepalive and user timeout, 1 s x 4 by default) fail the comm within about
+ * 5 s, both while an op is on the wire and while the comm sits idle, long before
+ * HCCL_EXEC_TIMEOUT (60 s here). The ranks see HCCL_E_REMOTE or HCCL_E_TIMEOUT.
+ */
+#define CUT_AFTER_S 1
+#define LOST_WITHIN_S 15.0
+
+static double mono_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int lost_link_rank(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+{
+    int idle = *(const int *)arg;
+    enum { CNT = 1 << 20 };
+    float *a = calloc(CNT, sizeof(float)), *b = calloc(CNT, sizeof(float));
+    HcclResult rc = HCCL_SUCCESS;
+    double t0 = mono_s();
+
+    if (idle) {
+        /* One op, then nothing while the link dies; the next op must fail at once. */
+        rc = HcclAllReduce(a, b, CNT, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, NULL);
+        if (rc != HCCL_SUCCESS)
+            return 1;
+        sleep(CUT_AFTER_S + (unsigned)LOST_WITHIN_S);
+        t0 = mono_s();
+        rc = HcclAllReduce(a, b, CNT, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, NULL);
+    } else {
+        while (rc == HCCL_SUCCESS && mono_s() - t0 < 120) {
+            t0 = mono_s();
+            rc = HcclAllReduce(a, b, CNT, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, NULL);
+        }
+    }
+    double took = mono_s() - t0;
+    fprintf(stderr, "netns: rank %u (%s): the op failed with %d after %.2f s\n", r,
+            idle ? "idle comm" : "op on the wire", rc, took);
+    free(a);
+    free(b);
+    if ((rc != HCCL_E_REMOTE && rc != HCCL_E_TIMEOUT) || took > (idle ? 1.0 : LOST_WITHIN_S))
+        return 2;
+    _exit(0); /* the comm is broken: the harness's destroy would only add noise */
+}
+
+static void lost_link(int idle)
+{
+    char *socks[2];
+    pid_t pids[2];
+    cluster_t c;
+
+    setenv("HCCL_EXEC_TIMEOUT", "60", 1);
+    cluster_up(&c, 2);
+    socks[0] = c.socks[0];
+    socks[1] = c.socks[1];
+    ck_assert_int_eq(harness_spawn_ranks_on(2, socks, lost_link_rank, &idle, RANK_TIMEOUT, pids),
+                     0);
+    sleep(CUT_AFTER_S);
+    ck_assert_int_eq(impair_drop_input(&c.topo, 1, "1"), 0);
+    int failed = harness_wait(pids, 2, RANK_TIMEOUT);
+    if (failed)
+        dump_logs(&c);
+    ck_assert_msg(failed == 0, "%d ranks did not fail fast with the link gone", failed);
+    setenv("HCCL_EXEC_TIMEOUT", "20", 1);
+    cluster_down(&c);
+}
+
+START_TEST(test_lost_link_busy)
+{
+    lost_link(0);
+}
+END_TEST
+
+START_TEST(test_lost_link_idle)
+{
+    lost_link(1);
+}
+END_TEST
+
 /* One test case each, so that CK_RUN_CASE=name runs one alone. */
 static void add(Suite *s, const char *name, const TTest *test, int timeout)
 {
@@ -357,5 +440,7 @@ Suite *netns_suite(void)
     add(s, "rate_4x1", test_rate_4x1, 2 * RANK_TIMEOUT);
     add(s, "rate_2x2", test_rate_2x2, 2 * RANK_TIMEOUT);
     add(s, "wrong_key", test_wrong_key_refused, 3 * RANK_TIMEOUT);
+    add(s, "lost_link_busy", test_lost_link_busy, 2 * RANK_TIMEOUT);
+    add(s, "lost_link_idle", test_lost_link_idle, 2 * RANK_TIMEOUT);
     return s;
 }

@@ -47,6 +47,9 @@ START_TEST(test_rates)
     ck_assert_int_ne(parse_rate("10Q", &v), 0);
     ck_assert_int_ne(parse_rate("nan", &v), 0);
     ck_assert_int_ne(parse_rate("inf", &v), 0);
+    /* Found by the conf fuzzer: these overflowed into "no cap". */
+    ck_assert_int_ne(parse_rate("1e15TB", &v), 0);
+    ck_assert_int_ne(parse_rate("9e14GB/s", &v), 0);
 }
 END_TEST
 

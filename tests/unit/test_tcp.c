@@ -299,6 +299,45 @@ START_TEST(test_tag_order)
 END_TEST
 
 /* A message that waited for its receive and turns out to be of another length. */
+/* A withdrawn receive takes no message and a withdrawn unsent send sends none: the next
+ * receive of that tag gets the next message, and the connection stays sound (another comm
+ * may go on using it). */
+START_TEST(test_cancel)
+{
+    enum { LEN = 3000 };
+    uint8_t *a = pattern(LEN, 60), *b = pattern(LEN, 61), dead[LEN], got[LEN];
+    tp_req_t *r[3], *gone;
+    int status[3];
+    pair_t p;
+
+    pair_open(&p, the_job.id, the_job.key);
+    ck_assert_int_eq(tp->irecv(p.a, dead, LEN, NULL, 5, &gone), 0);
+    tp->cancel(gone);
+    /* Queued behind nothing on the wire yet: leaves without a byte sent. */
+    ck_assert_int_eq(tp->isend(p.c, b, LEN, NULL, 5, &gone), 0);
+    tp->cancel(gone);
+    ck_assert_int_eq(tp->isend(p.c, a, LEN, NULL, 5, &r[0]), 0);
+    ck_assert_int_eq(tp->irecv(p.a, got, LEN, NULL, 5, &r[1]), 0);
+    ck_assert_int_eq(wait_all(&p, r, 2, status), 0);
+    ck_assert_int_eq(status[0], 0);
+    ck_assert_int_eq(status[1], 0);
+    ck_assert_int_eq(memcmp(got, a, LEN), 0);
+    /* Nothing else arrives for tag 5: the cancelled send never went out. */
+    ck_assert_int_eq(tp->isend(p.c, b, LEN, NULL, 6, &r[0]), 0);
+    ck_assert_int_eq(tp->irecv(p.a, got, LEN, NULL, 6, &r[1]), 0);
+    ck_assert_int_eq(tp->irecv(p.a, dead, LEN, NULL, 5, &r[2]), 0);
+    ck_assert_int_eq(wait_all(&p, r, 2, status), 0);
+    ck_assert_int_eq(memcmp(got, b, LEN), 0);
+    int done = 0;
+    ck_assert_int_eq(tp->test(r[2], &done), 0);
+    ck_assert_int_eq(done, 0);
+    tp->cancel(r[2]);
+    free(a);
+    free(b);
+    pair_close(&p);
+}
+END_TEST
+
 START_TEST(test_len_mismatch_late)
 {
     uint8_t src[64] = {1, 2, 3}, dst[64];
@@ -435,6 +474,7 @@ Suite *tcp_suite(void)
     tcase_add_test(tc, test_garbage_handshake_refused);
     tcase_add_test(tc, test_sizes_both_directions);
     tcase_add_test(tc, test_tag_order);
+    tcase_add_test(tc, test_cancel);
     tcase_add_test(tc, test_len_mismatch_late);
     tcase_add_test(tc, test_len_mismatch);
     tcase_add_test(tc, test_checksum);
