@@ -119,10 +119,12 @@ static int comms_progress(engine_t *eng)
 {
     int work = 0, order[QOS_SCHED_CLASSES], n = eng->qos.ncls;
 
-    qos_sched_pass(&eng->qos);
+    uint64_t now = now_ns();
+
+    qos_sched_pass(&eng->qos, now);
     for (eng_comm_t *c = eng->comms; c != NULL; c = c->next)
         if (c->multi != NULL && c->multi->busy)
-            qos_active(&eng->qos, c->multi->qos_class);
+            qos_active(&eng->qos, c->multi->qos_class, now);
     for (int i = 0; i < n; i++)
         order[i] = i;
     for (int i = 1; i < n; i++) /* a handful of classes: insertion sort */
@@ -474,10 +476,12 @@ uint64_t engine_last_beat_ns(engine_t *eng)
     return b ? b : now_ns();
 }
 
-void engine_set_class(engine_t *eng, int i, uint32_t priority, uint64_t max_bw_bps, int dscp)
+void engine_set_class(engine_t *eng, int i, uint32_t priority, uint64_t max_bw_bps, int dscp,
+                      uint32_t hold_us)
 {
     pthread_mutex_lock(&eng->lock);
     qos_sched_set(&eng->qos, i, priority, max_bw_bps, dscp, now_ns());
+    qos_sched_set_hold(&eng->qos, i, (uint64_t)hold_us * 1000);
     pthread_mutex_unlock(&eng->lock);
     engine_kick(eng);
 }

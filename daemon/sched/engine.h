@@ -107,7 +107,10 @@ void engine_get_stats(engine_t *eng, engine_stats_t *st_p);
 /* QoS class i (0..7): its priority (0 first), cap on bytes sent to peer daemons in bits/s (0:
  * none) and the DSCP marking its data connections (-1: none). Takes effect for the next round
  * (and the next connection) of every comm of the class. */
-void engine_set_class(engine_t *eng, int i, uint32_t priority, uint64_t max_bw_bps, int dscp);
+/* hold_us: the class keeps lower ones off the wire this long after its last op (its latency
+ * target), so that its next op does not wait behind a round of theirs. */
+void engine_set_class(engine_t *eng, int i, uint32_t priority, uint64_t max_bw_bps, int dscp,
+                      uint32_t hold_us);
 /* Class i's traffic to peer daemons: bytes so far, bytes/s over the last second, comms held
  * back (over the cap, or behind a higher class) in the last pass. */
 typedef struct engine_class_stats {

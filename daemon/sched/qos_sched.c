@@ -34,10 +34,17 @@ void qos_sched_set(qos_sched_t *q, int i, uint32_t priority, uint64_t max_bw_bps
         q->ncls = i + 1;
 }
 
-void qos_sched_pass(qos_sched_t *q)
+void qos_sched_set_hold(qos_sched_t *q, int i, uint64_t hold_ns)
+{
+    if (i >= 0 && i < QOS_SCHED_CLASSES)
+        q->cls[i].hold_ns = hold_ns;
+}
+
+void qos_sched_pass(qos_sched_t *q, uint64_t now)
 {
     for (int i = 0; i < q->ncls; i++) {
-        q->cls[i].active = 0;
+        qos_bucket_t *b = &q->cls[i];
+        b->active = b->hold_ns != 0 && b->last_busy_ns != 0 && now - b->last_busy_ns < b->hold_ns;
         q->cls[i].waiting = q->cls[i].waiting_now;
         q->cls[i].waiting_now = 0;
     }
@@ -62,10 +69,12 @@ uint64_t qos_recent_rate(const qos_bucket_t *b, uint64_t now)
     return now - b->win_start_ns < 2000000000ull ? b->recent_Bps : 0;
 }
 
-void qos_active(qos_sched_t *q, int i)
+void qos_active(qos_sched_t *q, int i, uint64_t now)
 {
-    if (i >= 0 && i < q->ncls)
+    if (i >= 0 && i < q->ncls) {
         q->cls[i].active++;
+        q->cls[i].last_busy_ns = now;
+    }
 }
 
 int qos_admit(qos_sched_t *q, int i, uint64_t bytes, uint64_t now)

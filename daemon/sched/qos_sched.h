@@ -27,6 +27,9 @@ typedef struct qos_bucket {
     uint64_t win_start_ns, win_bytes; /* the current one-second window of admitted bytes */
     uint64_t recent_Bps;              /* bytes per second admitted over the last full window */
     int dscp;                         /* marks the class's connections; -1: leave unmarked */
+    uint64_t hold_ns;      /* the class stays active this long after its last op (its latency
+                            * target): its next op, a client wake-up away, finds the wire free */
+    uint64_t last_busy_ns; /* when a comm of the class last had an op under way */
 } qos_bucket_t;
 
 typedef struct qos_sched {
@@ -37,12 +40,15 @@ typedef struct qos_sched {
 /* Sets (or changes, keeping the tokens) class i's priority, cap in bits per second and DSCP. */
 void qos_sched_set(qos_sched_t *q, int i, uint32_t priority, uint64_t max_bw_bps, int dscp,
                    uint64_t now);
-/* Starts a pass: no class is active until qos_active() says so. */
-void qos_sched_pass(qos_sched_t *q);
+/* Sets how long class i stays active after its last op (0: not at all). */
+void qos_sched_set_hold(qos_sched_t *q, int i, uint64_t hold_ns);
+/* Starts a pass: no class is active until qos_active() says so, except one whose last op
+ * ended less than its hold ago. */
+void qos_sched_pass(qos_sched_t *q, uint64_t now);
 /* What class i sent lately (bytes/s over the last second, 0 after two idle ones). */
 uint64_t qos_recent_rate(const qos_bucket_t *b, uint64_t now);
 /* A comm of class i has an op under way. */
-void qos_active(qos_sched_t *q, int i);
+void qos_active(qos_sched_t *q, int i, uint64_t now);
 /* Class i has a round of `bytes` to send now: 1 and the tokens taken, or 0 (a class of higher
  * priority is active, or this one is over its cap). */
 int qos_admit(qos_sched_t *q, int i, uint64_t bytes, uint64_t now);

@@ -50,7 +50,7 @@ void qos_apply(server_t *srv)
 {
     for (int i = 0; i < srv->qos.ncls; i++)
         engine_set_class(srv->eng, i, srv->qos.cls[i].priority, srv->qos.cls[i].max_bw_bps,
-                         srv->qos.cls[i].dscp);
+                         srv->qos.cls[i].dscp, srv->qos.cls[i].latency_us);
 }
 
 void qos_reclassify(server_t *srv)

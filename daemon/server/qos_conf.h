@@ -36,8 +36,8 @@ typedef struct qos_class {
     char name[QOS_NAME_MAX];
     uint32_t priority;
     uint64_t max_bw_bps; /* bits per second; 0: no cap */
-    uint32_t latency_us;
-    int dscp; /* DSCP of its traffic between daemons (0..63), -1: unmarked */
+    uint32_t latency_us; /* target; lower classes wait this long after each of its ops */
+    int dscp;            /* DSCP of its traffic between daemons (0..63), -1: unmarked */
 } qos_class_t;
 
 enum qos_rule_kind { QOS_RULE_UID, QOS_RULE_GID, QOS_RULE_JOB };

@@ -39,12 +39,12 @@ START_TEST(test_strict_priority)
     qos_sched_set(&q, HIGH, 0, 0, -1, 1);
     qos_sched_set(&q, MEDIUM, 1, 0, -1, 1);
     qos_sched_set(&q, LOW, 2, 0, -1, 1);
-    qos_sched_pass(&q);
-    qos_active(&q, MEDIUM);
+    qos_sched_pass(&q, 2);
+    qos_active(&q, MEDIUM, 2);
     ck_assert_int_eq(qos_admit(&q, LOW, 4096, 2), 0);
     ck_assert_int_eq(qos_admit(&q, MEDIUM, 4096, 2), 1);
     ck_assert_int_eq(qos_admit(&q, HIGH, 4096, 2), 1);
-    qos_sched_pass(&q);
+    qos_sched_pass(&q, 2);
     ck_assert_int_eq(qos_admit(&q, LOW, 4096, 3), 1);
     /* A class over its cap waits, and does not hold back the others. */
     qos_sched_set(&q, HIGH, 0, 8000, -1, 3); /* 1000 B/s */
@@ -57,6 +57,33 @@ START_TEST(test_strict_priority)
 }
 END_TEST
 
+/* A class stays active for its hold after its last op: the next one, a client wake-up away,
+ * does not find a lower class's round on the wire. After the hold, the lower class goes. */
+START_TEST(test_hold_after_op)
+{
+    qos_sched_t q = {0};
+    enum { HIGH, LOW };
+
+    qos_sched_set(&q, HIGH, 0, 0, -1, 1);
+    qos_sched_set(&q, LOW, 2, 0, -1, 1);
+    qos_sched_set_hold(&q, HIGH, 50000); /* 50 us */
+    qos_sched_pass(&q, 1000000);
+    qos_active(&q, HIGH, 1000000);
+    ck_assert_int_eq(qos_admit(&q, LOW, 4096, 1000000), 0);
+    /* HIGH's op ended; 30 us later it is still held active, 60 us later no more. */
+    qos_sched_pass(&q, 1030000);
+    ck_assert_int_eq(qos_admit(&q, LOW, 4096, 1030000), 0);
+    qos_sched_pass(&q, 1060000);
+    ck_assert_int_eq(qos_admit(&q, LOW, 4096, 1060000), 1);
+    /* Without a hold, the lower class goes as soon as the op ends. */
+    qos_sched_set_hold(&q, HIGH, 0);
+    qos_sched_pass(&q, 2000000);
+    qos_active(&q, HIGH, 2000000);
+    qos_sched_pass(&q, 2000001);
+    ck_assert_int_eq(qos_admit(&q, LOW, 4096, 2000001), 1);
+}
+END_TEST
+
 Suite *qos_sched_suite(void)
 {
     Suite *s = suite_create("qos_sched");
@@ -65,6 +92,7 @@ Suite *qos_sched_suite(void)
     tcase_add_test(tc, test_cap_on_average);
     tcase_add_test(tc, test_uncapped);
     tcase_add_test(tc, test_strict_priority);
+    tcase_add_test(tc, test_hold_after_op);
     suite_add_tcase(s, tc);
     return s;
 }
