@@ -61,9 +61,10 @@ typedef struct desc {
 /* A completion, and how the daemon spent the descriptor's time (for HCCL_PROF_ENABLE). */
 typedef struct cqe {
     uint64_t tag;
-    int32_t status; /* HcclResult */
-    int8_t algo;    /* level-1 algorithm (daemon/algo/algo.h ids), -1: none (inside the node) */
-    uint8_t pad[3];
+    int32_t status;   /* HcclResult */
+    uint32_t culprit; /* HCCL_E_REMOTE: 1 + the comm rank that died or left, 0 if unknown */
+    int8_t algo;      /* level-1 algorithm (daemon/algo/algo.h ids), -1: none (inside the node) */
+    uint8_t pad[7];
     uint64_t queued_ns;   /* from intake until its op started: peers posting, earlier ops */
     uint64_t qos_wait_ns; /* part of l1_ns: rounds held back by QoS (higher class, cap) */
     uint64_t l0_ns;       /* executing inside the node */

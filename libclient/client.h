@@ -82,6 +82,7 @@ typedef struct hc_comm {
     char qos_class[32];  /* as the daemon (or the root daemon) decided */
     uint64_t prof_colls; /* collectives profiled so far: their sequence in the records */
     int aborted;         /* HcclCommAbort began (atomic) */
+    int culprit_logged;  /* the rank at fault was named in the log */
     int users;           /* calls running or queued on streams (atomic) */
 } hc_comm_t;
 
@@ -122,8 +123,9 @@ int hc_slots_init(hc_client_t *c);
 HcclResult hc_submit(hc_client_t *c, desc_t *d, const int *abort, uint32_t *slot_p);
 HcclResult hc_wait(hc_client_t *c, uint32_t slot);
 /* The same, but gives up at `deadline` (now_ns() clock): the pieces of one operation share
- * one HCCL_EXEC_TIMEOUT. hc_deadline(c): now plus HCCL_EXEC_TIMEOUT. */
-HcclResult hc_wait_by(hc_client_t *c, uint32_t slot, uint64_t deadline);
+ * one HCCL_EXEC_TIMEOUT. hc_deadline(c): now plus HCCL_EXEC_TIMEOUT. For HCCL_E_REMOTE,
+ * *culprit_p (if not NULL) gets 1 + the comm rank that died or left, or 0. */
+HcclResult hc_wait_by(hc_client_t *c, uint32_t slot, uint64_t deadline, uint32_t *culprit_p);
 uint64_t hc_deadline(const hc_client_t *c);
 void hc_wake_waiters(hc_client_t *c);
 

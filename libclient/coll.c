@@ -139,10 +139,19 @@ void hc_piece_copy_out(hc_comm_t *comm, const op_plan_t *p, uint64_t piece, unsi
 
 static HcclResult retire(hc_comm_t *comm, inflight_t *f, uint64_t deadline)
 {
-    HcclResult rc = hc_wait_by(comm->c, f->slot, deadline);
+    uint32_t culprit = 0;
+    HcclResult rc = hc_wait_by(comm->c, f->slot, deadline, &culprit);
 
     if (rc == HCCL_SUCCESS)
         hc_piece_copy_out(comm, f->p, f->piece, f->stage);
+    /* Once per comm: who it was (the daemons' logs also name the node). */
+    if (rc == HCCL_E_REMOTE && culprit != 0 && !comm->culprit_logged) {
+        comm->culprit_logged = 1;
+        ERR("COLL",
+            "rank %u: comm %u failed: rank %u died or left (its daemon's log, and the "
+            "others', name its node)",
+            comm->rank, comm->id, culprit - 1);
+    }
     return rc;
 }
 

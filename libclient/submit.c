@@ -178,10 +178,10 @@ uint64_t hc_deadline(const hc_client_t *c)
 
 HcclResult hc_wait(hc_client_t *c, uint32_t slot)
 {
-    return hc_wait_by(c, slot, hc_deadline(c));
+    return hc_wait_by(c, slot, hc_deadline(c), NULL);
 }
 
-HcclResult hc_wait_by(hc_client_t *c, uint32_t slot, uint64_t deadline)
+HcclResult hc_wait_by(hc_client_t *c, uint32_t slot, uint64_t deadline, uint32_t *culprit_p)
 {
     int rc = wait_until(c, slot_done, slot, deadline);
     HcclResult st;
@@ -194,6 +194,8 @@ HcclResult hc_wait_by(hc_client_t *c, uint32_t slot, uint64_t deadline)
         st = HCCL_E_SUSPENDING;
     } else if (rc == 0) {
         st = (HcclResult)c->slots[slot].cqe.status;
+        if (culprit_p != NULL)
+            *culprit_p = c->slots[slot].cqe.culprit;
         hc_prof_piece(&c->slots[slot].cqe);
         c->slots[slot].busy = 0;
     } else {

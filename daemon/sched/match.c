@@ -86,24 +86,35 @@ void comm_free(eng_comm_t *c)
     free(c);
 }
 
+/* Completes a descriptor of comm c with a failure, naming the rank at fault if known. */
+static void fail_desc(engine_t *eng, const eng_comm_t *c, eng_session_t *s, uint64_t tag,
+                      int status)
+{
+    cqe_t e = {.tag = tag, .status = status, .algo = -1};
+
+    if (status == HCCL_E_REMOTE && c->culprit != UINT32_MAX)
+        e.culprit = c->culprit + 1;
+    if (s != NULL)
+        session_post(eng, s, &e);
+}
+
 /* Fails the entries of q from index `from` on. */
-static unsigned fail_queue_from(engine_t *eng, eng_member_t *m, dq_t *q, uint32_t from, int status)
+static unsigned fail_queue_from(engine_t *eng, const eng_comm_t *c, eng_member_t *m, dq_t *q,
+                                uint32_t from, int status)
 {
     unsigned n = 0;
 
     while (q->n > from) {
-        desc_t *d = dq_at(q, from);
-        if (m->s != NULL)
-            session_complete(eng, m->s, d->tag, status);
+        fail_desc(eng, c, m->s, dq_at(q, from)->tag, status);
         dq_remove(q, from);
         n++;
     }
     return n;
 }
 
-static unsigned fail_queue(engine_t *eng, eng_member_t *m, dq_t *q, int status)
+static unsigned fail_queue(engine_t *eng, const eng_comm_t *c, eng_member_t *m, dq_t *q, int status)
 {
-    return fail_queue_from(eng, m, q, 0, status);
+    return fail_queue_from(eng, c, m, q, 0, status);
 }
 
 void comm_break(engine_t *eng, eng_comm_t *c, const char *why)
@@ -111,8 +122,8 @@ void comm_break(engine_t *eng, eng_comm_t *c, const char *why)
     unsigned n = 0;
 
     for (uint32_t r = 0; r < c->nranks; r++) {
-        n += fail_queue(eng, &c->m[r], &c->m[r].coll, HCCL_E_REMOTE);
-        n += fail_queue(eng, &c->m[r], &c->m[r].p2p, HCCL_E_REMOTE);
+        n += fail_queue(eng, c, &c->m[r], &c->m[r].coll, HCCL_E_REMOTE);
+        n += fail_queue(eng, c, &c->m[r], &c->m[r].p2p, HCCL_E_REMOTE);
     }
     if (c->multi != NULL) {
         n += multi_p2p_fail(eng, c, HCCL_E_REMOTE);
@@ -128,7 +139,8 @@ void comm_break(engine_t *eng, eng_comm_t *c, const char *why)
 }
 
 /* Fails the queued p2p operations of rank r whose peer is `peer` (or all if peer < 0). */
-static unsigned fail_p2p_with(engine_t *eng, eng_member_t *m, uint32_t peer, int status)
+static unsigned fail_p2p_with(engine_t *eng, const eng_comm_t *c, eng_member_t *m, uint32_t peer,
+                              int status)
 {
     unsigned n = 0;
 
@@ -138,8 +150,7 @@ static unsigned fail_p2p_with(engine_t *eng, eng_member_t *m, uint32_t peer, int
             i++;
             continue;
         }
-        if (m->s != NULL)
-            session_complete(eng, m->s, d->tag, status);
+        fail_desc(eng, c, m->s, d->tag, status);
         dq_remove(&m->p2p, i);
         n++;
     }
@@ -160,6 +171,9 @@ void comm_rank_left(engine_t *eng, eng_comm_t *c, uint32_t rank, uint64_t limit)
 {
     unsigned n = 0;
     int local = rank - c->rank0 < c->nranks, busy = c->multi != NULL && c->multi->busy;
+
+    if (c->culprit == UINT32_MAX)
+        c->culprit = rank;
 
     /* Collectives need every rank: those the leaver took no part in cannot complete. Here
      * that is every one not yet started; one already running between daemons has every
@@ -184,10 +198,10 @@ void comm_rank_left(engine_t *eng, eng_comm_t *c, uint32_t rank, uint64_t limit)
         c->coll_limit = limit;
     for (uint32_t r = 0; r < c->nranks; r++) {
         dq_t *q = &c->m[r].coll;
-        n += fail_queue_from(eng, &c->m[r], q, coll_index_from(q, c->coll_limit), HCCL_E_REMOTE);
+        n += fail_queue_from(eng, c, &c->m[r], q, coll_index_from(q, c->coll_limit), HCCL_E_REMOTE);
         /* A rank of another node may have sent before it left: its data is on the wire. */
         if (local)
-            n += fail_p2p_with(eng, &c->m[r], rank, HCCL_E_REMOTE);
+            n += fail_p2p_with(eng, c, &c->m[r], rank, HCCL_E_REMOTE);
     }
     /* The other nodes hear of it only when ranks here were left waiting: then theirs wait
      * too. A comm that ends cleanly (every op done) sends nothing: a notice unread by a node
@@ -219,7 +233,7 @@ void comm_route(engine_t *eng, eng_session_t *s, const desc_t *d)
     if (c->broken || (desc_is_collective(d->kind) && d->seq >= c->coll_limit) ||
         (!desc_is_collective(d->kind) && d->root - c->rank0 < c->nranks &&
          c->m[d->root - c->rank0].s == NULL)) {
-        session_complete(eng, s, d->tag, HCCL_E_REMOTE);
+        fail_desc(eng, c, s, d->tag, HCCL_E_REMOTE);
         return;
     }
     rc = desc_check(d, c->nglobal, d->rank, s->l.arena_bytes, &why);
