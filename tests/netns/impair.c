@@ -4,16 +4,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-int impair_drop_input(const topo_t *t, unsigned k, const char *probability)
+/* Adds (-A) or deletes (-D) the rule that drops input of node k with that probability. */
+static int drop_rule(const topo_t *t, unsigned k, const char *op, const char *probability)
 {
     char out[1024];
-    int rc = topo_run(t->node[k], out, sizeof(out), "iptables", "-w", "5", "-A", "INPUT", "-i",
+    int rc = topo_run(t->node[k], out, sizeof(out), "iptables", "-w", "5", op, "INPUT", "-i",
                       "eth0", "-m", "statistic", "--mode", "random", "--probability", probability,
                       "-j", "DROP", NULL);
 
     if (rc != 0)
-        fprintf(stderr, "netns: iptables in %s failed (status %d): %s\n", t->node[k], rc, out);
+        fprintf(stderr, "netns: iptables %s in %s failed (status %d): %s\n", op, t->node[k], rc,
+                out);
     return rc == 0 ? 0 : -1;
+}
+
+int impair_drop_input(const topo_t *t, unsigned k, const char *probability)
+{
+    return drop_rule(t, k, "-A", probability);
+}
+
+int impair_undrop_input(const topo_t *t, unsigned k, const char *probability)
+{
+    return drop_rule(t, k, "-D", probability);
 }
 
 int64_t impair_dropped(const topo_t *t, unsigned k)

@@ -12,6 +12,8 @@
 
 /* Drops each packet that node k receives on eth0 with the given probability ("0.01"). */
 int impair_drop_input(const topo_t *t, unsigned k, const char *probability);
+/* Removes that rule again. */
+int impair_undrop_input(const topo_t *t, unsigned k, const char *probability);
 /* Packets dropped so far by impair_drop_input's rule on node k; -1 if unknown. */
 int64_t impair_dropped(const topo_t *t, unsigned k);
 

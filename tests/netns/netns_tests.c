@@ -407,6 +407,73 @@ static void lost_link(int idle)
     cluster_down(&c);
 }
 
+/*
+ * A link that stalls (every packet into node 2 dropped) for STALL_S seconds, shorter than the
+ * heartbeats' 5 s, and comes back: allreduces running across it are only slowed, and every
+ * result stays bit-exact.
+ */
+#define STALL_S 3
+#define STALL_RUN_S 8.0
+
+static int stalled_link_rank(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+{
+    enum { CNT = 1 << 18 };
+    int32_t *a = malloc(CNT * sizeof(int32_t)), *b = malloc(CNT * sizeof(int32_t));
+    double t0 = mono_s(), slowest = 0;
+    int it = 0;
+
+    /* The ranks agree when to stop (a MAX of their "time is up"), so they run as many ops. */
+    for (int32_t stop = 0, any = 0; !any; it++) {
+        stop = mono_s() - t0 >= STALL_RUN_S;
+        if (HcclAllReduce(&stop, &any, 1, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_MAX, comm, NULL) !=
+            HCCL_SUCCESS)
+            return 4;
+        for (int i = 0; i < CNT; i++)
+            a[i] = (int32_t)(r * 7 + i + it);
+        double t = mono_s();
+        HcclResult rc = HcclAllReduce(a, b, CNT, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_SUM, comm, NULL);
+        slowest = mono_s() - t > slowest ? mono_s() - t : slowest;
+        if (rc != HCCL_SUCCESS) {
+            fprintf(stderr, "netns: rank %u: allreduce %d failed with %d\n", r, it, rc);
+            return 1;
+        }
+        for (int i = 0; i < CNT; i++)
+            if (b[i] != (int32_t)(7 * n * (n - 1) / 2 + n * (i + it))) {
+                fprintf(stderr, "netns: rank %u: allreduce %d element %d wrong\n", r, it, i);
+                return 2;
+            }
+    }
+    fprintf(stderr, "netns: rank %u: %d allreduces across a %d s stall, slowest %.2f s\n", r, it,
+            STALL_S, slowest);
+    free(a);
+    free(b);
+    /* The stall must have hit an op. */
+    return slowest < STALL_S * 0.5 ? 3 : 0;
+}
+
+START_TEST(test_stalled_link_recovers)
+{
+    char *socks[2];
+    pid_t pids[2];
+    cluster_t c;
+
+    cluster_up(&c, 2);
+    socks[0] = c.socks[0];
+    socks[1] = c.socks[1];
+    ck_assert_int_eq(harness_spawn_ranks_on(2, socks, stalled_link_rank, NULL, RANK_TIMEOUT, pids),
+                     0);
+    sleep(CUT_AFTER_S);
+    ck_assert_int_eq(impair_drop_input(&c.topo, 1, "1"), 0);
+    sleep(STALL_S);
+    ck_assert_int_eq(impair_undrop_input(&c.topo, 1, "1"), 0);
+    int failed = harness_wait(pids, 2, RANK_TIMEOUT);
+    if (failed)
+        dump_logs(&c);
+    ck_assert_msg(failed == 0, "%d ranks failed across a %d s stall", failed, STALL_S);
+    cluster_down(&c);
+}
+END_TEST
+
 START_TEST(test_lost_link_busy)
 {
     lost_link(0);
@@ -442,5 +509,6 @@ Suite *netns_suite(void)
     add(s, "wrong_key", test_wrong_key_refused, 3 * RANK_TIMEOUT);
     add(s, "lost_link_busy", test_lost_link_busy, 2 * RANK_TIMEOUT);
     add(s, "lost_link_idle", test_lost_link_idle, 2 * RANK_TIMEOUT);
+    add(s, "stalled_link", test_stalled_link_recovers, 2 * RANK_TIMEOUT);
     return s;
 }
