@@ -185,6 +185,9 @@ install: all
 	install -d $(DESTDIR)/lib/systemd/system $(DESTDIR)/etc/hccld
 	sed 's|@BINDIR@|$(PREFIX)/bin|g' systemd/hccld.service > $(DESTDIR)/lib/systemd/system/hccld.service
 	[ -e $(DESTDIR)/etc/hccld/hccld.conf ] || install -m 0644 systemd/hccld.conf $(DESTDIR)/etc/hccld/
+	install -D -m 0644 systemd/hccld.sysusers $(DESTDIR)/usr/lib/sysusers.d/hccld.conf
+	[ -n "$(DESTDIR)" ] || ! command -v systemd-sysusers >/dev/null || \
+	    systemd-sysusers /usr/lib/sysusers.d/hccld.conf
 
 FORMAT_SRC = $(wildcard common/*.[ch] libclient/*.[ch] libclient/include/hccl/*.h daemon/*.c \
              daemon/*/*.[ch] tools/*.c tests/*/*.[ch] bench/*.c)
