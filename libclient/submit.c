@@ -54,7 +54,8 @@ static void sleep_on_cq(hc_client_t *c)
 
     __atomic_store_n(&c->cq.hdr->waiting, 1, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    if (tail != c->cq.mine)
+    /* Our consumer index as published (cq.mine belongs to whoever holds cq_lock). */
+    if (tail != __atomic_load_n(&c->cq.hdr->head, __ATOMIC_ACQUIRE))
         return; /* something arrived already */
     futex_wait(&c->cq.hdr->tail, tail, SLEEP_SLICE_NS);
 }
