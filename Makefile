@@ -45,11 +45,6 @@ ALLLDFLAGS = $(LDFLAGS) -pthread
 ifneq ($(SANITIZE),)
 ALLCFLAGS  += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
 ALLLDFLAGS += -fsanitize=$(SANITIZE)
-# hwloc's PCI plugin (libpciaccess) leaves allocations behind when hwloc unloads it at exit.
-# Unwinding at malloc time puts libhwloc on their stacks, so that tests/lsan.supp skips
-# exactly those and LeakSanitizer still fails the run on any other leak.
-export ASAN_OPTIONS ?= fast_unwind_on_malloc=0
-export LSAN_OPTIONS ?= suppressions=$(CURDIR)/tests/lsan.supp
 endif
 
 GEN_C  := $(BUILD)/gen/hccld.pb-c.c

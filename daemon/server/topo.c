@@ -27,10 +27,11 @@ topo_t *topo_load(void)
     /* NICs and RDMA devices are I/O objects, filtered out by default. */
     hwloc_topology_set_io_types_filter(t->h, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
     /* NICs and RDMA devices are what matters here; GPU and display probing (OpenGL through
-     * X11, OpenCL, CUDA, ...) only costs start-up time, and the OpenCL loader leaves
-     * allocations behind when hwloc unloads it. */
-    for (const char *const *g =
-             (const char *const[]){"gl", "opencl", "cuda", "nvml", "rsmi", "levelzero", NULL};
+     * X11, OpenCL, CUDA, ...) only costs start-up time. PCI devices come from sysfs through
+     * hwloc's Linux backend; its libpciaccess plugin would find the same and leave
+     * allocations behind when hwloc unloads it at exit. */
+    for (const char *const *g = (const char *const[]){"gl", "opencl", "cuda", "nvml", "rsmi",
+                                                      "levelzero", "pci", NULL};
          *g != NULL; g++)
         hwloc_topology_set_components(t->h, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, *g);
     if (hwloc_topology_load(t->h) != 0) {
