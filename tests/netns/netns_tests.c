@@ -424,13 +424,14 @@ static int stalled_link_rank(HcclComm comm, uint32_t r, uint32_t n, void *arg)
 
     /* The ranks agree when to stop (a MAX of their "time is up"), so they run as many ops. */
     for (int32_t stop = 0, any = 0; !any; it++) {
-        stop = mono_s() - t0 >= STALL_RUN_S;
+        /* Both ops count: the stall may fall in either. */
+        double t = mono_s();
+        stop = t - t0 >= STALL_RUN_S;
         if (HcclAllReduce(&stop, &any, 1, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_MAX, comm, NULL) !=
             HCCL_SUCCESS)
             return 4;
         for (int i = 0; i < CNT; i++)
             a[i] = (int32_t)(r * 7 + i + it);
-        double t = mono_s();
         HcclResult rc = HcclAllReduce(a, b, CNT, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_SUM, comm, NULL);
         slowest = mono_s() - t > slowest ? mono_s() - t : slowest;
         if (rc != HCCL_SUCCESS) {
