@@ -356,7 +356,11 @@ START_TEST(test_hundred_kills_leak_nothing)
         fprintf(stderr, "after %d kills: RssAnon %ld -> %ld KiB, fds %d -> %d\n", KILL_ROUNDS, rss0,
                 rss1, fds0, fds1);
     ck_assert_int_eq(fds1, fds0);
+    /* AddressSanitizer keeps freed memory in quarantine (up to 256 MiB): there the RSS grows
+     * by design, and LeakSanitizer checks for leaks at exit instead. */
+#ifndef __SANITIZE_ADDRESS__
     ck_assert_msg(rss1 <= rss0 + rss0 / 20 + 1024, "RssAnon grew from %ld to %ld KiB", rss0, rss1);
+#endif
     unsetenv("HCCL_EXEC_TIMEOUT");
     setenv("HCCLD_SOCKET", harness_socket(), 1);
     harness_daemon_stop(d);
