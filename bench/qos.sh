@@ -102,17 +102,22 @@ low_stop() {
     wait "$LOW_PID" 2>/dev/null || true
 }
 
+# high_runs SUFFIX: HIGH's 16 MiB busbw and 8 KiB latency runs, into high_SUFFIX and
+# high_lat_SUFFIX.
+high_runs() {
+    job qos-high -b 16M -e 16M -n "$ITERS" -w 2 >"$OUT/high_$1.txt" 2>&1
+    job qos-high -b 8K -e 8K -n "$LAT_ITERS" -w 50 >"$OUT/high_lat_$1.txt" 2>&1
+}
+
 echo "bench/qos: HIGH alone"
-job qos-high -b 16M -e 16M -n "$ITERS" -w 2 >"$OUT/high_alone.txt" 2>&1
-job qos-high -b 8K -e 8K -n "$LAT_ITERS" -w 50 >"$OUT/high_lat_alone.txt" 2>&1
+high_runs alone
 
 echo "bench/qos: LOW alone, uncapped"
 ctl qos set LOW --max-bw none >/dev/null
 low_start uncapped
 low_uncapped=$(low_rate)
 echo "bench/qos: HIGH with LOW (uncapped: strict priority alone) running"
-job qos-high -b 16M -e 16M -n "$ITERS" -w 2 >"$OUT/high_with_low_uncapped.txt" 2>&1
-job qos-high -b 8K -e 8K -n "$LAT_ITERS" -w 50 >"$OUT/high_lat_with_low_uncapped.txt" 2>&1
+high_runs with_low_uncapped
 low_stop
 
 echo "bench/qos: LOW alone, capped at $CAP"
@@ -121,8 +126,7 @@ low_start capped
 low_capped=$(low_rate)
 
 echo "bench/qos: HIGH with LOW (capped) running"
-job qos-high -b 16M -e 16M -n "$ITERS" -w 2 >"$OUT/high_with_low.txt" 2>&1
-job qos-high -b 8K -e 8K -n "$LAT_ITERS" -w 50 >"$OUT/high_lat_with_low.txt" 2>&1
+high_runs with_low
 low_stop
 
 cap_gbs=$(awk -v b="$(low_field max_bw_bps)" 'BEGIN { printf "%.3f\n", b / 8e9 }')

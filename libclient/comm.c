@@ -258,25 +258,37 @@ HcclResult HcclCommSplit(HcclComm comm, uint32_t color, uint32_t key, HcclComm *
     return HCCL_SUCCESS;
 }
 
-HcclResult HcclCommDestroy(HcclComm comm)
+/* Tells the daemon this rank leaves comm: it fails what the other ranks queued for it. The
+ * daemon frees its side even when we cannot hear the answer (it sees us leave). */
+static void comm_leave(hc_comm_t *c)
 {
     Hccld__Msg m = HCCLD__MSG__INIT, *resp = NULL;
     Hccld__CommDestroyReq req = HCCLD__COMM_DESTROY_REQ__INIT;
+
+    req.comm_id = c->id;
+    req.rank = c->rank;
+    m.body_case = HCCLD__MSG__BODY_COMM_DESTROY_REQ;
+    m.comm_destroy_req = &req;
+    if (hc_ctl_call(c->c, &m, &resp, 5000) == HCCL_SUCCESS)
+        frame_msg_free(resp);
+}
+
+static void comm_free(hc_comm_t *c)
+{
+    c->magic = 0;
+    hc_coop_detach(c);
+    free(c);
+}
+
+HcclResult HcclCommDestroy(HcclComm comm)
+{
     hc_comm_t *c;
     HcclResult rc = hc_comm_check(comm, &c);
 
     if (rc != HCCL_SUCCESS)
         return rc;
-    req.comm_id = c->id;
-    req.rank = c->rank;
-    m.body_case = HCCLD__MSG__BODY_COMM_DESTROY_REQ;
-    m.comm_destroy_req = &req;
-    /* The daemon frees its side even when we cannot hear the answer (it sees us leave). */
-    if (hc_ctl_call(c->c, &m, &resp, 5000) == HCCL_SUCCESS)
-        frame_msg_free(resp);
-    c->magic = 0;
-    hc_coop_detach(c);
-    free(c);
+    comm_leave(c);
+    comm_free(c);
     return HCCL_SUCCESS;
 }
 
@@ -285,8 +297,6 @@ HcclResult HcclCommDestroy(HcclComm comm)
 
 HcclResult HcclCommAbort(HcclComm comm)
 {
-    Hccld__Msg m = HCCLD__MSG__INIT, *resp = NULL;
-    Hccld__CommDestroyReq req = HCCLD__COMM_DESTROY_REQ__INIT;
     hc_comm_t *c;
     HcclResult rc = hc_comm_check(comm, &c);
     uint64_t until;
@@ -297,16 +307,11 @@ HcclResult HcclCommAbort(HcclComm comm)
         return HCCL_E_PARA; /* another thread aborts it already */
     WARN("INIT", "rank %u: comm %u aborted", c->rank, c->id);
     /* Wake whoever waits: on the completion ring, and on the ranks' shared control block
-     * (coop: this also fails the peers' waits at once). */
+     * (coop: this also fails the peers' waits at once). Then leave: the daemon fails the
+     * other ranks' ops on comm, and our own pieces. */
     hc_coop_abort(c);
     hc_wake_waiters(c->c);
-    /* The daemon fails what the other ranks queued for this comm, and our own pieces. */
-    req.comm_id = c->id;
-    req.rank = c->rank;
-    m.body_case = HCCLD__MSG__BODY_COMM_DESTROY_REQ;
-    m.comm_destroy_req = &req;
-    if (hc_ctl_call(c->c, &m, &resp, 5000) == HCCL_SUCCESS)
-        frame_msg_free(resp);
+    comm_leave(c);
     until = now_ns() + ABORT_DRAIN_NS;
     while (__atomic_load_n(&c->users, __ATOMIC_ACQUIRE) > 0 && now_ns() < until) {
         hc_wake_waiters(c->c);
@@ -317,9 +322,7 @@ HcclResult HcclCommAbort(HcclComm comm)
             c->rank, c->id);
         return HCCL_SUCCESS;
     }
-    c->magic = 0;
-    hc_coop_detach(c);
-    free(c);
+    comm_free(c);
     return HCCL_SUCCESS;
 }
 
