@@ -41,7 +41,7 @@ done
 mkdir -p "$OUT" "$RES"
 rm -f "$RES"/*.txt "$RES"/*.err
 echo "bench: compiling bench/mpi_allreduce.c for Open MPI and MPICH"
-COMMON=("-I$SRC_DIR/../common" "-D_GNU_SOURCE" "$SRC_DIR/../common/env.c" "$SRC_DIR/../common/log.c")
+COMMON=("-I$SRC_DIR/../common" "-D_GNU_SOURCE" "$SRC_DIR/../common/env.c" "$SRC_DIR/../common/log.c" -lm)
 mpicc.openmpi -O2 -std=gnu11 -o "$OUT/mpi_allreduce.openmpi" "$SRC_DIR/mpi_allreduce.c" "${COMMON[@]}"
 mpicc.mpich -O2 -std=gnu11 -o "$OUT/mpi_allreduce.mpich" "$SRC_DIR/mpi_allreduce.c" "${COMMON[@]}"
 

@@ -79,10 +79,11 @@ static double ring_cost(const cf_t *c, int kind)
     }
 }
 
-/* Reduce-scatter of blocks of `blk` bytes: one round to everyone, then the local tree. */
+/* Reduce-scatter of blocks of `blk` bytes: one round to everyone, then the n - 1 received
+ * blocks folded into the own one. */
 static double mesh_rs(const cf_t *c, double blk)
 {
-    return rnd(c, blk, c->n - 1, 0) + c->lc2 * c->g * blk;
+    return rnd(c, blk, c->n - 1, 0) + (c->n - 1) * c->g * blk;
 }
 
 static double mesh_cost(const cf_t *c, int kind)

@@ -4,11 +4,12 @@
  * send of the round waits k * o for the processor, o = overhead_us) and arrives
  * at T + alpha + beta * b (with shared_nic, the sends of one round queue behind each other,
  * and the round lasts at least as long as all it receives takes to cross the link); a
- * receive completes when its data has arrived and the node is in that round, plus o, plus
- * gamma * b for a reduction; a round lasts at least o per message it sends or receives; a local
- * REDUCE takes gamma * b. The round ends when its last step does. Sends never wait for receivers,
- * so the replay only waits for data: it sweeps the nodes, moving each through as many rounds as the
- * data sent so far allows, until all are done.
+ * receive completes when its data has arrived and the node is in that round, plus o; a round
+ * lasts at least o per message it sends or receives; a local REDUCE takes gamma * b. The round
+ * ends when its last step does, plus gamma * b for each b bytes it received to reduce (the
+ * executor, exec/l1.c, applies those one after another once the transfers are done). Sends never
+ * wait for receivers, so the replay only waits for data: it sweeps the nodes, moving each through
+ * as many rounds as the data sent so far allows, until all are done.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -31,6 +32,7 @@ typedef struct rnode {
     double end;    /* when the steps completed so far complete */
     double wire;   /* when the link is free for the round's next send (shared_nic) */
     double in;     /* bytes received in this round */
+    double red;    /* time the round's received reductions take after its transfers */
     uint32_t msgs; /* messages sent and received in this round */
 } rnode_t;
 
@@ -116,9 +118,9 @@ static uint32_t take(replay_t *rp, uint32_t i)
         nd->taken[k] = 1;
         nd->in += bytes_of(st);
         nd->msgs++;
-        later(&nd->end,
-              (at > nd->t ? at : nd->t) + rp->lc->overhead_us +
-                  (st->op == STEP_RECV_REDUCE ? rp->lc->gamma_us_per_byte * bytes_of(st) : 0));
+        later(&nd->end, (at > nd->t ? at : nd->t) + rp->lc->overhead_us);
+        if (st->op == STEP_RECV_REDUCE)
+            nd->red += rp->lc->gamma_us_per_byte * bytes_of(st);
     }
     return left;
 }
@@ -128,7 +130,7 @@ static void enter(replay_t *rp, uint32_t i, double t)
     rnode_t *nd = &rp->nodes[i];
 
     nd->t = nd->end = nd->wire = t;
-    nd->in = 0;
+    nd->in = nd->red = 0;
     nd->msgs = 0;
     if (nd->round < nd->s.nrounds)
         post(rp, i);
@@ -137,7 +139,7 @@ static void enter(replay_t *rp, uint32_t i, double t)
 static void finish_round(replay_t *rp, uint32_t i)
 {
     rnode_t *nd = &rp->nodes[i];
-    double t = nd->end;
+    double t = nd->end + nd->red;
 
     /* The data a round receives also crosses the node's one link, one after the other, and
      * the processor handles the round's messages one at a time. */

@@ -2,7 +2,7 @@
  * Fullmesh: every block goes straight from the node that has it to the node that needs it,
  * and a node posts all its sends at once.
  *   reduce-scatter  one round: block j to node j, and the n - 1 contributions to the node's
- *                   own block into staging; then local reductions (see mesh_rs).
+ *                   own block reduced into it (see mesh_rs).
  *   allgather       one round: own block to everyone, everyone's block from them.
  *   allreduce       reduce-scatter then allgather of count cut into n blocks.
  *   broadcast       the root sends block j to node j, then an allgather to which the root
@@ -27,29 +27,22 @@ static uint64_t blk_len(const parts_t *p, uint32_t j)
     return parts_off(p, j + 1ull) - parts_off(p, j);
 }
 
-/* The contributions to my block all arrive in one round, each into its own staging slot
- * past the layout (the one from me - d in slot d - 1), and are then summed by a binomial
- * tree of local REDUCE steps: item 0 is my block, item i the slot i - 1, and at stride s item
- * i takes in item i + s. The order is fixed, so results do not depend on arrival order.
- * Returns the first time after the phase. */
+/* The contributions to my block all arrive in one round, each reduced into it (the executor
+ * holds them aside until the round's transfers are done, then folds them in step order: the
+ * one from me - 1 first, so results do not depend on arrival order). OUT is exactly the
+ * layout, so the executor can work in the caller's buffer. Returns the first time after the
+ * phase. */
 static uint64_t mesh_rs(sbuild_t *b, const algo_ctx_t *c, const parts_t *p, uint64_t t0)
 {
-    uint64_t base = b->out_elems, slot = blk_len(p, 0), len = blk_len(p, c->me);
-    uint64_t mine = parts_off(p, c->me), t = t0 + 1;
+    uint64_t len = blk_len(p, c->me), mine = parts_off(p, c->me);
 
     for (uint32_t d = 1; d < c->n; d++) {
         uint32_t j = peer_at(c, d, 1);
         sb_send(b, t0, j, parts_off(p, j), blk_len(p, j));
     }
     for (uint32_t d = 1; d < c->n; d++)
-        sb_recv(b, t0, peer_at(c, d, 0), base + (d - 1) * slot, len);
-    if (len > 0)
-        b->out_elems = base + (uint64_t)(c->n - 1) * slot;
-    for (uint64_t s = 1; s < c->n; s *= 2, t++)
-        for (uint64_t i = 0; i + s < c->n; i += 2 * s)
-            sb_local(b, t, STEP_REDUCE, SCHED_BUF_OUT, base + (i + s - 1) * slot,
-                     i == 0 ? mine : base + (i - 1) * slot, len);
-    return t0 + 1 + algo_log2_ceil(c->n);
+        sb_reduce(b, t0, peer_at(c, d, 0), mine, len);
+    return t0 + 1;
 }
 
 /* Node `skip` (the root of a broadcast, which has everything) receives nothing. */

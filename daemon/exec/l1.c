@@ -14,8 +14,7 @@ struct l1_run {
     uint32_t round;       /* the round in progress */
     int posted;           /* its transfers are posted */
     tp_req_t **reqs;      /* by step index within the round; NULL once done */
-    uint64_t *scratch_at; /* RECV_REDUCE: element offset of its data in scratch */
-    uint8_t *scratch;
+    uint64_t *scratch_at; /* RECV_REDUCE: element offset of its data in a.scratch */
     uint32_t max_round_steps;
 };
 
@@ -66,7 +65,7 @@ static int post_round(l1_run_t *r)
             break;
         case STEP_RECV_REDUCE:
             r->scratch_at[i] = scratch;
-            rc = r->a.tp->irecv(c, r->scratch + scratch * r->es, s->len * r->es, NULL, r->a.tag,
+            rc = r->a.tp->irecv(c, r->a.scratch + scratch * r->es, s->len * r->es, NULL, r->a.tag,
                                 &r->reqs[i]);
             scratch += s->len;
             break;
@@ -102,16 +101,34 @@ static int test_round(l1_run_t *r)
     return all;
 }
 
+/* Most reductions folded into one pass over their destination. */
+#define L1_FOLD_MAX 16
+
+/* Applies the round's reductions in step order. Consecutive ones into the same range (a
+ * fullmesh reduce-scatter has n - 1) go in one pass, dst = ((dst + a) + b) + ..., which gives
+ * the same result as one pass each while reading and writing dst once. */
 static void finish_round(l1_run_t *r)
 {
     const sched_t *sc = r->a.sched;
     uint32_t first = sc->round_start[r->round], n = sc->round_start[r->round + 1] - first;
 
-    for (uint32_t i = 0; i < n; i++) {
+    for (uint32_t i = 0; i < n;) {
         const step_t *s = &sc->steps[first + i];
-        if (s->op == STEP_RECV_REDUCE)
-            reduce_into(r, r->a.out + s->off * r->es, r->scratch + r->scratch_at[i] * r->es,
-                        s->len);
+        const void *src[L1_FOLD_MAX + 1];
+        uint32_t m = 1;
+        uint8_t *dst = r->a.out + s->off * r->es;
+
+        if (s->op != STEP_RECV_REDUCE) {
+            i++;
+            continue;
+        }
+        src[0] = dst;
+        do {
+            src[m++] = r->a.scratch + r->scratch_at[i] * r->es;
+            i++;
+        } while (i < n && m <= L1_FOLD_MAX && sc->steps[first + i].op == STEP_RECV_REDUCE &&
+                 sc->steps[first + i].off == s->off && sc->steps[first + i].len == s->len);
+        reduce_n(r->a.dtype, r->a.redop, dst, src, m, s->len);
     }
 }
 
@@ -178,8 +195,7 @@ int l1_start(const l1_args_t *a, l1_run_t **r_p)
     r->max_round_steps = most;
     r->reqs = calloc(most + 1, sizeof(*r->reqs));
     r->scratch_at = calloc(most + 1, sizeof(*r->scratch_at));
-    r->scratch = malloc(a->sched->scratch_elems * r->es + 64);
-    if (r->reqs == NULL || r->scratch_at == NULL || r->scratch == NULL) {
+    if (r->reqs == NULL || r->scratch_at == NULL) {
         l1_free(r);
         return -ENOMEM;
     }
@@ -198,6 +214,5 @@ void l1_free(l1_run_t *r)
             r->a.tp->cancel(r->reqs[i]);
     free(r->reqs);
     free(r->scratch_at);
-    free(r->scratch);
     free(r);
 }

@@ -22,6 +22,9 @@ typedef struct l1_args {
     uint32_t me;
     uint8_t *out;      /* OUT: sched->out_elems elements */
     const uint8_t *in; /* IN, for the kinds that have one */
+    /* Where received data waits to be reduced: sched->scratch_elems elements. The caller
+     * keeps it across runs (a fresh buffer each run costs page faults on every op). */
+    uint8_t *scratch;
     uint8_t dtype;
     uint8_t redop;
     uint64_t tag; /* the same on every node for this operation */

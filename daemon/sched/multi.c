@@ -251,7 +251,8 @@ static int multi_start(engine_t *eng, eng_comm_t *c, const desc_t *d)
         mu->sched_key = key;
     }
     if (buf_reserve(&mu->out, &mu->out_cap, (mu->sched.out_elems + 1) * es) != 0 ||
-        buf_reserve(&mu->in, &mu->in_cap, ((uint64_t)mu->nnodes * cnt + 1) * es) != 0)
+        buf_reserve(&mu->in, &mu->in_cap, ((uint64_t)mu->nnodes * cnt + 1) * es) != 0 ||
+        buf_reserve(&mu->scratch, &mu->scratch_cap, (mu->sched.scratch_elems + 1) * es) != 0)
         return -ENOMEM;
     mu->t0_ns = now_ns();
     mu->work = direct_out(c, d, cnt);
@@ -267,6 +268,7 @@ static int multi_start(engine_t *eng, eng_comm_t *c, const desc_t *d)
                    .me = mu->me,
                    .out = mu->work,
                    .in = mu->in,
+                   .scratch = mu->scratch,
                    .dtype = d->dtype,
                    .redop = d->redop,
                    .tag = tag_coll(mu->tag, d->seq),

@@ -53,9 +53,9 @@ typedef struct eng_multi {
     sched_t sched; /* kept after the op for the next one with the same key */
     sched_key_t sched_key;
     l1_run_t *run;
-    uint8_t *out, *in; /* node buffers, kept across ops and grown on demand */
-    uint8_t *work;     /* OUT of the op in flight: out, or local rank 0's receive range */
-    uint64_t out_cap, in_cap;
+    uint8_t *out, *in, *scratch; /* node buffers, kept across ops and grown on demand */
+    uint8_t *work;               /* OUT of the op in flight: out, or local rank 0's receive range */
+    uint64_t out_cap, in_cap, scratch_cap;
     desc_t d0;
     uint64_t t0_ns;                   /* when the op in flight started */
     uint64_t t_l1_ns;                 /* when its level 1 started */

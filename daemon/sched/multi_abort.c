@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "futex.h"
 #include "hccl/hccl.h"
 #include "log.h"
 #include "sched/engine_int.h"
@@ -27,7 +28,13 @@ struct multi_abort {
     uint32_t out[4];     /* the notice this node sent */
     int posted;          /* the receives are up */
     int sent;            /* a notice went out, or one came in: nothing more to say */
+    uint64_t next_rx_ns; /* while the comm is busy: when to look at the receives again */
 };
+
+/* While a collective runs, the engine passes again and again; testing the notice receives
+ * reads their sockets, so a busy comm looks at most this often (an idle one at every pass:
+ * the engine sleeps in poll() on them, so a pass is a wake-up). */
+#define ABORT_BUSY_POLL_NS 1000000ull
 
 static uint64_t abort_tag(const eng_multi_t *mu)
 {
@@ -95,6 +102,12 @@ int multi_abort_progress(engine_t *eng, eng_comm_t *c)
                              &a->rx[i]) != 0)
                 a->rx[i] = NULL; /* that node's notice is missed; its data still fails us */
         a->posted = 1;
+    }
+    if (mu->busy && !c->broken) {
+        uint64_t now = now_ns();
+        if (now < a->next_rx_ns)
+            return 0;
+        a->next_rx_ns = now + ABORT_BUSY_POLL_NS;
     }
     for (uint32_t i = 0; i < mu->nnodes; i++) {
         if (a->tx[i] != NULL && ((rc = tp_tcp.test(a->tx[i], &done)) != 0 || done)) {

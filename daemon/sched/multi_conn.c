@@ -290,6 +290,7 @@ void multi_free(eng_comm_t *c)
     multi_abort_free(mu);
     free(mu->out);
     free(mu->in);
+    free(mu->scratch);
     for (uint32_t i = 0; mu->links != NULL && i < mu->nnodes; i++)
         link_put(mu->eng, mu->links[i]);
     free(mu->links);

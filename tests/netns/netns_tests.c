@@ -163,9 +163,11 @@ static void assert_separate_stacks(const cluster_t *c)
     }
 }
 
-enum impairment { CLEAN, LOSS, RATE };
+enum impairment { CLEAN, LOSS, LOSS5, RATE };
 
-static const char *const impairment_names[] = {"clean", "1% loss", "1 Gbit/s tbf"};
+static const char *const impairment_names[] = {"clean", "1% loss", "5% loss", "1 Gbit/s tbf"};
+/* The drop probability of each loss impairment (iptables -m statistic). */
+static const char *const loss_prob[] = {[LOSS] = "0.01", [LOSS5] = "0.05"};
 
 /* The collective matrix on nodes x per ranks under an impairment; afterwards every node's
  * link must have carried the data, and the impairment must have acted. */
@@ -178,8 +180,8 @@ static void matrix_on(unsigned nodes, unsigned per, enum impairment imp)
 
     cluster_up(&c, nodes);
     assert_separate_stacks(&c);
-    if (imp == LOSS)
-        ck_assert_int_eq(impair_drop_input(&c.topo, LOSSY_NODE, "0.01"), 0);
+    if (imp == LOSS || imp == LOSS5)
+        ck_assert_int_eq(impair_drop_input(&c.topo, LOSSY_NODE, loss_prob[imp]), 0);
     if (imp == RATE)
         ck_assert_int_eq(impair_rate_limit(&c.topo, "1gbit"), 0);
     for (unsigned k = 0; k < nodes; k++) {
@@ -197,11 +199,12 @@ static void matrix_on(unsigned nodes, unsigned per, enum impairment imp)
         ck_assert_msg(sent > 4 << 20, "node %u sent only %lld bytes on eth0", k + 1,
                       (long long)sent);
     }
-    if (imp == LOSS) {
+    if (imp == LOSS || imp == LOSS5) {
         int64_t dropped = impair_dropped(&c.topo, LOSSY_NODE);
-        ck_assert_msg(dropped > 0, "the 1%% loss rule dropped %lld packets", (long long)dropped);
-        fprintf(stderr, "netns: %u x %u under 1%% loss: %lld packets dropped\n", nodes, per,
-                (long long)dropped);
+        ck_assert_msg(dropped > 0, "the %s rule dropped %lld packets", impairment_names[imp],
+                      (long long)dropped);
+        fprintf(stderr, "netns: %u x %u under %s: %lld packets dropped\n", nodes, per,
+                impairment_names[imp], (long long)dropped);
     }
     for (unsigned k = 0; imp == RATE && k < nodes; k++) {
         ck_assert_msg(impair_qdisc_sent(c.topo.node[k], "eth0") > 4 << 20,
@@ -233,6 +236,13 @@ END_TEST
 START_TEST(test_loss_2x2)
 {
     matrix_on(2, 2, LOSS);
+}
+END_TEST
+
+/* The top of the 1-5% range: slower (retransmission timeouts), still exact. */
+START_TEST(test_loss5_4x1)
+{
+    matrix_on(4, 1, LOSS5);
 }
 END_TEST
 
@@ -505,6 +515,7 @@ Suite *netns_suite(void)
     add(s, "clean_2x2", test_clean_2x2, 2 * RANK_TIMEOUT);
     add(s, "loss_4x1", test_loss_4x1, 2 * RANK_TIMEOUT);
     add(s, "loss_2x2", test_loss_2x2, 2 * RANK_TIMEOUT);
+    add(s, "loss5_4x1", test_loss5_4x1, 2 * RANK_TIMEOUT);
     add(s, "rate_4x1", test_rate_4x1, 2 * RANK_TIMEOUT);
     add(s, "rate_2x2", test_rate_2x2, 2 * RANK_TIMEOUT);
     add(s, "wrong_key", test_wrong_key_refused, 3 * RANK_TIMEOUT);

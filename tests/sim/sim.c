@@ -46,7 +46,7 @@ typedef struct snode {
 
 typedef struct ival {
     uint64_t a, e;
-    int write;
+    int write; /* 0 read, 1 write, 2 reduction (RECV_REDUCE) */
     uint32_t step;
 } ival_t;
 
@@ -211,7 +211,10 @@ static int check_sched(sim_t *sm, uint32_t i)
     return 0;
 }
 
-/* ---- Conflicts within a round: no write may overlap another write or a read of OUT ---- */
+/* ---- Conflicts within a round: no write may overlap another write or a read of OUT ----
+ * Reductions (RECV_REDUCE) are the exception among themselves: the executor applies them
+ * after all of the round's transfers, one after another in step order, so several may
+ * reduce into the same range (a fullmesh reduce-scatter does). */
 
 static int ival_cmp(const void *pa, const void *pb)
 {
@@ -228,7 +231,8 @@ static uint32_t round_ivals(const step_t *st, uint32_t nst, ival_t *iv)
         if (st[k].len == 0)
             continue;
         if (st[k].op != STEP_SEND)
-            iv[m++] = (ival_t){st[k].off, st[k].off + st[k].len, 1, k};
+            iv[m++] =
+                (ival_t){st[k].off, st[k].off + st[k].len, st[k].op == STEP_RECV_REDUCE ? 2 : 1, k};
         if ((st[k].op == STEP_SEND || is_local(&st[k])) && st[k].buf == SCHED_BUF_OUT) {
             uint64_t a = is_local(&st[k]) ? st[k].src_off : st[k].off;
             iv[m++] = (ival_t){a, a + st[k].len, 0, k};
@@ -241,7 +245,7 @@ static int check_conflicts(sim_t *sm, uint32_t i, uint32_t r)
 {
     const sched_t *s = &sm->nodes[i].s;
     uint32_t nst = s->round_start[r + 1] - s->round_start[r], m;
-    uint64_t wend = 0, aend = 0;
+    uint64_t rend = 0, wend = 0, xend = 0; /* ends of reads, writes, reductions so far */
     ival_t *iv;
     int rc = 0;
 
@@ -256,13 +260,13 @@ static int check_conflicts(sim_t *sm, uint32_t i, uint32_t r)
     m = round_ivals(&s->steps[s->round_start[r]], nst, iv);
     qsort(iv, m, sizeof(*iv), ival_cmp);
     for (uint32_t k = 0; k < m && rc == 0; k++) {
-        if (iv[k].a < wend || (iv[k].write && iv[k].a < aend))
+        uint64_t a = iv[k].a, *end = iv[k].write == 0 ? &rend : iv[k].write == 1 ? &wend : &xend;
+        int clash = a < wend || (iv[k].write != 2 && a < xend) || (iv[k].write && a < rend);
+        if (clash)
             rc = fail(sm, "node %u round %u: step %u %s OUT[%llu,%llu) overlaps a write", i, r,
                       iv[k].step, iv[k].write ? "writes" : "reads", (unsigned long long)iv[k].a,
                       (unsigned long long)iv[k].e);
-        aend = iv[k].e > aend ? iv[k].e : aend;
-        if (iv[k].write)
-            wend = iv[k].e > wend ? iv[k].e : wend;
+        *end = iv[k].e > *end ? iv[k].e : *end;
     }
     return rc;
 }

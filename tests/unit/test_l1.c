@@ -189,7 +189,7 @@ static long run_case(mesh_t *m, int algo, int kind, uint32_t root, uint64_t cnt,
 {
     uint32_t n = m->n;
     sched_t sc[MAXN];
-    int32_t *out[MAXN], *in[MAXN];
+    int32_t *out[MAXN], *in[MAXN], *scratch[MAXN];
     l1_run_t *run[MAXN];
     int done[MAXN] = {0}, ndone = 0, failed = 0;
     long bad = 0;
@@ -200,6 +200,7 @@ static long run_case(mesh_t *m, int algo, int kind, uint32_t root, uint64_t cnt,
             return -1;
         out[me] = calloc(sc[me].out_elems + 1, sizeof(int32_t));
         in[me] = calloc(n * cnt + 1, sizeof(int32_t));
+        scratch[me] = calloc(sc[me].scratch_elems + 1, sizeof(int32_t));
         fill(kind, n, me, root, cnt, out[me], in[me]);
         l1_args_t a = {.sched = &sc[me],
                        .tp = &tp_tcp,
@@ -207,6 +208,7 @@ static long run_case(mesh_t *m, int algo, int kind, uint32_t root, uint64_t cnt,
                        .me = me,
                        .out = (uint8_t *)out[me],
                        .in = (uint8_t *)in[me],
+                       .scratch = (uint8_t *)scratch[me],
                        .dtype = HCCL_DATA_TYPE_INT32,
                        .redop = HCCL_REDUCE_SUM,
                        .tag = tag};
@@ -230,6 +232,7 @@ static long run_case(mesh_t *m, int algo, int kind, uint32_t root, uint64_t cnt,
         sched_free(&sc[me]);
         free(out[me]);
         free(in[me]);
+        free(scratch[me]);
     }
     return failed || ndone < (int)n ? -1 : bad;
 }
