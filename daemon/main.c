@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <ini.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -199,6 +200,13 @@ int main(int argc, char **argv)
         return rc;
     log_init("hccld", o.log_level);
     signal(SIGPIPE, SIG_IGN);
+    /* The data path allocates and frees buffers of the chunk's size again and again (a
+     * message that arrives before its receive). With glibc's adaptive thresholds such a
+     * buffer is mmap()ed, or the heap top is handed back with madvise() after each free,
+     * and every message then pays its page faults anew. Fixed thresholds keep them mapped
+     * (freed memory is reused; the daemon's footprint stays bounded by its peak). */
+    mallopt(M_MMAP_THRESHOLD, 64 << 20);
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
     if (!o.foreground && detach(&notify_fd) != 0) {
         ERR("INIT", "fork() failed: %s", strerror(errno));
         return 1;
