@@ -187,10 +187,14 @@ static void engine_sleep(engine_t *eng, int timeout_ms)
     pfd[0] = (struct pollfd){.fd = eng->doorbell, .events = POLLIN};
     n += multi_poll_fds(eng, pfd + 1, ENGINE_MAX_POLL - 1);
     pthread_mutex_unlock(&eng->lock);
-    if (poll(pfd, (nfds_t)n, timeout_ms) > 0 && (pfd[0].revents & POLLIN) &&
-        read(eng->doorbell, &v, sizeof(v)) < 0 && errno != EAGAIN)
+    int ready = poll(pfd, (nfds_t)n, timeout_ms);
+    if (ready > 0 && (pfd[0].revents & POLLIN) && read(eng->doorbell, &v, sizeof(v)) < 0 &&
+        errno != EAGAIN)
         WARN("IPC", "read() on the doorbell failed: %s", strerror(errno));
     pthread_mutex_lock(&eng->lock);
+    /* multi_poll_fds puts the listener first. */
+    if (ready > 0 && eng->tpl != NULL && n > 1 && pfd[1].revents != 0)
+        eng->accept_due = 1;
     engine_may_sleep(eng, 0);
 }
 

@@ -77,6 +77,10 @@ struct engine {
     eng_comm_t *comms;
     engine_stats_t st;
     tp_listener_t *tpl; /* data connections from peer daemons */
+    /* accept() on tpl only when poll() saw it readable or after a while (engine passes
+     * come back to back while data moves; an accept() each would be a syscall each). */
+    int accept_due;
+    uint64_t next_accept_ns;
     struct eng_accept *accepting;
     struct eng_expect *expects;
     uint64_t beat_ns; /* atomic: the engine loop's last turn */

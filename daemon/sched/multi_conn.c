@@ -152,14 +152,25 @@ static void link_put(engine_t *eng, eng_link_t *l)
     eng->st.data_conns--;
 }
 
+/* How often the listener is tried without poll() having said so (a busy engine may not
+ * sleep for a long time; a connection then waits at most this long). */
+#define ACCEPT_EVERY_NS 20000000ull
+
 /* Takes new connections and hands those whose handshake finished to their comm. */
+
 void multi_accept(engine_t *eng)
 {
     eng_accept_t *a;
     tp_conn_t *conn;
+    uint64_t now = now_ns();
+    int try = eng->tpl != NULL && (eng->accept_due || now >= eng->next_accept_ns);
 
-    expects_prune(eng);
-    while (eng->tpl != NULL && (a = calloc(1, sizeof(*a))) != NULL) {
+    if (try) {
+        eng->accept_due = 0;
+        eng->next_accept_ns = now + ACCEPT_EVERY_NS;
+        expects_prune(eng);
+    }
+    while (try && (a = calloc(1, sizeof(*a))) != NULL) {
         a->eng = eng;
         if (tp_tcp.accept(eng->tpl, lookup, a, &conn) != 0) {
             free(a);
@@ -256,6 +267,7 @@ int multi_poll_fds(engine_t *eng, struct pollfd *pfd, int max)
 {
     int n = 0;
 
+    /* The listener first: engine_sleep() looks there for accept_due. */
     if (eng->tpl != NULL && n < max)
         pfd[n++] = (struct pollfd){.fd = tp_tcp.listen_fd(eng->tpl), .events = POLLIN};
     for (eng_accept_t *a = eng->accepting; a != NULL && n < max; a = a->next)
