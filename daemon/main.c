@@ -2,7 +2,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <ini.h>
 #include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
@@ -14,6 +13,7 @@
 #include "env.h"
 #include "log.h"
 #include "reduce.h"
+#include "server/daemon_conf.h"
 #include "server/server.h"
 
 #define DEFAULT_SOCKET "/run/hccld/hccld.sock"
@@ -23,24 +23,10 @@ typedef struct opts {
     char socket_path[256];
     char admin_path[256];
     const char *config;
-    int log_level;
     int foreground;
-    uint64_t workers;
-    uint64_t chunk;
-    int l0_mode;
+    daemon_conf_t d; /* what the [daemon] section of the config may also set */
     char listen[64];
 } opts_t;
-
-static int l0_mode_parse(const char *s)
-{
-    if (strcmp(s, "auto") == 0)
-        return L0_AUTO;
-    if (strcmp(s, "coop") == 0)
-        return L0_COOP;
-    if (strcmp(s, "daemon") == 0)
-        return L0_DAEMON;
-    return -1;
-}
 
 static void usage(FILE *f)
 {
@@ -55,28 +41,6 @@ static void usage(FILE *f)
             "  --listen IP:PORT     accept peer daemons (default 0.0.0.0:60000; none: one node)\n"
             "  --foreground         do not detach (systemd and tests use this)\n"
             "  --version, --help\n");
-}
-
-static int on_ini(void *user, const char *section, const char *name, const char *value)
-{
-    opts_t *o = user;
-    uint64_t v;
-
-    if (strcmp(section, "daemon") != 0)
-        return 1; /* other sections belong to later features; ignore them */
-    if (strcmp(name, "workers") == 0 && parse_u64(value, &v) == 0 && v <= 256)
-        o->workers = v;
-    else if (strcmp(name, "chunk_kib") == 0 && parse_u64(value, &v) == 0 && v >= 4 && v <= 65536)
-        o->chunk = v << 10;
-    else if (strcmp(name, "log_level") == 0 && log_level_parse(value) >= 0)
-        o->log_level = log_level_parse(value);
-    else if (strcmp(name, "l0_mode") == 0 && l0_mode_parse(value) >= 0)
-        o->l0_mode = l0_mode_parse(value);
-    else {
-        fprintf(stderr, "hccld: config: bad or unknown setting %s=%s\n", name, value);
-        return 0;
-    }
-    return 1;
 }
 
 /* NAME.sock -> NAME-admin.sock beside it (hccld.sock -> hccld-admin.sock), so that daemons
@@ -99,10 +63,12 @@ static int parse_args(int argc, char **argv, opts_t *o)
         {"listen", required_argument, 0, 'L'},  {"version", no_argument, 0, 'V'},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     int c, level = -1;
+    uint64_t workers = UINT64_MAX;
+    char err[512];
 
     snprintf(o->socket_path, sizeof(o->socket_path), "%s", DEFAULT_SOCKET);
-    o->log_level = LOG_WARN;
-    o->chunk = DEFAULT_CHUNK;
+    o->d.log_level = LOG_WARN;
+    o->d.chunk = DEFAULT_CHUNK;
     snprintf(o->listen, sizeof(o->listen), "0.0.0.0:60000");
     while ((c = getopt_long(argc, argv, "s:a:c:l:w:fVhL:", lo, NULL)) != -1) {
         switch (c) {
@@ -117,7 +83,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
             }
             break;
         case 'w':
-            if (parse_u64(optarg, &o->workers) != 0 || o->workers > 256) {
+            if (parse_u64(optarg, &workers) != 0 || workers > 256) {
                 fprintf(stderr, "hccld: --workers wants 0..256\n");
                 return 2;
             }
@@ -132,14 +98,17 @@ static int parse_args(int argc, char **argv, opts_t *o)
         usage(stderr);
         return 2;
     }
-    if (o->config != NULL && ini_parse(o->config, on_ini, o) != 0) {
-        fprintf(stderr, "hccld: cannot read config %s\n", o->config);
+    if (o->config != NULL && daemon_conf_load(o->config, &o->d, err, sizeof(err)) != 0) {
+        fprintf(stderr, "hccld: config %s\n", err);
         return 2;
     }
+    /* The command line wins over the file. */
     if (level >= 0)
-        o->log_level = level; /* the command line wins over the file */
+        o->d.log_level = level;
+    if (workers != UINT64_MAX)
+        o->d.workers = workers;
     const char *mode = getenv("HCCLD_L0_MODE");
-    if (mode != NULL && (o->l0_mode = l0_mode_parse(mode)) < 0) {
+    if (mode != NULL && (o->d.l0_mode = daemon_l0_mode_parse(mode)) < 0) {
         fprintf(stderr, "hccld: HCCLD_L0_MODE wants auto, coop or daemon\n");
         return 2;
     }
@@ -198,7 +167,7 @@ int main(int argc, char **argv)
 
     if ((rc = parse_args(argc, argv, &o)) != 0)
         return rc;
-    log_init("hccld", o.log_level);
+    log_init("hccld", o.d.log_level);
     signal(SIGPIPE, SIG_IGN);
     /* The data path allocates and frees buffers of the chunk's size again and again (a
      * message that arrives before its receive). With glibc's adaptive thresholds such a
@@ -217,10 +186,10 @@ int main(int argc, char **argv)
     loop = uv_default_loop();
     server_config_t cfg = {.socket_path = o.socket_path,
                            .admin_path = o.admin_path,
-                           .workers = (unsigned)o.workers,
-                           .chunk_bytes = o.chunk,
+                           .workers = (unsigned)o.d.workers,
+                           .chunk_bytes = o.d.chunk,
                            .max_arena = SERVER_MAX_ARENA,
-                           .l0_mode = o.l0_mode,
+                           .l0_mode = o.d.l0_mode,
                            .listen = strcmp(o.listen, "none") == 0 ? NULL : o.listen,
                            .config_path = o.config};
     if (server_start(&srv, loop, &cfg) != 0)

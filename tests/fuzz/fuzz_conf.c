@@ -1,6 +1,7 @@
 /*
- * The configuration parser: hccld.conf's QoS sections (qos_policy_load, which the daemon runs
- * at start and on every SIGHUP). The input is the file; it lives in a memfd so that nothing is
+ * The configuration parsers: hccld.conf's QoS sections (qos_policy_load, which the daemon runs
+ * at start and on every SIGHUP) and its [daemon] section (daemon_conf_load, at start), both on
+ * every input. The input is the file; it lives in a memfd so that nothing is
  * written to disk, and inih opens it by its /proc path as it would open the real file. A policy
  * that loads must be usable: classes, default and rules in range, names terminated.
  */
@@ -13,7 +14,9 @@
 
 #include "fuzz_common.h"
 #include "log.h"
+#include "server/daemon_conf.h"
 #include "server/qos_conf.h"
+#include "server/server.h"
 
 static int conf_fd = -1;
 static char conf_path[64];
@@ -64,6 +67,23 @@ static void check_policy(const qos_policy_t *p)
     }
 }
 
+/* Whatever [daemon] holds, what loads is in the ranges the daemon accepts. */
+static void check_daemon(void)
+{
+    daemon_conf_t d = {.workers = 0, .chunk = 1 << 20, .log_level = LOG_WARN, .l0_mode = L0_AUTO};
+    char err[512] = "";
+
+    if (daemon_conf_load(conf_path, &d, err, sizeof(err)) != 0) {
+        if (err[0] == '\0' || !terminated(err, sizeof(err)))
+            abort();
+        return;
+    }
+    if (d.workers > 256 || d.chunk < 4096 || d.chunk > (64ull << 20) || d.chunk % 1024 != 0 ||
+        d.log_level < LOG_ERROR || d.log_level > LOG_DEBUG || d.l0_mode < L0_AUTO ||
+        d.l0_mode > L0_DAEMON)
+        abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static qos_policy_t p; /* 20 KiB: on the stack, ASan would poison it every time */
@@ -76,5 +96,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check_policy(&p);
     else if (err[0] == '\0')
         abort();
+    check_daemon();
     return 0;
 }

@@ -5,7 +5,10 @@
 #include <unistd.h>
 
 #include "env.h"
+#include "log.h"
+#include "server/daemon_conf.h"
 #include "server/qos_conf.h"
+#include "server/server.h"
 #include "test_list.h"
 
 static char path[64];
@@ -142,6 +145,40 @@ START_TEST(test_load_errors)
 }
 END_TEST
 
+/* The [daemon] section, read by its own reader from the same file; QoS sections ignored. */
+START_TEST(test_daemon_section)
+{
+    daemon_conf_t d = {.chunk = 1 << 20, .log_level = LOG_WARN, .l0_mode = L0_AUTO};
+    char err[512];
+
+    write_conf("[class.HIGH]\nmax_bw = 1Gbit\n[daemon]\nworkers = 3\nchunk_kib = 256\n"
+               "log_level = debug\nl0_mode = daemon\n");
+    ck_assert_msg(daemon_conf_load(path, &d, err, sizeof(err)) == 0, "%s", err);
+    unlink(path);
+    ck_assert_uint_eq(d.workers, 3);
+    ck_assert_uint_eq(d.chunk, 256 << 10);
+    ck_assert_int_eq(d.log_level, LOG_DEBUG);
+    ck_assert_int_eq(d.l0_mode, L0_DAEMON);
+
+    static const char *const bad[][2] = {
+        {"[daemon]\nworkers = 257\n", "line 2: bad or unknown setting workers=257"},
+        {"[daemon]\n\nchunk_kib = 3\n", "line 3: bad or unknown setting chunk_kib=3"},
+        {"[daemon]\nchunk_kib = 99999999999999999999\n", "chunk_kib=99999999999999999999"},
+        {"[daemon]\nl0_mode = fast\n", "l0_mode=fast"},
+        {"[daemon]\nspeed = 11\n", "speed=11"},
+        {"[daemon\nworkers = 1\n", "line 1: not INI syntax"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        write_conf(bad[i][0]);
+        ck_assert_int_eq(daemon_conf_load(path, &d, err, sizeof(err)), -1);
+        unlink(path);
+        ck_assert_msg(strstr(err, bad[i][1]) != NULL, "error '%s' lacks '%s'", err, bad[i][1]);
+    }
+    ck_assert_int_eq(daemon_conf_load("/nonexistent/hccld.conf", &d, err, sizeof(err)), -1);
+    ck_assert_ptr_nonnull(strstr(err, "cannot read it"));
+}
+END_TEST
+
 Suite *qos_suite(void)
 {
     Suite *s = suite_create("qos");
@@ -151,6 +188,7 @@ Suite *qos_suite(void)
     tcase_add_test(tc, test_defaults);
     tcase_add_test(tc, test_load_rules);
     tcase_add_test(tc, test_load_errors);
+    tcase_add_test(tc, test_daemon_section);
     suite_add_tcase(s, tc);
     return s;
 }
