@@ -152,12 +152,14 @@ static void link_put(engine_t *eng, eng_link_t *l)
     eng->st.data_conns--;
 }
 
+/* How long a shared connection drops the late messages of a comm that is gone. */
+#define FORGET_NS (30 * 1000000000ull)
+
 /* How often the listener is tried without poll() having said so (a busy engine may not
  * sleep for a long time; a connection then waits at most this long). */
 #define ACCEPT_EVERY_NS 20000000ull
 
 /* Takes new connections and hands those whose handshake finished to their comm. */
-
 void multi_accept(engine_t *eng)
 {
     eng_accept_t *a;
@@ -303,8 +305,13 @@ void multi_free(eng_comm_t *c)
     free(mu->out);
     free(mu->in);
     free(mu->scratch);
-    for (uint32_t i = 0; mu->links != NULL && i < mu->nnodes; i++)
+    for (uint32_t i = 0; mu->links != NULL && i < mu->nnodes; i++) {
+        /* A connection that others keep: what the peers still send this comm goes. */
+        if (mu->links[i] != NULL && mu->links[i]->refs > 1)
+            tp_tcp.forget(mu->links[i]->conn, (uint64_t)TAG_COMM_MASK << 32,
+                          (uint64_t)mu->tag << 32, FORGET_NS);
         link_put(mu->eng, mu->links[i]);
+    }
     free(mu->links);
     free(mu->conns);
     free(mu->addrs);

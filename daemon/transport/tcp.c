@@ -269,6 +269,7 @@ const transport_ops_t tp_tcp = {
     .poll_fds = tcp_poll_fds,
     .set_dscp = tcp_set_dscp,
     .cancel = tcp_msg_cancel,
+    .forget = tcp_msg_forget,
     .close = tcp_close,
     .listen_close = tcp_listen_close,
 };

@@ -35,6 +35,14 @@ typedef struct tcp_queue {
     tp_req_t *head, *tail;
 } tcp_queue_t;
 
+/* Tags of users gone from the connection: their late messages are read and dropped. */
+#define TCP_FORGET_MAX 32
+
+typedef struct tcp_forget {
+    uint64_t mask, value;
+    uint64_t until_ns; /* 0: slot unused */
+} tcp_forget_t;
+
 /* A message that arrived before its receive was posted, kept until one is. */
 typedef struct tcp_unexp {
     struct tcp_unexp *next;
@@ -64,6 +72,9 @@ struct tp_conn {
     size_t rx_got;
     tcp_unexp_t *unexp_head, *unexp_tail; /* complete, in arrival order */
     size_t unexp_bytes;                   /* their payload plus rx_unexp's */
+    int rx_drop;                          /* rx_unexp is read only to be dropped (forgotten) */
+    tcp_forget_t forget[TCP_FORGET_MAX];
+    unsigned forget_next; /* the slot the next forget() takes (the oldest goes first) */
     tp_req_t *free_reqs;
     tp_req_t reqs[TCP_MAX_REQS];
 };
@@ -76,6 +87,8 @@ short tcp_msg_events(const tp_conn_t *c);
 void tcp_msg_init(tp_conn_t *c);
 /* Frees what the data stream holds (unexpected messages); the requests go with the conn. */
 void tcp_msg_free(tp_conn_t *c);
+/* See transport.h's forget(). */
+void tcp_msg_forget(tp_conn_t *c, uint64_t mask, uint64_t value, uint64_t ttl_ns);
 /* Withdraws a request not reported done (see transport.h) and gives it back. */
 void tcp_msg_cancel(tp_req_t *r);
 /* Gives back a request that test() reported done. */

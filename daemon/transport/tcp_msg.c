@@ -12,6 +12,7 @@
 #include <sys/uio.h>
 
 #include "env.h"
+#include "futex.h"
 #include "log.h"
 #include "transport/crc32c.h"
 #include "transport/tcp_conn.h"
@@ -257,6 +258,59 @@ static size_t unexp_max(void)
     return max;
 }
 
+/* Whether tag belongs to a user that forget() named and whose time has not run out. */
+static int forgotten(tp_conn_t *c, uint64_t tag)
+{
+    uint64_t now = 0;
+
+    for (unsigned i = 0; i < TCP_FORGET_MAX; i++) {
+        tcp_forget_t *f = &c->forget[i];
+        if (f->until_ns == 0 || (tag & f->mask) != f->value)
+            continue;
+        if (now == 0)
+            now = now_ns();
+        if (now < f->until_ns)
+            return 1;
+        f->until_ns = 0;
+    }
+    return 0;
+}
+
+/* Frees u, a kept message or one being read, and gives its bytes back to the budget. */
+static void unexp_drop(tp_conn_t *c, tcp_unexp_t *u)
+{
+    c->unexp_bytes -= u->len;
+    free(u);
+}
+
+void tcp_msg_forget(tp_conn_t *c, uint64_t mask, uint64_t value, uint64_t ttl_ns)
+{
+    unsigned n = 0;
+
+    for (tcp_unexp_t **pp = &c->unexp_head, *prev = NULL; *pp != NULL;) {
+        tcp_unexp_t *u = *pp;
+        if ((u->tag & mask) != value) {
+            prev = u;
+            pp = &u->next;
+            continue;
+        }
+        *pp = u->next;
+        if (c->unexp_tail == u)
+            c->unexp_tail = prev;
+        unexp_drop(c, u);
+        n++;
+    }
+    if (n > 0)
+        DBG("NET", "dropped %u kept messages of tag %#llx/%#llx", n, (unsigned long long)value,
+            (unsigned long long)mask);
+    /* The one being read now goes when it is complete. */
+    if (c->rx_unexp != NULL && (c->rx_unexp->tag & mask) == value)
+        c->rx_drop = 1;
+    c->forget[c->forget_next] =
+        (tcp_forget_t){.mask = mask, .value = value, .until_ns = now_ns() + ttl_ns};
+    c->forget_next = (c->forget_next + 1) % TCP_FORGET_MAX;
+}
+
 /*
  * Gives rx's payload a destination: the oldest receive posted with its tag, else a buffer of
  * its own while the unexpected messages stay within their budget. 1 routed, 0 not yet (the
@@ -276,6 +330,7 @@ static int recv_route(tp_conn_t *c)
     }
     if (c->rx.len > unexp_max() - c->unexp_bytes)
         return 0;
+    c->rx_drop = forgotten(c, c->rx.tag);
     c->rx_unexp = malloc(sizeof(*c->rx_unexp) + c->rx.len);
     if (c->rx_unexp == NULL) {
         ERR("NET", "no memory to hold a message of %llu bytes", (unsigned long long)c->rx.len);
@@ -293,8 +348,7 @@ static int unexp_deliver(tp_conn_t *c, tcp_unexp_t *u, tp_req_t *r)
 
     if (rc == 0)
         memcpy(r->buf, u->data, u->len);
-    c->unexp_bytes -= u->len;
-    free(u);
+    unexp_drop(c, u);
     req_complete(r, rc);
     return rc;
 }
@@ -318,9 +372,15 @@ static int recv_finish(tp_conn_t *c)
         return bad ? -EBADMSG : 0;
     }
     if (bad) {
-        c->unexp_bytes -= u->len;
-        free(u);
+        unexp_drop(c, u);
         return -EBADMSG;
+    }
+    if (c->rx_drop) {
+        c->rx_drop = 0;
+        DBG("NET", "dropped a late message of tag %#llx (its user is gone)",
+            (unsigned long long)u->tag);
+        unexp_drop(c, u);
+        return 0;
     }
     /* Its receive may have been posted while the payload was still coming in. */
     if ((r = recvq_take(&c->recvq, u->tag)) != NULL)

@@ -80,6 +80,13 @@ typedef struct transport_ops {
      * without corrupting it: the connection then fails (logged).
      */
     void (*cancel)(tp_req_t *r);
+    /*
+     * A user of a shared connection is gone: drops the messages kept for it (those whose
+     * tag & mask == value, arrived before any receive) and, for ttl_ns, those still to come,
+     * so that its peers' late traffic neither piles up nor fills the connection's budget for
+     * the others.
+     */
+    void (*forget)(tp_conn_t *c, uint64_t mask, uint64_t value, uint64_t ttl_ns);
     /* Frees the connection and every request not yet reported done. */
     void (*close)(tp_conn_t *c);
     void (*listen_close)(tp_listener_t *l);

@@ -338,6 +338,52 @@ START_TEST(test_cancel)
 }
 END_TEST
 
+/* A comm that leaves a shared connection: its kept messages go, and for the given time
+ * those still to come; the other comm's traffic goes on, and after the time the tag bits
+ * are usable again. Tags: comm bits in 61..32 as in sched/multi_tag.h. */
+START_TEST(test_forget)
+{
+    enum { LEN = 5000 };
+    const uint64_t mask = 0x3fffffffull << 32, gone = 1ull << 32, other = 2ull << 32;
+    uint8_t *src = pattern(LEN, 70), got[LEN], dead[LEN];
+    tp_req_t *r[4];
+    int status[4], done = 0;
+    pair_t p;
+
+    pair_open(&p, the_job.id, the_job.key);
+    ck_assert_int_eq(tp->isend(p.c, src, LEN, NULL, gone | 1, &r[0]), 0);
+    ck_assert_int_eq(tp->isend(p.c, src, LEN, NULL, gone | 2, &r[1]), 0);
+    ck_assert_int_eq(tp->isend(p.c, src, LEN, NULL, other | 1, &r[2]), 0);
+    ck_assert_int_eq(tp->irecv(p.a, got, LEN, NULL, other | 1, &r[3]), 0);
+    /* The stream is in order: the two messages of the gone comm are kept by now. */
+    ck_assert_int_eq(wait_all(&p, r, 4, status), 0);
+    tp->forget(p.a, mask, gone, 10ull * 1000000000);
+    /* A late one of the gone comm, then the other comm's next. */
+    ck_assert_int_eq(tp->isend(p.c, src, LEN, NULL, gone | 3, &r[0]), 0);
+    ck_assert_int_eq(tp->isend(p.c, src, LEN, NULL, other | 2, &r[1]), 0);
+    ck_assert_int_eq(tp->irecv(p.a, got, LEN, NULL, other | 2, &r[2]), 0);
+    ck_assert_int_eq(wait_all(&p, r, 3, status), 0);
+    ck_assert_int_eq(status[2], 0);
+    ck_assert_int_eq(memcmp(got, src, LEN), 0);
+    /* None of the gone comm's three messages is there any more. */
+    for (uint64_t low = 1; low <= 3; low++) {
+        ck_assert_int_eq(tp->irecv(p.a, dead, LEN, NULL, gone | low, &r[0]), 0);
+        ck_assert_int_eq(tp->test(r[0], &done), 0);
+        ck_assert_int_eq(done, 0);
+        tp->cancel(r[0]);
+    }
+    /* Forgotten for a moment only: afterwards a comm with those bits is served again. */
+    tp->forget(p.a, mask, 3ull << 32, 1);
+    usleep(1000);
+    ck_assert_int_eq(tp->isend(p.c, src, LEN, NULL, 3ull << 32, &r[0]), 0);
+    ck_assert_int_eq(tp->irecv(p.a, got, LEN, NULL, 3ull << 32, &r[1]), 0);
+    ck_assert_int_eq(wait_all(&p, r, 2, status), 0);
+    ck_assert_int_eq(status[1], 0);
+    free(src);
+    pair_close(&p);
+}
+END_TEST
+
 START_TEST(test_len_mismatch_late)
 {
     uint8_t src[64] = {1, 2, 3}, dst[64];
@@ -475,6 +521,7 @@ Suite *tcp_suite(void)
     tcase_add_test(tc, test_sizes_both_directions);
     tcase_add_test(tc, test_tag_order);
     tcase_add_test(tc, test_cancel);
+    tcase_add_test(tc, test_forget);
     tcase_add_test(tc, test_len_mismatch_late);
     tcase_add_test(tc, test_len_mismatch);
     tcase_add_test(tc, test_checksum);
