@@ -56,17 +56,16 @@ static int post_round(l1_run_t *r)
         r->reqs[i] = NULL;
         switch (s->op) {
         case STEP_SEND:
-            rc = r->a.tp->isend(c, step_src(r, s, s->off), s->len * r->es, NULL, r->a.tag,
-                                &r->reqs[i]);
+            rc = tp_isend(c, step_src(r, s, s->off), s->len * r->es, NULL, r->a.tag, &r->reqs[i]);
             break;
         case STEP_RECV:
-            rc = r->a.tp->irecv(c, r->a.out + s->off * r->es, s->len * r->es, NULL, r->a.tag,
-                                &r->reqs[i]);
+            rc =
+                tp_irecv(c, r->a.out + s->off * r->es, s->len * r->es, NULL, r->a.tag, &r->reqs[i]);
             break;
         case STEP_RECV_REDUCE:
             r->scratch_at[i] = scratch;
-            rc = r->a.tp->irecv(c, r->a.scratch + scratch * r->es, s->len * r->es, NULL, r->a.tag,
-                                &r->reqs[i]);
+            rc = tp_irecv(c, r->a.scratch + scratch * r->es, s->len * r->es, NULL, r->a.tag,
+                          &r->reqs[i]);
             scratch += s->len;
             break;
         default: run_local(r, s); break;
@@ -88,7 +87,7 @@ static int test_round(l1_run_t *r)
         int done = 0, rc;
         if (r->reqs[i] == NULL)
             continue;
-        rc = r->a.tp->test(r->reqs[i], &done);
+        rc = tp_test(r->reqs[i], &done);
         if (done)
             r->reqs[i] = NULL;
         if (rc != 0) {
@@ -174,7 +173,7 @@ int l1_poll_fds(l1_run_t *r, struct pollfd *pfd, int max)
     for (uint32_t i = sc->round_start[r->round]; i < sc->round_start[r->round + 1]; i++) {
         const step_t *s = &sc->steps[i];
         if (s->op <= STEP_RECV_REDUCE && n < max)
-            n += r->a.tp->poll_fds(r->a.conns[s->peer], pfd + n, max - n);
+            n += tp_poll_fds(r->a.conns[s->peer], pfd + n, max - n);
     }
     return n;
 }
@@ -211,7 +210,7 @@ void l1_free(l1_run_t *r)
      * keep open: withdraw them before their buffers go. */
     for (uint32_t i = 0; r->reqs != NULL && i < r->max_round_steps; i++)
         if (r->reqs[i] != NULL)
-            r->a.tp->cancel(r->reqs[i]);
+            tp_cancel(r->reqs[i]);
     free(r->reqs);
     free(r->scratch_at);
     free(r);

@@ -17,8 +17,7 @@ typedef struct l1_run l1_run_t;
 
 typedef struct l1_args {
     const sched_t *sched;
-    const transport_ops_t *tp;
-    tp_conn_t **conns; /* by node index; conns[me] unused */
+    tp_conn_t **conns; /* by node index, each on its own transport; conns[me] unused */
     uint32_t me;
     uint8_t *out;      /* OUT: sched->out_elems elements */
     const uint8_t *in; /* IN, for the kinds that have one */

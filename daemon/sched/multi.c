@@ -263,7 +263,6 @@ static int multi_start(engine_t *eng, eng_comm_t *c, const desc_t *d)
     mu->qos_since_ns = mu->qos_wait_ns = 0;
     c->prof = (op_prof_t){.t_start = mu->t0_ns, .l0_ns = mu->t_l1_ns - mu->t0_ns, .algo = algo};
     l1_args_t a = {.sched = &mu->sched,
-                   .tp = &tp_tcp,
                    .conns = mu->conns,
                    .me = mu->me,
                    .out = mu->work,

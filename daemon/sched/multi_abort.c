@@ -98,8 +98,8 @@ int multi_abort_progress(engine_t *eng, eng_comm_t *c)
     if (!a->posted && !c->broken) {
         for (uint32_t i = 0; i < mu->nnodes; i++)
             if (i != mu->me && mu->conns[i] != NULL &&
-                tp_tcp.irecv(mu->conns[i], a->in[i], sizeof(a->in[i]), NULL, abort_tag(mu),
-                             &a->rx[i]) != 0)
+                tp_irecv(mu->conns[i], a->in[i], sizeof(a->in[i]), NULL, abort_tag(mu),
+                         &a->rx[i]) != 0)
                 a->rx[i] = NULL; /* that node's notice is missed; its data still fails us */
         a->posted = 1;
     }
@@ -110,13 +110,13 @@ int multi_abort_progress(engine_t *eng, eng_comm_t *c)
         a->next_rx_ns = now + ABORT_BUSY_POLL_NS;
     }
     for (uint32_t i = 0; i < mu->nnodes; i++) {
-        if (a->tx[i] != NULL && ((rc = tp_tcp.test(a->tx[i], &done)) != 0 || done)) {
+        if (a->tx[i] != NULL && ((rc = tp_test(a->tx[i], &done)) != 0 || done)) {
             a->tx[i] = NULL;
             n++;
         }
         if (a->rx[i] == NULL || c->broken)
             continue;
-        rc = tp_tcp.test(a->rx[i], &done);
+        rc = tp_test(a->rx[i], &done);
         if (!done)
             continue;
         a->rx[i] = NULL;
@@ -149,10 +149,10 @@ void multi_abort_send(engine_t *eng, eng_comm_t *c, uint32_t rank, uint32_t what
     a->out[3] = (uint32_t)(limit >> 32);
     for (uint32_t i = 0; i < mu->nnodes; i++) {
         if (i == mu->me || mu->conns[i] == NULL ||
-            tp_tcp.isend(mu->conns[i], a->out, sizeof(a->out), NULL, abort_tag(mu), &a->tx[i]) != 0)
+            tp_isend(mu->conns[i], a->out, sizeof(a->out), NULL, abort_tag(mu), &a->tx[i]) != 0)
             continue;
         /* Push it now: a broken comm is not progressed again, only its notices are. */
-        if (tp_tcp.test(a->tx[i], &done) != 0 || done)
+        if (tp_test(a->tx[i], &done) != 0 || done)
             a->tx[i] = NULL;
     }
 }
@@ -175,9 +175,9 @@ void multi_abort_free(eng_multi_t *mu)
         return;
     for (uint32_t i = 0; i < mu->nnodes; i++) {
         if (a->rx[i] != NULL)
-            tp_tcp.cancel(a->rx[i]);
+            tp_cancel(a->rx[i]);
         if (a->tx[i] != NULL)
-            tp_tcp.cancel(a->tx[i]);
+            tp_cancel(a->tx[i]);
     }
     free(a->rx);
     free(a->tx);

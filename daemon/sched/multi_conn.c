@@ -123,7 +123,7 @@ static void multi_mark(const eng_multi_t *mu, tp_conn_t *conn)
 {
     if (mu->qos_class >= 0 && mu->qos_class < mu->qos->ncls &&
         mu->qos->cls[mu->qos_class].dscp >= 0)
-        tp_tcp.set_dscp(conn, mu->qos->cls[mu->qos_class].dscp);
+        tp_set_dscp(conn, mu->qos->cls[mu->qos_class].dscp);
 }
 
 /* A connection of one comm so far; counted among the daemon's open ones. NULL (and the
@@ -133,7 +133,7 @@ static eng_link_t *link_new(engine_t *eng, tp_conn_t *conn)
     eng_link_t *l = calloc(1, sizeof(*l));
 
     if (l == NULL) {
-        tp_tcp.close(conn);
+        tp_close(conn);
         return NULL;
     }
     l->conn = conn;
@@ -147,7 +147,7 @@ static void link_put(engine_t *eng, eng_link_t *l)
 {
     if (l == NULL || --l->refs > 0)
         return;
-    tp_tcp.close(l->conn);
+    tp_close(l->conn);
     free(l);
     eng->st.data_conns--;
 }
@@ -174,7 +174,7 @@ void multi_accept(engine_t *eng)
     }
     while (try && (a = calloc(1, sizeof(*a))) != NULL) {
         a->eng = eng;
-        if (tp_tcp.accept(eng->tpl, lookup, a, &conn) != 0) {
+        if (tp_accept(eng->tpl, lookup, a, &conn) != 0) {
             free(a);
             break;
         }
@@ -184,9 +184,9 @@ void multi_accept(engine_t *eng)
         eng->accepting = a;
     }
     for (eng_accept_t **pp = &eng->accepting; (a = *pp) != NULL;) {
-        int st = tp_tcp.conn_state(a->conn);
+        int st = tp_conn_state(a->conn);
         eng_comm_t *c = st == 1 ? comm_by_job(eng, a->job_id) : NULL;
-        uint32_t peer = tp_tcp.conn_peer_node(a->conn);
+        uint32_t peer = tp_conn_peer_node(a->conn);
         /* Authenticated for a job whose comm is not created here yet: hold it a while. */
         if (st == 0 || (st == 1 && c == NULL && now_ns() - a->since_ns < EXPECT_NS &&
                         expected_key(eng, a->job_id) != NULL)) {
@@ -205,7 +205,7 @@ void multi_accept(engine_t *eng)
         } else {
             if (st == 1)
                 WARN("NET", "data connection from node %u for no waiting comm; closed", peer);
-            tp_tcp.close(a->conn);
+            tp_close(a->conn);
         }
         *pp = a->next;
         free(a);
@@ -221,7 +221,7 @@ int multi_conns_progress(engine_t *eng, eng_comm_t *c)
     for (uint32_t i = 0; i < mu->me && mu->nready < mu->nnodes - 1; i++) {
         if (mu->conns[i] == NULL || (mu->ready_mask & (1ull << (i % 64))))
             continue;
-        int st = tp_tcp.conn_state(mu->conns[i]);
+        int st = tp_conn_state(mu->conns[i]);
         if (st == 1) {
             mu->ready_mask |= 1ull << (i % 64);
             mu->nready++;
@@ -244,11 +244,11 @@ void multi_listen_close(engine_t *eng)
     while (eng->accepting != NULL) {
         eng_accept_t *a = eng->accepting;
         eng->accepting = a->next;
-        tp_tcp.close(a->conn);
+        tp_close(a->conn);
         free(a);
     }
     if (eng->tpl != NULL)
-        tp_tcp.listen_close(eng->tpl);
+        tp_listen_close(eng->tpl);
     eng->tpl = NULL;
 }
 
@@ -271,9 +271,9 @@ int multi_poll_fds(engine_t *eng, struct pollfd *pfd, int max)
 
     /* The listener first: engine_sleep() looks there for accept_due. */
     if (eng->tpl != NULL && n < max)
-        pfd[n++] = (struct pollfd){.fd = tp_tcp.listen_fd(eng->tpl), .events = POLLIN};
+        pfd[n++] = (struct pollfd){.fd = tp_listen_fd(eng->tpl), .events = POLLIN};
     for (eng_accept_t *a = eng->accepting; a != NULL && n < max; a = a->next)
-        n += tp_tcp.poll_fds(a->conn, pfd + n, max - n);
+        n += tp_poll_fds(a->conn, pfd + n, max - n);
     for (eng_comm_t *c = eng->comms; c != NULL && n < max; c = c->next) {
         eng_multi_t *mu = c->multi;
         if (mu == NULL || c->broken)
@@ -286,8 +286,8 @@ int multi_poll_fds(engine_t *eng, struct pollfd *pfd, int max)
         }
         /* Idle, it still listens for the other nodes' notices (multi_abort.c). */
         for (uint32_t i = 0; i < mu->nnodes && n < max; i++)
-            if (mu->conns[i] != NULL && (mu->abort != NULL || tp_tcp.conn_state(mu->conns[i]) == 0))
-                n += tp_tcp.poll_fds(mu->conns[i], pfd + n, max - n);
+            if (mu->conns[i] != NULL && (mu->abort != NULL || tp_conn_state(mu->conns[i]) == 0))
+                n += tp_poll_fds(mu->conns[i], pfd + n, max - n);
     }
     return n;
 }
@@ -308,8 +308,8 @@ void multi_free(eng_comm_t *c)
     for (uint32_t i = 0; mu->links != NULL && i < mu->nnodes; i++) {
         /* A connection that others keep: what the peers still send this comm goes. */
         if (mu->links[i] != NULL && mu->links[i]->refs > 1)
-            tp_tcp.forget(mu->links[i]->conn, (uint64_t)TAG_COMM_MASK << 32,
-                          (uint64_t)mu->tag << 32, FORGET_NS);
+            tp_forget(mu->links[i]->conn, (uint64_t)TAG_COMM_MASK << 32, (uint64_t)mu->tag << 32,
+                      FORGET_NS);
         link_put(mu->eng, mu->links[i]);
     }
     free(mu->links);
@@ -489,7 +489,7 @@ uint32_t engine_comm_links(engine_t *eng, uint32_t comm_id, char (*addrs)[ENGINE
      * the same on every daemon (the split's allgather ran over it). */
     if (mu != NULL && !c->broken && mu->probed && mu->nready == mu->nnodes - 1)
         for (uint32_t i = 0; i < mu->nnodes && n < max; i++)
-            if (i != mu->me && mu->conns[i] != NULL && tp_tcp.conn_state(mu->conns[i]) == 1)
+            if (i != mu->me && mu->conns[i] != NULL && tp_conn_state(mu->conns[i]) == 1)
                 snprintf(addrs[n++], ENGINE_ADDR_MAX, "%s", mu->addrs[i]);
     pthread_mutex_unlock(&eng->lock);
     return n;

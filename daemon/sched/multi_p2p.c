@@ -29,7 +29,7 @@ struct p2p_flight {
 
 static int node_ready(const eng_multi_t *mu, uint32_t node)
 {
-    return mu->conns[node] != NULL && tp_tcp.conn_state(mu->conns[node]) == 1;
+    return mu->conns[node] != NULL && tp_conn_state(mu->conns[node]) == 1;
 }
 
 /* Posts d (of local member l) on the connection to its peer's node: 1 posted, 0 not yet
@@ -54,11 +54,11 @@ static int post(eng_comm_t *c, uint32_t l, const desc_t *d, uint64_t t_in)
     f->t_in = t_in;
     f->t_post = now_ns();
     if (d->kind == DESC_SEND)
-        rc = tp_tcp.isend(mu->conns[node], c->m[l].s->arena + d->send_off, bytes, NULL,
-                          tag_p2p(mu->tag, me, d->root), &f->req);
+        rc = tp_isend(mu->conns[node], c->m[l].s->arena + d->send_off, bytes, NULL,
+                      tag_p2p(mu->tag, me, d->root), &f->req);
     else
-        rc = tp_tcp.irecv(mu->conns[node], c->m[l].s->arena + d->recv_off, bytes, NULL,
-                          tag_p2p(mu->tag, d->root, me), &f->req);
+        rc = tp_irecv(mu->conns[node], c->m[l].s->arena + d->recv_off, bytes, NULL,
+                      tag_p2p(mu->tag, d->root, me), &f->req);
     if (rc != 0) {
         f->next = mu->spare_flights;
         mu->spare_flights = f;
@@ -106,7 +106,7 @@ static int test_flights(engine_t *eng, eng_comm_t *c)
 
     for (struct p2p_flight **pp = &mu->flights; *pp != NULL;) {
         struct p2p_flight *f = *pp;
-        int done = 0, rc = tp_tcp.test(f->req, &done);
+        int done = 0, rc = tp_test(f->req, &done);
         if (!done) {
             pp = &f->next;
             continue;
@@ -161,7 +161,7 @@ unsigned multi_p2p_fail(engine_t *eng, eng_comm_t *c, int status)
     while (mu->flights != NULL) {
         struct p2p_flight *f = mu->flights;
         mu->flights = f->next;
-        tp_tcp.cancel(f->req);
+        tp_cancel(f->req);
         if (eng != NULL && c->m[f->local].s != NULL)
             session_complete(eng, c->m[f->local].s, f->d.tag, status);
         free(f);
@@ -180,6 +180,6 @@ int multi_p2p_poll_fds(const eng_multi_t *mu, struct pollfd *pfd, int max)
     int n = 0;
 
     for (const struct p2p_flight *f = mu->flights; f != NULL && n < max; f = f->next)
-        n += tp_tcp.poll_fds(mu->conns[f->d.root / mu->L], pfd + n, max - n);
+        n += tp_poll_fds(mu->conns[f->d.root / mu->L], pfd + n, max - n);
     return n;
 }

@@ -51,7 +51,7 @@ static int req_done(tp_req_t **r)
 
     if (*r == NULL)
         return 1;
-    rc = tp_tcp.test(*r, &done);
+    rc = tp_test(*r, &done);
     if (done)
         *r = NULL;
     return rc < 0 ? rc : done;
@@ -60,7 +60,7 @@ static int req_done(tp_req_t **r)
 static void req_cancel(tp_req_t **r)
 {
     if (*r != NULL)
-        tp_tcp.cancel(*r);
+        tp_cancel(*r);
     *r = NULL;
 }
 
@@ -104,9 +104,9 @@ static int post_pair(tp_conn_t *c, struct multi_probe *p, const void *out, size_
 
     p->t0 = now_ns();
     if (out != NULL)
-        rc = tp_tcp.isend(c, out, out_len, NULL, out_tag, &p->rs);
+        rc = tp_isend(c, out, out_len, NULL, out_tag, &p->rs);
     if (rc == 0 && in != NULL)
-        rc = tp_tcp.irecv(c, in, in_len, NULL, in_tag, &p->rr);
+        rc = tp_irecv(c, in, in_len, NULL, in_tag, &p->rr);
     return rc;
 }
 
@@ -120,10 +120,10 @@ static int fan_out(eng_multi_t *mu, struct multi_probe *p)
     if (!p->fan_posted) {
         p->t0 = now_ns();
         for (uint32_t j = 1; j < n; j++) {
-            if ((rc = tp_tcp.isend(mu->conns[j], p->small_out, 8, NULL, tag_probe(mu->tag, 0x300),
-                                   &p->result_reqs[j - 1])) != 0 ||
-                (rc = tp_tcp.irecv(mu->conns[j], p->small_in, 8, NULL, tag_probe(mu->tag, 0x301),
-                                   &p->fan_reqs[j - 1])) != 0)
+            if ((rc = tp_isend(mu->conns[j], p->small_out, 8, NULL, tag_probe(mu->tag, 0x300),
+                               &p->result_reqs[j - 1])) != 0 ||
+                (rc = tp_irecv(mu->conns[j], p->small_in, 8, NULL, tag_probe(mu->tag, 0x301),
+                               &p->fan_reqs[j - 1])) != 0)
                 return rc;
         }
         p->fan_posted = 1;
@@ -174,8 +174,8 @@ static int step_node0(eng_multi_t *mu, struct multi_probe *p)
         return rc;
     /* The figures go to every other node; done when all are sent. */
     for (; p->sent < mu->nnodes - 1; p->sent++) {
-        rc = tp_tcp.isend(mu->conns[p->sent + 1], p->figures, sizeof(p->figures), NULL,
-                          tag_probe(mu->tag, 0x200), &p->result_reqs[p->sent]);
+        rc = tp_isend(mu->conns[p->sent + 1], p->figures, sizeof(p->figures), NULL,
+                      tag_probe(mu->tag, 0x200), &p->result_reqs[p->sent]);
         if (rc != 0)
             return rc;
     }
@@ -225,7 +225,7 @@ static int step_other(eng_multi_t *mu, struct multi_probe *p)
         uint64_t tag = p->phase == PH_PING   ? tag_probe(mu->tag, 0x80 | p->k)
                        : p->phase == PH_BULK ? tag_probe(mu->tag, 0x101)
                                              : tag_probe(mu->tag, 0x301);
-        if ((rc = tp_tcp.isend(c0, p->small_out, 8, NULL, tag, &p->rs)) != 0)
+        if ((rc = tp_isend(c0, p->small_out, 8, NULL, tag, &p->rs)) != 0)
             return rc;
         p->answering = 1;
     }
@@ -315,9 +315,9 @@ int multi_probe_poll_fds(const eng_multi_t *mu, struct pollfd *pfd, int max)
         return 0;
     for (uint32_t i = 0; i < mu->nnodes && i < 2 && n < max; i++)
         if (mu->conns[i] != NULL)
-            n += tp_tcp.poll_fds(mu->conns[i], pfd + n, max - n);
+            n += tp_poll_fds(mu->conns[i], pfd + n, max - n);
     if (mu->me == 0)
         for (uint32_t i = 2; i < mu->nnodes && n < max; i++)
-            n += tp_tcp.poll_fds(mu->conns[i], pfd + n, max - n);
+            n += tp_poll_fds(mu->conns[i], pfd + n, max - n);
     return n;
 }

@@ -16,9 +16,17 @@
 #include "transport/tcp_conn.h"
 #include "transport/tcp_sock.h"
 
-struct tp_listener {
+typedef struct tcp_listener {
+    tp_listener_t base; /* what the transport's users hold */
     int fd;
-};
+} tcp_listener_t;
+
+static tcp_listener_t *tcp_listener_of(tp_listener_t *l)
+{
+    return (tcp_listener_t *)l;
+}
+
+const transport_ops_t tp_tcp;
 
 static int crypto_ready(void)
 {
@@ -31,7 +39,7 @@ static int crypto_ready(void)
 
 static int tcp_listen(const char *ip, tp_listener_t **l_p, char *addr_out, size_t cap)
 {
-    tp_listener_t *l;
+    tcp_listener_t *l;
     int rc = crypto_ready();
 
     if (rc != 0)
@@ -39,11 +47,12 @@ static int tcp_listen(const char *ip, tp_listener_t **l_p, char *addr_out, size_
     l = calloc(1, sizeof(*l));
     if (l == NULL)
         return -ENOMEM;
+    l->base.ops = &tp_tcp;
     rc = tcp_sock_listen(ip, &l->fd, addr_out, cap);
     if (rc != 0)
         goto err_free;
     INFO("NET", "listening on %s", addr_out);
-    *l_p = l;
+    *l_p = &l->base;
     return 0;
 
 err_free:
@@ -53,15 +62,15 @@ err_free:
 
 static int tcp_listen_fd(tp_listener_t *l)
 {
-    return l->fd;
+    return tcp_listener_of(l)->fd;
 }
 
 static void tcp_listen_close(tp_listener_t *l)
 {
     if (l == NULL)
         return;
-    close(l->fd);
-    free(l);
+    close(tcp_listener_of(l)->fd);
+    free(tcp_listener_of(l));
 }
 
 /* Striping over several sockets did not exist yet; say so once rather than ignore it. */
@@ -78,9 +87,9 @@ static void nsocks_check(void)
 }
 
 /* A connection around fd; HCCL_CHECKSUM decides whether its sends carry a CRC32C. */
-static int conn_new(int fd, tp_conn_t **c_p)
+static int conn_new(int fd, tcp_conn_t **c_p)
 {
-    tp_conn_t *c = calloc(1, sizeof(*c));
+    tcp_conn_t *c = calloc(1, sizeof(*c));
     uint64_t csum;
 
     if (c == NULL)
@@ -88,6 +97,7 @@ static int conn_new(int fd, tp_conn_t **c_p)
     nsocks_check();
     if (env_u64("HCCL_CHECKSUM", 0, 0, 1, &csum) != 0)
         csum = 0;
+    c->base.ops = &tp_tcp;
     c->fd = fd;
     c->state = TCP_CONN_HANDSHAKE;
     c->checksum = (int)csum;
@@ -98,10 +108,10 @@ static int conn_new(int fd, tp_conn_t **c_p)
 
 static int tcp_accept(tp_listener_t *l, tp_key_lookup_fn lookup, void *ctx, tp_conn_t **c_p)
 {
-    tp_conn_t *c;
+    tcp_conn_t *c;
     int fd, rc;
 
-    fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    fd = accept4(tcp_listener_of(l)->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
         rc = -errno;
         if (rc == -EAGAIN || rc == -EINTR || rc == -ECONNABORTED)
@@ -116,7 +126,7 @@ static int tcp_accept(tp_listener_t *l, tp_key_lookup_fn lookup, void *ctx, tp_c
     if (rc != 0)
         goto err_close;
     tcp_hs_init_accept(&c->hs, lookup, ctx);
-    *c_p = c;
+    *c_p = &c->base;
     return 0;
 
 err_close:
@@ -127,7 +137,7 @@ err_close:
 static int tcp_connect(const char *addr, const uint8_t job_id[AUTH_JOB_BYTES],
                        const uint8_t key[AUTH_KEY_BYTES], uint32_t my_node, tp_conn_t **c_p)
 {
-    tp_conn_t *c;
+    tcp_conn_t *c;
     int fd, rc;
 
     if (my_node == TP_NODE_UNKNOWN)
@@ -142,7 +152,7 @@ static int tcp_connect(const char *addr, const uint8_t job_id[AUTH_JOB_BYTES],
     if (rc != 0)
         goto err_close;
     tcp_hs_init_connect(&c->hs, job_id, key, my_node);
-    *c_p = c;
+    *c_p = &c->base;
     return 0;
 
 err_close:
@@ -150,8 +160,9 @@ err_close:
     return rc;
 }
 
-static int tcp_conn_state(tp_conn_t *c)
+static int tcp_conn_state(tp_conn_t *base)
 {
+    tcp_conn_t *c = tcp_conn_of(base);
     int rc;
 
     if (c->state != TCP_CONN_HANDSHAKE)
@@ -178,7 +189,7 @@ static int tcp_conn_state(tp_conn_t *c)
 
 static uint32_t tcp_conn_peer_node(tp_conn_t *c)
 {
-    return c->hs.peer_node;
+    return tcp_conn_of(c)->hs.peer_node;
 }
 
 /* TCP reads and writes any memory; the buffer itself serves as the registration. */
@@ -192,19 +203,30 @@ static void tcp_dereg_mem(tp_conn_t *c, void *mr)
 {
 }
 
+static int tcp_post(tp_conn_t *c, int dir, void *buf, size_t len, uint64_t tag, tp_req_t **r_p)
+{
+    tcp_req_t *r;
+    int rc = tcp_msg_post(tcp_conn_of(c), dir, buf, len, tag, &r);
+
+    if (rc == 0)
+        *r_p = &r->base;
+    return rc;
+}
+
 static int tcp_isend(tp_conn_t *c, const void *buf, size_t len, void *mr, uint64_t tag,
                      tp_req_t **r_p)
 {
-    return tcp_msg_post(c, TCP_DIR_SEND, (void *)buf, len, tag, r_p);
+    return tcp_post(c, TCP_DIR_SEND, (void *)buf, len, tag, r_p);
 }
 
 static int tcp_irecv(tp_conn_t *c, void *buf, size_t len, void *mr, uint64_t tag, tp_req_t **r_p)
 {
-    return tcp_msg_post(c, TCP_DIR_RECV, buf, len, tag, r_p);
+    return tcp_post(c, TCP_DIR_RECV, buf, len, tag, r_p);
 }
 
-static int tcp_test(tp_req_t *r, int *done_p)
+static int tcp_test(tp_req_t *base, int *done_p)
 {
+    tcp_req_t *r = tcp_req_of(base);
     int status;
 
     if (!r->done)
@@ -217,8 +239,9 @@ static int tcp_test(tp_req_t *r, int *done_p)
     return status;
 }
 
-static int tcp_poll_fds(tp_conn_t *c, struct pollfd *pfd, int max)
+static int tcp_poll_fds(tp_conn_t *base, struct pollfd *pfd, int max)
 {
+    tcp_conn_t *c = tcp_conn_of(base);
     short ev;
 
     if (max < 1 || c->state == TCP_CONN_FAILED)
@@ -235,7 +258,7 @@ static int tcp_set_dscp(tp_conn_t *c, int dscp)
 {
     int tos = (dscp & 0x3f) << 2;
 
-    if (setsockopt(c->fd, IPPROTO_IP, IP_TOS, &tos, sizeof(tos)) != 0) {
+    if (setsockopt(tcp_conn_of(c)->fd, IPPROTO_IP, IP_TOS, &tos, sizeof(tos)) != 0) {
         int err = errno;
         WARN("NET", "setsockopt(IP_TOS, %#x) failed: %s", tos, strerror(err));
         return -err;
@@ -243,8 +266,20 @@ static int tcp_set_dscp(tp_conn_t *c, int dscp)
     return 0;
 }
 
-static void tcp_close(tp_conn_t *c)
+static void tcp_cancel(tp_req_t *r)
 {
+    tcp_msg_cancel(tcp_req_of(r));
+}
+
+static void tcp_forget(tp_conn_t *c, uint64_t mask, uint64_t value, uint64_t ttl_ns)
+{
+    tcp_msg_forget(tcp_conn_of(c), mask, value, ttl_ns);
+}
+
+static void tcp_close(tp_conn_t *base)
+{
+    tcp_conn_t *c = tcp_conn_of(base);
+
     if (c == NULL)
         return;
     tcp_hs_clear(&c->hs);
@@ -268,8 +303,8 @@ const transport_ops_t tp_tcp = {
     .test = tcp_test,
     .poll_fds = tcp_poll_fds,
     .set_dscp = tcp_set_dscp,
-    .cancel = tcp_msg_cancel,
-    .forget = tcp_msg_forget,
+    .cancel = tcp_cancel,
+    .forget = tcp_forget,
     .close = tcp_close,
     .listen_close = tcp_listen_close,
 };

@@ -16,11 +16,15 @@
 #define TCP_MAX_REQS 256
 
 enum tcp_dir { TCP_DIR_SEND, TCP_DIR_RECV };
+
+typedef struct tcp_conn tcp_conn_t;
+typedef struct tcp_req tcp_req_t;
 enum tcp_conn_state { TCP_CONN_HANDSHAKE, TCP_CONN_READY, TCP_CONN_FAILED };
 
-struct tp_req {
-    tp_conn_t *conn;
-    tp_req_t *next;
+struct tcp_req {
+    tp_req_t base; /* what the transport's users hold (base.conn is &conn->base) */
+    tcp_conn_t *conn;
+    tcp_req_t *next;
     uint8_t *buf;
     size_t len;
     uint64_t tag;
@@ -32,7 +36,7 @@ struct tp_req {
 };
 
 typedef struct tcp_queue {
-    tp_req_t *head, *tail;
+    tcp_req_t *head, *tail;
 } tcp_queue_t;
 
 /* Tags of users gone from the connection: their late messages are read and dropped. */
@@ -51,7 +55,8 @@ typedef struct tcp_unexp {
     uint8_t data[];
 } tcp_unexp_t;
 
-struct tp_conn {
+struct tcp_conn {
+    tp_conn_t base; /* what the transport's users hold */
     int fd;
     int state;
     int err;      /* the failure, once state is TCP_CONN_FAILED */
@@ -67,7 +72,7 @@ struct tp_conn {
     tcp_hdr_t rx;
     /* Where rx's payload goes: a posted receive, or a buffer of its own (neither yet while
      * the unexpected messages already fill their budget). */
-    tp_req_t *rx_req;
+    tcp_req_t *rx_req;
     tcp_unexp_t *rx_unexp;
     size_t rx_got;
     tcp_unexp_t *unexp_head, *unexp_tail; /* complete, in arrival order */
@@ -75,25 +80,36 @@ struct tp_conn {
     int rx_drop;                          /* rx_unexp is read only to be dropped (forgotten) */
     tcp_forget_t forget[TCP_FORGET_MAX];
     unsigned forget_next; /* the slot the next forget() takes (the oldest goes first) */
-    tp_req_t *free_reqs;
-    tp_req_t reqs[TCP_MAX_REQS];
+    tcp_req_t *free_reqs;
+    tcp_req_t reqs[TCP_MAX_REQS];
 };
 
 /* Queues a send or a receive on a ready connection. */
-int tcp_msg_post(tp_conn_t *c, int dir, void *buf, size_t len, uint64_t tag, tp_req_t **r_p);
+int tcp_msg_post(tcp_conn_t *c, int dir, void *buf, size_t len, uint64_t tag, tcp_req_t **r_p);
 /* Moves data until the socket would block: 0, or the error that failed the connection. */
-int tcp_msg_progress(tp_conn_t *c);
-short tcp_msg_events(const tp_conn_t *c);
-void tcp_msg_init(tp_conn_t *c);
+int tcp_msg_progress(tcp_conn_t *c);
+short tcp_msg_events(const tcp_conn_t *c);
+void tcp_msg_init(tcp_conn_t *c);
 /* Frees what the data stream holds (unexpected messages); the requests go with the conn. */
-void tcp_msg_free(tp_conn_t *c);
+void tcp_msg_free(tcp_conn_t *c);
+/* The TCP objects behind the transport's handles (each handle is the first member). */
+static inline tcp_conn_t *tcp_conn_of(tp_conn_t *c)
+{
+    return (tcp_conn_t *)c;
+}
+
+static inline tcp_req_t *tcp_req_of(tp_req_t *r)
+{
+    return (tcp_req_t *)r;
+}
+
 /* See transport.h's forget(). */
-void tcp_msg_forget(tp_conn_t *c, uint64_t mask, uint64_t value, uint64_t ttl_ns);
+void tcp_msg_forget(tcp_conn_t *c, uint64_t mask, uint64_t value, uint64_t ttl_ns);
 /* Withdraws a request not reported done (see transport.h) and gives it back. */
-void tcp_msg_cancel(tp_req_t *r);
+void tcp_msg_cancel(tcp_req_t *r);
 /* Gives back a request that test() reported done. */
-void tcp_req_release(tp_req_t *r);
+void tcp_req_release(tcp_req_t *r);
 /* Fails the connection: every pending request completes with err (already logged). */
-void tcp_conn_fail(tp_conn_t *c, int err);
+void tcp_conn_fail(tcp_conn_t *c, int err);
 
 #endif

@@ -21,7 +21,7 @@
 /* Enough iovecs to send many small messages in one call. */
 #define TCP_IOV_MAX 64
 
-void tcp_msg_init(tp_conn_t *c)
+void tcp_msg_init(tcp_conn_t *c)
 {
     c->free_reqs = NULL;
     for (int i = TCP_MAX_REQS - 1; i >= 0; i--) {
@@ -30,7 +30,7 @@ void tcp_msg_init(tp_conn_t *c)
     }
 }
 
-static void queue_push(tcp_queue_t *q, tp_req_t *r)
+static void queue_push(tcp_queue_t *q, tcp_req_t *r)
 {
     r->next = NULL;
     if (q->tail != NULL)
@@ -40,9 +40,9 @@ static void queue_push(tcp_queue_t *q, tp_req_t *r)
     q->tail = r;
 }
 
-static tp_req_t *queue_pop(tcp_queue_t *q)
+static tcp_req_t *queue_pop(tcp_queue_t *q)
 {
-    tp_req_t *r = q->head;
+    tcp_req_t *r = q->head;
 
     q->head = r->next;
     if (q->head == NULL)
@@ -50,24 +50,24 @@ static tp_req_t *queue_pop(tcp_queue_t *q)
     return r;
 }
 
-static void req_complete(tp_req_t *r, int status)
+static void req_complete(tcp_req_t *r, int status)
 {
     r->done = 1;
     r->status = status;
 }
 
-void tcp_req_release(tp_req_t *r)
+void tcp_req_release(tcp_req_t *r)
 {
-    tp_conn_t *c = r->conn;
+    tcp_conn_t *c = r->conn;
 
     r->next = c->free_reqs;
     c->free_reqs = r;
 }
 
 /* Takes r out of q; 0, or -ENOENT if it is not queued there. */
-static int queue_unlink(tcp_queue_t *q, tp_req_t *r)
+static int queue_unlink(tcp_queue_t *q, tcp_req_t *r)
 {
-    for (tp_req_t *prev = NULL, *x = q->head; x != NULL; prev = x, x = x->next) {
+    for (tcp_req_t *prev = NULL, *x = q->head; x != NULL; prev = x, x = x->next) {
         if (x != r)
             continue;
         if (prev != NULL)
@@ -82,9 +82,9 @@ static int queue_unlink(tcp_queue_t *q, tp_req_t *r)
     return -ENOENT;
 }
 
-void tcp_msg_cancel(tp_req_t *r)
+void tcp_msg_cancel(tcp_req_t *r)
 {
-    tp_conn_t *c = r->conn;
+    tcp_conn_t *c = r->conn;
     int clean;
 
     if (!r->done) {
@@ -101,7 +101,7 @@ void tcp_msg_cancel(tp_req_t *r)
     tcp_req_release(r);
 }
 
-void tcp_conn_fail(tp_conn_t *c, int err)
+void tcp_conn_fail(tcp_conn_t *c, int err)
 {
     if (c->state == TCP_CONN_FAILED)
         return;
@@ -120,11 +120,11 @@ void tcp_conn_fail(tp_conn_t *c, int err)
 }
 
 /* Describes the unsent bytes of the queued sends, headers and payloads in order. */
-static int send_gather(const tp_conn_t *c, struct iovec *iov)
+static int send_gather(const tcp_conn_t *c, struct iovec *iov)
 {
     int n = 0;
 
-    for (tp_req_t *r = c->sendq.head; r != NULL && n + 2 <= TCP_IOV_MAX; r = r->next) {
+    for (tcp_req_t *r = c->sendq.head; r != NULL && n + 2 <= TCP_IOV_MAX; r = r->next) {
         size_t off = r->moved;
         if (off < TCP_HDR_BYTES) {
             iov[n++] = (struct iovec){r->hdr + off, TCP_HDR_BYTES - off};
@@ -137,10 +137,10 @@ static int send_gather(const tp_conn_t *c, struct iovec *iov)
     return n;
 }
 
-static void send_advance(tp_conn_t *c, size_t n)
+static void send_advance(tcp_conn_t *c, size_t n)
 {
     while (n > 0) {
-        tp_req_t *r = c->sendq.head;
+        tcp_req_t *r = c->sendq.head;
         size_t left = TCP_HDR_BYTES + r->len - r->moved;
         size_t take = n < left ? n : left;
 
@@ -151,7 +151,7 @@ static void send_advance(tp_conn_t *c, size_t n)
     }
 }
 
-static int send_progress(tp_conn_t *c)
+static int send_progress(tcp_conn_t *c)
 {
     struct iovec iov[TCP_IOV_MAX];
 
@@ -165,7 +165,7 @@ static int send_progress(tp_conn_t *c)
 }
 
 /* recvmsg() into iov: bytes read, 0 if it would block, or a negative errno (logged). */
-static ssize_t recv_iov(tp_conn_t *c, struct iovec *iov, size_t niov)
+static ssize_t recv_iov(tcp_conn_t *c, struct iovec *iov, size_t niov)
 {
     struct msghdr mh = {.msg_iov = iov, .msg_iovlen = niov};
 
@@ -199,7 +199,7 @@ static ssize_t recv_iov(tp_conn_t *c, struct iovec *iov, size_t niov)
     }
 }
 
-static ssize_t recv_some(tp_conn_t *c, void *buf, size_t len)
+static ssize_t recv_some(tcp_conn_t *c, void *buf, size_t len)
 {
     struct iovec iov = {buf, len};
 
@@ -207,7 +207,7 @@ static ssize_t recv_some(tp_conn_t *c, void *buf, size_t len)
 }
 
 /* 1 once a valid header is in c->rx, 0 if more bytes are needed, or a negative errno. */
-static int recv_header(tp_conn_t *c)
+static int recv_header(tcp_conn_t *c)
 {
     while (c->rx_raw_off < TCP_HDR_BYTES) {
         ssize_t n = recv_some(c, c->rx_raw + c->rx_raw_off, TCP_HDR_BYTES - c->rx_raw_off);
@@ -228,9 +228,9 @@ static int recv_header(tp_conn_t *c)
 }
 
 /* Takes the oldest posted receive with this tag out of recvq, or NULL. */
-static tp_req_t *recvq_take(tcp_queue_t *q, uint64_t tag)
+static tcp_req_t *recvq_take(tcp_queue_t *q, uint64_t tag)
 {
-    for (tp_req_t *r = q->head; r != NULL; r = r->next)
+    for (tcp_req_t *r = q->head; r != NULL; r = r->next)
         if (r->tag == tag) {
             queue_unlink(q, r);
             return r;
@@ -259,7 +259,7 @@ static size_t unexp_max(void)
 }
 
 /* Whether tag belongs to a user that forget() named and whose time has not run out. */
-static int forgotten(tp_conn_t *c, uint64_t tag)
+static int forgotten(tcp_conn_t *c, uint64_t tag)
 {
     uint64_t now = 0;
 
@@ -277,13 +277,13 @@ static int forgotten(tp_conn_t *c, uint64_t tag)
 }
 
 /* Frees u, a kept message or one being read, and gives its bytes back to the budget. */
-static void unexp_drop(tp_conn_t *c, tcp_unexp_t *u)
+static void unexp_drop(tcp_conn_t *c, tcp_unexp_t *u)
 {
     c->unexp_bytes -= u->len;
     free(u);
 }
 
-void tcp_msg_forget(tp_conn_t *c, uint64_t mask, uint64_t value, uint64_t ttl_ns)
+void tcp_msg_forget(tcp_conn_t *c, uint64_t mask, uint64_t value, uint64_t ttl_ns)
 {
     unsigned n = 0;
 
@@ -316,9 +316,9 @@ void tcp_msg_forget(tp_conn_t *c, uint64_t mask, uint64_t value, uint64_t ttl_ns
  * its own while the unexpected messages stay within their budget. 1 routed, 0 not yet (the
  * budget is full: nothing more is read until a receive takes one), or a negative errno.
  */
-static int recv_route(tp_conn_t *c)
+static int recv_route(tcp_conn_t *c)
 {
-    tp_req_t *r = recvq_take(&c->recvq, c->rx.tag);
+    tcp_req_t *r = recvq_take(&c->recvq, c->rx.tag);
 
     if (r != NULL) {
         c->rx_req = r;
@@ -342,7 +342,7 @@ static int recv_route(tp_conn_t *c)
 }
 
 /* Completes r with the kept message u (by a copy) and frees u. */
-static int unexp_deliver(tp_conn_t *c, tcp_unexp_t *u, tp_req_t *r)
+static int unexp_deliver(tcp_conn_t *c, tcp_unexp_t *u, tcp_req_t *r)
 {
     int rc = u->len == r->len ? 0 : len_mismatch(u->tag, u->len, r->len);
 
@@ -354,9 +354,9 @@ static int unexp_deliver(tp_conn_t *c, tcp_unexp_t *u, tp_req_t *r)
 }
 
 /* The payload is in: check it, then complete its receive or keep it for a later one. */
-static int recv_finish(tp_conn_t *c)
+static int recv_finish(tcp_conn_t *c)
 {
-    tp_req_t *r = c->rx_req;
+    tcp_req_t *r = c->rx_req;
     tcp_unexp_t *u = c->rx_unexp;
     const uint8_t *buf = r != NULL ? r->buf : u->data;
     int bad = (c->rx.flags & TCP_HDR_F_CRC) && crc32c(0, buf, c->rx.len) != c->rx.crc;
@@ -393,7 +393,7 @@ static int recv_finish(tp_conn_t *c)
     return 0;
 }
 
-static int recv_progress(tp_conn_t *c)
+static int recv_progress(tcp_conn_t *c)
 {
     for (;;) {
         int rc;
@@ -424,7 +424,7 @@ static int recv_progress(tp_conn_t *c)
 }
 
 /* A receive whose message already arrived completes at once, by a copy. */
-static int recv_from_unexp(tp_conn_t *c, tp_req_t *r)
+static int recv_from_unexp(tcp_conn_t *c, tcp_req_t *r)
 {
     for (tcp_unexp_t *prev = NULL, *u = c->unexp_head; u != NULL; prev = u, u = u->next) {
         if (u->tag != r->tag)
@@ -440,10 +440,10 @@ static int recv_from_unexp(tp_conn_t *c, tp_req_t *r)
     return 1;
 }
 
-int tcp_msg_post(tp_conn_t *c, int dir, void *buf, size_t len, uint64_t tag, tp_req_t **r_p)
+int tcp_msg_post(tcp_conn_t *c, int dir, void *buf, size_t len, uint64_t tag, tcp_req_t **r_p)
 {
     tcp_hdr_t h = {.tag = tag, .len = len};
-    tp_req_t *r;
+    tcp_req_t *r;
 
     if (c->state != TCP_CONN_READY)
         return c->state == TCP_CONN_FAILED ? c->err : -ENOTCONN;
@@ -451,7 +451,8 @@ int tcp_msg_post(tp_conn_t *c, int dir, void *buf, size_t len, uint64_t tag, tp_
         return c->free_reqs == NULL ? -EAGAIN : -EINVAL;
     r = c->free_reqs;
     c->free_reqs = r->next;
-    *r = (tp_req_t){.conn = c, .buf = buf, .len = len, .tag = tag, .dir = dir};
+    *r = (tcp_req_t){
+        .base.conn = &c->base, .conn = c, .buf = buf, .len = len, .tag = tag, .dir = dir};
     if (dir == TCP_DIR_SEND) {
         /* The checksum is taken now: the caller must not change the buffer until done. */
         if (c->checksum) {
@@ -476,7 +477,7 @@ int tcp_msg_post(tp_conn_t *c, int dir, void *buf, size_t len, uint64_t tag, tp_
     return 0;
 }
 
-void tcp_msg_free(tp_conn_t *c)
+void tcp_msg_free(tcp_conn_t *c)
 {
     while (c->unexp_head != NULL) {
         tcp_unexp_t *u = c->unexp_head;
@@ -489,7 +490,7 @@ void tcp_msg_free(tp_conn_t *c)
     c->unexp_bytes = 0;
 }
 
-int tcp_msg_progress(tp_conn_t *c)
+int tcp_msg_progress(tcp_conn_t *c)
 {
     int rc;
 
@@ -503,7 +504,7 @@ int tcp_msg_progress(tp_conn_t *c)
     return rc;
 }
 
-short tcp_msg_events(const tp_conn_t *c)
+short tcp_msg_events(const tcp_conn_t *c)
 {
     short ev = 0;
 

@@ -1,5 +1,8 @@
 /*
  * Data transports between daemons, as a table of functions in the manner of NCCL's net plugins.
+ * Only listen() and connect() are called through a transport's table (that is where one is
+ * chosen); everything after goes through the tp_* calls below, which reach the transport of
+ * the handle at hand, so one comm may talk TCP to one peer and RDMA to another.
  *
  * One engine thread drives every call, and no call blocks: connect and accept return a
  * connection whose handshake advances in conn_state(); isend and irecv queue a request that
@@ -27,6 +30,22 @@
 typedef struct tp_listener tp_listener_t;
 typedef struct tp_conn tp_conn_t;
 typedef struct tp_req tp_req_t;
+typedef struct transport_ops transport_ops_t;
+
+/* The handles the transports hand out: each transport's own objects start with these, so a
+ * caller holding a connection or a request needs nothing else to reach its transport (the
+ * tp_* calls below). */
+struct tp_listener {
+    const transport_ops_t *ops;
+};
+
+struct tp_conn {
+    const transport_ops_t *ops;
+};
+
+struct tp_req {
+    tp_conn_t *conn;
+};
 
 /* The node index of a peer that did not announce one (the accepting side of a connect). */
 #define TP_NODE_UNKNOWN UINT32_MAX
@@ -40,7 +59,7 @@ typedef struct tp_req tp_req_t;
 typedef int (*tp_key_lookup_fn)(void *ctx, const uint8_t job_id[AUTH_JOB_BYTES],
                                 uint8_t key_out[AUTH_KEY_BYTES]);
 
-typedef struct transport_ops {
+struct transport_ops {
     const char *name;
     /* Binds ip:0 and writes the address peers connect to ("ip:port") into addr_out. */
     int (*listen)(const char *ip, tp_listener_t **l_p, char *addr_out, size_t cap);
@@ -90,8 +109,78 @@ typedef struct transport_ops {
     /* Frees the connection and every request not yet reported done. */
     void (*close)(tp_conn_t *c);
     void (*listen_close)(tp_listener_t *l);
-} transport_ops_t;
+};
 
 extern const transport_ops_t tp_tcp;
+
+/* The ops of a handle's own transport. */
+static inline int tp_listen_fd(tp_listener_t *l)
+{
+    return l->ops->listen_fd(l);
+}
+
+static inline int tp_accept(tp_listener_t *l, tp_key_lookup_fn lookup, void *ctx, tp_conn_t **c_p)
+{
+    return l->ops->accept(l, lookup, ctx, c_p);
+}
+
+static inline void tp_listen_close(tp_listener_t *l)
+{
+    if (l != NULL)
+        l->ops->listen_close(l);
+}
+
+static inline int tp_conn_state(tp_conn_t *c)
+{
+    return c->ops->conn_state(c);
+}
+
+static inline uint32_t tp_conn_peer_node(tp_conn_t *c)
+{
+    return c->ops->conn_peer_node(c);
+}
+
+static inline int tp_isend(tp_conn_t *c, const void *buf, size_t len, void *mr, uint64_t tag,
+                           tp_req_t **r_p)
+{
+    return c->ops->isend(c, buf, len, mr, tag, r_p);
+}
+
+static inline int tp_irecv(tp_conn_t *c, void *buf, size_t len, void *mr, uint64_t tag,
+                           tp_req_t **r_p)
+{
+    return c->ops->irecv(c, buf, len, mr, tag, r_p);
+}
+
+static inline int tp_test(tp_req_t *r, int *done_p)
+{
+    return r->conn->ops->test(r, done_p);
+}
+
+static inline int tp_poll_fds(tp_conn_t *c, struct pollfd *pfd, int max)
+{
+    return c->ops->poll_fds(c, pfd, max);
+}
+
+static inline int tp_set_dscp(tp_conn_t *c, int dscp)
+{
+    return c->ops->set_dscp(c, dscp);
+}
+
+static inline void tp_cancel(tp_req_t *r)
+{
+    r->conn->ops->cancel(r);
+}
+
+static inline void tp_forget(tp_conn_t *c, uint64_t mask, uint64_t value, uint64_t ttl_ns)
+{
+    c->ops->forget(c, mask, value, ttl_ns);
+}
+
+static inline void tp_close(tp_conn_t *c)
+{
+    if (c != NULL)
+        c->ops->close(c);
+}
 
 #endif /* HCCLD_TRANSPORT_TRANSPORT_H */

@@ -65,16 +65,16 @@ static int mesh_open(mesh_t *m, uint32_t n)
     while (placed < want && now_s() < deadline) {
         tp_conn_t *c;
         for (uint32_t i = 0; i < n; i++)
-            while (nacc < MAXN * MAXN && tp_tcp.accept(m->l[i], lookup, NULL, &c) == 0)
+            while (nacc < MAXN * MAXN && tp_accept(m->l[i], lookup, NULL, &c) == 0)
                 acc[nacc++] = (accepted_t){.node = i, .c = c};
         for (uint32_t j = 0; j < n; j++)
             for (uint32_t i = 0; i < j; i++)
-                if (tp_tcp.conn_state(m->c[j][i]) < 0)
+                if (tp_conn_state(m->c[j][i]) < 0)
                     return -4;
         for (int k = 0; k < nacc; k++) {
-            if (acc[k].c == NULL || tp_tcp.conn_state(acc[k].c) != 1)
+            if (acc[k].c == NULL || tp_conn_state(acc[k].c) != 1)
                 continue;
-            uint32_t peer = tp_tcp.conn_peer_node(acc[k].c);
+            uint32_t peer = tp_conn_peer_node(acc[k].c);
             if (peer >= n || m->c[acc[k].node][peer] != NULL)
                 return -5;
             m->c[acc[k].node][peer] = acc[k].c;
@@ -84,7 +84,7 @@ static int mesh_open(mesh_t *m, uint32_t n)
     }
     for (uint32_t j = 0; j < n; j++)
         for (uint32_t i = 0; i < j; i++)
-            while (tp_tcp.conn_state(m->c[j][i]) == 0 && now_s() < deadline)
+            while (tp_conn_state(m->c[j][i]) == 0 && now_s() < deadline)
                 ;
     return placed == want ? 0 : -3;
 }
@@ -94,8 +94,8 @@ static void mesh_close(mesh_t *m)
     for (uint32_t i = 0; i < m->n; i++) {
         for (uint32_t j = 0; j < m->n; j++)
             if (m->c[i][j] != NULL)
-                tp_tcp.close(m->c[i][j]);
-        tp_tcp.listen_close(m->l[i]);
+                tp_close(m->c[i][j]);
+        tp_listen_close(m->l[i]);
     }
 }
 
@@ -203,7 +203,6 @@ static long run_case(mesh_t *m, int algo, int kind, uint32_t root, uint64_t cnt,
         scratch[me] = calloc(sc[me].scratch_elems + 1, sizeof(int32_t));
         fill(kind, n, me, root, cnt, out[me], in[me]);
         l1_args_t a = {.sched = &sc[me],
-                       .tp = &tp_tcp,
                        .conns = m->c[me],
                        .me = me,
                        .out = (uint8_t *)out[me],
