@@ -9,15 +9,20 @@
 #
 #   bench/qos.sh [BUILD]      (default build)
 #
+# The machine is shared and noisy: HIGH alone and HIGH with LOW (capped) alternate
+# QOS_ROUNDS times, and each figure is the median of its runs, so that a load spike that
+# lasts a while hits both sides alike.
+#
 # Knobs: QOS_LOW_CAP (the cap, default 1Gbit), QOS_SECS (seconds LOW's rate is measured over,
-# default 10), QOS_ITERS (16 MiB iterations per HIGH run, 20), QOS_LAT_ITERS (8 KiB, 500).
-# Raw outputs go to BUILD/bench/qos/.
+# default 10), QOS_ITERS (16 MiB iterations per HIGH run, 30), QOS_LAT_ITERS (8 KiB, 500),
+# QOS_ROUNDS (alternations, 3). Raw outputs go to BUILD/bench/qos/.
 set -euo pipefail
 
 BUILD=$(cd "${1:-build}" && pwd)
 CAP=${QOS_LOW_CAP:-1Gbit}
 SECS=${QOS_SECS:-10}
-ITERS=${QOS_ITERS:-20}
+ITERS=${QOS_ITERS:-30}
+ROUNDS=${QOS_ROUNDS:-3}
 LAT_ITERS=${QOS_LAT_ITERS:-500}
 BIN=$BUILD/bin
 OUT=$BUILD/bench/qos
@@ -71,9 +76,16 @@ job() {
         "$BIN/hccl_perf_test" -t allreduce -d float -c 0 "$@"
 }
 
-# busbw (out of place) of the one size a run printed.
+# busbw (out of place) of the one size a run printed; the median over several run files.
 busbw() { awk '!/^#/ && NF >= 8 { print $8; exit }' "$1"; }
 lat() { awk '!/^#/ && NF >= 8 { print $6; exit }' "$1"; }
+median() {
+    local f=$1
+    shift
+    for x in "$@"; do "$f" "$x"; done | sort -g | awk '{ v[NR] = $1 } END {
+        if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2];
+        else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
 
 # low_field KEY: that figure of class LOW from daemon 0's qos list.
 low_field() {
@@ -109,9 +121,6 @@ high_runs() {
     job qos-high -b 8K -e 8K -n "$LAT_ITERS" -w 50 >"$OUT/high_lat_$1.txt" 2>&1
 }
 
-echo "bench/qos: HIGH alone"
-high_runs alone
-
 echo "bench/qos: LOW alone, uncapped"
 ctl qos set LOW --max-bw none >/dev/null
 low_start uncapped
@@ -120,25 +129,39 @@ echo "bench/qos: HIGH with LOW (uncapped: strict priority alone) running"
 high_runs with_low_uncapped
 low_stop
 
-echo "bench/qos: LOW alone, capped at $CAP"
 ctl qos set LOW --max-bw "$CAP" >/dev/null
-low_start capped
-low_capped=$(low_rate)
-
-echo "bench/qos: HIGH with LOW (capped) running"
-high_runs with_low
-low_stop
+for ((k = 1; k <= ROUNDS; k++)); do
+    echo "bench/qos: round $k of $ROUNDS: HIGH alone"
+    high_runs "alone_$k"
+    echo "bench/qos: round $k of $ROUNDS: LOW capped at $CAP, alone"
+    low_start "capped_$k"
+    low_capped[k]=$(low_rate)
+    echo "bench/qos: round $k of $ROUNDS: HIGH with LOW (capped) running"
+    high_runs "with_low_$k"
+    low_stop
+done
 
 cap_gbs=$(awk -v b="$(low_field max_bw_bps)" 'BEGIN { printf "%.3f\n", b / 8e9 }')
-ha=$(busbw "$OUT/high_alone.txt")
-hw=$(busbw "$OUT/high_with_low.txt")
+ha=$(median busbw "$OUT"/high_alone_*.txt)
+hw=$(median busbw "$OUT"/high_with_low_[0-9]*.txt)
 hu=$(busbw "$OUT/high_with_low_uncapped.txt")
 lu=$(lat "$OUT/high_lat_with_low_uncapped.txt")
-la=$(lat "$OUT/high_lat_alone.txt")
-lw=$(lat "$OUT/high_lat_with_low.txt")
+la=$(median lat "$OUT"/high_lat_alone_*.txt)
+lw=$(median lat "$OUT"/high_lat_with_low_[0-9]*.txt)
+low_capped_med=$(printf '%s\n' "${low_capped[@]}" | sort -g | awk '{ v[NR] = $1 } END {
+    print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
+per_round() {
+    local k
+    for ((k = 1; k <= ROUNDS; k++)); do
+        printf '  round %d: HIGH busbw alone %s, with LOW %s; 8 KiB latency alone %s, with LOW %s; LOW capped %s GB/s\n' \
+            "$k" "$(busbw "$OUT/high_alone_$k.txt")" "$(busbw "$OUT/high_with_low_$k.txt")" \
+            "$(lat "$OUT/high_lat_alone_$k.txt")" "$(lat "$OUT/high_lat_with_low_$k.txt")" \
+            "${low_capped[k]}"
+    done
+}
 {
     echo
-    echo "== 2 daemons x 1 rank per job, allreduce fp32 (loopback) =="
+    echo "== 2 daemons x 1 rank per job, allreduce fp32 (loopback); medians of $ROUNDS rounds =="
     printf "%-44s %10s %10s %8s %s\n" "" alone "with LOW" ratio goal
     awk -v a="$ha" -v b="$hw" 'BEGIN { printf "%-44s %10s %10s %8.2f %s\n",
         "HIGH 16 MiB busbw (GB/s)", a, b, b / a, ">= 0.90" }'
@@ -150,6 +173,8 @@ lw=$(lat "$OUT/high_lat_with_low.txt")
         "HIGH 8 KiB latency, LOW uncapped", a, b, b / a, "(priority only)" }'
     echo
     printf "%-44s %10s\n" "LOW alone, uncapped (GB/s sent per daemon)" "$low_uncapped"
-    awk -v r="$low_capped" -v c="$cap_gbs" 'BEGIN { printf "%-44s %10.3f %10.3f %8.2f %s\n",
+    awk -v r="$low_capped_med" -v c="$cap_gbs" 'BEGIN { printf "%-44s %10.3f %10.3f %8.2f %s\n",
         "LOW capped: rate vs cap (GB/s)", r, c, r / c, "0.90..1.10" }'
+    echo
+    per_round
 } | tee "$OUT/summary.txt"
