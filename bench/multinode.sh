@@ -12,6 +12,10 @@
 #         INFO log: "allreduce of ~B bytes per block on N daemons: ALGO (predicted ...)" or
 #         "comm C seq S: allreduce, B B per node, N nodes: ALGO (predicted: ...)"; "-" when
 #         not found). The variants of a sweep run back to back on one set of daemons.
+#   selns the same selection sweep on 4 daemons, each in a network namespace of its own with
+#         a veth to a bridge and a 1 Gbit/s tc tbf on both ends of every veth (needs root;
+#         the namespaces are created here and removed at exit; addresses 10.214.0.x only
+#         exist inside them). The clients stay in this namespace: Unix sockets cross.
 #   hier  hierarchy: 2 daemons x 2 ranks, allreduce of 16 MiB: payload bytes each daemon sent
 #         to its peers (hccld-ctl status --json, net_tx_bytes) per op, next to a node-level
 #         ring's 2(n-1)/n x size and a per-rank ring's 2 ranks x 2(4-1)/4 x size.
@@ -24,7 +28,7 @@
 # selection times are the better of out of place and in place (less exposed to load spikes).
 #
 # Environment (defaults in brackets; about 10-15 minutes in all on a 2-core machine):
-#   BENCH_PARTS            parts to run, any of "bw sel hier" [bw sel hier]
+#   BENCH_PARTS            parts to run, any of "bw sel selns hier" [bw sel selns hier]
 #   BENCH_ITERS            bw: timed iterations per size [5]
 #   BENCH_WARMUP           bw and sel: warm-up iterations per size [1]
 #   BENCH_BW_MAX           bw: largest size [256M]
@@ -38,6 +42,7 @@
 #                          defaults the last size is 32 MiB (8 x 4^11): BENCH_SEL_FACTOR=2
 #                          reaches 64 MiB at about twice the time
 #   BENCH_SEL_DAEMONS      sel: daemon counts [4 8]
+#   BENCH_SELNS_RATE       selns: the tbf rate of every veth end [1gbit]
 #   BENCH_HIER_ITERS, BENCH_HIER_WARMUP
 #                          hier: iterations and warm-up of the 16 MiB allreduce [5, 1]
 #   BENCH_TIMEOUT          any run taking longer (s) is killed and fails [900]
@@ -51,7 +56,7 @@
 set -euo pipefail
 
 BUILD=${1:-build}
-PARTS=${BENCH_PARTS:-bw sel hier}
+PARTS=${BENCH_PARTS:-bw sel selns hier}
 ITERS=${BENCH_ITERS:-5}
 WARMUP=${BENCH_WARMUP:-1}
 BW_MIN=1M
@@ -69,6 +74,12 @@ SEL_FACTOR=${BENCH_SEL_FACTOR:-4}
 SEL_DAEMONS=${BENCH_SEL_DAEMONS:-4 8}
 SEL_COLLS="allreduce allgather"
 SEL_ALGOS="ring H-D_R fullmesh tree"
+SELNS_RATE=${BENCH_SELNS_RATE:-1gbit}
+SELNS_DAEMONS=4
+# selns: namespace names (this script's pid keeps parallel runs apart) and whether the
+# daemons start inside them.
+NS=hcb$$
+NETNS=0
 HIER_ITERS=${BENCH_HIER_ITERS:-5}
 HIER_WARMUP=${BENCH_HIER_WARMUP:-1}
 HIER_BYTES=16M
@@ -112,7 +123,8 @@ fi
 for part in $PARTS; do
     case $part in
     bw | sel | hier) ;;
-    *) die "unknown part '$part' in BENCH_PARTS (bw, sel, hier)" ;;
+    selns) [ "$(id -u)" = 0 ] || die "part selns needs root (network namespaces)" ;;
+    *) die "unknown part '$part' in BENCH_PARTS (bw, sel, selns, hier)" ;;
     esac
 done
 # The daemon's choice must be the cost model's, not one inherited from the caller.
@@ -183,22 +195,29 @@ cleanup() {
     for pid in "${IPERF_PIDS[@]}"; do
         stop_pid "$pid"
     done
+    netns_down
     rm -rf "$TMP"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# start_daemons NAME N LEVEL: N private daemons on loopback, each in its own directory, logs
+# start_daemons NAME N LEVEL: N private daemons on loopback (with NETNS=1: one in each node
+# namespace of netns_up), each in its own directory, logs
 # appended to NAME.hccldI.log; sets SOCKS (comma-separated, for hccl-run --daemons) and
 # DAEMON_DIRS. Stops the daemons started before.
 start_daemons() {
     local name=$1 n=$2 level=$3 i dir sock
     stop_daemons
     ndaemon_sets=$((ndaemon_sets + 1))
+    local ip=127.0.0.1 pre=()
     for ((i = 0; i < n; i++)); do
         dir=$TMP/s$ndaemon_sets/d$i
         mkdir -p "$dir"
-        HCCL_IF_IP=127.0.0.1 "$HCCLD" --socket "$dir/hccld.sock" --listen 127.0.0.1:0 \
+        if [ "$NETNS" = 1 ]; then
+            ip=10.214.0.$((i + 1))
+            pre=(ip netns exec "$NS-n$((i + 1))")
+        fi
+        HCCL_IF_IP=$ip "${pre[@]}" "$HCCLD" --socket "$dir/hccld.sock" --listen "$ip:0" \
             --foreground --log-level "$level" >>"$RES/$name.hccld$i.log" 2>&1 &
         DAEMON_PIDS+=("$!")
         DAEMON_DIRS+=("$dir")
@@ -445,7 +464,7 @@ part_sel() {
             # One set of daemons serves every variant (HCCL_ALGO is the client's, per comm),
             # so that the variants of one sweep run back to back, under much the same load
             # from elsewhere; a failed run gets the next one fresh daemons.
-            name=sel_${coll}_${n}d
+            name=${SEL_TAG:-sel}_${coll}_${n}d
             DAEMONS_OK=0
             for sweep in small large; do
                 if [ "$sweep" = small ]; then
@@ -476,14 +495,53 @@ part_sel() {
     done
 }
 
-# print_sel COLL N: one table; its last line starts with "summary:".
+# selns: N nodes, namespace NS-nK with eth0 = 10.214.0.K/24 on a veth whose other end is port
+# pK of bridge br0 in namespace NS-sw; tbf on both ends (as tests/netns/impair.c does).
+netns_up() {
+    local n=$1 k
+    netns_down
+    ip netns add "$NS-sw"
+    ip -n "$NS-sw" link add br0 type bridge
+    ip -n "$NS-sw" link set br0 up
+    for ((k = 1; k <= n; k++)); do
+        ip netns add "$NS-n$k"
+        ip -n "$NS-n$k" link set lo up
+        ip -n "$NS-n$k" link add eth0 type veth peer name "p$k" netns "$NS-sw"
+        ip -n "$NS-n$k" addr add "10.214.0.$k/24" dev eth0
+        ip -n "$NS-n$k" link set eth0 up
+        ip -n "$NS-sw" link set "p$k" master br0
+        ip -n "$NS-sw" link set "p$k" up
+        tc -n "$NS-n$k" qdisc replace dev eth0 root tbf rate "$SELNS_RATE" burst 512kb latency 20ms
+        tc -n "$NS-sw" qdisc replace dev "p$k" root tbf rate "$SELNS_RATE" burst 512kb latency 20ms
+    done
+}
+
+netns_down() {
+    local ns
+    for ns in $(ip netns list 2>/dev/null | awk '{ print $1 }' | grep "^$NS-" || true); do
+        ip netns del "$ns" 2>/dev/null || true
+    done
+}
+
+part_selns() {
+    if ! netns_up "$SELNS_DAEMONS" >>"$RES/selns_setup.err" 2>&1; then
+        echo "bench: selns: could not build the namespaces (see $RES/selns_setup.err)" >&2
+        failures=$((failures + 1))
+        netns_down
+        return
+    fi
+    NETNS=1 SEL_DAEMONS=$SELNS_DAEMONS SEL_TAG=selns part_sel
+    netns_down
+}
+
+# print_sel COLL N [TAG]: one table; its last line starts with "summary:".
 print_sel() {
-    local coll=$1 n=$2 v i=0
+    local coll=$1 n=$2 tag=${3:-sel} v i=0
     {
         for v in auto $SEL_ALGOS; do
             i=$((i + 1))
-            extract "$i" "$RES/sel_${coll}_${n}d_${v}_small.txt" \
-                "$RES/sel_${coll}_${n}d_${v}_large.txt"
+            extract "$i" "$RES/${tag}_${coll}_${n}d_${v}_small.txt" \
+                "$RES/${tag}_${coll}_${n}d_${v}_large.txt"
         done
         # What daemon 0 logged for the automatic runs (not "forced by HCCL_ALGO"): "choice
         # ~BUCKET ALGO" from lines "COLL: allreduce of ~BUCKET bytes per block on N daemons:
@@ -492,8 +550,8 @@ print_sel() {
         # (once per piece).
         sed -n -e "s/.*COLL: $coll of ~\([0-9]*\) bytes per block on [0-9]* daemons: \([^ ]*\) (predicted.*/choice ~\1 \2/p" \
             -e "s/.*COLL: comm [0-9]* seq [0-9]*: $coll, \([0-9]*\) B per node, [0-9]* nodes: \([^ ]*\) (predicted.*/choice =\1 \2/p" \
-            "$RES/sel_${coll}_${n}d.hccld0.log" 2>/dev/null || true
-    } | awk -v coll="$coll" -v n="$n" -v algos="$SEL_ALGOS" -v chunk="$CHUNK" '
+            "$RES/${tag}_${coll}_${n}d.hccld0.log" 2>/dev/null || true
+    } | awk -v coll="$coll" -v n="$n" -v algos="$SEL_ALGOS" -v chunk="$CHUNK" -v tag="$tag" '
         $1 == "choice" {
             # The algorithm logged most often for this piece size.
             k = ++votes[$2, $3]
@@ -525,7 +583,8 @@ print_sel() {
         }
         BEGIN { na = split(algos, name, " ") }
         END {
-            printf "\n== %s fp32, %d daemons x 1 rank: time (us), best of out of place and in place; auto = the cost model ==\n", coll, n
+            where = tag == "selns" ? "in namespaces, tbf on every veth" : "on loopback"
+            printf "\n== %s fp32, %d daemons x 1 rank %s: time (us), best of out of place and in place; auto = the cost model ==\n", coll, n, where
             printf "%10s %9s", "size", "auto"
             for (a = 1; a <= na; a++) printf " %9s", name[a]
             printf " %9s %9s %10s\n", "best", "chose", "best/auto"
@@ -548,7 +607,7 @@ print_sel() {
                     if (ch == best) nbest++
                 }
             }
-            printf "summary: %s on %d daemons: auto within 10%% of the best forced algorithm at %d of %d sizes; logged choice = best at %d\n", coll, n, nok, nsz, nbest
+            printf "summary: %s on %d daemons %s: auto within 10%% of the best forced algorithm at %d of %d sizes; logged choice = best at %d\n", coll, n, where, nok, nsz, nbest
         }'
 }
 
@@ -625,6 +684,11 @@ done
                 for n in $SEL_DAEMONS; do
                     print_sel "$coll" "$n"
                 done
+            done
+            ;;
+        selns)
+            for coll in $SEL_COLLS; do
+                print_sel "$coll" "$SELNS_DAEMONS" selns
             done
             ;;
         hier) print_hier ;;
