@@ -295,7 +295,7 @@ static void print_metrics(const Hccld__StatusResp *r, const Hccld__QosResp *q)
            "Data connections to peer daemons open (a split's children share their parent's).");
     printf("hccld_data_connections %u\n", r->data_conns);
     metric("hccld_op_duration_seconds", "histogram",
-           "Level-1 part of collectives across daemons, by duration.");
+           "Collective pieces the daemon ran (inside the node or across daemons), by duration.");
     for (size_t k = 0; k < r->n_lat_bucket; k++) {
         cum += r->lat_bucket[k];
         if (k + 1 < r->n_lat_bucket)

@@ -23,8 +23,10 @@ typedef struct engine_stats {
     uint64_t descs_rejected; /* descriptors that failed validation */
     uint64_t net_tx_bytes;   /* payload sent to peer daemons by completed collectives */
     uint64_t net_rx_bytes;   /* payload received from them */
-    /* Collectives across daemons by how long their level-1 part took: bucket k counts those
-     * under 2^k microseconds (the last bucket: all the rest); sum and count in us. */
+    /* Collective pieces the daemon ran, inside the node or across daemons, by how long they
+     * took from start (every local rank posted) to completion: bucket k counts those under
+     * 2^k microseconds (the last bucket: all the rest); sum and count in us. Pieces that
+     * cooperating ranks run among themselves (l0_mode coop) never reach the daemon. */
     uint64_t lat_bucket[ENGINE_LAT_BUCKETS];
     uint64_t lat_sum_us, lat_count;
     uint32_t data_conns; /* data connections to peer daemons open now (shared ones once) */

@@ -342,8 +342,24 @@ desc_t *coll_ready(engine_t *eng, eng_comm_t *c)
     return coll_head(eng, c, &acted);
 }
 
+/* The latency histogram (hccld-ctl metrics): how long the daemon ran the piece, from its
+ * start (every rank had posted it) to its completion, inside the node or across daemons. */
+static void count_latency(engine_t *eng, const op_prof_t *p)
+{
+    uint64_t us = (now_ns() - p->t_start) / 1000;
+    unsigned k = 0;
+
+    while (k + 1 < ENGINE_LAT_BUCKETS && us >= (1ull << k))
+        k++;
+    eng->st.lat_bucket[k]++;
+    eng->st.lat_sum_us += us;
+    eng->st.lat_count++;
+}
+
 void coll_finish(engine_t *eng, eng_comm_t *c, int status)
 {
+    if (status == HCCL_SUCCESS && c->prof.t_start != 0)
+        count_latency(eng, &c->prof);
     coll_complete_all(eng, c, status);
     c->ops_done++;
     eng->st.ops_done++;

@@ -327,13 +327,6 @@ int multi_coll_progress(engine_t *eng, eng_comm_t *c)
         sched_traffic(&mu->sched, &tx, &rx);
         eng->st.net_tx_bytes += tx * es;
         eng->st.net_rx_bytes += rx * es;
-        uint64_t us = (t_end - mu->t0_ns) / 1000;
-        unsigned k = 0;
-        while (k + 1 < ENGINE_LAT_BUCKETS && us >= (1ull << k))
-            k++;
-        eng->st.lat_bucket[k]++;
-        eng->st.lat_sum_us += us;
-        eng->st.lat_count++;
         scatter_out(c, &mu->d0);
         c->prof.l0_ns += now_ns() - t_end;
     }

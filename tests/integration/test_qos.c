@@ -160,11 +160,42 @@ START_TEST(test_comms)
 }
 END_TEST
 
-/* Prometheus text: every family typed, the histogram ending in +Inf, a line per class. */
+static unsigned long long op_count(void)
+{
+    char out[16384];
+    const char *p;
+    unsigned long long n = 0;
+
+    ck_assert_int_eq(harness_ctl(0, out, sizeof(out), "metrics"), 0);
+    p = strstr(out, "\nhccld_op_duration_seconds_count ");
+    ck_assert_ptr_nonnull(p);
+    ck_assert_int_eq(sscanf(p, "\nhccld_op_duration_seconds_count %llu", &n), 1);
+    return n;
+}
+
+static int five_allreduces(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+{
+    float x = 1, y = 0;
+
+    for (int i = 0; i < 5; i++)
+        if (HcclAllReduce(&x, &y, 1, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, NULL) !=
+                HCCL_SUCCESS ||
+            y != (float)n)
+            return 1;
+    return 0;
+}
+
+/* Prometheus text: every family typed, the histogram ending in +Inf, a line per class; ops
+ * the daemon runs inside the node count in the histogram too. */
 START_TEST(test_metrics)
 {
     char out[16384];
+    unsigned long long before = op_count();
 
+    setenv("HCCL_L0_MODE", "daemon", 1);
+    ck_assert_int_eq(harness_run_ranks(2, five_allreduces, NULL, 30), 0);
+    unsetenv("HCCL_L0_MODE");
+    ck_assert_uint_ge(op_count(), before + 5);
     ck_assert_int_eq(harness_ctl(0, out, sizeof(out), "metrics"), 0);
     ck_assert_ptr_nonnull(strstr(out, "# TYPE hccld_ops_total counter\nhccld_ops_total "));
     ck_assert_ptr_nonnull(strstr(out, "# TYPE hccld_op_duration_seconds histogram"));
