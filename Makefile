@@ -1,5 +1,5 @@
 # hcclD: one Makefile, every library through pkg-config, all output under build/.
-#   make [all] | test | demo | bench | install [PREFIX=/usr/local DESTDIR=] | clean
+#   make [all] | test | test-rdma | demo | bench | install [PREFIX=/usr/local DESTDIR=] | clean
 #   make test SANITIZE=address,undefined
 
 SANITIZE ?=
@@ -74,7 +74,7 @@ SIM_BIN    := $(BUILD)/tests/sim_all
 NETNS_SRC  := $(wildcard tests/netns/*.c)
 NETNS_BIN  := $(BUILD)/tests/netns_tests
 
-.PHONY: all test test-unit test-integration test-netns soak demo bench bench-multinode bench-qos \
+.PHONY: all test test-unit test-integration test-netns test-rdma soak demo bench bench-multinode bench-qos \
 	install clean \
 	format-check
 all: $(BIN_HCCLD) $(BIN_TOOLS) $(LIB_SO) $(LIB_A) $(LIB_PC)
@@ -152,6 +152,11 @@ test-integration: all $(INTEG_BIN)
 
 test-netns: all $(NETNS_BIN)
 	HCCLD_BIN=$(BIN_HCCLD) $(NETNS_BIN)
+
+# RoCE without RDMA hardware: a QEMU guest with two soft-RoCE devices (tests/rdma-vm/README.md).
+# For now its selftest (rping, ib_write_bw across rxe1 -> rxe0); the RDMA transport's tests join.
+test-rdma: all
+	./tests/rdma-vm/selftest.sh
 
 # The load test at full length (make test runs it for 20 s): 32 clients in 8 jobs on 2 daemons,
 # random checked collectives, daemon memory and descriptors watched. HCCLD_SOAK_SECS=600.

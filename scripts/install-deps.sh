@@ -8,6 +8,11 @@ libuv1-dev libprotobuf-c-dev protobuf-c-compiler libhwloc-dev check
 libibverbs-dev librdmacm-dev libsystemd-dev libjansson-dev libinih-dev libsodium-dev
 iproute2 procps iptables iperf3 systemd"
 
+# The soft-RoCE guest (tests/rdma-vm) boots Debian's own kernel under QEMU and runs the host's
+# rdma-core tools in it: this machine's kernel has no rdma_rxe and there is no RDMA hardware.
+PKGS="$PKGS qemu-system-x86 busybox-static cpio kmod
+rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest"
+
 # Benchmarks compare against both MPIs; only `make bench` needs them.
 if [ "${HCCLD_DEPS_BENCH:-0}" = 1 ]; then
     PKGS="$PKGS openmpi-bin libopenmpi-dev mpich libmpich-dev"
