@@ -116,9 +116,10 @@ static void set_buffers(int fd)
  * Heartbeats between daemons are the kernel's: TCP keepalive probes a data connection that has
  * been idle for HCCLD_HEARTBEAT_S seconds every HCCLD_HEARTBEAT_S and drops it after
  * HCCLD_HEARTBEAT_MISSES unanswered probes, and TCP_USER_TIMEOUT drops one whose data stays
- * unacknowledged as long. Either way the transport reports the error and the comms on the
- * connection fail, naming the node. The defaults (1 s, 4) notice a lost peer or link within
- * about 5 s; a link that stalls for less than that only slows down. A daemon that is frozen
+ * unacknowledged for HEARTBEAT_S x MISSES. Either way the transport reports the error and the
+ * comms on the connection fail, naming the node. The defaults (1 s, 4) notice a lost peer or
+ * link within 5 s (4 s of silence, then the retransmission timer's next turn); a link that
+ * stalls for less than that only slows down. A daemon that is frozen
  * while its kernel still answers is caught by HCCL_EXEC_TIMEOUT instead.
  */
 static void set_heartbeat(int fd)
@@ -134,7 +135,7 @@ static void set_heartbeat(int fd)
     }
     s = (int)secs;
     n = (int)misses;
-    timeout_ms = (unsigned)(secs * (misses + 1) * 1000);
+    timeout_ms = (unsigned)(secs * misses * 1000);
     if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)) != 0 ||
         setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &s, sizeof(s)) != 0 ||
         setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &s, sizeof(s)) != 0 ||
