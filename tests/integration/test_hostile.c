@@ -167,6 +167,102 @@ START_TEST(test_hostile_while_job_runs)
 }
 END_TEST
 
+/* ---- Tenants apart: a process maps only its own tenant's shared memory ---- */
+
+typedef struct tenant_arg {
+    int out;  /* write end: "<tenant> <inode>" per memfd mapping, then "<tenant> done" */
+    int go;   /* read end: one byte per rank once the test has looked */
+    char who; /* 'A' or 'B' */
+} tenant_arg_t;
+
+/* Reports the inodes of the hccld memfds this process maps, while its comm is up. */
+static int report_memfds(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+{
+    const tenant_arg_t *t = arg;
+    float x[256], y[256];
+    char line[512], msg[64];
+    FILE *maps;
+    int found = 0;
+
+    for (int i = 0; i < 256; i++)
+        x[i] = (float)(r + i);
+    if (HcclAllReduce(x, y, 256, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, NULL) != 0)
+        return 1;
+    if ((maps = fopen("/proc/self/maps", "r")) == NULL)
+        return 2;
+    while (fgets(line, sizeof(line), maps) != NULL) {
+        unsigned long long ino;
+        if (strstr(line, "/memfd:hccld") == NULL || sscanf(line, "%*s %*s %*s %*s %llu", &ino) != 1)
+            continue;
+        int len = snprintf(msg, sizeof(msg), "%c %llu\n", t->who, ino);
+        if (write(t->out, msg, (size_t)len) != len)
+            return 3;
+        found++;
+    }
+    fclose(maps);
+    int len = snprintf(msg, sizeof(msg), "%c done %d\n", t->who, found);
+    if (write(t->out, msg, (size_t)len) != len || read(t->go, msg, 1) != 1)
+        return 4;
+    /* Still working after the look. */
+    if (HcclAllReduce(x, y, 256, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, NULL) != 0)
+        return 5;
+    for (int i = 0; i < 256; i++)
+        if (y[i] != (float)(n * (n - 1) / 2 + n * i))
+            return 6;
+    return 0;
+}
+
+/* Two tenants (jobs) of two ranks each on one daemon, both running: every hccld memfd a
+ * process maps is its own or its job's (cooperating ranks of one tenant share theirs), never
+ * the other tenant's. */
+START_TEST(test_tenants_map_only_their_own)
+{
+    int out[2], go[2], done = 0;
+    pid_t a[2], b[2];
+    unsigned long long ino[2][64];
+    unsigned nino[2] = {0, 0};
+    char line[128];
+    FILE *in;
+
+    ck_assert_int_eq(pipe(out), 0);
+    ck_assert_int_eq(pipe(go), 0);
+    tenant_arg_t ta = {.out = out[1], .go = go[0], .who = 'A'};
+    tenant_arg_t tb = {.out = out[1], .go = go[0], .who = 'B'};
+    setenv("HCCL_JOB_NAME", "tenant-a", 1);
+    ck_assert_int_eq(harness_spawn_ranks(2, report_memfds, &ta, 60, a), 0);
+    setenv("HCCL_JOB_NAME", "tenant-b", 1);
+    ck_assert_int_eq(harness_spawn_ranks(2, report_memfds, &tb, 60, b), 0);
+    unsetenv("HCCL_JOB_NAME");
+    close(out[1]);
+    in = fdopen(out[0], "r");
+    ck_assert_ptr_nonnull(in);
+    alarm(60);
+    while (done < 4 && fgets(line, sizeof(line), in) != NULL) {
+        char who;
+        unsigned long long v;
+        int k;
+        if (sscanf(line, "%c done %d", &who, &k) == 2) {
+            ck_assert_msg(k > 0, "a rank of tenant %c maps no hccld memfd", who);
+            done++;
+        } else if (sscanf(line, "%c %llu", &who, &v) == 2 && nino[who == 'B'] < 64) {
+            ino[who == 'B'][nino[who == 'B']++] = v;
+        }
+    }
+    alarm(0);
+    ck_assert_int_eq(done, 4);
+    for (unsigned i = 0; i < nino[0]; i++)
+        for (unsigned j = 0; j < nino[1]; j++)
+            ck_assert_msg(ino[0][i] != ino[1][j], "tenants A and B both map memfd inode %llu",
+                          ino[0][i]);
+    ck_assert_int_eq(write(go[1], "gggg", 4), 4);
+    ck_assert_int_eq(harness_wait(a, 2, 60), 0);
+    ck_assert_int_eq(harness_wait(b, 2, 60), 0);
+    fclose(in);
+    close(go[0]);
+    close(go[1]);
+}
+END_TEST
+
 Suite *hostile_suite(void)
 {
     Suite *s = suite_create("hostile");
@@ -174,6 +270,7 @@ Suite *hostile_suite(void)
 
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_hostile_while_job_runs);
+    tcase_add_test(tc, test_tenants_map_only_their_own);
     suite_add_tcase(s, tc);
     return s;
 }
