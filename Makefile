@@ -13,7 +13,7 @@ endif
 PREFIX   ?= /usr/local
 VERSION  := 0.1.0
 
-PKGS_CORE   := libuv libprotobuf-c hwloc libsystemd inih libsodium jansson
+PKGS_CORE   := libuv libprotobuf-c hwloc libsystemd inih libsodium jansson libibverbs librdmacm
 PKGS_CLIENT := libprotobuf-c jansson libsodium
 PKGS_TEST   := check
 
@@ -125,7 +125,7 @@ $(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(LIB_A)
 
 $(UNIT_BIN): $(call obj,$(UNIT_SRC) $(ALGO_SRC) $(TP_SRC) daemon/exec/l1.c daemon/server/qos_conf.c daemon/server/daemon_conf.c daemon/sched/qos_sched.c tests/sim/sim.c) $(BUILD)/lib/libhcclcommon.a
 	@mkdir -p $(@D)
-	$(CC) -o $@ $^ $(ALLLDFLAGS) $(call pc_libs,$(PKGS_TEST) $(PKGS_CLIENT) libsodium inih) -lm
+	$(CC) -o $@ $^ $(ALLLDFLAGS) $(call pc_libs,$(PKGS_TEST) $(PKGS_CLIENT) libsodium inih libibverbs librdmacm) -lm
 
 $(INTEG_BIN): $(call obj,$(INTEG_SRC)) $(LIB_A)
 	@mkdir -p $(@D)
