@@ -32,12 +32,13 @@ static json_t *qos_json(const Hccld__QosResp *r)
 
     for (size_t i = 0; i < r->n_classes; i++) {
         const Hccld__QosClass *c = r->classes[i];
-        json_array_append_new(
-            a, json_pack("{s:s, s:i, s:I, s:i, s:i, s:i, s:I, s:I, s:i}", "name", c->name,
-                         "priority", (int)c->priority, "max_bw_bps", (json_int_t)c->max_bw_bps,
-                         "latency_us", (int)c->latency_us, "dscp", (int)c->dscp, "clients",
-                         (int)c->clients, "sent_bytes", (json_int_t)c->sent_bytes, "rate_bps",
-                         (json_int_t)c->rate_bps, "waiting", (int)c->waiting));
+        json_array_append_new(a, json_pack("{s:s, s:i, s:I, s:i, s:i, s:i, s:i, s:I, s:I, s:i}",
+                                           "name", c->name, "priority", (int)c->priority,
+                                           "max_bw_bps", (json_int_t)c->max_bw_bps, "latency_us",
+                                           (int)c->latency_us, "chunk_kib", (int)c->chunk_kib,
+                                           "dscp", (int)c->dscp, "clients", (int)c->clients,
+                                           "sent_bytes", (json_int_t)c->sent_bytes, "rate_bps",
+                                           (json_int_t)c->rate_bps, "waiting", (int)c->waiting));
     }
     return json_pack("{s:o, s:s}", "classes", a, "default", r->default_class);
 }
@@ -55,8 +56,8 @@ static void print_qos(const Hccld__QosResp *r, int json)
         dump(qos_json(r));
         return;
     }
-    printf("%-10s %8s %12s %10s %5s %7s %14s %12s %7s\n", "class", "priority", "max_bw",
-           "latency_us", "dscp", "clients", "sent_bytes", "rate", "waiting");
+    printf("%-10s %8s %12s %10s %9s %5s %7s %14s %12s %7s\n", "class", "priority", "max_bw",
+           "latency_us", "chunk_kib", "dscp", "clients", "sent_bytes", "rate", "waiting");
     for (size_t i = 0; i < r->n_classes; i++) {
         const Hccld__QosClass *c = r->classes[i];
         char bw[32], rate[32];
@@ -65,9 +66,9 @@ static void print_qos(const Hccld__QosResp *r, int json)
         else
             snprintf(bw, sizeof(bw), "%.3gGbit/s", (double)c->max_bw_bps / 1e9);
         snprintf(rate, sizeof(rate), "%.3gGbit/s", (double)c->rate_bps / 1e9);
-        printf("%-10s %8u %12s %10u %5d %7u %14llu %12s %7u%s\n", c->name, c->priority, bw,
-               c->latency_us, c->dscp, c->clients, (unsigned long long)c->sent_bytes, rate,
-               c->waiting, strcmp(c->name, r->default_class) == 0 ? "  (default)" : "");
+        printf("%-10s %8u %12s %10u %9u %5d %7u %14llu %12s %7u%s\n", c->name, c->priority, bw,
+               c->latency_us, c->chunk_kib, c->dscp, c->clients, (unsigned long long)c->sent_bytes,
+               rate, c->waiting, strcmp(c->name, r->default_class) == 0 ? "  (default)" : "");
     }
 }
 

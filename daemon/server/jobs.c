@@ -63,7 +63,7 @@ static void job_free(job_t *j)
 
 /* The answer to a rank of a comm that spans several daemons. */
 void send_multinode_resp(session_t *s, uint64_t req_id, const scomm_t *c, uint32_t rank,
-                         uint32_t nnodes)
+                         uint32_t nnodes, uint64_t chunk)
 {
     Hccld__Msg m = HCCLD__MSG__INIT;
     Hccld__CommInitResp r = HCCLD__COMM_INIT_RESP__INIT;
@@ -73,7 +73,7 @@ void send_multinode_resp(session_t *s, uint64_t req_id, const scomm_t *c, uint32
     r.comm_id = c != NULL ? c->id : 0;
     r.nranks = c != NULL ? c->nranks : 0;
     r.rank = rank;
-    r.chunk_bytes = 1 << 20;
+    r.chunk_bytes = chunk;
     r.nnodes = nnodes;
     if (c != NULL)
         r.qos_class = s->srv->qos.cls[c->qos_class].name;
@@ -470,6 +470,7 @@ static void job_complete_multinode(server_t *srv, job_t *j)
     share_note_t own = {0};
     uint32_t *pairs = NULL;
     share_plan_t plan = {0};
+    uint64_t chunk = 1u << 20;
 
     if (nodes == NULL || data == NULL || rank_node == NULL)
         goto out;
@@ -501,6 +502,9 @@ static void job_complete_multinode(server_t *srv, job_t *j)
     if (cls < 0)
         cls = srv->qos.default_cls;
     mb.qos_class = srv->qos.cls[cls].name;
+    /* The class also sets the piece size, the same on every node. */
+    chunk = (uint64_t)srv->qos.cls[cls].chunk_kib << 10;
+    mb.chunk_bytes = chunk;
     m.body_case = HCCLD__MSG__BODY_MEMBERSHIP;
     m.membership = &mb;
     engine_job_expect(srv->eng, j->id, j->key);
@@ -536,7 +540,7 @@ static void job_complete_multinode(server_t *srv, job_t *j)
 out:
     for (uint32_t r = 0; r < j->nranks; r++)
         if (j->ranks[r].s != NULL && result == HCCL_SUCCESS)
-            send_multinode_resp(j->ranks[r].s, j->ranks[r].req_id, c, r, nn);
+            send_multinode_resp(j->ranks[r].s, j->ranks[r].req_id, c, r, nn, chunk);
         else if (j->ranks[r].s != NULL)
             send_init_resp(j->ranks[r].s, j->ranks[r].req_id, result, why ? why : "out of memory",
                            0, j->nranks, r, 0);

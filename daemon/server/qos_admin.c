@@ -153,6 +153,7 @@ void qos_admin_handle(server_t *srv, session_t *s, uint64_t req_id, const Hccld_
         cls[i].priority = c->priority;
         cls[i].max_bw_bps = c->max_bw_bps;
         cls[i].latency_us = c->latency_us;
+        cls[i].chunk_kib = c->chunk_kib;
         engine_class_stats_t st;
         engine_class_stats(srv->eng, i, &st);
         cls[i].sent_bytes = st.sent_bytes;

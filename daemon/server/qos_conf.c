@@ -14,9 +14,9 @@
 void qos_policy_defaults(qos_policy_t *p)
 {
     static const qos_class_t defaults[] = {
-        {"HIGH", 0, 40000000000ull, 50, 46},
-        {"MEDIUM", 1, 20000000000ull, 100, 18},
-        {"LOW", 2, 10000000000ull, 200, 8},
+        {"HIGH", 0, 40000000000ull, 50, 46, 1024},
+        {"MEDIUM", 1, 20000000000ull, 100, 18, 1024},
+        {"LOW", 2, 10000000000ull, 200, 8, 256},
     };
 
     memset(p, 0, sizeof(*p));
@@ -64,6 +64,7 @@ static int on_class(load_ctx_t *x, const char *section, const char *name, const 
         i = p->ncls++;
         memset(&p->cls[i], 0, sizeof(p->cls[i]));
         p->cls[i].dscp = -1;
+        p->cls[i].chunk_kib = 1024;
         snprintf(p->cls[i].name, sizeof(p->cls[i].name), "%s", cname);
     }
     if (strcmp(name, "priority") == 0 && parse_u64(value, &v) == 0 && v < 256)
@@ -76,6 +77,8 @@ static int on_class(load_ctx_t *x, const char *section, const char *name, const 
         p->cls[i].dscp = -1;
     else if (strcmp(name, "dscp") == 0 && parse_u64(value, &v) == 0 && v <= 63)
         p->cls[i].dscp = (int)v;
+    else if (strcmp(name, "chunk_kib") == 0 && parse_u64(value, &v) == 0 && v >= 4 && v <= 65536)
+        p->cls[i].chunk_kib = (uint32_t)v;
     else
         return fail(x, section, name, value, "unknown setting or bad value");
     return 1;

@@ -9,6 +9,10 @@
  *   latency_us = 50
  *   dscp = 46                 ; marks its traffic between daemons (IP_TOS); defaults: HIGH 46
  *                             ; (EF), MEDIUM 18 (AF21), LOW 8 (CS1); -1: unmarked
+ *   chunk_kib = 1024          ; piece size of its comms spanning daemons (4..65536): a round on
+ *                             ; the wire moves one piece's share per peer, so a smaller piece
+ *                             ; for a lower class bounds how long a higher one waits behind it;
+ *                             ; defaults: HIGH and MEDIUM 1024, LOW 256; comms formed later
  *
  *   [qos]
  *   default = MEDIUM          ; class of a tenant no rule names
@@ -38,6 +42,7 @@ typedef struct qos_class {
     uint64_t max_bw_bps; /* bits per second; 0: no cap */
     uint32_t latency_us; /* target; lower classes wait this long after each of its ops */
     int dscp;            /* DSCP of its traffic between daemons (0..63), -1: unmarked */
+    uint32_t chunk_kib;  /* piece size of its comms spanning daemons, decided at formation */
 } qos_class_t;
 
 enum qos_rule_kind { QOS_RULE_UID, QOS_RULE_GID, QOS_RULE_JOB };
@@ -58,7 +63,8 @@ typedef struct qos_policy {
     char admin_group[QOS_NAME_MAX];
 } qos_policy_t;
 
-/* HIGH 0 / 40 Gbit/s / 50 us, MEDIUM 1 / 20 / 100, LOW 2 / 10 / 200; default MEDIUM. */
+/* HIGH 0 / 40 Gbit/s / 50 us, MEDIUM 1 / 20 / 100, LOW 2 / 10 / 200; default MEDIUM.
+ * Pieces: HIGH and MEDIUM 1 MiB, LOW 256 KiB. */
 void qos_policy_defaults(qos_policy_t *p);
 /* Reads the [class.*], [qos] and [rules] sections of an INI file over the defaults (other
  * sections are ignored). 0, or -1 with a message naming the line in err. */

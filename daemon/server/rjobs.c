@@ -302,7 +302,10 @@ void rjobs_membership(server_t *srv, peer_t *p, const Hccld__Membership *m)
         rjob_fail(r, m->result, m->message);
         return;
     }
-    if (m->nranks != r->nranks || m->n_rank_node != m->nranks) {
+    /* An older root says nothing of the piece size: it used 1 MiB. */
+    uint64_t chunk = m->chunk_bytes != 0 ? m->chunk_bytes : 1u << 20;
+    if (m->nranks != r->nranks || m->n_rank_node != m->nranks || chunk < 4096 ||
+        chunk > (64ull << 20)) {
         rjob_fail(r, HCCL_E_INTERNAL, "malformed membership from the root daemon");
         return;
     }
@@ -332,7 +335,7 @@ void rjobs_membership(server_t *srv, peer_t *p, const Hccld__Membership *m)
     for (uint32_t i = 0; i < r->njoins; i++)
         if (r->joins[i].s != NULL && result == HCCL_SUCCESS)
             send_multinode_resp(r->joins[i].s, r->joins[i].req_id, c, r->joins[i].rank,
-                                (uint32_t)m->n_nodes);
+                                (uint32_t)m->n_nodes, chunk);
         else if (r->joins[i].s != NULL)
             send_init_resp(r->joins[i].s, r->joins[i].req_id, result, why, 0, m->nranks,
                            r->joins[i].rank, 0);

@@ -164,8 +164,9 @@ void jobs_peer_msg(peer_t *p, const Hccld__Msg *m);
 void jobs_peer_gone(peer_t *p);
 void send_init_resp(session_t *s, uint64_t req_id, int result, const char *why, uint32_t comm_id,
                     uint32_t nranks, uint32_t rank, uint64_t chunk);
+/* chunk: the piece size the root daemon decided (Membership.chunk_bytes). */
 void send_multinode_resp(session_t *s, uint64_t req_id, const scomm_t *c, uint32_t rank,
-                         uint32_t nnodes);
+                         uint32_t nnodes, uint64_t chunk);
 /* Forms a communicator of n ranks of this node (ranks[r] in comm rank order) and answers each;
  * job_hex names it in logs and status. 0, or a negative errno after answering with an error. */
 int comm_form(server_t *srv, uint32_t n, const join_t *ranks, const char *hex);

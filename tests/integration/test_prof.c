@@ -128,6 +128,9 @@ static void check_rank(uint32_t r, uint32_t n, uint32_t nnodes, const char *path
         ck_assert_int_eq((int)num(o, "result"), HCCL_SUCCESS);
         ck_assert_str_eq(str(o, "path"), path);
         ck_assert_str_eq(str(o, "qos_class"), "MEDIUM");
+        /* Across daemons the root daemon's piece size for the class: MEDIUM's 1 MiB. */
+        if (nnodes > 1)
+            ck_assert_int_eq((int)num(o, "chunk_bytes"), 1 << 20);
         /* Collectives carry the comm's sequence (the same on every rank), transfers the peer. */
         if (i != 3)
             ck_assert_int_eq((int)num(o, "seq"), (int)(i < 3 ? i : i - 1));
@@ -192,21 +195,70 @@ END_TEST
 
 /* Two daemons, one rank each, level 1 forced to H-D_R: the records name it and show level-1
  * time. */
-START_TEST(test_prof_two_daemons)
+/* Two ranks running fn, one on the test's daemon and one on a second daemon of their own. */
+static void on_two_daemons(rank_fn fn)
 {
     char sock2[256];
     char *socks[2] = {NULL, sock2};
     pid_t d2, pids[2];
 
-    prof_env("auto");
-    setenv("HCCL_ALGO", "level0:NA;level1:H-D_R", 1);
     d2 = harness_daemon_spawn(sock2, sizeof(sock2));
     ck_assert_int_gt(d2, 0);
-    ck_assert_int_eq(harness_spawn_ranks_on(2, socks, prof_ops, NULL, 60, pids), 0);
+    ck_assert_int_eq(harness_spawn_ranks_on(2, socks, fn, NULL, 60, pids), 0);
     ck_assert_int_eq(harness_wait(pids, 2, 60), 0);
     harness_daemon_stop(d2);
+}
+
+START_TEST(test_prof_two_daemons)
+{
+    prof_env("auto");
+    setenv("HCCL_ALGO", "level0:NA;level1:H-D_R", 1);
+    on_two_daemons(prof_ops);
     for (uint32_t r = 0; r < 2; r++)
         check_rank(r, 2, 2, "daemon", "H-D_R");
+    prof_cleanup();
+}
+END_TEST
+
+/* A big allreduce after the usual ops: 2^20 floats, checked element by element. */
+static int prof_ops_big(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+{
+    enum { BIG = 1 << 20 };
+    float *a = malloc(BIG * sizeof(float)), *b = malloc(BIG * sizeof(float));
+    int bad = prof_ops(comm, r, n, arg);
+
+    for (int i = 0; i < BIG; i++)
+        a[i] = (float)((r + 1) * (i % 1000));
+    if (!bad && HcclAllReduce(a, b, BIG, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, NULL) != 0)
+        bad = 1;
+    for (int i = 0; !bad && i < BIG; i++)
+        bad = b[i] != (float)(n * (n + 1) / 2 * (i % 1000));
+    free(a);
+    free(b);
+    return bad;
+}
+
+/* A LOW comm across two daemons: the root daemon gives it LOW's piece size (256 KiB by
+ * default), every node cuts the same way, the result is exact, and the records say so: the
+ * 4 MiB allreduce went in 32 pieces (256 KiB / (4 B x 2 blocks) elements each). */
+START_TEST(test_low_class_pieces)
+{
+    prof_env("auto");
+    setenv("HCCL_QOS_CLASS", "LOW", 1);
+    on_two_daemons(prof_ops_big);
+    unsetenv("HCCL_QOS_CLASS");
+    for (uint32_t r = 0; r < 2; r++) {
+        json_t *all = records(r);
+        size_t n = json_array_size(all);
+        ck_assert_uint_ge(n, 1);
+        json_t *o = json_array_get(all, n - 1);
+        ck_assert_str_eq(str(o, "op"), "allreduce");
+        ck_assert_double_eq(num(o, "bytes"), 4 << 20);
+        ck_assert_str_eq(str(o, "qos_class"), "LOW");
+        ck_assert_int_eq((int)num(o, "chunk_bytes"), 256 << 10);
+        ck_assert_int_eq((int)num(o, "pieces"), 32);
+        json_decref(all);
+    }
     prof_cleanup();
 }
 END_TEST
@@ -237,6 +289,7 @@ Suite *prof_suite(void)
     tcase_add_test(tc, test_prof_daemon);
     tcase_add_test(tc, test_prof_coop);
     tcase_add_test(tc, test_prof_two_daemons);
+    tcase_add_test(tc, test_low_class_pieces);
     tcase_add_test(tc, test_prof_off_and_unwritable);
     suite_add_tcase(s, tc);
     return s;

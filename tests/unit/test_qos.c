@@ -92,6 +92,7 @@ START_TEST(test_load_rules)
     write_conf("[daemon]\nworkers = 2\n"
                "[class.HIGH]\nmax_bw = 25Gbit\n"
                "[class.BULK]\npriority = 3\nmax_bw = 1Gbit/s\nlatency_us = 1000\ndscp = 10\n"
+               "chunk_kib = 64\n"
                "[class.LOW]\ndscp = -1\n"
                "[qos]\ndefault = LOW\nadmin_group = hccl-admin\n"
                "[rules]\nuid.1000 = HIGH\ngid.4242 = MEDIUM\njob.bert-* = BULK\n");
@@ -104,6 +105,9 @@ START_TEST(test_load_rules)
     ck_assert_uint_eq(p.cls[qos_class_find(&p, "BULK")].priority, 3);
     ck_assert_str_eq(p.admin_group, "hccl-admin");
     ck_assert_int_eq(p.cls[qos_class_find(&p, "BULK")].dscp, 10);
+    ck_assert_uint_eq(p.cls[qos_class_find(&p, "BULK")].chunk_kib, 64);
+    ck_assert_uint_eq(p.cls[qos_class_find(&p, "LOW")].chunk_kib, 256);
+    ck_assert_uint_eq(p.cls[qos_class_find(&p, "HIGH")].chunk_kib, 1024);
     ck_assert_int_eq(p.cls[qos_class_find(&p, "LOW")].dscp, -1);
     /* First match wins, in file order. */
     ck_assert_int_eq(qos_classify(&p, 1000, gids, 2, "bert-large"), qos_class_find(&p, "HIGH"));
@@ -130,6 +134,7 @@ START_TEST(test_load_errors)
     expect_error("[class.HIGH]\nmax_bw = fast\n", "max_bw = fast");
     expect_error("[class.HIGH]\ncolour = red\n", "line 2");
     expect_error("[class.HIGH]\ndscp = 64\n", "dscp = 64");
+    expect_error("[class.LOW]\nchunk_kib = 2\n", "chunk_kib = 2");
     expect_error("[rules]\nuid.1000 = PLATINUM\n", "unknown class PLATINUM");
     expect_error("[rules]\nhost.a = HIGH\n", "a rule is");
     expect_error("[rules]\ngroup.no-such-group-hcclD = HIGH\n", "no such group");
