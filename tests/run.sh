@@ -5,6 +5,7 @@
 set -uo pipefail
 
 BUILD=${1:-build}
+SANITIZE=${2:-}
 LOG=$(mktemp -d)
 trap 'rm -rf "$LOG"' EXIT
 status=0
@@ -23,6 +24,15 @@ run sim "$BUILD/tests/sim_all"
 HCCLD_BIN="$BUILD/bin/hccld" run integration "$BUILD/tests/integration_tests"
 # Daemons in separate network namespaces (needs root; prints SKIP without it, fails under CI).
 HCCLD_BIN="$BUILD/bin/hccld" run netns "$BUILD/tests/netns_tests"
+# The RDMA transport inside a QEMU guest with two soft-RoCE devices (tests/rdma-vm): its suite,
+# then its throughput against ib_write_bw on the same pair; a guest that cannot boot fails. An
+# instrumented build runs only the suite's host part (no RDMA device here): the guest emulates
+# its CPU, and the sanitizers would multiply that.
+if [ -z "$SANITIZE" ]; then
+    run rdma ./tests/rdma/run.sh --bench "$BUILD/tests/bench_rdma" "$BUILD/tests/rdma_tests"
+else
+    run rdma "$BUILD/tests/rdma_tests"
+fi
 # Every libFuzzer target for FUZZ_SMOKE_SECS (15 s) on its seed corpus: no crash, leak or hang.
 # shellcheck disable=SC2046
 run fuzz ./tests/fuzz/run.sh "$BUILD" "${FUZZ_SMOKE_SECS:-15}" smoke $(ls tests/fuzz/corpus)

@@ -10,6 +10,7 @@
 
 #include "transport/tcp_hs.h"
 #include "transport/tcp_wire.h"
+#include "transport/tp_kept.h"
 #include "transport/transport.h"
 
 /* Outstanding requests per connection, both directions together: memory stays bounded. */
@@ -39,22 +40,6 @@ typedef struct tcp_queue {
     tcp_req_t *head, *tail;
 } tcp_queue_t;
 
-/* Tags of users gone from the connection: their late messages are read and dropped. */
-#define TCP_FORGET_MAX 32
-
-typedef struct tcp_forget {
-    uint64_t mask, value;
-    uint64_t until_ns; /* 0: slot unused */
-} tcp_forget_t;
-
-/* A message that arrived before its receive was posted, kept until one is. */
-typedef struct tcp_unexp {
-    struct tcp_unexp *next;
-    uint64_t tag;
-    size_t len;
-    uint8_t data[];
-} tcp_unexp_t;
-
 struct tcp_conn {
     tp_conn_t base; /* what the transport's users hold */
     int fd;
@@ -73,13 +58,10 @@ struct tcp_conn {
     /* Where rx's payload goes: a posted receive, or a buffer of its own (neither yet while
      * the unexpected messages already fill their budget). */
     tcp_req_t *rx_req;
-    tcp_unexp_t *rx_unexp;
+    tp_msg_t *rx_unexp;
     size_t rx_got;
-    tcp_unexp_t *unexp_head, *unexp_tail; /* complete, in arrival order */
-    size_t unexp_bytes;                   /* their payload plus rx_unexp's */
-    int rx_drop;                          /* rx_unexp is read only to be dropped (forgotten) */
-    tcp_forget_t forget[TCP_FORGET_MAX];
-    unsigned forget_next; /* the slot the next forget() takes (the oldest goes first) */
+    int rx_drop;    /* rx_unexp is read only to be dropped (its user is gone) */
+    tp_kept_t kept; /* complete messages no receive has taken yet; forgotten tags */
     tcp_req_t *free_reqs;
     tcp_req_t reqs[TCP_MAX_REQS];
 };

@@ -21,8 +21,22 @@
 /* Enough iovecs to send many small messages in one call. */
 #define TCP_IOV_MAX 64
 
+/* Budget for messages that arrive before their receive (per connection). */
+static size_t unexp_max(void)
+{
+    static size_t max;
+    uint64_t v;
+
+    if (max == 0)
+        max = env_u64("HCCLD_TCP_UNEXPECTED", 256ull << 20, 1ull << 20, 1ull << 40, &v) == 0
+                  ? (size_t)v
+                  : 256u << 20;
+    return max;
+}
+
 void tcp_msg_init(tcp_conn_t *c)
 {
+    tp_kept_init(&c->kept, unexp_max());
     c->free_reqs = NULL;
     for (int i = TCP_MAX_REQS - 1; i >= 0; i--) {
         c->reqs[i].next = c->free_reqs;
@@ -245,70 +259,16 @@ static int len_mismatch(uint64_t tag, uint64_t got, size_t want)
     return -EPROTO;
 }
 
-/* Budget for messages that arrive before their receive (per connection). */
-static size_t unexp_max(void)
-{
-    static size_t max;
-    uint64_t v;
-
-    if (max == 0)
-        max = env_u64("HCCLD_TCP_UNEXPECTED", 256ull << 20, 1ull << 20, 1ull << 40, &v) == 0
-                  ? (size_t)v
-                  : 256u << 20;
-    return max;
-}
-
-/* Whether tag belongs to a user that forget() named and whose time has not run out. */
-static int forgotten(tcp_conn_t *c, uint64_t tag)
-{
-    uint64_t now = 0;
-
-    for (unsigned i = 0; i < TCP_FORGET_MAX; i++) {
-        tcp_forget_t *f = &c->forget[i];
-        if (f->until_ns == 0 || (tag & f->mask) != f->value)
-            continue;
-        if (now == 0)
-            now = now_ns();
-        if (now < f->until_ns)
-            return 1;
-        f->until_ns = 0;
-    }
-    return 0;
-}
-
-/* Frees u, a kept message or one being read, and gives its bytes back to the budget. */
-static void unexp_drop(tcp_conn_t *c, tcp_unexp_t *u)
-{
-    c->unexp_bytes -= u->len;
-    free(u);
-}
-
 void tcp_msg_forget(tcp_conn_t *c, uint64_t mask, uint64_t value, uint64_t ttl_ns)
 {
-    unsigned n = 0;
+    unsigned n = tp_kept_forget(&c->kept, mask, value, ttl_ns);
 
-    for (tcp_unexp_t **pp = &c->unexp_head, *prev = NULL; *pp != NULL;) {
-        tcp_unexp_t *u = *pp;
-        if ((u->tag & mask) != value) {
-            prev = u;
-            pp = &u->next;
-            continue;
-        }
-        *pp = u->next;
-        if (c->unexp_tail == u)
-            c->unexp_tail = prev;
-        unexp_drop(c, u);
-        n++;
-    }
     if (n > 0)
         DBG("NET", "dropped %u kept messages of tag %#llx/%#llx", n, (unsigned long long)value,
             (unsigned long long)mask);
     /* The one being read now goes when it is complete. */
     if (c->rx_unexp != NULL && (c->rx_unexp->tag & mask) == value)
         c->rx_drop = 1;
-    c->forget[c->forget_next] =
-        (tcp_forget_t){.mask = mask, .value = value, .until_ns = now_ns() + ttl_ns};
-    c->forget_next = (c->forget_next + 1) % TCP_FORGET_MAX;
 }
 
 /*
@@ -328,27 +288,25 @@ static int recv_route(tcp_conn_t *c)
         }
         return 1;
     }
-    if (c->rx.len > unexp_max() - c->unexp_bytes)
+    if (!tp_kept_room(&c->kept, c->rx.len))
         return 0;
-    c->rx_drop = forgotten(c, c->rx.tag);
-    c->rx_unexp = malloc(sizeof(*c->rx_unexp) + c->rx.len);
+    c->rx_drop = tp_kept_forgotten(&c->kept, c->rx.tag);
+    c->rx_unexp = tp_kept_new(&c->kept, c->rx.tag, c->rx.len);
     if (c->rx_unexp == NULL) {
         ERR("NET", "no memory to hold a message of %llu bytes", (unsigned long long)c->rx.len);
         return -ENOMEM;
     }
-    *c->rx_unexp = (tcp_unexp_t){.tag = c->rx.tag, .len = c->rx.len};
-    c->unexp_bytes += c->rx.len;
     return 1;
 }
 
 /* Completes r with the kept message u (by a copy) and frees u. */
-static int unexp_deliver(tcp_conn_t *c, tcp_unexp_t *u, tcp_req_t *r)
+static int unexp_deliver(tcp_conn_t *c, tp_msg_t *u, tcp_req_t *r)
 {
     int rc = u->len == r->len ? 0 : len_mismatch(u->tag, u->len, r->len);
 
     if (rc == 0)
         memcpy(r->buf, u->data, u->len);
-    unexp_drop(c, u);
+    tp_kept_drop(&c->kept, u);
     req_complete(r, rc);
     return rc;
 }
@@ -357,7 +315,7 @@ static int unexp_deliver(tcp_conn_t *c, tcp_unexp_t *u, tcp_req_t *r)
 static int recv_finish(tcp_conn_t *c)
 {
     tcp_req_t *r = c->rx_req;
-    tcp_unexp_t *u = c->rx_unexp;
+    tp_msg_t *u = c->rx_unexp;
     const uint8_t *buf = r != NULL ? r->buf : u->data;
     int bad = (c->rx.flags & TCP_HDR_F_CRC) && crc32c(0, buf, c->rx.len) != c->rx.crc;
 
@@ -372,24 +330,20 @@ static int recv_finish(tcp_conn_t *c)
         return bad ? -EBADMSG : 0;
     }
     if (bad) {
-        unexp_drop(c, u);
+        tp_kept_drop(&c->kept, u);
         return -EBADMSG;
     }
     if (c->rx_drop) {
         c->rx_drop = 0;
         DBG("NET", "dropped a late message of tag %#llx (its user is gone)",
             (unsigned long long)u->tag);
-        unexp_drop(c, u);
+        tp_kept_drop(&c->kept, u);
         return 0;
     }
     /* Its receive may have been posted while the payload was still coming in. */
     if ((r = recvq_take(&c->recvq, u->tag)) != NULL)
         return unexp_deliver(c, u, r);
-    if (c->unexp_tail != NULL)
-        c->unexp_tail->next = u;
-    else
-        c->unexp_head = u;
-    c->unexp_tail = u;
+    tp_kept_push(&c->kept, u);
     return 0;
 }
 
@@ -426,18 +380,9 @@ static int recv_progress(tcp_conn_t *c)
 /* A receive whose message already arrived completes at once, by a copy. */
 static int recv_from_unexp(tcp_conn_t *c, tcp_req_t *r)
 {
-    for (tcp_unexp_t *prev = NULL, *u = c->unexp_head; u != NULL; prev = u, u = u->next) {
-        if (u->tag != r->tag)
-            continue;
-        if (prev != NULL)
-            prev->next = u->next;
-        else
-            c->unexp_head = u->next;
-        if (c->unexp_tail == u)
-            c->unexp_tail = prev;
-        return unexp_deliver(c, u, r);
-    }
-    return 1;
+    tp_msg_t *u = tp_kept_take(&c->kept, r->tag);
+
+    return u != NULL ? unexp_deliver(c, u, r) : 1;
 }
 
 int tcp_msg_post(tcp_conn_t *c, int dir, void *buf, size_t len, uint64_t tag, tcp_req_t **r_p)
@@ -479,15 +424,10 @@ int tcp_msg_post(tcp_conn_t *c, int dir, void *buf, size_t len, uint64_t tag, tc
 
 void tcp_msg_free(tcp_conn_t *c)
 {
-    while (c->unexp_head != NULL) {
-        tcp_unexp_t *u = c->unexp_head;
-        c->unexp_head = u->next;
-        free(u);
-    }
-    c->unexp_tail = NULL;
-    free(c->rx_unexp);
+    tp_kept_free(&c->kept);
+    if (c->rx_unexp != NULL)
+        tp_kept_drop(&c->kept, c->rx_unexp);
     c->rx_unexp = NULL;
-    c->unexp_bytes = 0;
 }
 
 int tcp_msg_progress(tcp_conn_t *c)

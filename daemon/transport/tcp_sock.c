@@ -1,4 +1,5 @@
 #include "transport/tcp_sock.h"
+#include "transport/tp_addr.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -35,68 +36,6 @@ static int tcp_buf_bytes(void)
             WARN("NET", "HCCLD_TCP_BUF=\"%s\" is invalid (4K..1G), using %d", s, bytes);
     }
     return bytes;
-}
-
-/* A numeric IPv4 or IPv6 address (no names: they would need a blocking resolver). */
-static int ip_parse(const char *host, uint16_t port, struct sockaddr_storage *ss, socklen_t *len_p)
-{
-    struct sockaddr_in *in4 = (struct sockaddr_in *)ss;
-    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
-
-    memset(ss, 0, sizeof(*ss));
-    if (inet_pton(AF_INET, host, &in4->sin_addr) == 1) {
-        in4->sin_family = AF_INET;
-        in4->sin_port = htons(port);
-        *len_p = sizeof(*in4);
-        return 0;
-    }
-    if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
-        in6->sin6_family = AF_INET6;
-        in6->sin6_port = htons(port);
-        *len_p = sizeof(*in6);
-        return 0;
-    }
-    return -EINVAL;
-}
-
-/* Splits "ip:port" or "[ip6]:port" into a socket address. */
-static int addr_parse(const char *addr, struct sockaddr_storage *ss, socklen_t *len_p)
-{
-    char host[INET6_ADDRSTRLEN];
-    const char *colon = strrchr(addr, ':');
-    const char *h = addr;
-    size_t hlen;
-    uint64_t port;
-
-    if (colon == NULL || parse_u64(colon + 1, &port) != 0 || port == 0 || port > 65535)
-        return -EINVAL;
-    hlen = (size_t)(colon - addr);
-    if (hlen >= 2 && addr[0] == '[' && addr[hlen - 1] == ']') {
-        h = addr + 1;
-        hlen -= 2;
-    }
-    if (hlen == 0 || hlen >= sizeof(host))
-        return -EINVAL;
-    memcpy(host, h, hlen);
-    host[hlen] = '\0';
-    return ip_parse(host, (uint16_t)port, ss, len_p);
-}
-
-static int addr_format(const struct sockaddr_storage *ss, char *out, size_t cap)
-{
-    char host[INET6_ADDRSTRLEN];
-    int n;
-
-    if (ss->ss_family == AF_INET) {
-        const struct sockaddr_in *in4 = (const struct sockaddr_in *)ss;
-        inet_ntop(AF_INET, &in4->sin_addr, host, sizeof(host));
-        n = snprintf(out, cap, "%s:%u", host, ntohs(in4->sin_port));
-    } else {
-        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
-        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
-        n = snprintf(out, cap, "[%s]:%u", host, ntohs(in6->sin6_port));
-    }
-    return n > 0 && (size_t)n < cap ? 0 : -ENOSPC;
 }
 
 /*
@@ -177,7 +116,7 @@ int tcp_sock_listen(const char *ip, int *fd_p, char *addr_out, size_t cap)
     socklen_t len;
     int fd = -1, rc;
 
-    rc = ip_parse(ip, 0, &ss, &len);
+    rc = tp_ip_parse(ip, 0, &ss, &len);
     if (rc != 0) {
         ERR("NET", "listen: \"%s\" is not a numeric IP address", ip);
         return rc;
@@ -193,7 +132,7 @@ int tcp_sock_listen(const char *ip, int *fd_p, char *addr_out, size_t cap)
         ERR("NET", "bind/listen/getsockname(%s) failed: %s", ip, strerror(-rc));
         goto err_close;
     }
-    rc = addr_format(&ss, addr_out, cap);
+    rc = tp_addr_format((const struct sockaddr *)&ss, addr_out, cap);
     if (rc != 0)
         goto err_close;
     *fd_p = fd;
@@ -210,7 +149,7 @@ int tcp_sock_connect(const char *addr, int *fd_p)
     socklen_t len;
     int fd = -1, rc;
 
-    rc = addr_parse(addr, &ss, &len);
+    rc = tp_addr_parse(addr, &ss, &len);
     if (rc != 0) {
         ERR("NET", "connect: \"%s\" is not ip:port", addr);
         return rc;

@@ -1,4 +1,5 @@
 #include "transport/tcp_wire.h"
+#include "transport/tp_le.h"
 
 #include <errno.h>
 #include <string.h>
@@ -20,21 +21,6 @@ enum {
 };
 /* Offsets of the data header. */
 enum { HDR_MAGIC = 0, HDR_FLAGS = 4, HDR_TAG = 8, HDR_LEN = 16, HDR_CRC = 24, HDR_RSVD = 28 };
-
-static void put_le(uint8_t *p, uint64_t v, int n)
-{
-    for (int i = 0; i < n; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_le(const uint8_t *p, int n)
-{
-    uint64_t v = 0;
-
-    for (int i = 0; i < n; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
 
 static int all_zero(const uint8_t *p, size_t n)
 {
