@@ -169,7 +169,7 @@ $(RDMA_BENCH_BIN): $(call obj,tests/rdma/bench_rdma.c $(RDMA_TP_SRC)) $(BUILD)/l
 
 test-rdma: all $(RDMA_TEST_BIN) $(RDMA_BENCH_BIN)
 	./tests/rdma-vm/selftest.sh
-	./tests/rdma/run.sh --bench $(RDMA_BENCH_BIN) $(RDMA_TEST_BIN)
+	./tests/rdma/run.sh --bench $(RDMA_BENCH_BIN) --daemons $(BUILD) $(RDMA_TEST_BIN)
 
 # The load test at full length (make test runs it for 20 s): 32 clients in 8 jobs on 2 daemons,
 # random checked collectives, daemon memory and descriptors watched. HCCLD_SOAK_SECS=600.

@@ -29,7 +29,8 @@ HCCLD_BIN="$BUILD/bin/hccld" run netns "$BUILD/tests/netns_tests"
 # instrumented build runs only the suite's host part (no RDMA device here): the guest emulates
 # its CPU, and the sanitizers would multiply that.
 if [ -z "$SANITIZE" ]; then
-    run rdma ./tests/rdma/run.sh --bench "$BUILD/tests/bench_rdma" "$BUILD/tests/rdma_tests"
+    run rdma ./tests/rdma/run.sh --bench "$BUILD/tests/bench_rdma" --daemons "$BUILD" \
+        "$BUILD/tests/rdma_tests"
 else
     run rdma "$BUILD/tests/rdma_tests"
 fi

@@ -192,8 +192,9 @@ static void engine_sleep(engine_t *eng, int timeout_ms)
         errno != EAGAIN)
         WARN("IPC", "read() on the doorbell failed: %s", strerror(errno));
     pthread_mutex_lock(&eng->lock);
-    /* multi_poll_fds puts the listener first. */
-    if (ready > 0 && eng->tpl != NULL && n > 1 && pfd[1].revents != 0)
+    /* multi_poll_fds puts the listeners first. */
+    if (ready > 0 && eng->tpl != NULL && n > 1 &&
+        (pfd[1].revents != 0 || (eng->tpl_rdma != NULL && n > 2 && pfd[2].revents != 0)))
         eng->accept_due = 1;
     engine_may_sleep(eng, 0);
 }

@@ -15,6 +15,7 @@
 
 typedef struct engine engine_t;
 
+#define ENGINE_ADDR_MAX 64    /* "ip:port" of a data listener, IPv6 in brackets */
 #define ENGINE_LAT_BUCKETS 28 /* 1 us .. 2^27 us (134 s), then the rest */
 
 typedef struct engine_stats {
@@ -66,9 +67,11 @@ int engine_session_add(engine_t *eng, uint64_t sid, void *base, void *arena,
  * with HCCL_E_REMOTE. When this returns the engine no longer touches the segment. */
 void engine_session_remove(engine_t *eng, uint64_t sid);
 
-/* Starts accepting data connections from peer daemons on ip (port chosen); their address
- * goes to addr_out. 0 or a negative errno. */
-int engine_listen(engine_t *eng, const char *ip, char *addr_out, size_t cap);
+/* Starts accepting data connections from peer daemons on ip (port chosen): over TCP, whose
+ * address goes to addr_out, and over RDMA when a device carries ip and HCCL_TRANSPORT is not
+ * "tcp" (its address goes to rdma_out, else ""; HCCL_TRANSPORT=rdma without a device is an
+ * error). 0 or a negative errno. Each holds at least ENGINE_ADDR_MAX bytes. */
+int engine_listen(engine_t *eng, const char *ip, char *addr_out, char *rdma_out);
 
 /* A communicator of nnodes daemons with `local` ranks on each (contiguous global ranks):
  * members[l] is the session of global rank me * local + l; addrs[i] is node i's data address. */
@@ -76,6 +79,9 @@ typedef struct engine_multi_spec {
     uint32_t comm_id, nnodes, me, local;
     const uint64_t *members;
     const char *const *addrs;
+    /* Node i's RDMA data address, "" if it has none (NULL: nobody has): two nodes that both
+     * have one connect over RDMA (unless HCCL_TRANSPORT=tcp). */
+    const char *const *rdma_addrs;
     const uint8_t *job_id, *key;
     const int *level1; /* [DESC_KIND_MAX]: forced algorithm per kind, -1: chosen per op */
     int log_ops;       /* log every op's algorithm choice, whatever the daemon's log level */
@@ -90,7 +96,6 @@ typedef struct engine_multi_spec {
 /* 0, or -ENOMEM, -EEXIST, -ENOENT (a session, the parent or its connection is gone), -EBUSY
  * (a comm on a shared connection has the same tag bits, see multi_tag.h). */
 int engine_comm_create_multi(engine_t *eng, const engine_multi_spec_t *spec);
-#define ENGINE_ADDR_MAX 64
 /* The data addresses of the nodes comm_id holds a ready connection to, once its links are
  * measured and while it is not broken (else none): what a child of it may share. At most max
  * into addrs; returns how many. */

@@ -76,7 +76,9 @@ struct engine {
     eng_session_t *sessions;
     eng_comm_t *comms;
     engine_stats_t st;
-    tp_listener_t *tpl; /* data connections from peer daemons */
+    /* Data connections from peer daemons: TCP, and RDMA when a device carries the address. */
+    tp_listener_t *tpl, *tpl_rdma;
+    int transport; /* HCCL_TRANSPORT: ENGINE_TP_AUTO, _TCP or _RDMA */
     /* accept() on tpl only when poll() saw it readable or after a while (engine passes
      * come back to back while data moves; an accept() each would be a syscall each). */
     int accept_due;
@@ -121,6 +123,9 @@ int multi_probe_poll_fds(const eng_multi_t *mu, struct pollfd *pfd, int max);
 void multi_probe_free(eng_multi_t *mu);
 /* multi_abort.c: notices between the nodes of a comm that it broke or lost a rank. */
 enum { MULTI_ABORT_BROKE = 1, MULTI_ABORT_LEFT = 2 };
+
+/* HCCL_TRANSPORT: which transport data connections between daemons use. */
+enum { ENGINE_TP_AUTO = 0, ENGINE_TP_TCP = 1, ENGINE_TP_RDMA = 2 };
 int multi_abort_progress(engine_t *eng, eng_comm_t *c);
 void multi_abort_send(engine_t *eng, eng_comm_t *c, uint32_t rank, uint32_t what, uint64_t limit);
 int multi_abort_pending(const eng_multi_t *mu);

@@ -29,11 +29,12 @@ typedef struct eng_multi {
     uint32_t nnodes, me; /* this node's index */
     uint32_t L;          /* ranks per node; global rank = node * L + local */
     uint8_t job_id[AUTH_JOB_BYTES], key[AUTH_KEY_BYTES];
-    char (*addrs)[TP_ADDR_MAX]; /* data address of every node */
-    tp_conn_t **conns;          /* by node; NULL for me (what l1 and the probe use) */
-    eng_link_t **links;         /* by node, the same connections with their use counts */
-    uint32_t nshared;           /* connections taken from the parent comm */
-    uint32_t tag;               /* this comm's part of every message tag (multi_tag.h) */
+    char (*addrs)[TP_ADDR_MAX];      /* data address of every node */
+    char (*rdma_addrs)[TP_ADDR_MAX]; /* RDMA data address of every node, "" if none */
+    tp_conn_t **conns;               /* by node; NULL for me (what l1 and the probe use) */
+    eng_link_t **links;              /* by node, the same connections with their use counts */
+    uint32_t nshared;                /* connections taken from the parent comm */
+    uint32_t tag;                    /* this comm's part of every message tag (multi_tag.h) */
     engine_t *eng;
     uint32_t nready;
     uint64_t ready_mask;       /* outgoing connections known ready (nodes below 64) */

@@ -14,12 +14,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "futex.h"
 #include "hccl/hccl.h"
 #include "log.h"
 #include "sched/engine_int.h"
 #include "sched/multi_tag.h"
+#include "transport/rdma.h"
 
 _Static_assert(ENGINE_ADDR_MAX == TP_ADDR_MAX, "data addresses have one size");
 
@@ -104,15 +106,47 @@ static int lookup(void *ctx, const uint8_t job_id[AUTH_JOB_BYTES], uint8_t key_o
     return 0;
 }
 
-int engine_listen(engine_t *eng, const char *ip, char *addr_out, size_t cap)
+/* HCCL_TRANSPORT: auto (RDMA wherever both nodes have a device), tcp or rdma. */
+static int transport_mode(void)
 {
-    int rc;
+    const char *s = getenv("HCCL_TRANSPORT");
 
+    if (s == NULL || *s == '\0' || strcasecmp(s, "auto") == 0)
+        return ENGINE_TP_AUTO;
+    if (strcasecmp(s, "tcp") == 0)
+        return ENGINE_TP_TCP;
+    if (strcasecmp(s, "rdma") == 0 || strcasecmp(s, "roce") == 0)
+        return ENGINE_TP_RDMA;
+    return -EINVAL;
+}
+
+int engine_listen(engine_t *eng, const char *ip, char *addr_out, char *rdma_out)
+{
+    int mode = transport_mode(), rc;
+
+    rdma_out[0] = '\0';
+    if (mode < 0) {
+        ERR("NET", "HCCL_TRANSPORT=%s: want tcp, rdma or auto", getenv("HCCL_TRANSPORT"));
+        return mode;
+    }
     pthread_mutex_lock(&eng->lock);
-    rc = tp_tcp.listen(ip, &eng->tpl, addr_out, cap);
+    eng->transport = mode;
+    rc = tp_tcp.listen(ip, &eng->tpl, addr_out, ENGINE_ADDR_MAX);
+    if (rc == 0 && mode != ENGINE_TP_TCP &&
+        tp_rdma.listen(ip, &eng->tpl_rdma, rdma_out, ENGINE_ADDR_MAX) != 0) {
+        eng->tpl_rdma = NULL;
+        rdma_out[0] = '\0';
+        if (mode == ENGINE_TP_RDMA)
+            rc = -ENODEV;
+    }
     pthread_mutex_unlock(&eng->lock);
-    if (rc != 0)
+    if (rc == -ENODEV)
+        ERR("NET", "HCCL_TRANSPORT=rdma, but no RDMA device carries %s", ip);
+    else if (rc != 0)
         ERR("NET", "listening for data connections on %s failed (%d)", ip, rc);
+    else
+        INFO("NET", "data connections: tcp %s, rdma %s", addr_out,
+             rdma_out[0] != '\0' ? rdma_out : "none (no RDMA device for this address)");
     return rc;
 }
 
@@ -166,23 +200,25 @@ void multi_accept(engine_t *eng)
     tp_conn_t *conn;
     uint64_t now = now_ns();
     int try = eng->tpl != NULL && (eng->accept_due || now >= eng->next_accept_ns);
+    tp_listener_t *ls[2] = {eng->tpl, eng->tpl_rdma};
 
     if (try) {
         eng->accept_due = 0;
         eng->next_accept_ns = now + ACCEPT_EVERY_NS;
         expects_prune(eng);
     }
-    while (try && (a = calloc(1, sizeof(*a))) != NULL) {
-        a->eng = eng;
-        if (tp_accept(eng->tpl, lookup, a, &conn) != 0) {
-            free(a);
-            break;
+    for (int k = 0; try && k < 2; k++)
+        while (ls[k] != NULL && (a = calloc(1, sizeof(*a))) != NULL) {
+            a->eng = eng;
+            if (tp_accept(ls[k], lookup, a, &conn) != 0) {
+                free(a);
+                break;
+            }
+            a->conn = conn;
+            a->since_ns = now_ns();
+            a->next = eng->accepting;
+            eng->accepting = a;
         }
-        a->conn = conn;
-        a->since_ns = now_ns();
-        a->next = eng->accepting;
-        eng->accepting = a;
-    }
     for (eng_accept_t **pp = &eng->accepting; (a = *pp) != NULL;) {
         int st = tp_conn_state(a->conn);
         eng_comm_t *c = st == 1 ? comm_by_job(eng, a->job_id) : NULL;
@@ -247,9 +283,9 @@ void multi_listen_close(engine_t *eng)
         tp_close(a->conn);
         free(a);
     }
-    if (eng->tpl != NULL)
-        tp_listen_close(eng->tpl);
-    eng->tpl = NULL;
+    tp_listen_close(eng->tpl);
+    tp_listen_close(eng->tpl_rdma);
+    eng->tpl = eng->tpl_rdma = NULL;
 }
 
 int multi_busy(engine_t *eng)
@@ -269,9 +305,12 @@ int multi_poll_fds(engine_t *eng, struct pollfd *pfd, int max)
 {
     int n = 0;
 
-    /* The listener first: engine_sleep() looks there for accept_due. */
+    /* The listeners first (TCP, then RDMA's if any): engine_sleep() looks there for
+     * accept_due. */
     if (eng->tpl != NULL && n < max)
         pfd[n++] = (struct pollfd){.fd = tp_listen_fd(eng->tpl), .events = POLLIN};
+    if (eng->tpl_rdma != NULL && n < max)
+        pfd[n++] = (struct pollfd){.fd = tp_listen_fd(eng->tpl_rdma), .events = POLLIN};
     for (eng_accept_t *a = eng->accepting; a != NULL && n < max; a = a->next)
         n += tp_poll_fds(a->conn, pfd + n, max - n);
     for (eng_comm_t *c = eng->comms; c != NULL && n < max; c = c->next) {
@@ -315,6 +354,7 @@ void multi_free(eng_comm_t *c)
     free(mu->links);
     free(mu->conns);
     free(mu->addrs);
+    free(mu->rdma_addrs);
     free(mu);
     c->multi = NULL;
 }
@@ -348,15 +388,20 @@ static eng_multi_t *multi_new(const engine_multi_spec_t *sp)
     mu->conns = calloc(sp->nnodes, sizeof(*mu->conns));
     mu->links = calloc(sp->nnodes, sizeof(*mu->links));
     mu->addrs = calloc(sp->nnodes, sizeof(*mu->addrs));
-    if (mu->conns == NULL || mu->links == NULL || mu->addrs == NULL) {
+    mu->rdma_addrs = calloc(sp->nnodes, sizeof(*mu->rdma_addrs));
+    if (mu->conns == NULL || mu->links == NULL || mu->addrs == NULL || mu->rdma_addrs == NULL) {
         free(mu->conns);
         free(mu->links);
         free(mu->addrs);
+        free(mu->rdma_addrs);
         free(mu);
         return NULL;
     }
-    for (uint32_t i = 0; i < sp->nnodes; i++)
+    for (uint32_t i = 0; i < sp->nnodes; i++) {
         snprintf(mu->addrs[i], sizeof(mu->addrs[i]), "%s", sp->addrs[i]);
+        if (sp->rdma_addrs != NULL && sp->rdma_addrs[i] != NULL)
+            snprintf(mu->rdma_addrs[i], sizeof(mu->rdma_addrs[i]), "%s", sp->rdma_addrs[i]);
+    }
     return mu;
 }
 
@@ -434,16 +479,50 @@ static int links_inherit(engine_t *eng, eng_comm_t *c, const engine_multi_spec_t
     return 0;
 }
 
-/* Connects to every lower node the child does not share a connection with. */
+/* Whether the pair (me, i) talks RDMA: both have a device (an RDMA data address) and
+ * HCCL_TRANSPORT allows it. Both ends decide alike: each knows every node's addresses. */
+static int pair_rdma(const engine_t *eng, const eng_multi_t *mu, uint32_t i)
+{
+    return eng->transport != ENGINE_TP_TCP && mu->rdma_addrs[mu->me][0] != '\0' &&
+           mu->rdma_addrs[i][0] != '\0';
+}
+
+/* Opens the data connection to lower node i over the pair's transport. RDMA connects from
+ * this node's own RDMA address: the route to a local address (two daemons on one host) would
+ * otherwise stay inside the device that owns it. */
+static int link_connect(engine_t *eng, eng_multi_t *mu, uint32_t i, tp_conn_t **conn)
+{
+    char src[TP_ADDR_MAX], *colon;
+
+    if (!pair_rdma(eng, mu, i))
+        return tp_tcp.connect(mu->addrs[i], mu->job_id, mu->key, mu->me, conn);
+    snprintf(src, sizeof(src), "%s", mu->rdma_addrs[mu->me]);
+    if ((colon = strrchr(src, ':')) != NULL)
+        *colon = '\0';
+    if (src[0] == '[' && colon != NULL && colon[-1] == ']') {
+        colon[-1] = '\0';
+        memmove(src, src + 1, strlen(src));
+    }
+    INFO("NET", "data connection to node %u: rdma %s (from %s)", i, mu->rdma_addrs[i], src);
+    return tp_rdma_connect_from(src, mu->rdma_addrs[i], mu->job_id, mu->key, mu->me, conn);
+}
+
+/* Connects to every lower node the child does not share a connection with. With
+ * HCCL_TRANSPORT=rdma, a pair without RDMA on both ends is an error, not a quiet TCP. */
 static int links_connect(engine_t *eng, eng_multi_t *mu)
 {
     tp_conn_t *conn;
 
+    for (uint32_t i = 0; i < mu->nnodes; i++)
+        if (i != mu->me && eng->transport == ENGINE_TP_RDMA && !pair_rdma(eng, mu, i)) {
+            ERR("NET", "HCCL_TRANSPORT=rdma, but node %u (%s) has no RDMA data address", i,
+                mu->addrs[i]);
+            return -ENODEV;
+        }
     for (uint32_t i = 0; i < mu->me; i++) {
         if (mu->links[i] != NULL)
             continue;
-        if (tp_tcp.connect(mu->addrs[i], mu->job_id, mu->key, mu->me, &conn) != 0 ||
-            (mu->links[i] = link_new(eng, conn)) == NULL)
+        if (link_connect(eng, mu, i, &conn) != 0 || (mu->links[i] = link_new(eng, conn)) == NULL)
             return -ECONNREFUSED;
         mu->conns[i] = conn;
         multi_mark(mu, conn);

@@ -398,7 +398,7 @@ static void job_complete(server_t *srv, job_t *j)
 }
 
 /* Node list (daemon addresses in order of their first rank) and each rank's node. */
-static uint32_t job_nodes(server_t *srv, const job_t *j, char **nodes, char **data,
+static uint32_t job_nodes(server_t *srv, const job_t *j, char **nodes, char **data, char **rdma,
                           uint32_t *rank_node)
 {
     uint32_t nn = 0;
@@ -411,6 +411,7 @@ static uint32_t job_nodes(server_t *srv, const job_t *j, char **nodes, char **da
             k++;
         if (k == nn) {
             data[nn] = p != NULL ? p->data_addr : srv->data_addr;
+            rdma[nn] = p != NULL ? p->rdma_addr : srv->rdma_addr;
             nodes[nn++] = a;
         }
         rank_node[r] = k;
@@ -461,6 +462,7 @@ static uint32_t job_share_pairs(server_t *srv, const job_t *j, const char *const
 static void job_complete_multinode(server_t *srv, job_t *j)
 {
     char **nodes = calloc(j->nranks, sizeof(*nodes)), **data = calloc(j->nranks, sizeof(*data));
+    char **rdma = calloc(j->nranks, sizeof(*rdma));
     uint32_t *rank_node = calloc(j->nranks, sizeof(*rank_node)), nn = 0;
     Hccld__Msg m = HCCLD__MSG__INIT;
     Hccld__Membership mb = HCCLD__MEMBERSHIP__INIT;
@@ -472,9 +474,9 @@ static void job_complete_multinode(server_t *srv, job_t *j)
     share_plan_t plan = {0};
     uint64_t chunk = 1u << 20;
 
-    if (nodes == NULL || data == NULL || rank_node == NULL)
+    if (nodes == NULL || data == NULL || rdma == NULL || rank_node == NULL)
         goto out;
-    nn = job_nodes(srv, j, nodes, data, rank_node);
+    nn = job_nodes(srv, j, nodes, data, rdma, rank_node);
     if ((pairs = calloc((size_t)nn * nn, sizeof(*pairs))) == NULL)
         goto out;
     plan.npairs = job_share_pairs(srv, j, (const char *const *)data, rank_node, nn, &own, pairs);
@@ -491,6 +493,8 @@ static void job_complete_multinode(server_t *srv, job_t *j)
     mb.nodes = nodes;
     mb.n_data_nodes = nn;
     mb.data_nodes = data;
+    mb.n_rdma_nodes = nn;
+    mb.rdma_nodes = rdma;
     mb.n_rank_node = j->nranks;
     mb.rank_node = rank_node;
     /* The root decides the class for every daemon: the least favoured of its local ranks'. */
@@ -531,10 +535,14 @@ static void job_complete_multinode(server_t *srv, job_t *j)
             log_ops |= j->ranks[r].log_ops;
         }
     if (c != NULL)
-        result = multinode_engine_comm(
-            srv, c, (const char *const *)data, rank_node, nn, j->id, j->key,
-            &(multinode_opts_t){.algo = algo, .log_ops = log_ops, .qos_class = cls, .plan = &plan},
-            &why);
+        result =
+            multinode_engine_comm(srv, c, (const char *const *)data, rank_node, nn, j->id, j->key,
+                                  &(multinode_opts_t){.algo = algo,
+                                                      .log_ops = log_ops,
+                                                      .qos_class = cls,
+                                                      .plan = &plan,
+                                                      .rdma_nodes = (const char *const *)rdma},
+                                  &why);
     INFO("INIT", "job %s: comm %u formed with %u ranks on %u daemons", j->hex, c ? c->id : 0,
          j->nranks, nn);
 out:
@@ -546,6 +554,7 @@ out:
                            0, j->nranks, r, 0);
     free(nodes);
     free(data);
+    free(rdma);
     free(rank_node);
     free(pairs);
     share_note_free(&own);
@@ -677,6 +686,7 @@ static void remote_join(server_t *srv, peer_t *p, const Hccld__JoinReq *req)
         why = "out of memory";
     if (why == NULL) {
         snprintf(p->data_addr, sizeof(p->data_addr), "%s", req->data_addr);
+        snprintf(p->rdma_addr, sizeof(p->rdma_addr), "%s", req->rdma_addr);
         share_note_add(&p->share,
                        req->parent_job_id.len == SHARE_JOB_BYTES ? req->parent_job_id.data : NULL,
                        (const char *const *)req->linked, req->n_linked);
@@ -861,6 +871,7 @@ int multinode_engine_comm(server_t *srv, scomm_t *c, const char *const *data_nod
                               .local = L,
                               .members = c->sids + (uint64_t)me * L,
                               .addrs = data_nodes,
+                              .rdma_addrs = o->rdma_nodes,
                               .job_id = job_id,
                               .key = key,
                               .level1 = env.level1,

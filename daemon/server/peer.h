@@ -53,6 +53,7 @@ struct peer {
     char addr[PEER_ADDR_MAX];          /* the other daemon's advertised address */
     char ip[48];                       /* where the connection really comes from */
     char data_addr[PEER_ADDR_MAX];     /* where that daemon accepts data connections */
+    char rdma_addr[PEER_ADDR_MAX];     /* the same over RDMA, "" if it has no RDMA device */
     int agreed;                        /* outgoing, agreed job: "unknown" is expected, retried */
     int job_unknown;                   /* outgoing: the other daemon does not know the job */
     share_note_t share;                /* incoming, a split's child: what that daemon's ranks

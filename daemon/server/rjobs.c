@@ -112,6 +112,7 @@ static void send_join(rjob_t *r, const rjoin_t *j)
     req.rank = j->rank;
     req.pid = (uint32_t)j->s->pid;
     req.data_addr = r->srv->data_addr;
+    req.rdma_addr = r->srv->rdma_addr;
     /* A split's child: tell the root which daemons our copy of the parent is connected to. */
     share_word_t w = {0};
     if (j->has_parent && share_word(r->srv, j->parent, j->s->sid, &w) == 0 && w.parent != NULL) {
@@ -322,13 +323,17 @@ void rjobs_membership(server_t *srv, peer_t *p, const Hccld__Membership *m)
                          .npairs = (uint32_t)(m->n_shared_pairs / 2)};
     if (m->parent_job_id.len != SHARE_JOB_BYTES || m->n_shared_pairs % 2 != 0)
         plan.npairs = 0;
+    /* An older root sends no RDMA addresses: TCP everywhere. */
+    const char *const *rdma_nodes =
+        m->n_rdma_nodes == m->n_nodes ? (const char *const *)m->rdma_nodes : NULL;
     if (c != NULL && m->n_data_nodes == m->n_nodes)
         result = multinode_engine_comm(srv, c, (const char *const *)m->data_nodes, m->rank_node,
                                        (uint32_t)m->n_nodes, r->id, r->key,
                                        &(multinode_opts_t){.algo = r->algo,
                                                            .log_ops = r->log_ops,
                                                            .qos_class = membership_class(srv, m),
-                                                           .plan = &plan},
+                                                           .plan = &plan,
+                                                           .rdma_nodes = rdma_nodes},
                                        &why);
     INFO("INIT", "job %s: comm %u formed with %u ranks on %zu daemons (root %s)", r->hex,
          c ? c->id : 0, m->nranks, m->n_nodes, r->root);

@@ -109,7 +109,7 @@ int server_start(server_t *srv, uv_loop_t *loop, const server_config_t *cfg)
         char ip[PEER_ADDR_MAX];
         snprintf(ip, sizeof(ip), "%s", srv->advertised);
         *strrchr(ip, ':') = '\0';
-        if ((rc = engine_listen(srv->eng, ip, srv->data_addr, sizeof(srv->data_addr))) != 0)
+        if ((rc = engine_listen(srv->eng, ip, srv->data_addr, srv->rdma_addr)) != 0)
             return rc;
     }
     srv->topo = topo_load();

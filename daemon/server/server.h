@@ -73,6 +73,7 @@ typedef struct server {
     int tcp_listening;
     char advertised[PEER_ADDR_MAX]; /* "IP:PORT" peers reach us at; empty when not listening */
     char data_addr[PEER_ADDR_MAX];  /* "IP:PORT" of the engine's data listener */
+    char rdma_addr[PEER_ADDR_MAX];  /* its RDMA listener's, "" without an RDMA device */
     peer_t *peers;
     char **whitelist; /* HCCL_WHITELIST_FILE's host_ip, or NULL: anyone */
     size_t nwhitelist;
@@ -178,6 +179,7 @@ typedef struct multinode_opts {
     int log_ops;              /* a local rank asked for each op's algorithm choice in the log */
     int qos_class;            /* index into srv->qos.cls, as the root decided */
     const share_plan_t *plan; /* a split's child: the connections it shares, or NULL */
+    const char *const *rdma_nodes; /* RDMA data address per node ("" none), or NULL */
 } multinode_opts_t;
 int multinode_engine_comm(server_t *srv, scomm_t *c, const char *const *data_nodes,
                           const uint32_t *rank_node, uint32_t nnodes, const uint8_t *job_id,

@@ -200,6 +200,39 @@ START_TEST(test_bad_config_refused)
 }
 END_TEST
 
+/* HCCL_TRANSPORT=rdma where no RDMA device carries the daemon's address (none does on this
+ * machine; the soft-RoCE guest tests the other case): the start fails, saying so. */
+START_TEST(test_rdma_forced_without_device)
+{
+    int p[2], status = 0;
+    char out[4096] = "";
+    ssize_t n, got = 0;
+
+    ck_assert_int_eq(pipe(p), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        const char *bin = getenv("HCCLD_BIN") ? getenv("HCCLD_BIN") : "build/bin/hccld";
+        char sock[64];
+        snprintf(sock, sizeof(sock), "/tmp/hccld-rdma-%d.sock", (int)getpid());
+        dup2(p[1], 2);
+        setenv("HCCL_TRANSPORT", "rdma", 1);
+        execl(bin, bin, "--socket", sock, "--foreground", "--listen", "127.0.0.1:0", (char *)NULL);
+        _exit(127);
+    }
+    close(p[1]);
+    alarm(20);
+    while ((n = read(p[0], out + got, sizeof(out) - 1 - (size_t)got)) > 0)
+        got += n;
+    alarm(0);
+    close(p[0]);
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != 127,
+                  "hccld started with HCCL_TRANSPORT=rdma and no device (%d)", status);
+    ck_assert_msg(strstr(out, "HCCL_TRANSPORT=rdma, but no RDMA device carries 127.0.0.1") != NULL,
+                  "no clear error: %s", out);
+}
+END_TEST
+
 /* The unit as `make install` writes it (ExecStart in the build tree) passes
  * systemd-analyze verify; a broken copy does not, so the check itself is live. */
 START_TEST(test_unit_verifies)
@@ -234,6 +267,7 @@ Suite *service_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_notify_watchdog_reload);
     tcase_add_test(tc, test_bad_config_refused);
+    tcase_add_test(tc, test_rdma_forced_without_device);
     tcase_add_test(tc, test_unit_verifies);
     suite_add_tcase(s, tc);
     return s;

@@ -3,7 +3,8 @@
 #   guest.sh TEST_BIN [BENCH_BIN [BENCH_MIB]]
 # Runs the RDMA transport's test binary; with BENCH_BIN also its bench (rxe1 -> rxe0, 1 MiB
 # messages) and ib_write_bw -s 1048576 on the same pair, and prints both and their ratio.
-# Exits with the test binary's code, or 1 if it passed but the bench failed.
+# With HCCLD_RDMA_DAEMONS=BUILD (run.sh --daemons BUILD), then daemons-guest.sh BUILD.
+# Exits with the test binary's code, or 1 if it passed but the bench or the daemons failed.
 set -uo pipefail
 
 [ "${HCCLD_VM:-}" = 1 ] || {
@@ -126,5 +127,11 @@ if [ -n "$BENCH_BIN" ]; then
     else
         echo "guest.sh: ib_write_bw failed" >&2
     fi
+fi
+# tests/rdma/run.sh --daemons BUILD: two daemons on the two devices run checked collectives.
+if [ -n "${HCCLD_RDMA_DAEMONS:-}" ]; then
+    t0=$(now)
+    "$(dirname "$0")/daemons-guest.sh" "$HCCLD_RDMA_DAEMONS" || { [ "$rc" -ne 0 ] || rc=1; }
+    echo "guest.sh: daemons over RDMA took $(since "$t0") s"
 fi
 exit "$rc"

@@ -1,9 +1,11 @@
 #!/bin/bash
 # Runs the RDMA transport's test binary inside the soft-RoCE guest and exits with its code.
 # Builds nothing.
-#   tests/rdma/run.sh [--bench BENCH_BIN [--mib N]] [--timeout SECS] TEST_BIN
+#   tests/rdma/run.sh [--bench BENCH_BIN [--mib N]] [--daemons BUILD] [--timeout SECS] TEST_BIN
 # With --bench, the same guest run also measures the transport (BENCH_BIN, N MiB rxe1 -> rxe0
-# in 1 MiB messages, default 128) and ib_write_bw -s 1048576 on the same rxe pair.
+# in 1 MiB messages, default 128) and ib_write_bw -s 1048576 on the same rxe pair. With
+# --daemons, two of BUILD's hccld, one per device, then run checked collectives over RDMA
+# (daemons-guest.sh).
 # Exit 125 (and a FAILED banner) means the guest never ran the tests: a boot or harness
 # failure, not a test result. Waits while another guest (any qemu-system process) runs: one
 # guest at a time on this machine, and never one that this script did not start is touched.
@@ -13,7 +15,7 @@ HERE=$(cd "${BASH_SOURCE[0]%/*}" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 
 usage() {
-    echo "usage: $0 [--bench BENCH_BIN [--mib N]] [--timeout SECS] TEST_BIN" >&2
+    echo "usage: $0 [--bench BENCH_BIN [--mib N]] [--daemons BUILD] [--timeout SECS] TEST_BIN" >&2
     exit 2
 }
 
@@ -24,6 +26,7 @@ while [ $# -gt 1 ]; do
     case $1 in
     --bench) bench=$(realpath "$2") && shift 2 ;;
     --mib) mib=$2 && shift 2 ;;
+    --daemons) HCCLD_RDMA_DAEMONS=$(realpath "$2") && export HCCLD_RDMA_DAEMONS && shift 2 ;;
     --timeout) timeout_s=$2 && shift 2 ;;
     *) usage ;;
     esac

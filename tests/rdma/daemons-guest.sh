@@ -1,0 +1,101 @@
+#!/bin/bash
+# Inside the soft-RoCE guest (tests/rdma/run.sh --daemons): two hccld, one on each rxe device
+# (10.77.0.1 on rxe0, 10.77.0.2 on rxe1), stand for two nodes; jobs of 2 ranks (one per
+# daemon) and of 4 (two per daemon) run every collective with HCCL_TRANSPORT=rdma, results
+# checked by hccl_perf_test (-c 1: element by element against a reference), some with a forced
+# level-1 algorithm. The devices' packet counters prove the data crossed rxe1 <-> rxe0, and
+# the daemons' logs that the data connections were RDMA ones.
+#   daemons-guest.sh BUILD
+set -uo pipefail
+
+[ "${HCCLD_VM:-}" = 1 ] || {
+    echo "daemons-guest.sh: run me through tests/rdma/run.sh" >&2
+    exit 2
+}
+BUILD=$1
+ADDRS=(10.77.0.1 10.77.0.2)
+work=$(mktemp -d)
+pids=()
+failed=0
+
+# shellcheck disable=SC2317 # called by the EXIT trap
+cleanup() {
+    local p
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+pkts() {
+    cat /sys/class/infiniband/rxe0/ports/1/hw_counters/rcvd_pkts \
+        /sys/class/infiniband/rxe1/ports/1/hw_counters/rcvd_pkts | awk '{ s += $1 } END { print s }'
+}
+
+export HCCL_TRANSPORT=rdma HCCL_CONNECT_TIMEOUT=60
+for i in 0 1; do
+    mkdir -p "$work/d$i"
+    HCCL_IF_IP=${ADDRS[$i]} "$BUILD/bin/hccld" --socket "$work/d$i/s" --listen "${ADDRS[$i]}:0" \
+        --foreground --log-level info >"$work/d$i.log" 2>&1 &
+    pids+=($!)
+done
+for i in 0 1; do
+    for _ in $(seq 100); do [ -S "$work/d$i/s" ] && break; sleep 0.1; done
+    if ! [ -S "$work/d$i/s" ]; then
+        echo "daemons-guest.sh: daemon $i did not start:" >&2
+        cat "$work/d$i.log" >&2
+        exit 1
+    fi
+done
+socks=$work/d0/s,$work/d1/s
+before=$(pkts)
+
+# job NAME NRANKS [VAR=VALUE] -- perf args: one checked run; counts a failure.
+job() {
+    local name=$1 n=$2 start=$SECONDS rc=0
+    shift 2
+    local env=()
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do
+        env+=("$1")
+        shift
+    done
+    shift
+    timeout 300 env "${env[@]}" "$BUILD/bin/hccl-run" -n "$n" --daemons "$socks" -- \
+        "$BUILD/bin/hccl_perf_test" -c 1 -w 1 -n 2 "$@" >"$work/$name.txt" 2>&1 || rc=$?
+    if [ "$rc" -eq 0 ]; then
+        echo "daemons-guest.sh: $name ok ($((SECONDS - start)) s)"
+    else
+        echo "daemons-guest.sh: $name FAILED (exit $rc):"
+        tail -20 "$work/$name.txt"
+        failed=$((failed + 1))
+    fi
+}
+
+for coll in allreduce allgather broadcast reducescatter alltoall reduce; do
+    job "$coll-2x1" 2 -- -t "$coll" -d float -b 8 -e 1M -f 16
+done
+job allreduce-int32-max-2x1 2 -- -t allreduce -d int32 -o max -b 4 -e 256K -f 64
+job allreduce-bf16-2x1 2 -- -t allreduce -d bf16 -b 6 -e 64K -f 32
+job allreduce-ring-2x1 2 "HCCL_ALGO=level0:NA;level1:ring" -- -t allreduce -d float -b 4 -e 1M -f 32
+job allgather-mesh-2x1 2 "HCCL_ALGO=level0:NA;level1:fullmesh" -- -t allgather -d int8 -b 3 -e 96K -f 32
+job allreduce-2x2 4 -- -t allreduce -d float -b 8 -e 4M -f 8
+job alltoall-2x2 4 -- -t alltoall -d int64 -b 64 -e 256K -f 16
+
+after=$(pkts)
+echo "daemons-guest.sh: rxe packets received during the jobs: $((after - before))"
+if [ $((after - before)) -lt 1000 ]; then
+    echo "daemons-guest.sh: FAILED: hardly any RDMA traffic (did the data go over TCP?)"
+    failed=$((failed + 1))
+fi
+for i in 0 1; do
+    if grep -q "data connections: tcp .*, rdma ${ADDRS[$i]}:" "$work/d$i.log"; then
+        echo "daemons-guest.sh: daemon $i listens for RDMA data connections"
+    else
+        echo "daemons-guest.sh: FAILED: daemon $i has no RDMA data listener:"
+        grep NET "$work/d$i.log" | tail -5
+        failed=$((failed + 1))
+    fi
+done
+grep -h "data connection to node" "$work"/d*.log | sed 's/^/daemons-guest.sh: log: /' | head -3
+echo "daemons-guest.sh: $failed failed"
+[ "$failed" -eq 0 ]
