@@ -88,16 +88,19 @@ static json_t *status_json(const Hccld__StatusResp *r)
     }
     for (size_t i = 0; i < r->n_comms; i++) {
         const Hccld__CommStatus *c = r->comms[i];
-        json_t *posted = json_array();
+        json_t *posted = json_array(), *links = json_array();
         for (size_t k = 0; k < c->n_posted; k++)
             json_array_append_new(posted, json_integer((json_int_t)c->posted[k]));
+        for (size_t k = 0; k < c->n_links; k++)
+            json_array_append_new(links, c->links[k][0] ? json_string(c->links[k]) : json_null());
         json_array_append_new(
-            comms, json_pack("{s:i, s:s, s:i, s:i, s:i, s:s, s:s, s:s, s:I, s:i, s:i, s:o, s:b}",
-                             "id", (int)c->comm_id, "job", c->job_id, "nranks", (int)c->nranks,
-                             "joined", (int)c->joined, "nnodes", (int)c->nnodes, "level0",
-                             c->level0, "class", c->qos_class, "algo", c->algo, "ops_done",
-                             (json_int_t)c->ops_done, "ops_in_flight", (int)c->ops_in_flight,
-                             "rank0", (int)c->rank0, "posted", posted, "on_wire", (int)c->on_wire));
+            comms,
+            json_pack("{s:i, s:s, s:i, s:i, s:i, s:s, s:s, s:s, s:I, s:i, s:i, s:o, s:b, s:o}",
+                      "id", (int)c->comm_id, "job", c->job_id, "nranks", (int)c->nranks, "joined",
+                      (int)c->joined, "nnodes", (int)c->nnodes, "level0", c->level0, "class",
+                      c->qos_class, "algo", c->algo, "ops_done", (json_int_t)c->ops_done,
+                      "ops_in_flight", (int)c->ops_in_flight, "rank0", (int)c->rank0, "posted",
+                      posted, "on_wire", (int)c->on_wire, "links", links));
     }
     o = json_pack("{s:s, s:I, s:s, s:i, s:s, s:I, s:I, s:I, s:I, s:o, s:o}", "version", r->version,
                   "uptime_ms", (json_int_t)r->uptime_ms, "socket", r->socket, "workers",
@@ -155,6 +158,12 @@ static void print_comms(const Hccld__StatusResp *r)
         if (c->algo[0])
             printf(", level 1 %s", c->algo);
         printf(", %llu ops done, %u queued\n", (unsigned long long)c->ops_done, c->ops_in_flight);
+        if (c->n_links > 0) {
+            printf("    data connections by node:");
+            for (size_t k = 0; k < c->n_links; k++)
+                printf(" %zu:%s", k, c->links[k][0] ? c->links[k] : "-");
+            printf("\n");
+        }
         print_waiting(c);
     }
 }

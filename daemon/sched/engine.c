@@ -452,6 +452,13 @@ int engine_get_comm_stats(engine_t *eng, uint32_t comm_id, engine_comm_stats_t *
             dq_t *q = &c->m[r].coll;
             st_p->posted[r] = q->n > 0 ? dq_at(q, q->n - 1)->seq + 1 : c->next_seq;
         }
+        st_p->nnodes = 0;
+        for (uint32_t i = 0; c->multi != NULL && i < c->multi->nnodes && i < ENGINE_STATS_RANKS;
+             i++) {
+            tp_conn_t *conn = c->multi->conns[i];
+            st_p->link[i] = conn != NULL ? conn->ops->name : NULL;
+            st_p->nnodes = i + 1;
+        }
         rc = 0;
     }
     pthread_mutex_unlock(&eng->lock);

@@ -45,6 +45,10 @@ typedef struct engine_comm_stats {
     /* Collective pieces each local member posted so far (the first ENGINE_STATS_RANKS): the
      * members behind the others are the ones a stuck collective waits for. */
     uint64_t posted[ENGINE_STATS_RANKS];
+    /* The transport of its data connection to each node ("tcp", "rdma"; NULL: none, or this
+     * node), for the first ENGINE_STATS_RANKS nodes. */
+    uint32_t nnodes;
+    const char *link[ENGINE_STATS_RANKS];
 } engine_comm_stats_t;
 
 typedef struct engine_session_stats {

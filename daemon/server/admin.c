@@ -59,9 +59,10 @@ static void coop_posted_all(const coop_ctl_t *ctl, engine_comm_stats_t *st)
         st->posted[q] = coop_posted(&ctl->slot[q]);
 }
 
-/* posted: ENGINE_STATS_RANKS entries per comm, for the answer's per-rank progress. */
+/* posted and links: ENGINE_STATS_RANKS entries per comm, for the answer's per-rank progress
+ * and per-node transports. */
 static void fill_comms(server_t *srv, Hccld__StatusResp *r, Hccld__CommStatus *cm,
-                       Hccld__CommStatus **cmp, uint64_t *posted)
+                       Hccld__CommStatus **cmp, uint64_t *posted, char **links)
 {
     size_t n = 0;
 
@@ -90,6 +91,10 @@ static void fill_comms(server_t *srv, Hccld__StatusResp *r, Hccld__CommStatus *c
         memcpy(posted + n * ENGINE_STATS_RANKS, st.posted, st.nlocal * sizeof(*st.posted));
         cm[n].posted = posted + n * ENGINE_STATS_RANKS;
         cm[n].n_posted = st.nlocal;
+        for (uint32_t k = 0; k < st.nnodes; k++)
+            links[n * ENGINE_STATS_RANKS + k] = st.link[k] != NULL ? (char *)st.link[k] : "";
+        cm[n].links = links + n * ENGINE_STATS_RANKS;
+        cm[n].n_links = st.nnodes;
         cmp[n] = &cm[n];
         n++;
     }
@@ -111,7 +116,8 @@ static void send_status(server_t *srv, session_t *s, uint64_t req_id)
     Hccld__CommStatus *cm = calloc(nc, sizeof(*cm));
     Hccld__CommStatus **cmp = calloc(nc, sizeof(*cmp));
     uint64_t *posted = calloc(nc * ENGINE_STATS_RANKS, sizeof(*posted));
-    if (cs == NULL || csp == NULL || cm == NULL || cmp == NULL || posted == NULL)
+    char **links = calloc(nc * ENGINE_STATS_RANKS, sizeof(*links));
+    if (cs == NULL || csp == NULL || cm == NULL || cmp == NULL || posted == NULL || links == NULL)
         goto out;
     engine_get_stats(srv->eng, &st);
     r.version = HCCLD_VERSION;
@@ -130,7 +136,7 @@ static void send_status(server_t *srv, session_t *s, uint64_t req_id)
     r.simd = (char *)reduce_isa();
     r.advertised = srv->advertised;
     fill_clients(srv, &r, cs, csp);
-    fill_comms(srv, &r, cm, cmp, posted);
+    fill_comms(srv, &r, cm, cmp, posted, links);
     m.req_id = req_id;
     m.body_case = HCCLD__MSG__BODY_STATUS_RESP;
     m.status_resp = &r;
@@ -145,6 +151,7 @@ out:
     free(cm);
     free(cmp);
     free(posted);
+    free(links);
 }
 
 static void send_topology(server_t *srv, session_t *s, uint64_t req_id)
