@@ -18,7 +18,7 @@ int rdma_bind_error(const char *what, const char *ip, int err)
     /* The kernel says ENODEV when the address is on a netdev that no RDMA device serves, and
      * EADDRNOTAVAIL when no netdev has it. */
     if (err == ENODEV) {
-        ERR("NET", "%s(%s) failed: no RDMA device carries %s", what, ip, ip);
+        INFO("NET", "%s(%s): no RDMA device carries %s", what, ip, ip);
         return -ENODEV;
     }
     if (err == EADDRNOTAVAIL) {
@@ -45,7 +45,7 @@ int rdma_chan_open(const char *ip, struct rdma_event_channel **ch_p)
     if (ch == NULL) {
         err = errno != 0 ? errno : ENODEV;
         if (no_device(err)) {
-            ERR("NET", "no RDMA device for %s: this machine has none", ip);
+            INFO("NET", "no RDMA device for %s: this machine has none", ip);
             return -ENODEV;
         }
         ERR("NET", "rdma_create_event_channel() failed: %s", strerror(err));
