@@ -1,5 +1,5 @@
 # hcclD: one Makefile, every library through pkg-config, all output under build/.
-#   make [all] | test | test-rdma | demo | bench | install [PREFIX=/usr/local DESTDIR=] | clean
+#   make [all] | test | test-rdma | test-tsan | demo | bench | install [PREFIX=/usr/local DESTDIR=] | clean
 #   make test SANITIZE=address,undefined
 
 SANITIZE ?=
@@ -74,7 +74,7 @@ SIM_BIN    := $(BUILD)/tests/sim_all
 NETNS_SRC  := $(wildcard tests/netns/*.c)
 NETNS_BIN  := $(BUILD)/tests/netns_tests
 
-.PHONY: all test test-unit test-integration test-netns test-rdma soak demo bench bench-multinode bench-qos \
+.PHONY: all test test-unit test-integration test-netns test-rdma test-tsan soak demo bench bench-multinode bench-qos \
 	install clean \
 	format-check
 all: $(BIN_HCCLD) $(BIN_TOOLS) $(LIB_SO) $(LIB_A) $(LIB_PC)
@@ -170,6 +170,14 @@ $(RDMA_BENCH_BIN): $(call obj,tests/rdma/bench_rdma.c $(RDMA_TP_SRC)) $(BUILD)/l
 test-rdma: all $(RDMA_TEST_BIN) $(RDMA_BENCH_BIN)
 	./tests/rdma-vm/selftest.sh
 	./tests/rdma/run.sh --bench $(RDMA_BENCH_BIN) --daemons $(BUILD) $(RDMA_TEST_BIN)
+
+# ThreadSanitizer on the daemon's and the library's threads: its own build (the instrumented
+# daemon, library and test runners), then tests/tsan.sh (unit and integration suites, the
+# longest on a sample; any report from any process fails it).
+TSAN_BUILD := build/sanitize-thread
+test-tsan:
+	$(MAKE) SANITIZE=thread all $(TSAN_BUILD)/tests/unit_tests $(TSAN_BUILD)/tests/integration_tests
+	./tests/tsan.sh $(TSAN_BUILD)
 
 # The load test at full length (make test runs it for 20 s): 32 clients in 8 jobs on 2 daemons,
 # random checked collectives, daemon memory and descriptors watched. HCCLD_SOAK_SECS=600.

@@ -56,7 +56,7 @@ typedef struct hc_client {
     uint32_t nslots;
     int doorbell;
     hc_arena_t alloc;
-    int dead;
+    int dead; /* through hc_client_dead() and hc_client_set_dead() only (atomic) */
     uint64_t spin_ns;
     uint64_t exec_timeout_ns;
     char advertised[64]; /* "IP:PORT" peer daemons reach our daemon at; empty: not listening */
@@ -105,6 +105,18 @@ hc_client_t *hc_client_get(HcclResult *err_p);
 /* Sends req and waits for the answer with the same id; HCCL_E_TIMEOUT or HCCL_E_UNAVAIL. */
 HcclResult hc_ctl_call(hc_client_t *c, Hccld__Msg *req, Hccld__Msg **resp_p, int timeout_ms);
 int hc_daemon_gone(hc_client_t *c);
+/* Whether the daemon is known to be gone (or to have broken the protocol). Any thread may find
+ * out first (a waiter, a request, the completion ring), so the flag is atomic; it publishes
+ * nothing else, hence relaxed. */
+static inline int hc_client_dead(hc_client_t *c)
+{
+    return __atomic_load_n(&c->dead, __ATOMIC_RELAXED);
+}
+/* Marks it; returns whether it was marked already, so that only the first finder logs. */
+static inline int hc_client_set_dead(hc_client_t *c)
+{
+    return __atomic_exchange_n(&c->dead, 1, __ATOMIC_RELAXED);
+}
 /* Takes the descriptors that arrived with the last answers (at most max); returns how many. */
 int hc_take_fds(hc_client_t *c, int *fds, int max);
 uint64_t hc_env_connect_timeout_s(void);

@@ -192,7 +192,7 @@ hc_client_t *hc_client_get(HcclResult *err_p)
         client_cur = rc == HCCL_SUCCESS ? c : NULL;
     }
     pthread_mutex_unlock(&client_lock);
-    if (c != NULL && c->dead) {
+    if (c != NULL && hc_client_dead(c)) {
         *err_p = HCCL_E_UNAVAIL;
         return NULL;
     }
@@ -218,13 +218,12 @@ int hc_daemon_gone(hc_client_t *c)
 {
     struct pollfd pfd = {.fd = c->conn.fd, .events = POLLRDHUP};
 
-    if (c->dead)
+    if (hc_client_dead(c))
         return 1;
-    if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLHUP | POLLRDHUP | POLLERR))) {
+    if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLHUP | POLLRDHUP | POLLERR)) &&
+        !hc_client_set_dead(c))
         ERR("IPC", "the daemon closed the connection (did it stop or crash?)");
-        c->dead = 1;
-    }
-    return c->dead;
+    return hc_client_dead(c);
 }
 
 static Hccld__Msg *parked_take(hc_client_t *c, uint64_t id)
@@ -277,14 +276,14 @@ HcclResult hc_ctl_call(hc_client_t *c, Hccld__Msg *req, Hccld__Msg **resp_p, int
 
     pthread_mutex_lock(&c->ctl_lock);
     id = req->req_id = ++c->next_req;
-    if (c->dead || uds_send(c->conn.fd, req, NULL, 0) != 0) {
-        c->dead = 1;
+    if (hc_client_dead(c) || uds_send(c->conn.fd, req, NULL, 0) != 0) {
+        hc_client_set_dead(c);
         pthread_mutex_unlock(&c->ctl_lock);
         ERR("IPC", "the daemon is gone (send failed)");
         return HCCL_E_UNAVAIL;
     }
     while ((m = parked_take(c, id)) == NULL) {
-        if (c->dead) {
+        if (hc_client_dead(c)) {
             rc = HCCL_E_UNAVAIL;
             break;
         }
@@ -308,7 +307,7 @@ HcclResult hc_ctl_call(hc_client_t *c, Hccld__Msg *req, Hccld__Msg **resp_p, int
             break;
         if (r != 0 && r != -ETIMEDOUT) {
             ERR("IPC", "lost the daemon connection: %s", strerror(-r));
-            c->dead = 1;
+            hc_client_set_dead(c);
         }
     }
     pthread_mutex_unlock(&c->ctl_lock);

@@ -42,7 +42,7 @@ static HcclResult call_exec(hc_call_t *call)
 
     if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
         rc = HCCL_E_SUSPENDING;
-    else if (c->c->dead)
+    else if (hc_client_dead(c->c))
         rc = HCCL_E_UNAVAIL; /* the daemon went away: nothing runs without it */
     else if (!hc_prof_enabled())
         rc = call_run(call);

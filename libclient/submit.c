@@ -41,10 +41,8 @@ static void drain_locked(hc_client_t *c)
         c->slots[i].cqe = e;
         __atomic_store_n(&c->slots[i].done, 1, __ATOMIC_RELEASE);
     }
-    if (rc == -EPROTO && !c->dead) {
+    if (rc == -EPROTO && !hc_client_set_dead(c))
         ERR("IPC", "the completion ring is corrupt");
-        c->dead = 1;
-    }
 }
 
 /* Sleeps until the completion ring moves, at most one slice. */
@@ -102,10 +100,14 @@ static int wait_until(hc_client_t *c, int (*pred)(hc_client_t *, uint32_t), uint
 
 static int slot_free_exists(hc_client_t *c, uint32_t unused)
 {
-    for (uint32_t i = 0; i < c->nslots; i++)
-        if (!c->slots[i].busy)
-            return 1;
-    return 0;
+    int found = 0;
+
+    /* Other threads take and free slots under cq_lock. */
+    pthread_mutex_lock(&c->cq_lock);
+    for (uint32_t i = 0; i < c->nslots && !found; i++)
+        found = !c->slots[i].busy;
+    pthread_mutex_unlock(&c->cq_lock);
+    return found;
 }
 
 static int slot_aborted(const hc_slot_t *s)
@@ -155,7 +157,7 @@ HcclResult hc_submit(hc_client_t *c, desc_t *d, const int *abort, uint32_t *slot
         if (abort != NULL && __atomic_load_n(abort, __ATOMIC_ACQUIRE))
             return HCCL_E_SUSPENDING;
         if (wait_until(c, slot_free_exists, 0, hc_deadline(c)) != 0)
-            return c->dead ? HCCL_E_UNAVAIL : HCCL_E_TIMEOUT;
+            return hc_client_dead(c) ? HCCL_E_UNAVAIL : HCCL_E_TIMEOUT;
     }
     d->tag = (uint64_t)c->slots[slot].gen << 32 | slot;
     pthread_mutex_lock(&c->sq_lock);
@@ -164,7 +166,7 @@ HcclResult hc_submit(hc_client_t *c, desc_t *d, const int *abort, uint32_t *slot
     pthread_mutex_unlock(&c->sq_lock);
     if (rc != 0) {
         ERR("IPC", "the submission ring is corrupt");
-        c->dead = 1;
+        hc_client_set_dead(c);
         return HCCL_E_INTERNAL;
     }
     doorbell_ring(c);

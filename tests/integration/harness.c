@@ -41,6 +41,13 @@ int harness_alive(pid_t pid)
     return waitpid(pid, NULL, WNOHANG) == 0;
 }
 
+int harness_quick(void)
+{
+    const char *e = getenv("HCCLD_TEST_QUICK");
+
+    return e != NULL && strcmp(e, "1") == 0;
+}
+
 /* The temporary directories of spawned daemons, removed when they stop. */
 #define SPAWNED_MAX 64
 static struct {

@@ -19,6 +19,9 @@ const char *harness_socket(void);
 const char *harness_admin_socket(void);
 /* Returns nonzero if pid is still running. */
 int harness_alive(pid_t pid);
+/* HCCLD_TEST_QUICK=1: the longest suites run a sample of their matrices (instrumented runs
+ * such as tests/tsan.sh, where the full ones take hours). */
+int harness_quick(void);
 
 /* A daemon started some other way than harness_daemon_spawn: every field may be NULL. */
 typedef struct harness_daemon_opts {

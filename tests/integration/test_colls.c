@@ -230,7 +230,8 @@ int colls_all_cases(HcclComm comm, uint32_t r, uint32_t n, void *arg)
     return failed ? 1 : 0;
 }
 
-/* Both level-0 paths: ranks cooperating among themselves, and the daemon's executor. */
+/* Both level-0 paths: ranks cooperating among themselves, and the daemon's executor
+ * (HCCLD_TEST_QUICK=1: the quick matrix). */
 static void run_kind(int kind)
 {
     static const char *const modes[] = {"coop", "daemon"};
@@ -238,7 +239,7 @@ static void run_kind(int kind)
     for (int m = 0; m < 2; m++)
         for (uint32_t n = 1; n <= 4; n++) {
             setenv("HCCL_L0_MODE", modes[m], 1);
-            colls_arg_t a = {.kind = kind};
+            colls_arg_t a = {.kind = kind, .quick = harness_quick()};
             int failed = harness_run_ranks(n, colls_all_cases, &a, 240);
             ck_assert_msg(failed == 0, "%s with %u ranks (%s): %d ranks failed",
                           desc_kind_name(kind), n, modes[m], failed);

@@ -269,8 +269,9 @@ END_TEST
 
 /* The daemon dies (SIGKILL) under a running job: the ranks' op in flight fails with
  * HCCL_E_REMOTE or HCCL_E_UNAVAIL within the bound, later calls fail with HCCL_E_UNAVAIL at
- * once, and a daemon restarted on the same socket serves new jobs. */
-static int daemon_dies(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+ * once, and a daemon restarted on the same socket serves new jobs. Each rank waits in two
+ * threads (on the job's comm and on a split of it), which find out at the same time. */
+static int until_daemon_dies(HcclComm comm, uint32_t r, const char *which)
 {
     float *a = calloc(BIG, sizeof(float)), *b = calloc(BIG, sizeof(float));
     HcclResult rc = HCCL_SUCCESS;
@@ -283,33 +284,78 @@ static int daemon_dies(HcclComm comm, uint32_t r, uint32_t n, void *arg)
     double took = now_s() - t0;
     HcclResult first = rc;
     if ((rc != HCCL_E_REMOTE && rc != HCCL_E_UNAVAIL) || took > FAIL_WITHIN_S) {
-        fprintf(stderr, "rank %u: the op in flight gave %d after %.2f s\n", r, rc, took);
+        fprintf(stderr, "rank %u (%s): the op in flight gave %d after %.2f s\n", r, which, rc,
+                took);
         return 1;
     }
     t0 = now_s();
     rc = HcclAllReduce(a, b, 1, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, NULL);
     if (rc != HCCL_E_UNAVAIL || now_s() - t0 > 1.0) {
-        fprintf(stderr, "rank %u: the next op gave %d after %.2f s\n", r, rc, now_s() - t0);
+        fprintf(stderr, "rank %u (%s): the next op gave %d after %.2f s\n", r, which, rc,
+                now_s() - t0);
         return 2;
     }
     if (getenv("HCCLD_TEST_REPORT") != NULL)
-        fprintf(stderr, "rank %u: the op in flight failed with %d after %.3f s\n", r, first, took);
+        fprintf(stderr, "rank %u (%s): the op in flight failed with %d after %.3f s\n", r, which,
+                first, took);
     free(a);
     free(b);
-    _exit(0); /* no daemon to destroy the comm with */
+    return 0;
+}
+
+typedef struct split_loop {
+    HcclComm comm;
+    uint32_t r;
+    int failed;
+} split_loop_t;
+
+static void *split_loop(void *arg)
+{
+    split_loop_t *s = arg;
+
+    s->failed = until_daemon_dies(s->comm, s->r, "split");
+    return NULL;
+}
+
+/* arg: the pipe on which the rank says that both its threads are about to wait. */
+static int daemon_dies(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+{
+    split_loop_t s = {.r = r};
+    pthread_t t;
+
+    if (HcclCommSplit(comm, 0, r, &s.comm) != HCCL_SUCCESS ||
+        pthread_create(&t, NULL, split_loop, &s) != 0)
+        return 3;
+    if (write(*(const int *)arg, "r", 1) != 1)
+        return 4;
+    int failed = until_daemon_dies(comm, r, "job");
+    pthread_join(t, NULL);
+    if (failed || s.failed)
+        return failed ? failed : s.failed;
+    _exit(0); /* no daemon to destroy the comms with */
 }
 
 START_TEST(test_daemon_dies_and_returns)
 {
-    char dir[] = "/tmp/hccld-test-XXXXXX", sock[256], *socks[2] = {sock, sock};
+    char dir[] = "/tmp/hccld-test-XXXXXX", sock[256], *socks[2] = {sock, sock}, ready[2];
     harness_daemon_opts_t o = {.dir = dir};
     pid_t d, pids[2];
+    int fds[2];
+    size_t got = 0;
+    ssize_t k;
 
     ck_assert_ptr_nonnull(mkdtemp(dir));
     d = harness_daemon_spawn_opts(&o, sock, sizeof(sock));
     ck_assert_int_gt(d, 0);
-    ck_assert_int_eq(harness_spawn_ranks_on(2, socks, daemon_dies, NULL, 60, pids), 0);
-    usleep(800 * 1000);
+    ck_assert_int_eq(pipe(fds), 0);
+    ck_assert_int_eq(harness_spawn_ranks_on(2, socks, daemon_dies, &fds[1], 60, pids), 0);
+    close(fds[1]);
+    /* Both ranks have their comm and its split (slow under sanitizers) and loop on both. */
+    while (got < sizeof(ready) && (k = read(fds[0], ready + got, sizeof(ready) - got)) > 0)
+        got += (size_t)k;
+    close(fds[0]);
+    ck_assert_uint_eq(got, sizeof(ready));
+    usleep(300 * 1000); /* both threads inside an allreduce when the daemon dies */
     ck_assert_int_eq(kill(d, SIGKILL), 0);
     waitpid(d, NULL, 0);
     ck_assert_int_eq(harness_wait(pids, 2, 60), 0);

@@ -148,8 +148,9 @@ START_TEST(test_collectives_across_daemons)
 END_TEST
 
 /* Every level-1 algorithm forced with HCCL_ALGO (HCCL's syntax), every collective it serves,
- * on 2, 3, 4 and 5 daemons with 1 and 2 ranks each (quick cases: dtypes, ops, odd counts,
- * counts below the node count); a bad HCCL_ALGO is an error at init, never ignored. */
+ * on 2, 3, 4 and 5 daemons with 1 and 2 ranks each (HCCLD_TEST_QUICK: 3 daemons with 2 ranks
+ * each), quick cases (dtypes, ops, odd counts, counts below the node count); a bad HCCL_ALGO
+ * is an error at init, never ignored. */
 START_TEST(test_forced_algorithms)
 {
     static const char *const algos[] = {"ring", "H-D_R", "fullmesh", "tree"};
@@ -159,10 +160,12 @@ START_TEST(test_forced_algorithms)
     HcclRootInfo ri;
     HcclComm comm;
 
-    for (unsigned nd = 2; nd <= MAXD; nd++) {
+    int quick = harness_quick();
+
+    for (unsigned nd = quick ? 3 : 2; nd <= (quick ? 3 : MAXD); nd++) {
         cluster_t c;
         cluster_start(&c, nd);
-        for (unsigned per = 1; per <= 2; per++)
+        for (unsigned per = quick ? 2 : 1; per <= 2; per++)
             for (size_t a = 0; a < sizeof(algos) / sizeof(algos[0]); a++) {
                 snprintf(env, sizeof(env), "level0:NA;level1:%s/alltoall=level1:pairwise",
                          algos[a]);
