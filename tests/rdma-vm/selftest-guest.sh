@@ -28,13 +28,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-now() {
-    date +%s.%N
-}
-
-since() {
-    awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'
-}
+# shellcheck source=tests/rdma-vm/guest-lib.sh
+. "$(dirname "$0")/guest-lib.sh"
 
 counter() {
     cat "/sys/class/infiniband/$1/ports/1/hw_counters/$2"
@@ -75,22 +70,6 @@ record() {
         failed=$((failed + 1))
         echo "selftest: FAIL $name ($(since "$t0") s)"
     fi
-}
-
-# The GID whose address is DEV's IPv4 address as RoCE v2: that is what routes over UDP/IP.
-gid_index() {
-    local dev=$1 ip=$2 want f i
-    # shellcheck disable=SC2086 # split the dotted quad into printf's four arguments
-    want=$(printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' ${ip//./ })
-    for f in /sys/class/infiniband/"$dev"/ports/1/gids/*; do
-        i=${f##*/}
-        if [ "$(cat "$f")" = "$want" ] &&
-            [ "$(cat "/sys/class/infiniband/$dev/ports/1/gid_attrs/types/$i" 2>/dev/null)" = "RoCE v2" ]; then
-            echo "$i"
-            return 0
-        fi
-    done
-    return 1
 }
 
 check_devices() {
@@ -142,17 +121,6 @@ check_rping() {
         return 1
     }
     crossed "$sent0" "$rcvd0" 6
-}
-
-# perftest's TCP port 18515 (0x4853) in state LISTEN (0A), read without starting a program.
-perftest_listening() {
-    local f local_addr st
-    for f in /proc/net/tcp /proc/net/tcp6; do
-        while read -r _ local_addr _ st _; do
-            [[ $local_addr == *:4853 && $st == 0A ]] && return 0
-        done <"$f"
-    done
-    return 1
 }
 
 check_write_bw() {
