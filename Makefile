@@ -141,19 +141,6 @@ $(NETNS_BIN): $(call obj,$(NETNS_SRC) tests/integration/harness.c tests/integrat
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(ALLLDFLAGS) $(call pc_libs,$(PKGS_TEST) $(PKGS_CLIENT)) -lm
 
-test: all $(UNIT_BIN) $(INTEG_BIN) $(SIM_BIN) $(NETNS_BIN) $(RDMA_TEST_BIN) $(RDMA_BENCH_BIN) \
-      format-check fuzz-build
-	./tests/run.sh $(BUILD) $(SANITIZE)
-
-test-unit: $(UNIT_BIN)
-	$(UNIT_BIN)
-
-test-integration: all $(INTEG_BIN)
-	HCCLD_BIN=$(BIN_HCCLD) $(INTEG_BIN)
-
-test-netns: all $(NETNS_BIN)
-	HCCLD_BIN=$(BIN_HCCLD) $(NETNS_BIN)
-
 # RoCE without RDMA hardware: a QEMU guest with two soft-RoCE devices (tests/rdma-vm/README.md):
 # its selftest (rping, ib_write_bw across rxe1 -> rxe0), then the RDMA transport's suite and its
 # throughput against ib_write_bw in one guest run (tests/rdma/run.sh; make test runs that part).
@@ -166,6 +153,19 @@ $(RDMA_TEST_BIN): $(call obj,tests/rdma/test_rdma.c tests/rdma/main.c $(RDMA_TP_
 $(RDMA_BENCH_BIN): $(call obj,tests/rdma/bench_rdma.c $(RDMA_TP_SRC)) $(BUILD)/lib/libhcclcommon.a
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(ALLLDFLAGS) $(call pc_libs,libsodium libibverbs librdmacm) -lm
+
+test: all $(UNIT_BIN) $(INTEG_BIN) $(SIM_BIN) $(NETNS_BIN) $(RDMA_TEST_BIN) $(RDMA_BENCH_BIN) \
+      format-check fuzz-build
+	./tests/run.sh $(BUILD) $(SANITIZE)
+
+test-unit: $(UNIT_BIN)
+	$(UNIT_BIN)
+
+test-integration: all $(INTEG_BIN)
+	HCCLD_BIN=$(BIN_HCCLD) $(INTEG_BIN)
+
+test-netns: all $(NETNS_BIN)
+	HCCLD_BIN=$(BIN_HCCLD) $(NETNS_BIN)
 
 test-rdma: all $(RDMA_TEST_BIN) $(RDMA_BENCH_BIN)
 	./tests/rdma-vm/selftest.sh
