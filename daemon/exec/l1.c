@@ -16,6 +16,7 @@ struct l1_run {
     tp_req_t **reqs;      /* by step index within the round; NULL once done */
     uint64_t *scratch_at; /* RECV_REDUCE: element offset of its data in a.scratch */
     uint32_t max_round_steps;
+    const transport_ops_t *failed; /* the transport of the transfer that failed */
 };
 
 static const uint8_t *step_src(const l1_run_t *r, const step_t *s, uint64_t off)
@@ -70,6 +71,8 @@ static int post_round(l1_run_t *r)
             break;
         default: run_local(r, s); break;
         }
+        if (rc != 0)
+            r->failed = c->ops;
     }
     if (rc != 0)
         ERR("COLL", "node %u round %u: posting a transfer failed (%d)", r->a.me, r->round, rc);
@@ -87,10 +90,12 @@ static int test_round(l1_run_t *r)
         int done = 0, rc;
         if (r->reqs[i] == NULL)
             continue;
+        const transport_ops_t *ops = r->reqs[i]->conn->ops; /* done frees the request */
         rc = tp_test(r->reqs[i], &done);
         if (done)
             r->reqs[i] = NULL;
         if (rc != 0) {
+            r->failed = ops;
             ERR("COLL", "node %u round %u: a transfer with node %u failed (%d)", r->a.me, r->round,
                 sc->steps[first + i].peer, rc);
             return rc;
@@ -161,6 +166,11 @@ int l1_progress(l1_run_t *r)
         r->posted = 0;
     }
     return 1;
+}
+
+const transport_ops_t *l1_failed_transport(const l1_run_t *r)
+{
+    return r->failed;
 }
 
 int l1_poll_fds(l1_run_t *r, struct pollfd *pfd, int max)

@@ -13,6 +13,8 @@
 #include "hccl/hccl.h"
 #include "log.h"
 
+_Static_assert(ENGINE_LINK_MAX == TP_DESC_MAX, "a link description fits the engine's stats");
+
 #define ENGINE_SPIN_NS 50000ull /* keep polling this long after the last work, then sleep */
 
 static eng_session_t *session_find(engine_t *eng, uint64_t sid)
@@ -456,7 +458,9 @@ int engine_get_comm_stats(engine_t *eng, uint32_t comm_id, engine_comm_stats_t *
         for (uint32_t i = 0; c->multi != NULL && i < c->multi->nnodes && i < ENGINE_STATS_RANKS;
              i++) {
             tp_conn_t *conn = c->multi->conns[i];
-            st_p->link[i] = conn != NULL ? conn->ops->name : NULL;
+            st_p->link[i][0] = '\0';
+            if (conn != NULL)
+                tp_describe(conn, st_p->link[i], sizeof(st_p->link[i]));
             st_p->nnodes = i + 1;
         }
         rc = 0;

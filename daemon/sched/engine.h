@@ -34,6 +34,7 @@ typedef struct engine_stats {
 } engine_stats_t;
 
 #define ENGINE_STATS_RANKS 256
+#define ENGINE_LINK_MAX 32 /* as TP_DESC_MAX */
 
 typedef struct engine_comm_stats {
     uint64_t ops_done;
@@ -45,10 +46,10 @@ typedef struct engine_comm_stats {
     /* Collective pieces each local member posted so far (the first ENGINE_STATS_RANKS): the
      * members behind the others are the ones a stuck collective waits for. */
     uint64_t posted[ENGINE_STATS_RANKS];
-    /* The transport of its data connection to each node ("tcp", "rdma"; NULL: none, or this
-     * node), for the first ENGINE_STATS_RANKS nodes. */
+    /* Its data connection to each node: transport and device ("tcp", "rdma/rxe0:1"; "": none,
+     * or this node), for the first ENGINE_STATS_RANKS nodes. */
     uint32_t nnodes;
-    const char *link[ENGINE_STATS_RANKS];
+    char link[ENGINE_STATS_RANKS][ENGINE_LINK_MAX];
 } engine_comm_stats_t;
 
 typedef struct engine_session_stats {
@@ -96,6 +97,10 @@ typedef struct engine_multi_spec {
     uint32_t parent_comm_id; /* 0: none */
     const uint8_t *share;    /* [nnodes], or NULL */
     int inherit_links;       /* every pair shares: use the parent's link figures, probe nothing */
+    /* HCCL_CONNECT_TIMEOUT (0: 120 s): a comm whose data connections are not all ready and
+     * measured this long after its creation here fails (HCCL_E_TIMEOUT): a peer that gave up
+     * connecting, or never could, ends in an error on every node, not a hang. */
+    uint32_t connect_timeout_s;
 } engine_multi_spec_t;
 /* 0, or -ENOMEM, -EEXIST, -ENOENT (a session, the parent or its connection is gone), -EBUSY
  * (a comm on a shared connection has the same tag bits, see multi_tag.h). */

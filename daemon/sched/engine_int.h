@@ -93,6 +93,8 @@ struct engine {
 void comm_route(engine_t *eng, eng_session_t *s, const desc_t *d);
 int comm_progress(engine_t *eng, eng_comm_t *c);
 void comm_break(engine_t *eng, eng_comm_t *c, const char *why);
+/* The same, failing what is queued with status (later ops fail with HCCL_E_REMOTE). */
+void comm_break_status(engine_t *eng, eng_comm_t *c, int status, const char *why);
 /* Global rank `rank` left (here, or on another node that says so); it took part in the
  * collective pieces below `limit` (UINT64_MAX: work it out here). */
 void comm_rank_left(engine_t *eng, eng_comm_t *c, uint32_t rank, uint64_t limit);
@@ -109,6 +111,9 @@ void dq_remove(dq_t *q, uint32_t i);
 /* multi.c, multi_conn.c */
 int multi_coll_progress(engine_t *eng, eng_comm_t *c);
 int multi_conns_progress(engine_t *eng, eng_comm_t *c);
+/* Breaks a comm whose connections are not ready and measured by mu->ready_by_ns (naming the
+ * nodes missing); 1 if it did. */
+int multi_ready_timeout(engine_t *eng, eng_comm_t *c);
 void multi_free(eng_comm_t *c);
 void multi_accept(engine_t *eng);
 void multi_listen_close(engine_t *eng);

@@ -119,20 +119,26 @@ static unsigned fail_queue(engine_t *eng, const eng_comm_t *c, eng_member_t *m, 
 
 void comm_break(engine_t *eng, eng_comm_t *c, const char *why)
 {
+    comm_break_status(eng, c, HCCL_E_REMOTE, why);
+}
+
+void comm_break_status(engine_t *eng, eng_comm_t *c, int status, const char *why)
+{
     unsigned n = 0;
 
     for (uint32_t r = 0; r < c->nranks; r++) {
-        n += fail_queue(eng, c, &c->m[r], &c->m[r].coll, HCCL_E_REMOTE);
-        n += fail_queue(eng, c, &c->m[r], &c->m[r].p2p, HCCL_E_REMOTE);
+        n += fail_queue(eng, c, &c->m[r], &c->m[r].coll, status);
+        n += fail_queue(eng, c, &c->m[r], &c->m[r].p2p, status);
     }
     if (c->multi != NULL) {
-        n += multi_p2p_fail(eng, c, HCCL_E_REMOTE);
+        n += multi_p2p_fail(eng, c, status);
         if (!c->broken)
             multi_abort_send(eng, c, c->culprit, MULTI_ABORT_BROKE, 0);
     }
     /* A clean HcclCommDestroy leaves nothing queued and is no news. */
     if (!c->broken && n > 0)
-        WARN("COLL", "comm %u: %s; %u queued operations fail with HCCL_E_REMOTE", c->id, why, n);
+        WARN("COLL", "comm %u: %s; %u queued operations fail with %s", c->id, why, n,
+             status == HCCL_E_TIMEOUT ? "HCCL_E_TIMEOUT" : "HCCL_E_REMOTE");
     else if (!c->broken)
         INFO("COLL", "comm %u: %s", c->id, why);
     c->broken = 1;
@@ -470,6 +476,8 @@ int comm_progress(engine_t *eng, eng_comm_t *c)
         n = multi_conns_progress(eng, c);
         if (!c->broken)
             n += multi_probe_progress(eng, c);
+        if (!c->broken)
+            n += multi_ready_timeout(eng, c);
         /* Nothing starts before the links are measured: a rank that finished early and left
          * must not close a connection with probe messages still unread (the peer would get a
          * reset and lose what it had not read yet). */

@@ -330,8 +330,9 @@ int multi_coll_progress(engine_t *eng, eng_comm_t *c)
         scatter_out(c, &mu->d0);
         c->prof.l0_ns += now_ns() - t_end;
     }
+    int status = rc == 1 ? HCCL_SUCCESS : tp_result(l1_failed_transport(mu->run), rc);
     multi_end(c);
-    coll_finish(eng, c, rc == 1 ? HCCL_SUCCESS : HCCL_E_REMOTE);
+    coll_finish(eng, c, status);
     if (rc < 0)
         comm_break(eng, c, "a transfer between daemons failed");
     return 1;

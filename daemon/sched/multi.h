@@ -37,7 +37,7 @@ typedef struct eng_multi {
     uint32_t tag;                    /* this comm's part of every message tag (multi_tag.h) */
     engine_t *eng;
     uint32_t nready;
-    uint64_t ready_mask;       /* outgoing connections known ready (nodes below 64) */
+    uint8_t *conn_ready;       /* [nnodes]: the connection to node i is ready (outgoing ones) */
     int forced[DESC_KIND_MAX]; /* HCCL_ALGO's level-1 choice per kind, or -1 */
     /* The cost model's verdict by kind and log2 of the block size: the choice (-1: not yet)
      * and every candidate's predicted microseconds (-1: does not serve the kind). */
@@ -67,6 +67,7 @@ typedef struct eng_multi {
     struct multi_probe *probe;        /* link measurement in progress (multi_probe.c) */
     struct multi_abort *abort;        /* notices to and from the other nodes (multi_abort.c) */
     int probed;                       /* lc holds measured figures: collectives may start */
+    uint64_t ready_by_ns; /* connections not ready and measured by then: the comm times out */
 } eng_multi_t;
 
 #endif

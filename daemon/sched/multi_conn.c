@@ -255,11 +255,11 @@ int multi_conns_progress(engine_t *eng, eng_comm_t *c)
     int n = 0;
 
     for (uint32_t i = 0; i < mu->me && mu->nready < mu->nnodes - 1; i++) {
-        if (mu->conns[i] == NULL || (mu->ready_mask & (1ull << (i % 64))))
+        if (mu->conns[i] == NULL || mu->conn_ready[i])
             continue;
         int st = tp_conn_state(mu->conns[i]);
         if (st == 1) {
-            mu->ready_mask |= 1ull << (i % 64);
+            mu->conn_ready[i] = 1;
             mu->nready++;
             n++;
         } else if (st < 0) {
@@ -268,6 +268,29 @@ int multi_conns_progress(engine_t *eng, eng_comm_t *c)
         }
     }
     return n;
+}
+
+int multi_ready_timeout(engine_t *eng, eng_comm_t *c)
+{
+    eng_multi_t *mu = c->multi;
+    char why[256];
+    uint32_t ready = 0;
+    int at;
+
+    if (mu->probed || now_ns() < mu->ready_by_ns)
+        return 0;
+    at = snprintf(why, sizeof(why), "HCCL_CONNECT_TIMEOUT: no data connection yet with node");
+    for (uint32_t i = 0; i < mu->nnodes; i++) {
+        int up = i == mu->me || (i < mu->me ? mu->conn_ready[i] : mu->links[i] != NULL);
+        ready += up && i != mu->me;
+        if (!up && at < (int)sizeof(why) - 40)
+            at += snprintf(why + at, sizeof(why) - (size_t)at, " %u (%s)", i, mu->addrs[i]);
+    }
+    if (ready == mu->nnodes - 1)
+        snprintf(why + at, sizeof(why) - (size_t)at,
+                 " (all connected; their measurement did not end)");
+    comm_break_status(eng, c, HCCL_E_TIMEOUT, why);
+    return 1;
 }
 
 void multi_listen_close(engine_t *eng)
@@ -352,6 +375,7 @@ void multi_free(eng_comm_t *c)
         link_put(mu->eng, mu->links[i]);
     }
     free(mu->links);
+    free(mu->conn_ready);
     free(mu->conns);
     free(mu->addrs);
     free(mu->rdma_addrs);
@@ -370,6 +394,8 @@ static eng_multi_t *multi_new(const engine_multi_spec_t *sp)
     mu->L = sp->local;
     mu->log_ops = sp->log_ops;
     mu->qos_class = sp->qos_class;
+    mu->ready_by_ns =
+        now_ns() + (uint64_t)(sp->connect_timeout_s ? sp->connect_timeout_s : 120) * 1000000000ull;
     for (int k = 0; k < DESC_KIND_MAX; k++)
         mu->forced[k] = sp->level1 != NULL ? sp->level1[k] : -1;
     for (int k = 0; k < DESC_KIND_MAX; k++)
@@ -387,11 +413,14 @@ static eng_multi_t *multi_new(const engine_multi_spec_t *sp)
     mu->tag = tag_comm(sp->job_id);
     mu->conns = calloc(sp->nnodes, sizeof(*mu->conns));
     mu->links = calloc(sp->nnodes, sizeof(*mu->links));
+    mu->conn_ready = calloc(sp->nnodes, 1);
     mu->addrs = calloc(sp->nnodes, sizeof(*mu->addrs));
     mu->rdma_addrs = calloc(sp->nnodes, sizeof(*mu->rdma_addrs));
-    if (mu->conns == NULL || mu->links == NULL || mu->addrs == NULL || mu->rdma_addrs == NULL) {
+    if (mu->conns == NULL || mu->links == NULL || mu->conn_ready == NULL || mu->addrs == NULL ||
+        mu->rdma_addrs == NULL) {
         free(mu->conns);
         free(mu->links);
+        free(mu->conn_ready);
         free(mu->addrs);
         free(mu->rdma_addrs);
         free(mu);
@@ -437,8 +466,7 @@ static int link_share(engine_t *eng, eng_comm_t *c, const eng_multi_t *pm, uint3
         mu->links[i] = l;
         mu->conns[i] = l->conn;
         mu->nready++;
-        if (i < mu->me)
-            mu->ready_mask |= 1ull << (i % 64);
+        mu->conn_ready[i] = 1;
         mu->nshared++;
         return 0;
     }

@@ -106,6 +106,7 @@ static int test_flights(engine_t *eng, eng_comm_t *c)
 
     for (struct p2p_flight **pp = &mu->flights; *pp != NULL;) {
         struct p2p_flight *f = *pp;
+        const transport_ops_t *ops = f->req->conn->ops; /* done frees the request */
         int done = 0, rc = tp_test(f->req, &done);
         if (!done) {
             pp = &f->next;
@@ -130,7 +131,7 @@ static int test_flights(engine_t *eng, eng_comm_t *c)
         cqe_t e = {.tag = f->d.tag,
                    .status = rc == 0         ? HCCL_SUCCESS
                              : rc == -EPROTO ? HCCL_E_PARA
-                                             : HCCL_E_REMOTE};
+                                             : tp_result(ops, rc)};
         prof_cqe(&e, &prof, f->t_in);
         if (c->m[f->local].s != NULL)
             session_post(eng, c->m[f->local].s, &e);

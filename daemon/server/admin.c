@@ -59,10 +59,11 @@ static void coop_posted_all(const coop_ctl_t *ctl, engine_comm_stats_t *st)
         st->posted[q] = coop_posted(&ctl->slot[q]);
 }
 
-/* posted and links: ENGINE_STATS_RANKS entries per comm, for the answer's per-rank progress
- * and per-node transports. */
+/* posted, links and link_txt: ENGINE_STATS_RANKS entries per comm, for the answer's per-rank
+ * progress and per-node connections. */
 static void fill_comms(server_t *srv, Hccld__StatusResp *r, Hccld__CommStatus *cm,
-                       Hccld__CommStatus **cmp, uint64_t *posted, char **links)
+                       Hccld__CommStatus **cmp, uint64_t *posted, char **links,
+                       char (*link_txt)[ENGINE_LINK_MAX])
 {
     size_t n = 0;
 
@@ -91,8 +92,11 @@ static void fill_comms(server_t *srv, Hccld__StatusResp *r, Hccld__CommStatus *c
         memcpy(posted + n * ENGINE_STATS_RANKS, st.posted, st.nlocal * sizeof(*st.posted));
         cm[n].posted = posted + n * ENGINE_STATS_RANKS;
         cm[n].n_posted = st.nlocal;
-        for (uint32_t k = 0; k < st.nnodes; k++)
-            links[n * ENGINE_STATS_RANKS + k] = st.link[k] != NULL ? (char *)st.link[k] : "";
+        for (uint32_t k = 0; k < st.nnodes; k++) {
+            char *t = link_txt[n * ENGINE_STATS_RANKS + k];
+            memcpy(t, st.link[k], ENGINE_LINK_MAX);
+            links[n * ENGINE_STATS_RANKS + k] = t;
+        }
         cm[n].links = links + n * ENGINE_STATS_RANKS;
         cm[n].n_links = st.nnodes;
         cmp[n] = &cm[n];
@@ -117,7 +121,9 @@ static void send_status(server_t *srv, session_t *s, uint64_t req_id)
     Hccld__CommStatus **cmp = calloc(nc, sizeof(*cmp));
     uint64_t *posted = calloc(nc * ENGINE_STATS_RANKS, sizeof(*posted));
     char **links = calloc(nc * ENGINE_STATS_RANKS, sizeof(*links));
-    if (cs == NULL || csp == NULL || cm == NULL || cmp == NULL || posted == NULL || links == NULL)
+    char(*link_txt)[ENGINE_LINK_MAX] = calloc(nc * ENGINE_STATS_RANKS, sizeof(*link_txt));
+    if (cs == NULL || csp == NULL || cm == NULL || cmp == NULL || posted == NULL || links == NULL ||
+        link_txt == NULL)
         goto out;
     engine_get_stats(srv->eng, &st);
     r.version = HCCLD_VERSION;
@@ -136,7 +142,7 @@ static void send_status(server_t *srv, session_t *s, uint64_t req_id)
     r.simd = (char *)reduce_isa();
     r.advertised = srv->advertised;
     fill_clients(srv, &r, cs, csp);
-    fill_comms(srv, &r, cm, cmp, posted, links);
+    fill_comms(srv, &r, cm, cmp, posted, links, link_txt);
     m.req_id = req_id;
     m.body_case = HCCLD__MSG__BODY_STATUS_RESP;
     m.status_resp = &r;
@@ -152,6 +158,7 @@ out:
     free(cmp);
     free(posted);
     free(links);
+    free(link_txt);
 }
 
 static void send_topology(server_t *srv, session_t *s, uint64_t req_id)

@@ -35,6 +35,7 @@ struct job {
     uint32_t joined;
     join_t *ranks;
     uv_timer_t timer;
+    uint32_t timeout_s; /* HCCL_CONNECT_TIMEOUT of the rank that opened it */
     job_t *next;
 };
 
@@ -157,9 +158,10 @@ static job_t *job_open(server_t *srv, const uint8_t *id, const uint8_t *key, uin
     memcpy(j->id, id, sizeof(j->id));
     memcpy(j->key, key, sizeof(j->key));
     hex_encode(j->id, sizeof(j->id), j->hex);
+    j->timeout_s = timeout_s ? timeout_s : 120;
     uv_timer_init(srv->loop, &j->timer);
     j->timer.data = j;
-    uv_timer_start(&j->timer, on_job_timeout, (uint64_t)(timeout_s ? timeout_s : 120) * 1000, 0);
+    uv_timer_start(&j->timer, on_job_timeout, (uint64_t)j->timeout_s * 1000, 0);
     j->next = srv->jobs;
     srv->jobs = j;
     return j;
@@ -541,7 +543,8 @@ static void job_complete_multinode(server_t *srv, job_t *j)
                                                       .log_ops = log_ops,
                                                       .qos_class = cls,
                                                       .plan = &plan,
-                                                      .rdma_nodes = (const char *const *)rdma},
+                                                      .rdma_nodes = (const char *const *)rdma,
+                                                      .connect_timeout_s = j->timeout_s},
                                   &why);
     INFO("INIT", "job %s: comm %u formed with %u ranks on %u daemons", j->hex, c ? c->id : 0,
          j->nranks, nn);
@@ -879,7 +882,8 @@ int multinode_engine_comm(server_t *srv, scomm_t *c, const char *const *data_nod
                               .qos_class = o->qos_class,
                               .parent_comm_id = parent_comm,
                               .share = share,
-                              .inherit_links = inherit};
+                              .inherit_links = inherit,
+                              .connect_timeout_s = o->connect_timeout_s};
     rc = engine_comm_create_multi(srv->eng, &sp);
     free(share);
     if (rc != 0) {

@@ -39,6 +39,7 @@ struct rjob {
     uv_timer_t timer; /* the root never answering still ends in an answer */
     int agreed;       /* the root opens the job when its first rank joins: retry until then */
     uint64_t deadline_ms;
+    uint32_t timeout_s; /* HCCL_CONNECT_TIMEOUT */
     uint32_t attempts;
     uv_timer_t retry;
     int handles_open;
@@ -222,6 +223,7 @@ static rjob_t *rjob_open(server_t *srv, const Hccld__CommInitReq *req)
     r->timer.data = r->retry.data = r;
     uv_timer_start(&r->timer, on_rjob_timeout, (uint64_t)timeout_s * 1000 + 2000, 0);
     r->deadline_ms = uv_now(srv->loop) + (uint64_t)timeout_s * 1000;
+    r->timeout_s = timeout_s;
     r->next = srv->rjobs;
     srv->rjobs = r;
     engine_job_expect(srv->eng, r->id, r->key);
@@ -333,7 +335,8 @@ void rjobs_membership(server_t *srv, peer_t *p, const Hccld__Membership *m)
                                                            .log_ops = r->log_ops,
                                                            .qos_class = membership_class(srv, m),
                                                            .plan = &plan,
-                                                           .rdma_nodes = rdma_nodes},
+                                                           .rdma_nodes = rdma_nodes,
+                                                           .connect_timeout_s = r->timeout_s},
                                        &why);
     INFO("INIT", "job %s: comm %u formed with %u ranks on %zu daemons (root %s)", r->hex,
          c ? c->id : 0, m->nranks, m->n_nodes, r->root);

@@ -180,6 +180,7 @@ typedef struct multinode_opts {
     int qos_class;            /* index into srv->qos.cls, as the root decided */
     const share_plan_t *plan; /* a split's child: the connections it shares, or NULL */
     const char *const *rdma_nodes; /* RDMA data address per node ("" none), or NULL */
+    uint32_t connect_timeout_s;    /* the job's HCCL_CONNECT_TIMEOUT, for its data connections */
 } multinode_opts_t;
 int multinode_engine_comm(server_t *srv, scomm_t *c, const char *const *data_nodes,
                           const uint32_t *rank_node, uint32_t nnodes, const uint8_t *job_id,

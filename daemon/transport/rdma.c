@@ -5,6 +5,7 @@
  * channel; both are nonblocking and read empty on every pass, so poll() sleeps while idle.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "futex.h"
@@ -91,12 +92,12 @@ static int rtp_test(tp_req_t *base, int *done_p)
     rdma_req_t *r = rdma_req_of(base);
     int status;
 
-    if (!r->done)
+    if (!r->base.done)
         (void)rdma_msg_progress(r->conn);
-    *done_p = r->done;
-    if (!r->done)
+    *done_p = r->base.done;
+    if (!r->base.done)
         return 0;
-    status = r->status;
+    status = r->base.status;
     rdma_req_release(r);
     return status;
 }
@@ -146,6 +147,17 @@ static int rtp_set_dscp(tp_conn_t *base, int dscp)
     return 0;
 }
 
+static void rtp_describe(tp_conn_t *base, char *buf, size_t cap)
+{
+    const rdma_conn_t *c = rdma_conn_of(base);
+
+    if (c->id != NULL && c->id->verbs != NULL)
+        snprintf(buf, cap, "rdma/%s:%u", ibv_get_device_name(c->id->verbs->device),
+                 (unsigned)c->id->port_num);
+    else
+        snprintf(buf, cap, "rdma");
+}
+
 static void rtp_cancel(tp_req_t *r)
 {
     rdma_msg_cancel(rdma_req_of(r));
@@ -164,6 +176,7 @@ static void rtp_close(tp_conn_t *c)
 
 const transport_ops_t tp_rdma = {
     .name = "rdma",
+    .transfer_err = HCCL_E_ROCE_TRANSFER,
     .listen = rdma_tp_listen,
     .listen_fd = rdma_tp_listen_fd,
     .accept = rdma_tp_accept,
@@ -177,6 +190,7 @@ const transport_ops_t tp_rdma = {
     .test = rtp_test,
     .poll_fds = rtp_poll_fds,
     .set_dscp = rtp_set_dscp,
+    .describe = rtp_describe,
     .cancel = rtp_cancel,
     .forget = rtp_forget,
     .close = rtp_close,

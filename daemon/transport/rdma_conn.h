@@ -20,6 +20,7 @@
 #include "transport/rdma_wire.h"
 #include "transport/tp_addr.h"
 #include "transport/tp_kept.h"
+#include "transport/tp_queue.h"
 
 /* Outstanding requests per connection, both directions together: memory stays bounded. */
 #define RDMA_MAX_REQS 256
@@ -64,20 +65,12 @@ typedef struct rdma_hs {
 struct rdma_req {
     tp_req_t base; /* what the transport's users hold (base.conn is &conn->base) */
     rdma_conn_t *conn;
-    rdma_req_t *next;
     uint8_t *buf;
     size_t len;
-    uint64_t tag;
     size_t posted; /* send: payload bytes copied into posted fragments */
     int started;   /* send: a fragment is on the QP (it can no longer be withdrawn cleanly) */
     int dir;
-    int done;
-    int status;
 };
-
-typedef struct rdma_queue {
-    rdma_req_t *head, *tail;
-} rdma_queue_t;
 
 /* A receive slot that a message filled, waiting to be taken (in arrival order). */
 typedef struct rdma_arrival {
@@ -120,9 +113,9 @@ struct rdma_conn {
     rdma_arrival_t *arrived; /* ring of depth */
     unsigned arr_head, arr_count;
     rdma_hs_t hs;
-    rdma_queue_t sendq; /* sends with fragments still to post, in posting order */
-    rdma_queue_t sentq; /* sends fully posted, waiting for their last completion */
-    rdma_queue_t recvq; /* posted receives that no message has matched yet, in posting order */
+    tp_queue_t sendq; /* sends with fragments still to post, in posting order */
+    tp_queue_t sentq; /* sends fully posted, waiting for their last completion */
+    tp_queue_t recvq; /* posted receives that no message has matched yet, in posting order */
     /* The message coming in, once its first fragment is routed: into rx_req, into rx_unexp,
      * or nowhere (its user is gone). */
     int rx_active;
@@ -131,7 +124,7 @@ struct rdma_conn {
     rdma_req_t *rx_req;
     tp_msg_t *rx_unexp;
     tp_kept_t kept; /* complete messages no receive has taken yet; forgotten tags */
-    rdma_req_t *free_reqs;
+    tp_req_t *free_reqs;
     rdma_req_t reqs[RDMA_MAX_REQS];
 };
 
@@ -211,10 +204,7 @@ int rdma_cq_poll(rdma_conn_t *c);
 int rdma_cq_drain(rdma_conn_t *c);
 
 /* rdma_msg.c: requests, the send side and failure. */
-void rdma_queue_push(rdma_queue_t *q, rdma_req_t *r);
-rdma_req_t *rdma_queue_pop(rdma_queue_t *q);
 /* Takes r out of q; 0, or -ENOENT if it is not queued there. */
-int rdma_queue_unlink(rdma_queue_t *q, rdma_req_t *r);
 void rdma_msg_init(rdma_conn_t *c);
 int rdma_msg_post(rdma_conn_t *c, int dir, void *buf, size_t len, uint64_t tag, rdma_req_t **r_p);
 /* Moves everything that can move (CM events, completions, receives, sends): 0 or c->err. */
@@ -226,7 +216,6 @@ int rdma_tx_progress(rdma_conn_t *c);
 int rdma_send_ctrl(rdma_conn_t *c, int type, const void *payload, uint32_t len);
 /* A send slot's completion: frees it and completes the send it ended. */
 void rdma_tx_done(rdma_conn_t *c, unsigned slot);
-void rdma_req_complete(rdma_req_t *r, int status);
 void rdma_req_release(rdma_req_t *r);
 void rdma_msg_cancel(rdma_req_t *r);
 /* Fails the connection once, logging why (with the peer's address) at level, or not at all if

@@ -20,9 +20,11 @@ static void wc_failed(rdma_conn_t *c, const struct ibv_wc *wc)
 
     if (c->state == RDMA_ST_FAILED || c->eof)
         return;
-    /* The peer stopped answering (retries ran out) or its end went away. */
+    /* The peer stopped answering (retries ran out) or its end went away (its QP destroyed
+     * under our operation: a remote operation error). */
     if (wc->status == IBV_WC_RETRY_EXC_ERR || wc->status == IBV_WC_RNR_RETRY_EXC_ERR ||
-        wc->status == IBV_WC_WR_FLUSH_ERR || wc->status == IBV_WC_REM_ABORT_ERR)
+        wc->status == IBV_WC_WR_FLUSH_ERR || wc->status == IBV_WC_REM_ABORT_ERR ||
+        wc->status == IBV_WC_REM_OP_ERR)
         err = -ECONNRESET;
     rdma_conn_fail(c, err, LOG_ERROR, "%s work completion failed: %s (vendor error %#x)",
                    (wc->wr_id & RDMA_WR_RECV) ? "receive" : "send", ibv_wc_status_str(wc->status),

@@ -34,66 +34,15 @@ void rdma_msg_init(rdma_conn_t *c)
     tp_kept_init(&c->kept, rdma_env()->unexpected);
     c->free_reqs = NULL;
     for (int i = RDMA_MAX_REQS - 1; i >= 0; i--) {
-        c->reqs[i].next = c->free_reqs;
-        c->free_reqs = &c->reqs[i];
+        tp_free_push(&c->free_reqs, &c->reqs[i].base);
     }
-}
-
-void rdma_queue_push(rdma_queue_t *q, rdma_req_t *r)
-{
-    r->next = NULL;
-    if (q->tail != NULL)
-        q->tail->next = r;
-    else
-        q->head = r;
-    q->tail = r;
-}
-
-rdma_req_t *rdma_queue_pop(rdma_queue_t *q)
-{
-    rdma_req_t *r = q->head;
-
-    q->head = r->next;
-    if (q->head == NULL)
-        q->tail = NULL;
-    return r;
-}
-
-int rdma_queue_unlink(rdma_queue_t *q, rdma_req_t *r)
-{
-    for (rdma_req_t *prev = NULL, *x = q->head; x != NULL; prev = x, x = x->next) {
-        if (x != r)
-            continue;
-        if (prev != NULL)
-            prev->next = r->next;
-        else
-            q->head = r->next;
-        if (q->tail == r)
-            q->tail = prev;
-        r->next = NULL;
-        return 0;
-    }
-    return -ENOENT;
-}
-
-void rdma_req_complete(rdma_req_t *r, int status)
-{
-    r->done = 1;
-    r->status = status;
 }
 
 void rdma_req_release(rdma_req_t *r)
 {
     rdma_conn_t *c = r->conn;
 
-    r->next = c->free_reqs;
-    c->free_reqs = r;
-}
-
-static void fail_queue(rdma_queue_t *q, int err)
-{
-    while (q->head != NULL)
-        rdma_req_complete(rdma_queue_pop(q), err);
+    tp_free_push(&c->free_reqs, &r->base);
 }
 
 void rdma_conn_fail(rdma_conn_t *c, int err, int level, const char *fmt, ...)
@@ -111,11 +60,11 @@ void rdma_conn_fail(rdma_conn_t *c, int err, int level, const char *fmt, ...)
     }
     c->state = RDMA_ST_FAILED;
     c->err = err;
-    fail_queue(&c->sendq, err);
-    fail_queue(&c->sentq, err);
-    fail_queue(&c->recvq, err);
-    if (c->rx_req != NULL && !c->rx_req->done)
-        rdma_req_complete(c->rx_req, err);
+    tp_queue_fail(&c->sendq, err);
+    tp_queue_fail(&c->sentq, err);
+    tp_queue_fail(&c->recvq, err);
+    if (c->rx_req != NULL && !c->rx_req->base.done)
+        tp_req_complete(&c->rx_req->base, err);
     c->rx_req = NULL;
     c->rx_active = 0;
     rdma_rx_free(c);
@@ -140,7 +89,7 @@ void rdma_conn_eof(rdma_conn_t *c)
     DBG("NET", RDMA_CONN_FMT "the peer disconnected%s", RDMA_CONN_ARGS(c),
         c->recvq.head != NULL ? "; the receives still posted fail" : "");
     c->eof = 1;
-    fail_queue(&c->recvq, -ECONNRESET);
+    tp_queue_fail(&c->recvq, -ECONNRESET);
     rdma_qp_shutdown(c);
 }
 
@@ -189,18 +138,18 @@ int rdma_send_ctrl(rdma_conn_t *c, int type, const void *payload, uint32_t len)
 /* The next fragment of the oldest send with bytes left. */
 static int send_fragment(rdma_conn_t *c)
 {
-    rdma_req_t *r = c->sendq.head;
+    rdma_req_t *r = rdma_req_of(c->sendq.head);
     size_t left = r->len - r->posted;
     uint32_t n = left < c->frag_max ? (uint32_t)left : c->frag_max;
     rdma_hdr_t h = {
-        .type = RDMA_MSG_DATA, .frag_len = n, .tag = r->tag, .len = r->len, .off = r->posted};
+        .type = RDMA_MSG_DATA, .frag_len = n, .tag = r->base.tag, .len = r->len, .off = r->posted};
     const uint8_t *payload = n > 0 ? r->buf + r->posted : NULL;
 
     r->posted += n;
     r->started = 1;
     if (r->posted < r->len)
         return post_msg(c, &h, payload, NULL);
-    rdma_queue_push(&c->sentq, rdma_queue_pop(&c->sendq));
+    tp_queue_push(&c->sentq, tp_queue_pop(&c->sendq));
     return post_msg(c, &h, payload, r);
 }
 
@@ -243,11 +192,11 @@ void rdma_tx_done(rdma_conn_t *c, unsigned slot)
     if (r == NULL)
         return;
     /* RC completes in posting order, and sends are posted in order. */
-    if (c->sentq.head != r) {
+    if (c->sentq.head != &r->base) {
         rdma_conn_fail(c, -EIO, LOG_ERROR, "send completions out of order");
         return;
     }
-    rdma_req_complete(rdma_queue_pop(&c->sentq), 0);
+    tp_req_complete(tp_queue_pop(&c->sentq), 0);
 }
 
 int rdma_msg_progress(rdma_conn_t *c)
@@ -283,16 +232,15 @@ int rdma_msg_post(rdma_conn_t *c, int dir, void *buf, size_t len, uint64_t tag, 
         return -ECONNRESET;
     if (c->free_reqs == NULL || (buf == NULL && len != 0))
         return c->free_reqs == NULL ? -EAGAIN : -EINVAL;
-    r = c->free_reqs;
-    c->free_reqs = r->next;
+    r = rdma_req_of(tp_free_pop(&c->free_reqs));
     *r = (rdma_req_t){
-        .base.conn = &c->base, .conn = c, .buf = buf, .len = len, .tag = tag, .dir = dir};
+        .base = {.conn = &c->base, .tag = tag}, .conn = c, .buf = buf, .len = len, .dir = dir};
     *r_p = r;
     if (dir == RDMA_DIR_RECV) {
         rdma_rx_post(c, r);
         return 0;
     }
-    rdma_queue_push(&c->sendq, r);
+    tp_queue_push(&c->sendq, &r->base);
     (void)rdma_tx_progress(c);
     return 0;
 }
@@ -302,16 +250,17 @@ void rdma_msg_cancel(rdma_req_t *r)
     rdma_conn_t *c = r->conn;
     int clean;
 
-    if (!r->done) {
+    if (!r->base.done) {
         /* A send with a fragment on the QP, or the receive being filled, cannot leave the
          * stream without corrupting it. */
-        clean = r->dir == RDMA_DIR_SEND ? !r->started && rdma_queue_unlink(&c->sendq, r) == 0
-                                        : c->rx_req != r && rdma_queue_unlink(&c->recvq, r) == 0;
+        clean = r->dir == RDMA_DIR_SEND
+                    ? !r->started && tp_queue_unlink(&c->sendq, &r->base) == 0
+                    : c->rx_req != r && tp_queue_unlink(&c->recvq, &r->base) == 0;
         if (!clean)
             rdma_conn_fail(c, -ECANCELED, LOG_WARN,
                            "a %s of tag %#llx was withdrawn half done; failing the connection",
                            r->dir == RDMA_DIR_SEND ? "send" : "receive",
-                           (unsigned long long)r->tag);
+                           (unsigned long long)r->base.tag);
     }
     rdma_req_release(r);
 }

@@ -73,21 +73,10 @@ static int on_confirm(rdma_conn_t *c, const rdma_arrival_t *a)
     return 1;
 }
 
-/* Takes the oldest posted receive with this tag out of recvq, or NULL. */
-static rdma_req_t *recvq_take(rdma_queue_t *q, uint64_t tag)
-{
-    for (rdma_req_t *r = q->head; r != NULL; r = r->next)
-        if (r->tag == tag) {
-            rdma_queue_unlink(q, r);
-            return r;
-        }
-    return NULL;
-}
-
 /* r gets -EPROTO, and the connection fails with it. */
 static int len_mismatch(rdma_conn_t *c, rdma_req_t *r, uint64_t tag, uint64_t got)
 {
-    rdma_req_complete(r, -EPROTO);
+    tp_req_complete(&r->base, -EPROTO);
     rdma_conn_fail(c, -EPROTO, LOG_ERROR, "message tag %#llx has %llu bytes, its receive wants %zu",
                    (unsigned long long)tag, (unsigned long long)got, r->len);
     return -EPROTO;
@@ -107,7 +96,7 @@ static int rx_route(rdma_conn_t *c, const rdma_hdr_t *h)
                        (unsigned long long)h->tag, (unsigned long long)h->off);
         return -EPROTO;
     }
-    if ((r = recvq_take(&c->recvq, h->tag)) != NULL) {
+    if ((r = rdma_req_of(tp_queue_take(&c->recvq, h->tag))) != NULL) {
         if (h->len != r->len)
             return len_mismatch(c, r, h->tag, h->len);
         c->rx_req = r;
@@ -139,7 +128,7 @@ static int unexp_deliver(rdma_conn_t *c, tp_msg_t *u, rdma_req_t *r)
         memcpy(r->buf, u->data, u->len);
     tp_kept_drop(&c->kept, u);
     if (rc == 0)
-        rdma_req_complete(r, 0);
+        tp_req_complete(&r->base, 0);
     return rc;
 }
 
@@ -153,7 +142,7 @@ static int rx_finish(rdma_conn_t *c)
     c->rx_req = NULL;
     c->rx_unexp = NULL;
     if (r != NULL) {
-        rdma_req_complete(r, 0);
+        tp_req_complete(&r->base, 0);
         return 0;
     }
     if (u == NULL) {
@@ -162,7 +151,7 @@ static int rx_finish(rdma_conn_t *c)
         return 0;
     }
     /* Its receive may have been posted while the fragments were still coming in. */
-    if ((r = recvq_take(&c->recvq, u->tag)) != NULL)
+    if ((r = rdma_req_of(tp_queue_take(&c->recvq, u->tag))) != NULL)
         return unexp_deliver(c, u, r);
     tp_kept_push(&c->kept, u);
     return 0;
@@ -216,7 +205,7 @@ int rdma_rx_progress(rdma_conn_t *c)
  * negative errno. */
 static int from_unexp(rdma_conn_t *c, rdma_req_t *r)
 {
-    tp_msg_t *u = tp_kept_take(&c->kept, r->tag);
+    tp_msg_t *u = tp_kept_take(&c->kept, r->base.tag);
 
     return u != NULL ? unexp_deliver(c, u, r) : 1;
 }
@@ -228,11 +217,11 @@ void rdma_rx_post(rdma_conn_t *c, rdma_req_t *r)
     if (c->eof) {
         /* Nothing more comes: this receive fails, the messages kept stay for others. */
         DBG("NET", RDMA_CONN_FMT "receive of tag %#llx: the peer has disconnected",
-            RDMA_CONN_ARGS(c), (unsigned long long)r->tag);
-        rdma_req_complete(r, -ECONNRESET);
+            RDMA_CONN_ARGS(c), (unsigned long long)r->base.tag);
+        tp_req_complete(&r->base, -ECONNRESET);
         return;
     }
-    rdma_queue_push(&c->recvq, r);
+    tp_queue_push(&c->recvq, &r->base);
     /* A message that waited in its slot for want of room may have somewhere to go now; its
      * slot's credit then goes back. */
     if (c->arr_count > 0 && rdma_rx_progress(c) == 0)

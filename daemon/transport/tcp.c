@@ -229,12 +229,12 @@ static int tcp_test(tp_req_t *base, int *done_p)
     tcp_req_t *r = tcp_req_of(base);
     int status;
 
-    if (!r->done)
+    if (!r->base.done)
         tcp_msg_progress(r->conn);
-    *done_p = r->done;
-    if (!r->done)
+    *done_p = r->base.done;
+    if (!r->base.done)
         return 0;
-    status = r->status;
+    status = r->base.status;
     tcp_req_release(r);
     return status;
 }
@@ -252,6 +252,12 @@ static int tcp_poll_fds(tp_conn_t *base, struct pollfd *pfd, int max)
         return 0;
     pfd[0] = (struct pollfd){.fd = c->fd, .events = ev};
     return 1;
+}
+
+static void tcp_describe(tp_conn_t *c, char *buf, size_t cap)
+{
+    (void)c;
+    snprintf(buf, cap, "tcp");
 }
 
 static int tcp_set_dscp(tp_conn_t *c, int dscp)
@@ -290,6 +296,7 @@ static void tcp_close(tp_conn_t *base)
 
 const transport_ops_t tp_tcp = {
     .name = "tcp",
+    .transfer_err = HCCL_E_TCP_TRANSFER,
     .listen = tcp_listen,
     .listen_fd = tcp_listen_fd,
     .accept = tcp_accept,
@@ -303,6 +310,7 @@ const transport_ops_t tp_tcp = {
     .test = tcp_test,
     .poll_fds = tcp_poll_fds,
     .set_dscp = tcp_set_dscp,
+    .describe = tcp_describe,
     .cancel = tcp_cancel,
     .forget = tcp_forget,
     .close = tcp_close,

@@ -11,6 +11,7 @@
 #include "transport/tcp_hs.h"
 #include "transport/tcp_wire.h"
 #include "transport/tp_kept.h"
+#include "transport/tp_queue.h"
 #include "transport/transport.h"
 
 /* Outstanding requests per connection, both directions together: memory stays bounded. */
@@ -25,20 +26,12 @@ enum tcp_conn_state { TCP_CONN_HANDSHAKE, TCP_CONN_READY, TCP_CONN_FAILED };
 struct tcp_req {
     tp_req_t base; /* what the transport's users hold (base.conn is &conn->base) */
     tcp_conn_t *conn;
-    tcp_req_t *next;
     uint8_t *buf;
     size_t len;
-    uint64_t tag;
     size_t moved; /* send: header and payload bytes written; receive: payload bytes read */
     int dir;
-    int done;
-    int status;
     uint8_t hdr[TCP_HDR_BYTES]; /* send: the encoded header */
 };
-
-typedef struct tcp_queue {
-    tcp_req_t *head, *tail;
-} tcp_queue_t;
 
 struct tcp_conn {
     tp_conn_t base; /* what the transport's users hold */
@@ -47,8 +40,8 @@ struct tcp_conn {
     int err;      /* the failure, once state is TCP_CONN_FAILED */
     int checksum; /* HCCL_CHECKSUM=1: sends carry a CRC32C of their payload */
     tcp_hs_t hs;
-    tcp_queue_t sendq;
-    tcp_queue_t recvq; /* posted receives that no message has matched yet, in posting order */
+    tp_queue_t sendq;
+    tp_queue_t recvq; /* posted receives that no message has matched yet, in posting order */
     /* The header of the next incoming message, read before its receive may be posted. */
     uint8_t rx_raw[TCP_HDR_BYTES];
     size_t rx_raw_off;
@@ -62,7 +55,7 @@ struct tcp_conn {
     size_t rx_got;
     int rx_drop;    /* rx_unexp is read only to be dropped (its user is gone) */
     tp_kept_t kept; /* complete messages no receive has taken yet; forgotten tags */
-    tcp_req_t *free_reqs;
+    tp_req_t *free_reqs;
     tcp_req_t reqs[TCP_MAX_REQS];
 };
 

@@ -39,61 +39,15 @@ void tcp_msg_init(tcp_conn_t *c)
     tp_kept_init(&c->kept, unexp_max());
     c->free_reqs = NULL;
     for (int i = TCP_MAX_REQS - 1; i >= 0; i--) {
-        c->reqs[i].next = c->free_reqs;
-        c->free_reqs = &c->reqs[i];
+        tp_free_push(&c->free_reqs, &c->reqs[i].base);
     }
-}
-
-static void queue_push(tcp_queue_t *q, tcp_req_t *r)
-{
-    r->next = NULL;
-    if (q->tail != NULL)
-        q->tail->next = r;
-    else
-        q->head = r;
-    q->tail = r;
-}
-
-static tcp_req_t *queue_pop(tcp_queue_t *q)
-{
-    tcp_req_t *r = q->head;
-
-    q->head = r->next;
-    if (q->head == NULL)
-        q->tail = NULL;
-    return r;
-}
-
-static void req_complete(tcp_req_t *r, int status)
-{
-    r->done = 1;
-    r->status = status;
 }
 
 void tcp_req_release(tcp_req_t *r)
 {
     tcp_conn_t *c = r->conn;
 
-    r->next = c->free_reqs;
-    c->free_reqs = r;
-}
-
-/* Takes r out of q; 0, or -ENOENT if it is not queued there. */
-static int queue_unlink(tcp_queue_t *q, tcp_req_t *r)
-{
-    for (tcp_req_t *prev = NULL, *x = q->head; x != NULL; prev = x, x = x->next) {
-        if (x != r)
-            continue;
-        if (prev != NULL)
-            prev->next = r->next;
-        else
-            q->head = r->next;
-        if (q->tail == r)
-            q->tail = prev;
-        r->next = NULL;
-        return 0;
-    }
-    return -ENOENT;
+    tp_free_push(&c->free_reqs, &r->base);
 }
 
 void tcp_msg_cancel(tcp_req_t *r)
@@ -101,14 +55,15 @@ void tcp_msg_cancel(tcp_req_t *r)
     tcp_conn_t *c = r->conn;
     int clean;
 
-    if (!r->done) {
+    if (!r->base.done) {
         /* Only the head of the send queue can have bytes on the wire; a receive is being
          * filled only while it is rx_req. */
-        clean = r->dir == TCP_DIR_SEND ? r->moved == 0 && queue_unlink(&c->sendq, r) == 0
-                                       : c->rx_req != r && queue_unlink(&c->recvq, r) == 0;
+        clean = r->dir == TCP_DIR_SEND
+                    ? r->moved == 0 && tp_queue_unlink(&c->sendq, &r->base) == 0
+                    : c->rx_req != r && tp_queue_unlink(&c->recvq, &r->base) == 0;
         if (!clean) {
             WARN("NET", "a %s of tag %#llx was withdrawn half done; failing its connection",
-                 r->dir == TCP_DIR_SEND ? "send" : "receive", (unsigned long long)r->tag);
+                 r->dir == TCP_DIR_SEND ? "send" : "receive", (unsigned long long)r->base.tag);
             tcp_conn_fail(c, -ECANCELED);
         }
     }
@@ -121,12 +76,10 @@ void tcp_conn_fail(tcp_conn_t *c, int err)
         return;
     c->state = TCP_CONN_FAILED;
     c->err = err;
-    while (c->sendq.head != NULL)
-        req_complete(queue_pop(&c->sendq), err);
-    while (c->recvq.head != NULL)
-        req_complete(queue_pop(&c->recvq), err);
-    if (c->rx_req != NULL && !c->rx_req->done)
-        req_complete(c->rx_req, err);
+    tp_queue_fail(&c->sendq, err);
+    tp_queue_fail(&c->recvq, err);
+    if (c->rx_req != NULL && !c->rx_req->base.done)
+        tp_req_complete(&c->rx_req->base, err);
     c->rx_req = NULL;
     tcp_msg_free(c);
     /* The peer sees EOF at once instead of waiting for us to close. */
@@ -138,7 +91,8 @@ static int send_gather(const tcp_conn_t *c, struct iovec *iov)
 {
     int n = 0;
 
-    for (tcp_req_t *r = c->sendq.head; r != NULL && n + 2 <= TCP_IOV_MAX; r = r->next) {
+    for (tcp_req_t *r = tcp_req_of(c->sendq.head); r != NULL && n + 2 <= TCP_IOV_MAX;
+         r = tcp_req_of(r->base.next)) {
         size_t off = r->moved;
         if (off < TCP_HDR_BYTES) {
             iov[n++] = (struct iovec){r->hdr + off, TCP_HDR_BYTES - off};
@@ -154,14 +108,14 @@ static int send_gather(const tcp_conn_t *c, struct iovec *iov)
 static void send_advance(tcp_conn_t *c, size_t n)
 {
     while (n > 0) {
-        tcp_req_t *r = c->sendq.head;
+        tcp_req_t *r = tcp_req_of(c->sendq.head);
         size_t left = TCP_HDR_BYTES + r->len - r->moved;
         size_t take = n < left ? n : left;
 
         r->moved += take;
         n -= take;
         if (take == left)
-            req_complete(queue_pop(&c->sendq), 0);
+            tp_req_complete(tp_queue_pop(&c->sendq), 0);
     }
 }
 
@@ -200,8 +154,7 @@ static ssize_t recv_iov(tcp_conn_t *c, struct iovec *iov, size_t niov)
                 DBG("NET", "peer closed the connection%s",
                     c->recvq.head != NULL ? "; the receives still posted fail" : "");
                 c->eof = 1;
-                while (c->recvq.head != NULL)
-                    req_complete(queue_pop(&c->recvq), -ECONNRESET);
+                tp_queue_fail(&c->recvq, -ECONNRESET);
                 return 0;
             }
             ERR("NET", "recv() failed: peer closed the connection in the middle of a message");
@@ -241,17 +194,6 @@ static int recv_header(tcp_conn_t *c)
     return 1;
 }
 
-/* Takes the oldest posted receive with this tag out of recvq, or NULL. */
-static tcp_req_t *recvq_take(tcp_queue_t *q, uint64_t tag)
-{
-    for (tcp_req_t *r = q->head; r != NULL; r = r->next)
-        if (r->tag == tag) {
-            queue_unlink(q, r);
-            return r;
-        }
-    return NULL;
-}
-
 static int len_mismatch(uint64_t tag, uint64_t got, size_t want)
 {
     ERR("NET", "message tag %#llx has %llu bytes, its receive wants %zu", (unsigned long long)tag,
@@ -278,12 +220,12 @@ void tcp_msg_forget(tcp_conn_t *c, uint64_t mask, uint64_t value, uint64_t ttl_n
  */
 static int recv_route(tcp_conn_t *c)
 {
-    tcp_req_t *r = recvq_take(&c->recvq, c->rx.tag);
+    tcp_req_t *r = tcp_req_of(tp_queue_take(&c->recvq, c->rx.tag));
 
     if (r != NULL) {
         c->rx_req = r;
         if (c->rx.len != r->len) {
-            req_complete(r, -EPROTO);
+            tp_req_complete(&r->base, -EPROTO);
             return len_mismatch(c->rx.tag, c->rx.len, r->len);
         }
         return 1;
@@ -307,7 +249,7 @@ static int unexp_deliver(tcp_conn_t *c, tp_msg_t *u, tcp_req_t *r)
     if (rc == 0)
         memcpy(r->buf, u->data, u->len);
     tp_kept_drop(&c->kept, u);
-    req_complete(r, rc);
+    tp_req_complete(&r->base, rc);
     return rc;
 }
 
@@ -326,7 +268,7 @@ static int recv_finish(tcp_conn_t *c)
         ERR("NET", "checksum mismatch on message tag %#llx len %llu", (unsigned long long)c->rx.tag,
             (unsigned long long)c->rx.len);
     if (r != NULL) {
-        req_complete(r, bad ? -EBADMSG : 0);
+        tp_req_complete(&r->base, bad ? -EBADMSG : 0);
         return bad ? -EBADMSG : 0;
     }
     if (bad) {
@@ -341,7 +283,7 @@ static int recv_finish(tcp_conn_t *c)
         return 0;
     }
     /* Its receive may have been posted while the payload was still coming in. */
-    if ((r = recvq_take(&c->recvq, u->tag)) != NULL)
+    if ((r = tcp_req_of(tp_queue_take(&c->recvq, u->tag))) != NULL)
         return unexp_deliver(c, u, r);
     tp_kept_push(&c->kept, u);
     return 0;
@@ -380,7 +322,7 @@ static int recv_progress(tcp_conn_t *c)
 /* A receive whose message already arrived completes at once, by a copy. */
 static int recv_from_unexp(tcp_conn_t *c, tcp_req_t *r)
 {
-    tp_msg_t *u = tp_kept_take(&c->kept, r->tag);
+    tp_msg_t *u = tp_kept_take(&c->kept, r->base.tag);
 
     return u != NULL ? unexp_deliver(c, u, r) : 1;
 }
@@ -394,10 +336,9 @@ int tcp_msg_post(tcp_conn_t *c, int dir, void *buf, size_t len, uint64_t tag, tc
         return c->state == TCP_CONN_FAILED ? c->err : -ENOTCONN;
     if (c->free_reqs == NULL || (buf == NULL && len != 0))
         return c->free_reqs == NULL ? -EAGAIN : -EINVAL;
-    r = c->free_reqs;
-    c->free_reqs = r->next;
+    r = tcp_req_of(tp_free_pop(&c->free_reqs));
     *r = (tcp_req_t){
-        .base.conn = &c->base, .conn = c, .buf = buf, .len = len, .tag = tag, .dir = dir};
+        .base = {.conn = &c->base, .tag = tag}, .conn = c, .buf = buf, .len = len, .dir = dir};
     if (dir == TCP_DIR_SEND) {
         /* The checksum is taken now: the caller must not change the buffer until done. */
         if (c->checksum) {
@@ -405,18 +346,18 @@ int tcp_msg_post(tcp_conn_t *c, int dir, void *buf, size_t len, uint64_t tag, tc
             h.crc = crc32c(0, buf, len);
         }
         tcp_hdr_encode(&h, r->hdr);
-        queue_push(&c->sendq, r);
+        tp_queue_push(&c->sendq, &r->base);
     } else {
         int rc = recv_from_unexp(c, r);
         if (rc > 0 && c->eof) {
             /* Nothing more comes: this receive fails, the messages kept stay for others. */
             DBG("NET", "receive of tag %#llx: the peer has closed the connection",
                 (unsigned long long)tag);
-            req_complete(r, -ECONNRESET);
+            tp_req_complete(&r->base, -ECONNRESET);
         } else if (rc < 0)
             tcp_conn_fail(c, rc);
         else if (rc > 0)
-            queue_push(&c->recvq, r);
+            tp_queue_push(&c->recvq, &r->base);
     }
     *r_p = r;
     return 0;

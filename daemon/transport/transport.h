@@ -21,10 +21,12 @@
 #ifndef HCCLD_TRANSPORT_TRANSPORT_H
 #define HCCLD_TRANSPORT_TRANSPORT_H
 
+#include <errno.h>
 #include <poll.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hccl/hccl.h"
 #include "transport/auth.h"
 
 typedef struct tp_listener tp_listener_t;
@@ -45,10 +47,17 @@ struct tp_conn {
 
 struct tp_req {
     tp_conn_t *conn;
+    /* The transport's bookkeeping (tp_queue.h); users only hold the request. */
+    tp_req_t *next; /* in one of its connection's queues or its free list */
+    uint64_t tag;
+    int done;
+    int status;
 };
 
 /* The node index of a peer that did not announce one (the accepting side of a connect). */
 #define TP_NODE_UNKNOWN UINT32_MAX
+/* Room for a connection's description (describe): "tcp", "rdma/mlx5_0:1". */
+#define TP_DESC_MAX 32
 /* Room for "ip:port" with an IPv6 address in brackets. */
 #define TP_ADDR_MAX 64
 
@@ -61,6 +70,8 @@ typedef int (*tp_key_lookup_fn)(void *ctx, const uint8_t job_id[AUTH_JOB_BYTES],
 
 struct transport_ops {
     const char *name;
+    /* The HcclResult of an op whose data went wrong on this transport (tp_result). */
+    int transfer_err;
     /* Binds ip:0 and writes the address peers connect to ("ip:port") into addr_out. */
     int (*listen)(const char *ip, tp_listener_t **l_p, char *addr_out, size_t cap);
     /* Readable when a connection is waiting for accept(). */
@@ -92,6 +103,9 @@ struct transport_ops {
     /* Marks the connection's traffic with a QoS class: DSCP for TCP (the traffic class / SL
      * for RDMA). 0, or a negative errno. */
     int (*set_dscp)(tp_conn_t *c, int dscp);
+    /* Names the transport and, where it has one, the device and port the connection uses
+     * ("tcp", "rdma/rxe0:1"), for hccld-ctl. */
+    void (*describe)(tp_conn_t *c, char *buf, size_t cap);
     /*
      * Withdraws a request not yet reported done (and frees it): its buffer is no longer
      * touched, so a connection that outlives its user (several comms share one) stays sound.
@@ -112,6 +126,27 @@ struct transport_ops {
 };
 
 extern const transport_ops_t tp_tcp;
+
+/*
+ * The HcclResult of an op whose transfer on transport ops failed with err (a negative errno):
+ * the peer went away or stopped answering gives HCCL_E_REMOTE (HCCL's "error CQE": a remote
+ * process or the network between), anything else (corrupt data, a malformed message, a local
+ * device error) the transport's own, HCCL_E_TCP_TRANSFER or HCCL_E_ROCE_TRANSFER.
+ */
+static inline int tp_result(const transport_ops_t *ops, int err)
+{
+    switch (-err) {
+    case ECONNRESET:
+    case ECONNABORTED:
+    case ECONNREFUSED:
+    case EPIPE:
+    case ENOTCONN:
+    case ETIMEDOUT:
+    case EHOSTUNREACH:
+    case ENETUNREACH: return HCCL_E_REMOTE;
+    default: return ops != NULL ? ops->transfer_err : HCCL_E_REMOTE;
+    }
+}
 
 /* The ops of a handle's own transport. */
 static inline int tp_listen_fd(tp_listener_t *l)
@@ -165,6 +200,11 @@ static inline int tp_poll_fds(tp_conn_t *c, struct pollfd *pfd, int max)
 static inline int tp_set_dscp(tp_conn_t *c, int dscp)
 {
     return c->ops->set_dscp(c, dscp);
+}
+
+static inline void tp_describe(tp_conn_t *c, char *buf, size_t cap)
+{
+    c->ops->describe(c, buf, cap);
 }
 
 static inline void tp_cancel(tp_req_t *r)

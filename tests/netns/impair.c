@@ -28,6 +28,18 @@ int impair_undrop_input(const topo_t *t, unsigned k, const char *probability)
     return drop_rule(t, k, "-D", probability);
 }
 
+int impair_block_tcp(const topo_t *t, unsigned k, const char *op, const char *keep)
+{
+    char out[1024];
+    int rc = topo_run(t->node[k], out, sizeof(out), "iptables", "-w", "5", op, "INPUT", "-i",
+                      "eth0", "-p", "tcp", "--syn", "!", "--dport", keep, "-j", "DROP", NULL);
+
+    if (rc != 0)
+        fprintf(stderr, "netns: iptables %s (TCP but port %s) in %s failed (status %d): %s\n", op,
+                keep, t->node[k], rc, out);
+    return rc == 0 ? 0 : -1;
+}
+
 int64_t impair_dropped(const topo_t *t, unsigned k)
 {
     char out[4096];

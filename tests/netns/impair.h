@@ -17,6 +17,10 @@ int impair_undrop_input(const topo_t *t, unsigned k, const char *probability);
 /* Packets dropped so far by impair_drop_input's rule on node k; -1 if unknown. */
 int64_t impair_dropped(const topo_t *t, unsigned k);
 
+/* Drops (op "-A") every new TCP connection to node k on eth0 but those to port keep (the
+ * daemons' control port), or stops that (op "-D"). */
+int impair_block_tcp(const topo_t *t, unsigned k, const char *op, const char *keep);
+
 /* A token bucket of the given rate ("1gbit") on both ends of every node's veth. */
 int impair_rate_limit(const topo_t *t, const char *rate);
 /* Bytes that the root qdisc of dev in namespace ns has sent; -1 if unknown. */

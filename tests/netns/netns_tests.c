@@ -259,7 +259,9 @@ START_TEST(test_rate_2x2)
 END_TEST
 
 /* Whether the log has a warning or error that names addr and a refusal. */
-static int log_has_refusal(const char *path, const char *addr)
+/* Whether some line of the log at path matches. */
+static int log_any(const char *path, int (*match)(const char *line, const char *arg),
+                   const char *arg)
 {
     char line[1024];
     FILE *f = fopen(path, "r");
@@ -268,10 +270,30 @@ static int log_has_refusal(const char *path, const char *addr)
     if (f == NULL)
         return 0;
     while (!found && fgets(line, sizeof(line), f) != NULL)
-        found = (strstr(line, " WARN ") || strstr(line, " ERROR ")) && strstr(line, addr) &&
-                (strstr(line, "refus") || strstr(line, "key"));
+        found = match(line, arg);
     fclose(f);
     return found;
+}
+
+static int has_text(const char *line, const char *text)
+{
+    return strstr(line, text) != NULL;
+}
+
+static int log_has(const char *path, const char *text)
+{
+    return log_any(path, has_text, text);
+}
+
+static int is_refusal(const char *line, const char *addr)
+{
+    return (strstr(line, " WARN ") || strstr(line, " ERROR ")) && strstr(line, addr) &&
+           (strstr(line, "refus") || strstr(line, "key"));
+}
+
+static int log_has_refusal(const char *path, const char *addr)
+{
+    return log_any(path, is_refusal, addr);
 }
 
 /* Whether the child is still running (without reaping it). */
@@ -487,6 +509,63 @@ START_TEST(test_stalled_link_recovers)
 }
 END_TEST
 
+/*
+ * Data connections that never form: node 1 drops every new TCP connection but those to the
+ * control port, so the job forms while node 2's data connection never arrives. The first op
+ * fails on node 1 with HCCL_E_TIMEOUT once HCCL_CONNECT_TIMEOUT has passed since the comm was
+ * formed (well before HCCL_EXEC_TIMEOUT), and node 1's daemon names the node it waited for;
+ * node 2, whose connect got nowhere, fails too (HCCL_E_TIMEOUT or HCCL_E_REMOTE).
+ */
+#define NOCONN_TIMEOUT_S 3
+#define NOCONN_WITHIN_S 12.0
+
+static int no_data_conn_rank(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+{
+    float x = 1, y = 0;
+    double t0 = mono_s();
+    HcclResult rc = HcclAllReduce(&x, &y, 1, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, NULL);
+    double took = mono_s() - t0;
+
+    (void)n;
+    (void)arg;
+    fprintf(stderr,
+            "netns: rank %u: the first op, with no data connection, failed with %d after "
+            "%.2f s\n",
+            r, rc, took);
+    if (took > NOCONN_WITHIN_S || (rc != HCCL_E_TIMEOUT && (r == 0 || rc != HCCL_E_REMOTE)))
+        return 1;
+    _exit(0); /* the comm is broken: the harness's destroy would only add noise */
+}
+
+START_TEST(test_no_data_connection_times_out)
+{
+    char *socks[2], secs[16], expect[128];
+    pid_t pids[2];
+    cluster_t c;
+
+    snprintf(secs, sizeof(secs), "%d", NOCONN_TIMEOUT_S);
+    setenv("HCCL_EXEC_TIMEOUT", "60", 1);
+    cluster_up(&c, 2);
+    ck_assert_int_eq(impair_block_tcp(&c.topo, 0, "-A", PORT), 0);
+    setenv("HCCL_CONNECT_TIMEOUT", secs, 1);
+    socks[0] = c.socks[0];
+    socks[1] = c.socks[1];
+    ck_assert_int_eq(harness_spawn_ranks_on(2, socks, no_data_conn_rank, NULL, RANK_TIMEOUT, pids),
+                     0);
+    int failed = harness_wait(pids, 2, RANK_TIMEOUT);
+    setenv("HCCL_CONNECT_TIMEOUT", "10", 1);
+    setenv("HCCL_EXEC_TIMEOUT", "20", 1);
+    snprintf(expect, sizeof(expect), "no data connection yet with node 1 (%s:", c.topo.addr[1]);
+    int named = log_has(c.logs[0], expect);
+    if (failed || !named)
+        dump_logs(&c);
+    ck_assert_msg(failed == 0, "%d ranks did not fail in time", failed);
+    ck_assert_msg(named, "node 1's daemon does not say it waited for node 2 ('%s')", expect);
+    ck_assert_int_eq(impair_block_tcp(&c.topo, 0, "-D", PORT), 0);
+    cluster_down(&c);
+}
+END_TEST
+
 START_TEST(test_lost_link_busy)
 {
     lost_link(0);
@@ -524,5 +603,6 @@ Suite *netns_suite(void)
     add(s, "lost_link_busy", test_lost_link_busy, 2 * RANK_TIMEOUT);
     add(s, "lost_link_idle", test_lost_link_idle, 2 * RANK_TIMEOUT);
     add(s, "stalled_link", test_stalled_link_recovers, 2 * RANK_TIMEOUT);
+    add(s, "no_data_connection", test_no_data_connection_times_out, 2 * RANK_TIMEOUT);
     return s;
 }

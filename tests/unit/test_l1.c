@@ -261,6 +261,52 @@ START_TEST(test_every_algorithm_over_tcp)
 }
 END_TEST
 
+/* A peer that goes away mid-collective: the run fails, names the transport of the failed
+ * transfer, and the op's result is HCCL_E_REMOTE; corrupt or malformed data on a link gives
+ * the transport's own error instead. */
+START_TEST(test_failed_transfer_result)
+{
+    enum { CNT = 1 << 16 };
+    mesh_t m;
+    sched_t sc;
+    l1_run_t *run;
+    int32_t *out = calloc(CNT, sizeof(int32_t)), *scratch;
+    int rc = 0;
+    double deadline = now_s() + 10;
+
+    ck_assert_int_eq(mesh_open(&m, 2), 0);
+    ck_assert_int_eq(algo_build(ALGO_RING, DESC_ALLREDUCE, 2, 0, 0, CNT, &sc), 0);
+    scratch = calloc(sc.scratch_elems + 1, sizeof(int32_t));
+    l1_args_t a = {.sched = &sc,
+                   .conns = m.c[0],
+                   .me = 0,
+                   .out = (uint8_t *)out,
+                   .scratch = (uint8_t *)scratch,
+                   .dtype = HCCL_DATA_TYPE_INT32,
+                   .redop = HCCL_REDUCE_SUM,
+                   .tag = 7};
+    ck_assert_int_eq(l1_start(&a, &run), 0);
+    ck_assert_ptr_null(l1_failed_transport(run));
+    tp_close(m.c[1][0]);
+    m.c[1][0] = NULL;
+    while (rc == 0 && now_s() < deadline)
+        rc = l1_progress(run);
+    ck_assert_int_lt(rc, 0);
+    ck_assert_ptr_eq(l1_failed_transport(run), &tp_tcp);
+    ck_assert_int_eq(tp_result(l1_failed_transport(run), rc), HCCL_E_REMOTE);
+    l1_free(run);
+    sched_free(&sc);
+    free(scratch);
+    free(out);
+    mesh_close(&m);
+
+    ck_assert_int_eq(tp_result(&tp_tcp, -EBADMSG), HCCL_E_TCP_TRANSFER);
+    ck_assert_int_eq(tp_result(&tp_tcp, -EPROTO), HCCL_E_TCP_TRANSFER);
+    ck_assert_int_eq(tp_result(&tp_tcp, -ETIMEDOUT), HCCL_E_REMOTE);
+    ck_assert_int_eq(tp_result(NULL, -EIO), HCCL_E_REMOTE);
+}
+END_TEST
+
 Suite *l1_suite(void)
 {
     Suite *s = suite_create("l1");
@@ -268,6 +314,7 @@ Suite *l1_suite(void)
 
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_every_algorithm_over_tcp);
+    tcase_add_test(tc, test_failed_transfer_result);
     suite_add_tcase(s, tc);
     return s;
 }
