@@ -54,6 +54,8 @@ COMMON_SRC := $(wildcard common/*.c)
 CLIENT_SRC := $(wildcard libclient/*.c)
 DAEMON_SRC := $(wildcard daemon/*.c daemon/*/*.c)
 UNIT_SRC   := $(wildcard tests/unit/*.c)
+# The conformance suite every transport passes (unit_tests: TCP; rdma_tests: RDMA).
+TP_TEST_SRC := $(wildcard tests/transport/*.c)
 ALGO_SRC   := $(wildcard daemon/algo/*.c)
 TP_SRC     := $(wildcard daemon/transport/*.c)
 INTEG_SRC  := $(wildcard tests/integration/*.c)
@@ -123,7 +125,7 @@ $(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(LIB_A)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(ALLLDFLAGS) $(call pc_libs,$(PKGS_CLIENT)) -lm
 
-$(UNIT_BIN): $(call obj,$(UNIT_SRC) $(ALGO_SRC) $(TP_SRC) daemon/exec/l1.c daemon/server/qos_conf.c daemon/server/daemon_conf.c daemon/sched/qos_sched.c tests/sim/sim.c) $(BUILD)/lib/libhcclcommon.a
+$(UNIT_BIN): $(call obj,$(UNIT_SRC) $(TP_TEST_SRC) $(ALGO_SRC) $(TP_SRC) daemon/exec/l1.c daemon/server/qos_conf.c daemon/server/daemon_conf.c daemon/sched/qos_sched.c tests/sim/sim.c) $(BUILD)/lib/libhcclcommon.a
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(ALLLDFLAGS) $(call pc_libs,$(PKGS_TEST) $(PKGS_CLIENT) libsodium inih libibverbs librdmacm) -lm
 
@@ -147,7 +149,7 @@ $(NETNS_BIN): $(call obj,$(NETNS_SRC) tests/integration/harness.c tests/integrat
 RDMA_TP_SRC    := $(wildcard daemon/transport/rdma*.c) daemon/transport/auth.c daemon/transport/tp_kept.c daemon/transport/tp_addr.c
 RDMA_TEST_BIN  := $(BUILD)/tests/rdma_tests
 RDMA_BENCH_BIN := $(BUILD)/tests/bench_rdma
-$(RDMA_TEST_BIN): $(call obj,tests/rdma/test_rdma.c tests/rdma/main.c $(RDMA_TP_SRC)) $(BUILD)/lib/libhcclcommon.a
+$(RDMA_TEST_BIN): $(call obj,tests/rdma/test_rdma.c tests/rdma/main.c $(TP_TEST_SRC) $(RDMA_TP_SRC)) $(BUILD)/lib/libhcclcommon.a
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(ALLLDFLAGS) $(call pc_libs,$(PKGS_TEST) libsodium libibverbs librdmacm) -lm
 $(RDMA_BENCH_BIN): $(call obj,tests/rdma/bench_rdma.c $(RDMA_TP_SRC)) $(BUILD)/lib/libhcclcommon.a
