@@ -42,6 +42,9 @@
 #                          defaults the last size is 32 MiB (8 x 4^11): BENCH_SEL_FACTOR=2
 #                          reaches 64 MiB at about twice the time
 #   BENCH_SEL_DAEMONS      sel: daemon counts [4 8]
+#   BENCH_SEL_ROUNDS       sel: every variant runs this many times, the variants taking turns;
+#                          each time is the median of its rounds [3] (one round's times of the
+#                          same algorithm, auto and forced, differ by 10-30% on this machine)
 #   BENCH_SELNS_RATE       selns: the tbf rate of every veth end [1gbit]
 #   BENCH_HIER_ITERS, BENCH_HIER_WARMUP
 #                          hier: iterations and warm-up of the 16 MiB allreduce [5, 1]
@@ -67,6 +70,7 @@ IPERF_PORT=${BENCH_IPERF_PORT:-5301}
 IPERF_STREAMS=4
 SEL_ITERS=${BENCH_SEL_ITERS:-3}
 SEL_SMALL_ITERS=${BENCH_SEL_SMALL_ITERS:-20}
+SEL_ROUNDS=${BENCH_SEL_ROUNDS:-3}
 SEL_SPLIT=${BENCH_SEL_SPLIT:-64K}
 SEL_MIN=${BENCH_SEL_MIN:-8}
 SEL_MAX=${BENCH_SEL_MAX:-64M}
@@ -455,7 +459,7 @@ sel_sweeps() {
 }
 
 part_sel() {
-    local coll n v sweep name iters sizes env
+    local coll n v sweep name iters sizes env round
     # Sizes are small here: a run that stops printing is hung, not slow.
     local STALL=$SEL_STALL
     sel_sweeps
@@ -466,28 +470,30 @@ part_sel() {
             # from elsewhere; a failed run gets the next one fresh daemons.
             name=${SEL_TAG:-sel}_${coll}_${n}d
             DAEMONS_OK=0
-            for sweep in small large; do
-                if [ "$sweep" = small ]; then
-                    sizes=$SEL_SMALL iters=$SEL_SMALL_ITERS
-                else
-                    sizes=$SEL_LARGE iters=$SEL_ITERS
-                fi
-                [ -n "$sizes" ] || continue
-                for v in auto $SEL_ALGOS; do
-                    if [ "$DAEMONS_OK" = 0 ]; then
-                        if ! start_daemons "$name" "$n" info; then
-                            failures=$((failures + 1))
-                            continue
-                        fi
-                        DAEMONS_OK=1
+            for ((round = 1; round <= SEL_ROUNDS; round++)); do
+                for sweep in small large; do
+                    if [ "$sweep" = small ]; then
+                        sizes=$SEL_SMALL iters=$SEL_SMALL_ITERS
+                    else
+                        sizes=$SEL_LARGE iters=$SEL_ITERS
                     fi
-                    env=()
-                    [ "$v" = auto ] || env=("HCCL_ALGO=level0:NA;level1:$v")
-                    # shellcheck disable=SC2086
-                    run "${name}_${v}_$sweep" env "${env[@]}" "$RUN" -n "$n" --daemons "$SOCKS" \
-                        -- "$PERF" -t "$coll" -d float -o sum $sizes -f "$SEL_FACTOR" \
-                        -n "$iters" -w "$WARMUP"
-                    [ "$RUN_OK" = 1 ] || DAEMONS_OK=0
+                    [ -n "$sizes" ] || continue
+                    for v in auto $SEL_ALGOS; do
+                        if [ "$DAEMONS_OK" = 0 ]; then
+                            if ! start_daemons "$name" "$n" info; then
+                                failures=$((failures + 1))
+                                continue
+                            fi
+                            DAEMONS_OK=1
+                        fi
+                        env=()
+                        [ "$v" = auto ] || env=("HCCL_ALGO=level0:NA;level1:$v")
+                        # shellcheck disable=SC2086
+                        run "${name}_${v}_${sweep}_r$round" env "${env[@]}" "$RUN" -n "$n" \
+                            --daemons "$SOCKS" -- "$PERF" -t "$coll" -d float -o sum $sizes \
+                            -f "$SEL_FACTOR" -n "$iters" -w "$WARMUP"
+                        [ "$RUN_OK" = 1 ] || DAEMONS_OK=0
+                    done
                 done
             done
             stop_daemons
@@ -540,8 +546,7 @@ print_sel() {
     {
         for v in auto $SEL_ALGOS; do
             i=$((i + 1))
-            extract "$i" "$RES/${tag}_${coll}_${n}d_${v}_small.txt" \
-                "$RES/${tag}_${coll}_${n}d_${v}_large.txt"
+            extract "$i" "$RES/${tag}_${coll}_${n}d_${v}"_{small,large}_r*.txt
         done
         # What daemon 0 logged for the automatic runs (not "forced by HCCL_ALGO"): "choice
         # ~BUCKET ALGO" from lines "COLL: allreduce of ~BUCKET bytes per block on N daemons:
@@ -551,7 +556,8 @@ print_sel() {
         sed -n -e "s/.*COLL: $coll of ~\([0-9]*\) bytes per block on [0-9]* daemons: \([^ ]*\) (predicted.*/choice ~\1 \2/p" \
             -e "s/.*COLL: comm [0-9]* seq [0-9]*: $coll, \([0-9]*\) B per node, [0-9]* nodes: \([^ ]*\) (predicted.*/choice =\1 \2/p" \
             "$RES/${tag}_${coll}_${n}d.hccld0.log" 2>/dev/null || true
-    } | awk -v coll="$coll" -v n="$n" -v algos="$SEL_ALGOS" -v chunk="$CHUNK" -v tag="$tag" '
+    } | awk -v coll="$coll" -v n="$n" -v algos="$SEL_ALGOS" -v chunk="$CHUNK" -v tag="$tag" \
+        -v rounds="$SEL_ROUNDS" '
         $1 == "choice" {
             # The algorithm logged most often for this piece size.
             k = ++votes[$2, $3]
@@ -560,13 +566,23 @@ print_sel() {
         }
         {
             # The faster of out of place and in place: the same algorithm twice, so a burst
-            # of load from elsewhere rarely spoils both.
-            t[$1, $2] = $4
-            if (num($6) && (!num($4) || $6 + 0 < $4 + 0)) t[$1, $2] = $6
+            # of load from elsewhere rarely spoils both. One such time per round.
+            x = $4
+            if (num($6) && (!num($4) || $6 + 0 < $4 + 0)) x = $6
+            if (num(x)) v[$1, $2, ++nv[$1, $2]] = x + 0
+            else if (!(($1, $2) in nv)) bad[$1, $2] = x
             if ($5 != "-") cnt[$2] = $5
             if (!($2 in seen)) { seen[$2] = 1; sizes[++ns] = $2 }
         }
-        function get(c, s) { return ((c, s) in t) ? t[c, s] : "-" }
+        # The median of the rounds (the lower middle one of an even count).
+        function get(c, s,   k, m, i, j, tmp, a) {
+            if (!((c, s) in nv)) return ((c, s) in bad) ? bad[c, s] : "-"
+            m = nv[c, s]
+            for (i = 1; i <= m; i++) a[i] = v[c, s, i]
+            for (i = 2; i <= m; i++)
+                for (j = i; j > 1 && a[j - 1] > a[j]; j--) { tmp = a[j]; a[j] = a[j - 1]; a[j - 1] = tmp }
+            return a[int((m + 1) / 2)]
+        }
         function num(x) { return x ~ /^[0-9.]+$/ }
         function fmt(x) { return num(x) ? sprintf("%.0f", x) : x }
         # The algorithm the daemon logged for the (full) pieces of this size: a piece has at
@@ -584,7 +600,7 @@ print_sel() {
         BEGIN { na = split(algos, name, " ") }
         END {
             where = tag == "selns" ? "in namespaces, tbf on every veth" : "on loopback"
-            printf "\n== %s fp32, %d daemons x 1 rank %s: time (us), best of out of place and in place; auto = the cost model ==\n", coll, n, where
+            printf "\n== %s fp32, %d daemons x 1 rank %s: time (us), best of out of place and in place, median of %d rounds; auto = the cost model ==\n", coll, n, where, rounds
             printf "%10s %9s", "size", "auto"
             for (a = 1; a <= na; a++) printf " %9s", name[a]
             printf " %9s %9s %10s\n", "best", "chose", "best/auto"
