@@ -29,6 +29,8 @@
 
 /* Receive completions carry this bit in wr_id; the low bits are the slot. */
 #define RDMA_WR_RECV (1ull << 32)
+/* The heartbeat's probe (rdma_post_probe): no slot. */
+#define RDMA_WR_PROBE (1ull << 33)
 /* Credits mean a SEND never finds the peer without a receive (RNR): a few retries turn such
  * a bug into an error instead of a hang (7 would retry forever). */
 #define RDMA_RNR_RETRY 6
@@ -107,6 +109,7 @@ struct rdma_conn {
     unsigned to_return;     /* our receive slots posted again, not announced to the peer yet */
     uint64_t rx_last_ns;    /* when the peer last sent anything */
     uint64_t probe_last_ns; /* when we last probed a silent peer (rdma_msg.c) */
+    int probe_out;          /* that probe is still on the QP */
     unsigned *free_send;
     unsigned nfree_send;
     rdma_req_t **send_last;  /* per send slot: the send whose last fragment it carries */
@@ -195,6 +198,9 @@ uint8_t *rdma_send_slot(rdma_conn_t *c, unsigned slot);
 uint8_t *rdma_recv_slot(rdma_conn_t *c, unsigned slot);
 int rdma_slot_recv(rdma_conn_t *c, unsigned slot);
 int rdma_slot_send(rdma_conn_t *c, unsigned slot, uint32_t bytes);
+/* A zero-length RDMA WRITE: it touches no memory and takes none of the peer's receives, but
+ * like any request it needs the peer's ACK, so a peer that is gone makes the QP fail. */
+int rdma_post_probe(rdma_conn_t *c);
 
 /* rdma_cq.c: completions. */
 /* Handles the completions in the CQ: how many, or a negative errno (the connection failed). */

@@ -39,6 +39,10 @@ static void wc_handle(rdma_conn_t *c, const struct ibv_wc *wc)
         wc_failed(c, wc);
         return;
     }
+    if (wc->wr_id & RDMA_WR_PROBE) {
+        c->probe_out = 0;
+        return;
+    }
     if (c->state == RDMA_ST_FAILED || slot >= c->depth)
         return;
     if (wc->wr_id & RDMA_WR_RECV)

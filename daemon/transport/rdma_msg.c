@@ -14,8 +14,9 @@
  *
  * Heartbeat: a peer that dies without a word (its machine, its link) is noticed only by a SEND
  * that gets no ACK: RC retries HCCL_RDMA_RETRY_CNT times, HCCL_RDMA_TIMEOUT apart, then the
- * QP fails. A side that waits for a message and has nothing on the wire probes a peer silent
- * for HCCLD_HEARTBEAT_S with a CREDIT message, so the wait ends in an error instead of a hang.
+ * QP fails. A side that waits for a message, or for credits to send one, and has nothing on
+ * the wire probes a peer silent for HCCLD_HEARTBEAT_S with an RDMA WRITE of nothing (which
+ * needs no credit), so the wait ends in an error instead of a hang.
  * A peer whose daemon is stuck while its machine lives still ACKs: HCCL_EXEC_TIMEOUT is for
  * that, as on TCP.
  */
@@ -153,13 +154,15 @@ static int send_fragment(rdma_conn_t *c)
     return post_msg(c, &h, payload, r);
 }
 
-/* Waiting for the peer with nothing of ours on the wire, and the peer silent for a while. The
- * probe uses a credit that data could use (never the one kept for credit returns). */
+/* Waiting for the peer (for a message, or for credits to send one) with nothing of ours on
+ * the wire, and the peer silent for a while. */
 static int probe_due(rdma_conn_t *c)
 {
     uint64_t now, hb = rdma_env()->heartbeat_ns;
+    int waiting =
+        c->recvq.head != NULL || c->rx_active || (c->sendq.head != NULL && c->credits < 2);
 
-    if ((c->recvq.head == NULL && !c->rx_active) || c->nfree_send < c->depth || c->credits < 2)
+    if (!waiting || c->nfree_send < c->depth || c->probe_out)
         return 0;
     now = now_ns();
     if (now - c->rx_last_ns < hb || now - c->probe_last_ns < hb)
@@ -177,9 +180,10 @@ int rdma_tx_progress(rdma_conn_t *c)
     while (c->sendq.head != NULL && c->credits >= 2 && c->nfree_send > 0)
         if ((rc = send_fragment(c)) != 0)
             return rc;
-    if ((c->to_return >= credit_threshold(c) && c->credits >= 1 && c->nfree_send > 0) ||
-        probe_due(c))
+    if (c->to_return >= credit_threshold(c) && c->credits >= 1 && c->nfree_send > 0)
         return rdma_send_ctrl(c, RDMA_MSG_CREDIT, NULL, 0);
+    if (probe_due(c))
+        return rdma_post_probe(c);
     return 0;
 }
 

@@ -80,12 +80,21 @@ static int qp_move(rdma_conn_t *c, enum ibv_qp_state state,
     return 0;
 }
 
+/* The probe is an RDMA WRITE of nothing: the QP must accept WRITEs. No memory region allows
+ * remote access, so nothing can be written for real. */
+static void adjust_init(rdma_conn_t *c, struct ibv_qp_attr *a, int *mask)
+{
+    (void)c;
+    a->qp_access_flags |= IBV_ACCESS_REMOTE_WRITE;
+    *mask |= IBV_QP_ACCESS_FLAGS;
+}
+
 static int qp_init(rdma_conn_t *c)
 {
     struct ibv_qp_init_attr ia = {
         .send_cq = c->cq,
         .recv_cq = c->cq,
-        .cap = {.max_send_wr = c->depth,
+        .cap = {.max_send_wr = c->depth + 1, /* the slots' SENDs and a probe */
                 .max_recv_wr = c->depth,
                 .max_send_sge = 1,
                 .max_recv_sge = 1},
@@ -96,7 +105,7 @@ static int qp_init(rdma_conn_t *c)
     c->qp = ibv_create_qp(c->pd, &ia);
     if (c->qp == NULL)
         return verbs_err(c, "ibv_create_qp()", errno);
-    return qp_move(c, IBV_QPS_INIT, NULL);
+    return qp_move(c, IBV_QPS_INIT, adjust_init);
 }
 
 /* The slots and their bookkeeping; the pages are touched now, not on the first message. */
@@ -227,6 +236,18 @@ int rdma_slot_recv(rdma_conn_t *c, unsigned slot)
     int rc = ibv_post_recv(c->qp, &wr, &bad);
 
     return rc == 0 ? 0 : verbs_err(c, "ibv_post_recv()", rc);
+}
+
+int rdma_post_probe(rdma_conn_t *c)
+{
+    struct ibv_send_wr wr = {.wr_id = RDMA_WR_PROBE, .num_sge = 0, .opcode = IBV_WR_RDMA_WRITE},
+                       *bad;
+    int rc = ibv_post_send(c->qp, &wr, &bad);
+
+    if (rc != 0)
+        return verbs_err(c, "ibv_post_send() of a probe", rc);
+    c->probe_out = 1;
+    return 0;
 }
 
 int rdma_slot_send(rdma_conn_t *c, unsigned slot, uint32_t bytes)

@@ -195,6 +195,25 @@ static int ports_active(long long ms)
     return -1;
 }
 
+/* Tests that change the network run in the guest only; elsewhere they say so and pass. */
+static int in_guest(const char *test)
+{
+    const char *vm = getenv("HCCLD_VM");
+
+    if (vm != NULL && strcmp(vm, "1") == 0)
+        return 1;
+    printf("rdma: %s skipped (it changes the network: guest only)\n", test);
+    return 0;
+}
+
+/* HCCL_RDMA_TIMEOUT and HCCL_RDMA_RETRY_CNT short, so that a lost peer shows within a second. */
+static void short_retries(void)
+{
+    setenv("HCCL_RDMA_TIMEOUT", "14", 1); /* 4.096 us << 14: 67 ms */
+    setenv("HCCL_RDMA_RETRY_CNT", "3", 1);
+    setenv("HCCLD_HEARTBEAT_S", "1", 1);
+}
+
 /*
  * A peer that goes silent without a word (its link goes down: no disconnect gets through) while
  * a receive waits for it: the heartbeat's probe finds no ACK and the receive fails, in bounded
@@ -208,13 +227,9 @@ START_TEST(test_silent_peer)
     long long t0;
     pair_t p;
 
-    if (getenv("HCCLD_VM") == NULL || strcmp(getenv("HCCLD_VM"), "1") != 0) {
-        printf("rdma: test_silent_peer skipped (it takes a link down: guest only)\n");
+    if (!in_guest("test_silent_peer"))
         return;
-    }
-    setenv("HCCL_RDMA_TIMEOUT", "14", 1); /* 4.096 us << 14: 67 ms */
-    setenv("HCCL_RDMA_RETRY_CNT", "3", 1);
-    setenv("HCCLD_HEARTBEAT_S", "1", 1);
+    short_retries();
     pair_ready(&p);
     ck_assert_int_eq(tp->irecv(p.c, b, sizeof(b), NULL, 1, &r), 0);
     ck_assert_int_eq(sh("ip link set veth0 down"), 0);
@@ -231,6 +246,55 @@ START_TEST(test_silent_peer)
 }
 END_TEST
 
+/*
+ * The same for a side that waits to send: the receiver takes nothing (its budget for early
+ * messages is full), so the sender holds messages back for want of credits, with nothing on
+ * the wire. When the link goes down, its probe (an RDMA WRITE of nothing, which needs no
+ * credit) gets no ACK, and the sends fail in bounded time instead of waiting for ever.
+ */
+START_TEST(test_starved_silent_peer)
+{
+    enum { M = 60, LEN = 64 * 1024 };
+    uint8_t *src = pattern((size_t)M * LEN, 17);
+    tp_req_t *r[M], *left[M], *probe;
+    int status[M], done[M] = {0}, pdone = 0, n = 0;
+    long long t0;
+    pair_t p;
+
+    if (!in_guest("test_starved_silent_peer"))
+        return;
+    short_retries();
+    setenv("HCCLD_RDMA_UNEXPECTED", "1048576", 1);
+    pair_ready(&p);
+    for (int i = 0; i < M; i++)
+        ck_assert_int_eq(tp->isend(p.c, src + (size_t)i * LEN, LEN, NULL, 42, &r[i]), 0);
+    /* Both sides driven (the receiver through a receive of another tag) until it is full. */
+    ck_assert_int_eq(tp->irecv(p.a, src, 0, NULL, 7777, &probe), 0);
+    for (long long end = now_ms() + 3000; now_ms() < end;) {
+        drive(&p, r, M, done, 100);
+        drive(&p, &probe, 1, &pdone, 100);
+    }
+    tp->cancel(probe);
+    for (int i = 0; i < M; i++)
+        if (!done[i])
+            left[n++] = r[i];
+    printf("rdma: starved sender: %d of %d sends wait for credits\n", n, M);
+    ck_assert_int_gt(n, 0);
+    ck_assert_int_eq(sh("ip link set veth0 down"), 0);
+    t0 = now_ms();
+    int waited = wait_all(&p, left, n, status);
+    printf("rdma: link down: the starved sends ended with %d after %lld ms\n", status[0],
+           now_ms() - t0);
+    ck_assert_int_eq(sh("ip link set veth0 up"), 0);
+    ck_assert_int_eq(waited, 0);
+    for (int i = 0; i < n; i++)
+        ck_assert_int_lt(status[i], 0);
+    ck_assert_int_eq(ports_active(30000), 0);
+    free(src);
+    pair_close(&p);
+}
+END_TEST
+
 /* RDMA devices, but none on this address (one on lo, which rxe does not serve): -ENODEV, and
  * a log line naming the address. Guest only: it adds an address. */
 START_TEST(test_no_device_for_address)
@@ -240,10 +304,8 @@ START_TEST(test_no_device_for_address)
     tp_conn_t *c = NULL;
     int rc_l, rc_c;
 
-    if (getenv("HCCLD_VM") == NULL || strcmp(getenv("HCCLD_VM"), "1") != 0) {
-        printf("rdma: test_no_device_for_address skipped (it adds an address: guest only)\n");
+    if (!in_guest("test_no_device_for_address"))
         return;
-    }
     ck_assert_int_eq(sh("ip addr add 10.78.0.1/32 dev lo"), 0);
     rc_l = tp->listen("10.78.0.1", &l, addr, sizeof(addr));
     rc_c = tp_rdma_connect_from("10.78.0.1", "10.77.0.1:4791", the_job.id, the_job.key, 1, &c);
@@ -308,8 +370,9 @@ Suite *rdma_suite(void)
     tcase_add_test(tc, test_flow_control);
     tcase_add_test(tc, test_set_dscp);
     tcase_add_test(tc, test_no_device_for_address);
-    /* Last: it takes a link down (and up again). */
+    /* Last: they take a link down (and up again). */
     tcase_add_test(tc, test_silent_peer);
+    tcase_add_test(tc, test_starved_silent_peer);
     suite_add_tcase(s, tc);
     return s;
 }
