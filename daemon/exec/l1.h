@@ -37,7 +37,7 @@ typedef struct l1_args {
 int l1_start(const l1_args_t *a, l1_run_t **r_p);
 /* 1 when done, 0 while transfers are pending, or a negative errno (the run stops). */
 int l1_progress(l1_run_t *r);
-/* After l1_progress failed: the transport whose transfer failed (for tp_result), or NULL. */
+/* After l1_progress failed: the transport whose transfer failed (for xfer_result), or NULL. */
 const transport_ops_t *l1_failed_transport(const l1_run_t *r);
 /* The fds to wait on for progress; returns how many were written. */
 int l1_poll_fds(l1_run_t *r, struct pollfd *pfd, int max);

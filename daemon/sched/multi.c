@@ -18,6 +18,7 @@
 #include "reduce.h"
 #include "sched/engine_int.h"
 #include "sched/multi_tag.h"
+#include "sched/xfer_result.h"
 
 /* Elements of one node block, of IN and of the layout, for the level-1 op of piece d. */
 static uint64_t node_count(const eng_multi_t *mu, const desc_t *d)
@@ -330,7 +331,7 @@ int multi_coll_progress(engine_t *eng, eng_comm_t *c)
         scatter_out(c, &mu->d0);
         c->prof.l0_ns += now_ns() - t_end;
     }
-    int status = rc == 1 ? HCCL_SUCCESS : tp_result(l1_failed_transport(mu->run), rc);
+    int status = rc == 1 ? HCCL_SUCCESS : xfer_result(l1_failed_transport(mu->run), rc);
     multi_end(c);
     coll_finish(eng, c, status);
     if (rc < 0)

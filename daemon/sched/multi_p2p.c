@@ -17,6 +17,7 @@
 #include "log.h"
 #include "sched/engine_int.h"
 #include "sched/multi_tag.h"
+#include "sched/xfer_result.h"
 
 /* One posted transfer; its descriptor is out of the member's queue. */
 struct p2p_flight {
@@ -131,7 +132,7 @@ static int test_flights(engine_t *eng, eng_comm_t *c)
         cqe_t e = {.tag = f->d.tag,
                    .status = rc == 0         ? HCCL_SUCCESS
                              : rc == -EPROTO ? HCCL_E_PARA
-                                             : tp_result(ops, rc)};
+                                             : xfer_result(ops, rc)};
         prof_cqe(&e, &prof, f->t_in);
         if (c->m[f->local].s != NULL)
             session_post(eng, c->m[f->local].s, &e);

@@ -176,7 +176,7 @@ static void rtp_close(tp_conn_t *c)
 
 const transport_ops_t tp_rdma = {
     .name = "rdma",
-    .transfer_err = HCCL_E_ROCE_TRANSFER,
+    .kind = TP_KIND_RDMA,
     .listen = rdma_tp_listen,
     .listen_fd = rdma_tp_listen_fd,
     .accept = rdma_tp_accept,

@@ -296,7 +296,7 @@ static void tcp_close(tp_conn_t *base)
 
 const transport_ops_t tp_tcp = {
     .name = "tcp",
-    .transfer_err = HCCL_E_TCP_TRANSFER,
+    .kind = TP_KIND_TCP,
     .listen = tcp_listen,
     .listen_fd = tcp_listen_fd,
     .accept = tcp_accept,

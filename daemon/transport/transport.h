@@ -26,7 +26,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "hccl/hccl.h"
 #include "transport/auth.h"
 
 typedef struct tp_listener tp_listener_t;
@@ -70,8 +69,7 @@ typedef int (*tp_key_lookup_fn)(void *ctx, const uint8_t job_id[AUTH_JOB_BYTES],
 
 struct transport_ops {
     const char *name;
-    /* The HcclResult of an op whose data went wrong on this transport (tp_result). */
-    int transfer_err;
+    enum tp_kind { TP_KIND_TCP, TP_KIND_RDMA } kind;
     /* Binds ip:0 and writes the address peers connect to ("ip:port") into addr_out. */
     int (*listen)(const char *ip, tp_listener_t **l_p, char *addr_out, size_t cap);
     /* Readable when a connection is waiting for accept(). */
@@ -127,13 +125,9 @@ struct transport_ops {
 
 extern const transport_ops_t tp_tcp;
 
-/*
- * The HcclResult of an op whose transfer on transport ops failed with err (a negative errno):
- * the peer went away or stopped answering gives HCCL_E_REMOTE (HCCL's "error CQE": a remote
- * process or the network between), anything else (corrupt data, a malformed message, a local
- * device error) the transport's own, HCCL_E_TCP_TRANSFER or HCCL_E_ROCE_TRANSFER.
- */
-static inline int tp_result(const transport_ops_t *ops, int err)
+/* Whether a transfer that failed with err (a negative errno) failed because the peer went
+ * away or stopped answering, rather than because data or the link went wrong. */
+static inline int tp_peer_gone(int err)
 {
     switch (-err) {
     case ECONNRESET:
@@ -143,8 +137,8 @@ static inline int tp_result(const transport_ops_t *ops, int err)
     case ENOTCONN:
     case ETIMEDOUT:
     case EHOSTUNREACH:
-    case ENETUNREACH: return HCCL_E_REMOTE;
-    default: return ops != NULL ? ops->transfer_err : HCCL_E_REMOTE;
+    case ENETUNREACH: return 1;
+    default: return 0;
     }
 }
 

@@ -10,6 +10,7 @@
 
 #include "exec/l1.h"
 #include "hccl/hccl.h"
+#include "sched/xfer_result.h"
 #include "shm.h"
 #include "test_list.h"
 
@@ -293,17 +294,17 @@ START_TEST(test_failed_transfer_result)
         rc = l1_progress(run);
     ck_assert_int_lt(rc, 0);
     ck_assert_ptr_eq(l1_failed_transport(run), &tp_tcp);
-    ck_assert_int_eq(tp_result(l1_failed_transport(run), rc), HCCL_E_REMOTE);
+    ck_assert_int_eq(xfer_result(l1_failed_transport(run), rc), HCCL_E_REMOTE);
     l1_free(run);
     sched_free(&sc);
     free(scratch);
     free(out);
     mesh_close(&m);
 
-    ck_assert_int_eq(tp_result(&tp_tcp, -EBADMSG), HCCL_E_TCP_TRANSFER);
-    ck_assert_int_eq(tp_result(&tp_tcp, -EPROTO), HCCL_E_TCP_TRANSFER);
-    ck_assert_int_eq(tp_result(&tp_tcp, -ETIMEDOUT), HCCL_E_REMOTE);
-    ck_assert_int_eq(tp_result(NULL, -EIO), HCCL_E_REMOTE);
+    ck_assert_int_eq(xfer_result(&tp_tcp, -EBADMSG), HCCL_E_TCP_TRANSFER);
+    ck_assert_int_eq(xfer_result(&tp_tcp, -EPROTO), HCCL_E_TCP_TRANSFER);
+    ck_assert_int_eq(xfer_result(&tp_tcp, -ETIMEDOUT), HCCL_E_REMOTE);
+    ck_assert_int_eq(xfer_result(NULL, -EIO), HCCL_E_REMOTE);
 }
 END_TEST
 
