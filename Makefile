@@ -76,7 +76,7 @@ SIM_BIN    := $(BUILD)/tests/sim_all
 NETNS_SRC  := $(wildcard tests/netns/*.c)
 NETNS_BIN  := $(BUILD)/tests/netns_tests
 
-.PHONY: all test test-unit test-integration test-netns test-rdma test-tsan soak demo bench bench-multinode bench-qos \
+.PHONY: all test test-unit test-integration test-netns test-rdma test-tsan soak demo bench bench-multinode bench-qos bench-stripes \
 	install clean \
 	format-check
 all: $(BIN_HCCLD) $(BIN_TOOLS) $(LIB_SO) $(LIB_A) $(LIB_PC)
@@ -196,6 +196,9 @@ bench: all
 
 bench-qos: all
 	./bench/qos.sh $(BUILD)
+
+bench-stripes: all
+	./bench/stripes.sh $(BUILD)
 
 bench-multinode: all
 	HCCLD_DEPS_BENCH=1 ./scripts/install-deps.sh

@@ -22,6 +22,7 @@
 #include "sched/engine_int.h"
 #include "sched/multi_tag.h"
 #include "transport/rdma.h"
+#include "transport/tp_stripe.h"
 
 _Static_assert(ENGINE_ADDR_MAX == TP_ADDR_MAX, "data addresses have one size");
 
@@ -193,6 +194,37 @@ static void link_put(engine_t *eng, eng_link_t *l)
  * sleep for a long time; a connection then waits at most this long). */
 #define ACCEPT_EVERY_NS 20000000ull
 
+/* A stripe (k of n) of a connection from node peer finished its handshake (tp_stripe.h): it
+ * joins the striped connection gathering that node's stripes for its job, a new entry right
+ * after a if this is the first. a itself is done with (its caller frees it). */
+static void stripe_gather(engine_t *eng, eng_accept_t *a, uint32_t peer, unsigned k, unsigned n)
+{
+    eng_accept_t *b;
+
+    for (b = eng->accepting; b != NULL; b = b->next)
+        if (b != a && tp_stripe_gathering(b->conn) == peer &&
+            memcmp(b->job_id, a->job_id, AUTH_JOB_BYTES) == 0)
+            break;
+    if (b == NULL) {
+        tp_conn_t *s = peer != TP_NODE_UNKNOWN ? tp_stripe_new(n, peer) : NULL;
+        if (s == NULL || (b = calloc(1, sizeof(*b))) == NULL) {
+            WARN("NET", "striped data connection from node %u: no memory; closed", peer);
+            tp_close(s);
+            tp_close(a->conn);
+            return;
+        }
+        *b = (eng_accept_t){.eng = eng, .conn = s, .known = 1, .since_ns = a->since_ns};
+        memcpy(b->job_id, a->job_id, AUTH_JOB_BYTES);
+        b->next = a->next;
+        a->next = b;
+    }
+    if (tp_stripe_add(b->conn, k, n, a->conn) != 0)
+        WARN("NET",
+             "data connection from node %u announces stripe %u of %u, which does not fit "
+             "the others; closed",
+             peer, k, n);
+}
+
 /* Takes new connections and hands those whose handshake finished to their comm. */
 void multi_accept(engine_t *eng)
 {
@@ -222,7 +254,14 @@ void multi_accept(engine_t *eng)
     for (eng_accept_t **pp = &eng->accepting; (a = *pp) != NULL;) {
         int st = tp_conn_state(a->conn);
         eng_comm_t *c = st == 1 ? comm_by_job(eng, a->job_id) : NULL;
-        uint32_t peer = tp_conn_peer_node(a->conn);
+        unsigned k, n;
+        uint32_t peer = tp_stripe_parse(tp_conn_peer_node(a->conn), &k, &n);
+        if (st == 1 && n > 1) {
+            stripe_gather(eng, a, peer, k, n);
+            *pp = a->next;
+            free(a);
+            continue;
+        }
         /* Authenticated for a job whose comm is not created here yet: hold it a while. */
         if (st == 0 || (st == 1 && c == NULL && now_ns() - a->since_ns < EXPECT_NS &&
                         expected_key(eng, a->job_id) != NULL)) {
@@ -515,15 +554,16 @@ static int pair_rdma(const engine_t *eng, const eng_multi_t *mu, uint32_t i)
            mu->rdma_addrs[i][0] != '\0';
 }
 
-/* Opens the data connection to lower node i over the pair's transport. RDMA connects from
- * this node's own RDMA address: the route to a local address (two daemons on one host) would
- * otherwise stay inside the device that owns it. */
-static int link_connect(engine_t *eng, eng_multi_t *mu, uint32_t i, tp_conn_t **conn)
+/* Opens one connection to lower node i over the pair's transport, announcing `announce` (our
+ * index, or a stripe of it). RDMA connects from this node's own RDMA address: the route to a
+ * local address (two daemons on one host) would otherwise stay inside the device that owns it. */
+static int link_connect_one(engine_t *eng, eng_multi_t *mu, uint32_t i, uint32_t announce,
+                            tp_conn_t **conn)
 {
     char src[TP_ADDR_MAX], *colon;
 
     if (!pair_rdma(eng, mu, i))
-        return tp_tcp.connect(mu->addrs[i], mu->job_id, mu->key, mu->me, conn);
+        return tp_tcp.connect(mu->addrs[i], mu->job_id, mu->key, announce, conn);
     snprintf(src, sizeof(src), "%s", mu->rdma_addrs[mu->me]);
     if ((colon = strrchr(src, ':')) != NULL)
         *colon = '\0';
@@ -531,8 +571,34 @@ static int link_connect(engine_t *eng, eng_multi_t *mu, uint32_t i, tp_conn_t **
         colon[-1] = '\0';
         memmove(src, src + 1, strlen(src));
     }
-    INFO("NET", "data connection to node %u: rdma %s (from %s)", i, mu->rdma_addrs[i], src);
-    return tp_rdma_connect_from(src, mu->rdma_addrs[i], mu->job_id, mu->key, mu->me, conn);
+    return tp_rdma_connect_from(src, mu->rdma_addrs[i], mu->job_id, mu->key, announce, conn);
+}
+
+/* Opens the data connection to lower node i: striped over HCCL_RDMA_QPS_PER_CONNECTION QPs
+ * or HCCLD_TCP_NSOCKS sockets where those ask for more than one (tp_stripe.h). */
+static int link_connect(engine_t *eng, eng_multi_t *mu, uint32_t i, tp_conn_t **conn)
+{
+    tp_conn_t *subs[TP_STRIPE_MAX];
+    uint32_t threshold;
+    int rdma = pair_rdma(eng, mu, i);
+    unsigned n = tp_stripe_count(rdma ? TP_KIND_RDMA : TP_KIND_TCP, &threshold);
+
+    if (mu->nnodes > TP_STRIPE_NODE_MAX)
+        n = 1;
+    if (rdma)
+        INFO("NET", "data connection to node %u: rdma %s (from %s)%s", i, mu->rdma_addrs[i],
+             mu->rdma_addrs[mu->me], n > 1 ? ", striped" : "");
+    if (n <= 1)
+        return link_connect_one(eng, mu, i, mu->me, conn);
+    INFO("NET", "data connection to node %u: %u stripes, at least %u B of a message each", i, n,
+         threshold);
+    for (unsigned k = 0; k < n; k++)
+        if (link_connect_one(eng, mu, i, tp_stripe_announce(mu->me, k, n), &subs[k]) != 0) {
+            while (k > 0)
+                tp_close(subs[--k]);
+            return -ECONNREFUSED;
+        }
+    return tp_stripe_wrap(subs, n, threshold, conn);
 }
 
 /* Connects to every lower node the child does not share a connection with. With

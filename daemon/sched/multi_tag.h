@@ -12,6 +12,9 @@
  *           send/recv:  sender rank << 16 | receiver rank (comm ranks, below 65536)
  *           abort notice: 0 (multi_abort.c)
  *
+ * All ones (class 3 with low bits not 0) is the transport's own: a striped connection's hello
+ * (transport/tp_stripe.c).
+ *
  * Job ids are BLAKE2b outputs or random bytes, so two comms on one connection get the same 30
  * bits with a probability of about 2^-30 per pair; a child that would share a connection with
  * a comm of the same bits is refused at creation rather than allowed to cross (multi_conn.c).

@@ -110,6 +110,8 @@ struct rdma_conn {
     uint64_t rx_last_ns;    /* when the peer last sent anything */
     uint64_t probe_last_ns; /* when we last probed a silent peer (rdma_msg.c) */
     int probe_out;          /* that probe is still on the QP */
+    uint64_t tx_moved_ns;   /* with work requests on the send queue: when one last completed, or
+                             * the first was posted (rdma_msg.c's stall check) */
     unsigned *free_send;
     unsigned nfree_send;
     rdma_req_t **send_last;  /* per send slot: the send whose last fragment it carries */
@@ -130,6 +132,12 @@ struct rdma_conn {
     tp_req_t *free_reqs;
     rdma_req_t reqs[RDMA_MAX_REQS];
 };
+
+/* Work requests of ours are on the send queue. */
+static inline int rdma_tx_busy(const rdma_conn_t *c)
+{
+    return c->nfree_send < c->depth || c->probe_out;
+}
 
 static inline rdma_conn_t *rdma_conn_of(tp_conn_t *c)
 {

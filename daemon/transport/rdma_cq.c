@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "futex.h"
 #include "log.h"
 #include "transport/rdma_conn.h"
 
@@ -39,6 +40,8 @@ static void wc_handle(rdma_conn_t *c, const struct ibv_wc *wc)
         wc_failed(c, wc);
         return;
     }
+    if (!(wc->wr_id & RDMA_WR_RECV))
+        c->tx_moved_ns = now_ns();
     if (wc->wr_id & RDMA_WR_PROBE) {
         c->probe_out = 0;
         return;

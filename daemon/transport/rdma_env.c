@@ -57,13 +57,13 @@ static void env_read(void)
     /* 0 would mean "wait forever" for an ACK: a dead peer would hang its requests. */
     e->timeout = (uint8_t)get_u64("HCCL_RDMA_TIMEOUT", 20, 1, 31);
     e->retry_cnt = (uint8_t)get_u64("HCCL_RDMA_RETRY_CNT", 7, 1, 7);
-    /* Striping over several QPs does not exist: say so once rather than ignore the setting. */
-    if (get_u64("HCCL_RDMA_QPS_PER_CONNECTION", 1, 1, 64) > 1)
-        WARN("NET", "HCCL_RDMA_QPS_PER_CONNECTION > 1: striping is not implemented, using 1 QP");
     e->depth = (unsigned)get_u64("HCCLD_RDMA_DEPTH", 16, RDMA_DEPTH_MIN, RDMA_DEPTH_MAX);
     e->slot = (uint32_t)get_size("HCCLD_RDMA_SLOT", 64u << 10, RDMA_SLOT_MIN, RDMA_SLOT_MAX);
     e->unexpected = (size_t)get_size("HCCLD_RDMA_UNEXPECTED", 256ull << 20, 1ull << 20, 1ull << 40);
     e->heartbeat_ns = get_u64("HCCLD_HEARTBEAT_S", 1, 1, 3600) * 1000000000ull;
+    /* The QP's own budget: retry_cnt + 1 tries, each waiting 4.096 us << timeout for an ACK.
+     * Twice that, and a heartbeat more, before the send queue counts as stalled. */
+    e->stall_ns = 2 * (4096ull << e->timeout) * (e->retry_cnt + 1u) + e->heartbeat_ns;
 }
 
 const rdma_env_t *rdma_env(void)

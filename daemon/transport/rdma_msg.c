@@ -19,6 +19,11 @@
  * needs no credit), so the wait ends in an error instead of a hang.
  * A peer whose daemon is stuck while its machine lives still ACKs: HCCL_EXEC_TIMEOUT is for
  * that, as on TCP.
+ *
+ * Stall: a send queue whose work requests see no completion, good or bad, for twice the QP's
+ * whole retry budget (and a heartbeat) fails the connection as a peer gone (-ETIMEDOUT). A
+ * device is supposed to end them itself, but soft-RoCE whose own link is down retries such a
+ * send forever without ever starting its ACK timer, and the wait would hang.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -203,6 +208,24 @@ void rdma_tx_done(rdma_conn_t *c, unsigned slot)
     tp_req_complete(tp_queue_pop(&c->sentq), 0);
 }
 
+/* After the CQ was polled: a completion that came while the daemon was descheduled counts. */
+static void stall_check(rdma_conn_t *c)
+{
+    const rdma_env_t *e = rdma_env();
+    uint64_t quiet;
+
+    if (c->state != RDMA_ST_READY || c->eof || !rdma_tx_busy(c))
+        return;
+    quiet = now_ns() - c->tx_moved_ns;
+    if (quiet > e->stall_ns)
+        rdma_conn_fail(c, -ETIMEDOUT, LOG_ERROR,
+                       "no send work completion for %.1f s, though the QP's retries "
+                       "(HCCL_RDMA_TIMEOUT=%u, HCCL_RDMA_RETRY_CNT=%u) end within %.1f s: the "
+                       "device no longer sends (its link down?)",
+                       (double)quiet / 1e9, e->timeout, e->retry_cnt,
+                       (double)(4096ull << e->timeout) * (e->retry_cnt + 1u) / 1e9);
+}
+
 int rdma_msg_progress(rdma_conn_t *c)
 {
     int n;
@@ -222,6 +245,7 @@ int rdma_msg_progress(rdma_conn_t *c)
     /* After the CQ: what the peer sent before it left has been taken by now. */
     if (c->peer_gone && !c->eof && c->state == RDMA_ST_READY)
         rdma_conn_eof(c);
+    stall_check(c);
     (void)rdma_tx_progress(c);
     return c->state == RDMA_ST_FAILED ? c->err : 0;
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "futex.h"
 #include "log.h"
 #include "transport/rdma_conn.h"
 #include "transport/rdma_env.h"
@@ -242,7 +243,11 @@ int rdma_post_probe(rdma_conn_t *c)
 {
     struct ibv_send_wr wr = {.wr_id = RDMA_WR_PROBE, .num_sge = 0, .opcode = IBV_WR_RDMA_WRITE},
                        *bad;
-    int rc = ibv_post_send(c->qp, &wr, &bad);
+    int rc;
+
+    if (!rdma_tx_busy(c))
+        c->tx_moved_ns = now_ns();
+    rc = ibv_post_send(c->qp, &wr, &bad);
 
     if (rc != 0)
         return verbs_err(c, "ibv_post_send() of a probe", rc);
@@ -256,7 +261,11 @@ int rdma_slot_send(rdma_conn_t *c, unsigned slot, uint32_t bytes)
         .addr = (uintptr_t)rdma_send_slot(c, slot), .length = bytes, .lkey = c->mr->lkey};
     struct ibv_send_wr wr = {.wr_id = slot, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND},
                        *bad;
-    int rc = ibv_post_send(c->qp, &wr, &bad);
+    int rc;
+
+    if (!rdma_tx_busy(c))
+        c->tx_moved_ns = now_ns();
+    rc = ibv_post_send(c->qp, &wr, &bad);
 
     return rc == 0 ? 0 : verbs_err(c, "ibv_post_send()", rc);
 }

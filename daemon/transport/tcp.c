@@ -73,19 +73,6 @@ static void tcp_listen_close(tp_listener_t *l)
     free(tcp_listener_of(l));
 }
 
-/* Striping over several sockets did not exist yet; say so once rather than ignore it. */
-static void nsocks_check(void)
-{
-    static int warned;
-    uint64_t n;
-
-    if (!warned && env_u64("HCCLD_TCP_NSOCKS", 1, 1, 64, &n) == 0 && n > 1) {
-        WARN("NET", "HCCLD_TCP_NSOCKS=%llu: striping is not implemented, using 1 socket",
-             (unsigned long long)n);
-        warned = 1;
-    }
-}
-
 /* A connection around fd; HCCL_CHECKSUM decides whether its sends carry a CRC32C. */
 static int conn_new(int fd, tcp_conn_t **c_p)
 {
@@ -94,7 +81,6 @@ static int conn_new(int fd, tcp_conn_t **c_p)
 
     if (c == NULL)
         return -ENOMEM;
-    nsocks_check();
     if (env_u64("HCCL_CHECKSUM", 0, 0, 1, &csum) != 0)
         csum = 0;
     c->base.ops = &tp_tcp;

@@ -501,6 +501,54 @@ START_TEST(test_split_shares_some_connections)
 }
 END_TEST
 
+/* Rank 0 (on daemon 0) finds its data connections striped in hccld-ctl comms; the others
+ * wait for it in a barrier, so the comm lives while it looks. */
+static int striped_seen(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+{
+    char out[8192] = "";
+    int bad = formed(comm, r, n, NULL);
+
+    (void)arg;
+    if (r == 0 &&
+        (harness_ctl(0, out, sizeof(out), "comms") != 0 || strstr(out, "tcp x3") == NULL)) {
+        fprintf(stderr, "hccld-ctl comms shows no striped connection:\n%s\n", out);
+        bad = 1;
+    }
+    return bad | (HcclBarrier(comm, NULL) != HCCL_SUCCESS);
+}
+
+/*
+ * Data connections striped over 3 sockets (HCCLD_TCP_NSOCKS=3, HCCL_MULTI_QP_THRESHOLD=1 KiB so
+ * that most messages split): set for daemons 1 and 2, which connect; daemon 0 (the test's own,
+ * started without it) accepts what they announce. Every collective, Send/Recv and AlltoAllV,
+ * and a size mismatch still HCCL_E_PARA, across 3 daemons with 2 ranks each.
+ */
+START_TEST(test_striped_connections)
+{
+    static const int kinds[] = {DESC_ALLREDUCE, DESC_BROADCAST, DESC_ALLGATHER, DESC_REDUCE_SCATTER,
+                                DESC_ALLTOALL,  DESC_REDUCE,    DESC_SCATTER};
+    uint64_t base = 300000;
+    cluster_t c;
+
+    setenv("HCCLD_TCP_NSOCKS", "3", 1);
+    setenv("HCCL_MULTI_QP_THRESHOLD", "1", 1);
+    cluster_start(&c, 3);
+    ck_assert_int_eq(run_ranks(&c, 2, striped_seen, NULL), 0);
+    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+        colls_arg_t a = {.kind = kinds[k], .quick = 1};
+        ck_assert_msg(run_ranks(&c, 2, colls_all_cases, &a) == 0, "kind %d", kinds[k]);
+    }
+    ck_assert_int_eq(run_ranks(&c, 2, p2p_ring_case, NULL), 0);
+    ck_assert_int_eq(run_ranks(&c, 2, p2p_alltoallv_case, &base), 0);
+    cluster_stop(&c);
+    cluster_start(&c, 2);
+    unsetenv("HCCLD_TCP_NSOCKS");
+    unsetenv("HCCL_MULTI_QP_THRESHOLD");
+    ck_assert_int_eq(run_ranks(&c, 1, p2p_mismatch, NULL), 0);
+    cluster_stop(&c);
+}
+END_TEST
+
 Suite *multinode_suite(void)
 {
     Suite *s = suite_create("multinode");
@@ -515,6 +563,10 @@ Suite *multinode_suite(void)
     tcase_add_test(tc, test_unreachable_root);
     tcase_add_test(tc, test_missing_rank_times_out);
     suite_add_tcase(s, tc);
+    TCase *stripes = tcase_create("stripes");
+    tcase_set_timeout(stripes, 300);
+    tcase_add_test(stripes, test_striped_connections);
+    suite_add_tcase(s, stripes);
     TCase *share = tcase_create("share");
     tcase_set_timeout(share, 300);
     tcase_add_test(share, test_split_shares_connections);

@@ -8,6 +8,7 @@
 # over RDMA and over TCP), and QPs that fail under a running job (a peer daemon killed, a link
 # down): the ranks fail in bounded time with HCCL's errors, never hang.
 #   daemons-guest.sh BUILD
+# HCCLD_GUEST_PARTS (default "jobs bench faults") picks the parts to run.
 set -uo pipefail
 # shellcheck source=tests/rdma-vm/guest-lib.sh
 . "$(dirname "$0")/../rdma-vm/guest-lib.sh"
@@ -66,6 +67,7 @@ export HCCL_CONNECT_TIMEOUT=60
 start_daemons rdma
 socks=$work/d0/s,$work/d1/s
 before=$(pkts)
+PARTS=" ${HCCLD_GUEST_PARTS:-jobs bench faults} "
 
 # job NAME NRANKS [VAR=VALUE] -- perf args: one checked run; counts a failure.
 job() {
@@ -92,53 +94,69 @@ job() {
     fi
 }
 
-for coll in allreduce allgather broadcast reducescatter alltoall reduce; do
-    job "$coll-2x1" 2 -- -t "$coll" -d float -b 8 -e 1M -f 16
-done
-job allreduce-int32-max-2x1 2 -- -t allreduce -d int32 -o max -b 4 -e 256K -f 64
-job allreduce-bf16-2x1 2 -- -t allreduce -d bf16 -b 6 -e 64K -f 32
-job allreduce-ring-2x1 2 "HCCL_ALGO=level0:NA;level1:ring" -- -t allreduce -d float -b 4 -e 1M -f 32
-job allgather-mesh-2x1 2 "HCCL_ALGO=level0:NA;level1:fullmesh" -- -t allgather -d int8 -b 3 -e 96K -f 32
-job allreduce-2x2 4 -- -t allreduce -d float -b 8 -e 4M -f 8
-job alltoall-2x2 4 -- -t alltoall -d int64 -b 64 -e 256K -f 16
+jobs() {
+    for coll in allreduce allgather broadcast reducescatter alltoall reduce; do
+        job "$coll-2x1" 2 -- -t "$coll" -d float -b 8 -e 1M -f 16
+    done
+    job allreduce-int32-max-2x1 2 -- -t allreduce -d int32 -o max -b 4 -e 256K -f 64
+    job allreduce-bf16-2x1 2 -- -t allreduce -d bf16 -b 6 -e 64K -f 32
+    job allreduce-ring-2x1 2 "HCCL_ALGO=level0:NA;level1:ring" -- -t allreduce -d float -b 4 -e 1M -f 32
+    job allgather-mesh-2x1 2 "HCCL_ALGO=level0:NA;level1:fullmesh" -- -t allgather -d int8 -b 3 -e 96K -f 32
+    job allreduce-2x2 4 -- -t allreduce -d float -b 8 -e 4M -f 8
+    job alltoall-2x2 4 -- -t alltoall -d int64 -b 64 -e 256K -f 16
 
-# hccld-ctl names each data connection's transport while a job runs.
-"$BUILD/bin/hccl-run" -n 2 --daemons "$socks" -- "$BUILD/bin/hccl_perf_test" -t allreduce \
-    -c 0 -b 64K -e 64K -w 1 -n 100000 >/dev/null 2>&1 &
-long=$!
-seen=""
-for _ in $(seq 200); do
-    seen=$("$BUILD/bin/hccld-ctl" --admin-socket "$work/d0/s-admin.sock" comms 2>/dev/null |
-        grep "data connections by node" || true)
-    [[ $seen == *"1:rdma/rxe"* ]] && break
-    sleep 0.1
-done
-kill "$long" 2>/dev/null || true
-pkill -P "$long" 2>/dev/null || true
-wait "$long" 2>/dev/null || true
-if [[ $seen == *"1:rdma/rxe"* ]]; then
-    echo "daemons-guest.sh: hccld-ctl comms:$seen"
-else
-    echo "daemons-guest.sh: FAILED: hccld-ctl comms does not show node 1 over rdma: '$seen'"
-    failed=$((failed + 1))
-fi
-
-after=$(pkts)
-echo "daemons-guest.sh: rxe packets received during the jobs: $((after - before))"
-if [ $((after - before)) -lt 1000 ]; then
-    echo "daemons-guest.sh: FAILED: hardly any RDMA traffic (did the data go over TCP?)"
-    failed=$((failed + 1))
-fi
-for i in 0 1; do
-    if grep -q "data connections: tcp .*, rdma ${ADDRS[$i]}:" "$work/d$i.log"; then
-        echo "daemons-guest.sh: daemon $i listens for RDMA data connections"
+    # Striped: 4 QPs per data connection (HCCL_RDMA_QPS_PER_CONNECTION), messages split from
+    # 2 x 16 KiB (HCCL_MULTI_QP_THRESHOLD); then the daemons as before.
+    start_daemons rdma HCCL_RDMA_QPS_PER_CONNECTION=4 HCCL_MULTI_QP_THRESHOLD=16
+    job allreduce-4qp-2x2 4 -- -t allreduce -d float -b 8 -e 4M -f 8
+    job alltoall-4qp-2x1 2 -- -t alltoall -d int32 -b 64 -e 1M -f 16
+    if grep -q "data connection to node 0: 4 stripes" "$work/d1.log"; then
+        echo "daemons-guest.sh: daemon 1 striped its data connection over 4 QPs"
     else
-        echo "daemons-guest.sh: FAILED: daemon $i has no RDMA data listener:"
-        grep NET "$work/d$i.log" | tail -5
+        echo "daemons-guest.sh: FAILED: daemon 1 did not stripe its data connection"
         failed=$((failed + 1))
     fi
-done
-grep -h "data connection to node" "$work"/d*.log | sed 's/^/daemons-guest.sh: log: /' | head -3
+    start_daemons rdma
+
+    # hccld-ctl names each data connection's transport while a job runs.
+    "$BUILD/bin/hccl-run" -n 2 --daemons "$socks" -- "$BUILD/bin/hccl_perf_test" -t allreduce \
+        -c 0 -b 64K -e 64K -w 1 -n 100000 >/dev/null 2>&1 &
+    long=$!
+    seen=""
+    for _ in $(seq 200); do
+        seen=$("$BUILD/bin/hccld-ctl" --admin-socket "$work/d0/s-admin.sock" comms 2>/dev/null |
+            grep "data connections by node" || true)
+        [[ $seen == *"1:rdma/rxe"* ]] && break
+        sleep 0.1
+    done
+    kill "$long" 2>/dev/null || true
+    pkill -P "$long" 2>/dev/null || true
+    wait "$long" 2>/dev/null || true
+    if [[ $seen == *"1:rdma/rxe"* ]]; then
+        echo "daemons-guest.sh: hccld-ctl comms:$seen"
+    else
+        echo "daemons-guest.sh: FAILED: hccld-ctl comms does not show node 1 over rdma: '$seen'"
+        failed=$((failed + 1))
+    fi
+
+    after=$(pkts)
+    echo "daemons-guest.sh: rxe packets received during the jobs: $((after - before))"
+    if [ $((after - before)) -lt 1000 ]; then
+        echo "daemons-guest.sh: FAILED: hardly any RDMA traffic (did the data go over TCP?)"
+        failed=$((failed + 1))
+    fi
+    for i in 0 1; do
+        if grep -q "data connections: tcp .*, rdma ${ADDRS[$i]}:" "$work/d$i.log"; then
+            echo "daemons-guest.sh: daemon $i listens for RDMA data connections"
+        else
+            echo "daemons-guest.sh: FAILED: daemon $i has no RDMA data listener:"
+            grep NET "$work/d$i.log" | tail -5
+            failed=$((failed + 1))
+        fi
+    done
+    grep -h "data connection to node" "$work"/d*.log | sed 's/^/daemons-guest.sh: log: /' | head -3
+}
+[[ $PARTS == *" jobs "* ]] && jobs
 
 # The bench of issue 6: allreduce busbw over RDMA against the same over TCP on the same veth
 # pair, in this one guest run (emulation makes absolute figures meaningless; the ratio is
@@ -149,12 +167,19 @@ busbw() {
         -t allreduce -d float -c 0 -b 4M -e 4M -w 1 -n 5 2>/dev/null |
         awk '!/^#/ && NF >= 8 && $6 > 0 { printf "%.1f\n", $1 / ($6 / 1e6) / 1e6; exit }'
 }
-bw_rdma=$(busbw)
-start_daemons tcp
-bw_tcp=$(busbw)
-echo "daemons-guest.sh: allreduce 4 MiB busbw (2 nodes: = algbw): rdma ${bw_rdma:--} MB/s," \
-    "tcp ${bw_tcp:--} MB/s on the same veth pair$(awk -v a="$bw_rdma" -v b="$bw_tcp" 'BEGIN {
-        if (a + 0 > 0 && b + 0 > 0) printf ": rdma/tcp %.2f", a / b }')"
+if [[ $PARTS == *" bench "* ]]; then
+    bw_rdma=$(busbw)
+    start_daemons rdma HCCL_RDMA_QPS_PER_CONNECTION=4
+    bw_rdma4=$(busbw)
+    start_daemons tcp
+    bw_tcp=$(busbw)
+    echo "daemons-guest.sh: allreduce 4 MiB busbw (2 nodes: = algbw): rdma ${bw_rdma:--} MB/s," \
+        "tcp ${bw_tcp:--} MB/s on the same veth pair$(awk -v a="$bw_rdma" -v b="$bw_tcp" 'BEGIN {
+            if (a + 0 > 0 && b + 0 > 0) printf ": rdma/tcp %.2f", a / b }')"
+    echo "daemons-guest.sh: the same over 4 QPs per connection: ${bw_rdma4:--} MB/s$(
+        awk -v a="$bw_rdma4" -v b="$bw_rdma" 'BEGIN {
+            if (a + 0 > 0 && b + 0 > 0) printf ": 4 QPs / 1 QP %.2f", a / b }')"
+fi
 # Both rxe ports ACTIVE again (after a link came back), within 30 s.
 ports_active() {
     for _ in $(seq 300); do
@@ -173,7 +198,7 @@ ports_active() {
 # same daemon 0 must then pass.
 #   fault NAME BOUND_S BREAK MEND AFTER [VAR=VALUE...] (the variables go to both daemons)
 fault() {
-    local name=$1 bound=$2 break=$3 mend=$4 after=$5 t0 p0 jpid took="" rc=0 lines
+    local name=$1 bound=$2 break=$3 mend=$4 after=$5 t0 p0 jpid took="" rc=0 lines lines1
     shift 5
     start_daemons rdma "$@"
     "$BUILD/bin/hccl-run" -n 2 --daemons "$socks" -- \
@@ -190,6 +215,7 @@ fault() {
         rc=1
     fi
     lines=$(wc -l <"$work/d0.log")
+    lines1=$(($(wc -l <"$work/d1.log") + 1))
     eval "$break"
     t0=$(now)
     for _ in $(seq $((bound * 10))); do
@@ -201,8 +227,16 @@ fault() {
     done
     # Rank 1 ends too: its daemon is gone, or its QP failed as well.
     for _ in $(seq $((bound * 10))); do kill -0 "$jpid" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$jpid" 2>/dev/null || echo "daemons-guest.sh: $name: the job ended $(since "$t0") s after the fault"
+    if [ -n "${HCCLD_GUEST_DEBUG:-}" ]; then
+        tail -n +$((lines + 1)) "$work/d0.log" | sed 's/^/d0: /' | head -20
+        tail -n +"$lines1" "$work/d1.log" | sed 's/^/d1: /' | head -20
+        tail -5 "$work/$name.txt"
+    fi
     if kill -0 "$jpid" 2>/dev/null; then
         echo "daemons-guest.sh: $name FAILED: the job still runs $bound s after the fault"
+        echo "daemons-guest.sh: daemon 1's log since the fault:"
+        tail -n +"$lines1" "$work/d1.log" | tail -15
         kill "$jpid" 2>/dev/null
         pkill -P "$jpid" 2>/dev/null
         rc=1
@@ -226,13 +260,20 @@ fault() {
     [ "$after" = 1 ] && JOB_TIMEOUT=90 job "$name-after" 2 -- -t allreduce -d float -b 1M -e 1M
     [ "$rc" -eq 0 ] || failed=$((failed + 1))
 }
+[[ $PARTS == *" faults "* ]] || {
+    echo "daemons-guest.sh: $failed failed"
+    exit $((failed > 0))
+}
 # Daemon 1 killed: its QPs go with it, and the peer hears the disconnect at once.
 # shellcheck disable=SC2016 # fault evaluates them
 fault qp-killed 20 'kill -KILL "${pids[1]}"' 'wait "${pids[1]}"; start_daemon 1 rdma' 1
 # rxe1's link down: nothing answers the daemons' sends and heartbeat probes (a side waiting
 # for a message or for credits sends an RDMA WRITE of nothing once its peer is silent for
-# HCCLD_HEARTBEAT_S), whose retries run out (HCCL_RDMA_TIMEOUT 14: 67 ms, x 4 tries); the
-# daemons' TCP control connections (local addresses) stay up. No job after it: in this guest,
+# HCCLD_HEARTBEAT_S), whose retries run out (HCCL_RDMA_TIMEOUT 14: 67 ms, x 4 tries); rxe1,
+# whose own link is down, may retry its sends for ever without a timeout or fail them at once
+# (a local QP operation error): the daemon's stall check (no send completion for twice the
+# retry budget and a heartbeat: 1.5 s) ends the former. The daemons' TCP control connections
+# (local addresses) stay up. No job after it: in this guest,
 # once QPs failed across a flap of veth1, no new rdma_cm connection from rxe1 to rxe0
 # completes, not even rping's.
 fault qp-link-down 20 'ip link set veth1 down' \

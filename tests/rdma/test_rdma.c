@@ -77,6 +77,11 @@ static tp_fixture_t rdma_fixture = {.name = "rdma",
                                     .mid_ms = 100,
                                     .traffic = rxe_traffic};
 
+static void use_rdma(void)
+{
+    fx = &rdma_fixture;
+}
+
 /* A send with fragments on the QP cannot be withdrawn cleanly: the connection fails
  * (logged), and says so. */
 START_TEST(test_cancel_started_send)
@@ -365,7 +370,7 @@ Suite *rdma_suite(void)
     rdma_fixture.client_ip = env_or("HCCLD_RDMA_TEST_CLIENT", "10.77.0.2");
     tc = tcase_create("rxe");
     tcase_set_timeout(tc, 180);
-    tp_conformance_add(tc, &rdma_fixture);
+    tp_conformance_add(tc, use_rdma);
     tcase_add_test(tc, test_cancel_started_send);
     tcase_add_test(tc, test_flow_control);
     tcase_add_test(tc, test_set_dscp);

@@ -414,7 +414,7 @@ END_TEST
 /* Idle, every fd stays quiet: the engine can sleep in poll() and never spins. */
 START_TEST(test_idle_sleeps)
 {
-    struct pollfd pfd[5];
+    struct pollfd pfd[PAIR_MAX_FDS];
     tp_req_t *r;
     uint8_t b[8];
     int done = 0, quiet = 0;
@@ -436,9 +436,9 @@ START_TEST(test_idle_sleeps)
 }
 END_TEST
 
-void tp_conformance_add(TCase *tc, const tp_fixture_t *f)
+void tp_conformance_add(TCase *tc, void (*use)(void))
 {
-    fx = f;
+    tcase_add_checked_fixture(tc, use, NULL);
     tcase_add_test(tc, test_handshake_ok);
     tcase_add_test(tc, test_wrong_key_refused);
     tcase_add_test(tc, test_unknown_job_refused);

@@ -33,15 +33,15 @@ int pair_fds(pair_t *p, struct pollfd *pfd)
     if (p->l != NULL && p->a == NULL)
         pfd[n++] = (struct pollfd){.fd = fx->tp->listen_fd(p->l), .events = POLLIN};
     if (p->c != NULL)
-        n += fx->tp->poll_fds(p->c, pfd + n, 2);
+        n += fx->tp->poll_fds(p->c, pfd + n, (PAIR_MAX_FDS - 1) / 2);
     if (p->a != NULL)
-        n += fx->tp->poll_fds(p->a, pfd + n, 2);
+        n += fx->tp->poll_fds(p->a, pfd + n, (PAIR_MAX_FDS - 1) / 2);
     return n;
 }
 
 void pair_wait(pair_t *p)
 {
-    struct pollfd pfd[5];
+    struct pollfd pfd[PAIR_MAX_FDS];
 
     poll(pfd, (nfds_t)pair_fds(p, pfd), 50);
 }

@@ -31,7 +31,8 @@ typedef struct tp_fixture {
     void (*traffic)(int begin, size_t bytes);
 } tp_fixture_t;
 
-/* The fixture of the running suite (tp_conformance_add and the runners set it). */
+/* The fixture of the running test: set before each test by the `use` function given to
+ * tp_conformance_add (a checked fixture), so that one binary may run several. */
 extern const tp_fixture_t *fx;
 
 typedef struct tp_test_job {
@@ -52,7 +53,9 @@ typedef struct pair {
 long long now_ms(void);
 /* The key lookup of the accepting side: ctx is a tp_test_job_t. */
 int pair_lookup(void *ctx, const uint8_t job_id[AUTH_JOB_BYTES], uint8_t key_out[AUTH_KEY_BYTES]);
-/* The fds of the pair (and of the listener while accepting); returns how many (at most 5). */
+/* The fds of the pair (and of the listener while accepting); returns how many (at most
+ * PAIR_MAX_FDS: a striped connection has several). */
+#define PAIR_MAX_FDS 33
 int pair_fds(pair_t *p, struct pollfd *pfd);
 /* Sleeps until one of them is ready, 50 ms at most. */
 void pair_wait(pair_t *p);
@@ -73,7 +76,8 @@ void drive(pair_t *p, tp_req_t **r, int n, int *done_out, long long ms);
 /* len bytes of a pattern that seed varies (one spare byte allocated past the end). */
 uint8_t *pattern(size_t len, unsigned seed);
 
-/* Adds the cases every transport must pass to tc, run with fixture f. */
-void tp_conformance_add(TCase *tc, const tp_fixture_t *f);
+/* Adds the cases every transport must pass to tc, with use (which sets fx) run before each of
+ * tc's tests, these and the runner's own. */
+void tp_conformance_add(TCase *tc, void (*use)(void));
 
 #endif

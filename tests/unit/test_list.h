@@ -14,6 +14,7 @@
     X(env)                                                                                         \
     X(algo)                                                                                        \
     X(tcp)                                                                                         \
+    X(stripe)                                                                                      \
     X(qos)                                                                                         \
     X(qos_sched)                                                                                   \
     X(bootstrap)                                                                                   \
