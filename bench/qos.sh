@@ -24,28 +24,9 @@ SECS=${QOS_SECS:-10}
 ITERS=${QOS_ITERS:-30}
 ROUNDS=${QOS_ROUNDS:-3}
 LAT_ITERS=${QOS_LAT_ITERS:-500}
-BIN=$BUILD/bin
-OUT=$BUILD/bench/qos
-TMP=$(mktemp -d /tmp/hccld-qos.XXXXXX)
-PIDS=()
-
-die() {
-    echo "bench/qos: $*" >&2
-    exit 1
-}
-cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-for t in hccld hccld-ctl hccl-run hccl_perf_test; do
-    [ -x "$BIN/$t" ] || die "$BIN/$t is missing: run make first"
-done
-mkdir -p "$OUT"
-rm -f "$OUT"/*.txt "$OUT"/*.log
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
+bench_setup qos "$BUILD" hccld hccld-ctl hccl-run hccl_perf_test
 
 cat >"$TMP/hccld.conf" <<EOF
 [qos]

@@ -18,27 +18,9 @@ ROUNDS=${STRIPES_ROUNDS:-5}
 MIN=${STRIPES_MIN:-256K}
 MAX=${STRIPES_MAX:-64M}
 ITERS=${STRIPES_ITERS:-10}
-BIN=$BUILD/bin
-OUT=$BUILD/bench/stripes
-TMP=$(mktemp -d /tmp/hccld-stripes.XXXXXX)
-PIDS=()
-
-cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-for t in hccld hccl-run hccl_perf_test; do
-    [ -x "$BIN/$t" ] || {
-        echo "bench/stripes: $BIN/$t is missing: run make first" >&2
-        exit 1
-    }
-done
-mkdir -p "$OUT"
-rm -f "$OUT"/*.txt "$OUT"/*.log
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
+bench_setup stripes "$BUILD" hccld hccl-run hccl_perf_test
 
 # run NSOCKS ROUND: fresh daemons with that many sockets per data connection, one sweep.
 run() {

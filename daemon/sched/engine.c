@@ -9,13 +9,15 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "env.h"
 #include "futex.h"
 #include "hccl/hccl.h"
 #include "log.h"
 
 _Static_assert(ENGINE_LINK_MAX == TP_DESC_MAX, "a link description fits the engine's stats");
 
-#define ENGINE_SPIN_NS 50000ull /* keep polling this long after the last work, then sleep */
+/* HCCLD_ENGINE_SPIN_US: keep polling (yielding) this long after the last work, then sleep. */
+#define ENGINE_SPIN_US_DEFAULT 50
 
 static eng_session_t *session_find(engine_t *eng, uint64_t sid)
 {
@@ -213,7 +215,7 @@ static void *engine_main(void *arg)
             idle_since = now_ns();
             continue;
         }
-        if (now_ns() - idle_since < ENGINE_SPIN_NS) {
+        if (now_ns() - idle_since < eng->spin_ns) {
             pthread_mutex_unlock(&eng->lock);
             sched_yield();
             pthread_mutex_lock(&eng->lock);
@@ -240,10 +242,14 @@ void engine_kick(engine_t *eng)
 engine_t *engine_create(unsigned workers)
 {
     engine_t *eng = calloc(1, sizeof(*eng));
+    uint64_t spin_us;
 
     if (eng == NULL)
         return NULL;
     pthread_mutex_init(&eng->lock, NULL);
+    if (env_u64("HCCLD_ENGINE_SPIN_US", ENGINE_SPIN_US_DEFAULT, 0, 1000000, &spin_us) != 0)
+        spin_us = ENGINE_SPIN_US_DEFAULT;
+    eng->spin_ns = spin_us * 1000;
     eng->doorbell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (eng->doorbell < 0) {
         ERR("INIT", "eventfd() failed: %s", strerror(errno));

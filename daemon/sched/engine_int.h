@@ -72,6 +72,7 @@ struct engine {
     pthread_t thread;
     int stop;
     int doorbell;
+    uint64_t spin_ns; /* HCCLD_ENGINE_SPIN_US */
     exec_t *exec;
     eng_session_t *sessions;
     eng_comm_t *comms;

@@ -549,6 +549,24 @@ START_TEST(test_striped_connections)
 }
 END_TEST
 
+/* Daemons that never poll after their work (HCCLD_ENGINE_SPIN_US=0: straight to sleep in
+ * poll()) still run every collective to the end, each result checked. */
+START_TEST(test_no_engine_spin)
+{
+    static const int kinds[] = {DESC_ALLREDUCE, DESC_ALLGATHER, DESC_ALLTOALL};
+    cluster_t c;
+
+    setenv("HCCLD_ENGINE_SPIN_US", "0", 1);
+    cluster_start(&c, 3);
+    unsetenv("HCCLD_ENGINE_SPIN_US");
+    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+        colls_arg_t a = {.kind = kinds[k], .quick = 1};
+        ck_assert_msg(run_ranks(&c, 1, colls_all_cases, &a) == 0, "kind %d", kinds[k]);
+    }
+    cluster_stop(&c);
+}
+END_TEST
+
 Suite *multinode_suite(void)
 {
     Suite *s = suite_create("multinode");
@@ -563,10 +581,11 @@ Suite *multinode_suite(void)
     tcase_add_test(tc, test_unreachable_root);
     tcase_add_test(tc, test_missing_rank_times_out);
     suite_add_tcase(s, tc);
-    TCase *stripes = tcase_create("stripes");
-    tcase_set_timeout(stripes, 300);
-    tcase_add_test(stripes, test_striped_connections);
-    suite_add_tcase(s, stripes);
+    TCase *tuning = tcase_create("tuning");
+    tcase_set_timeout(tuning, 300);
+    tcase_add_test(tuning, test_striped_connections);
+    tcase_add_test(tuning, test_no_engine_spin);
+    suite_add_tcase(s, tuning);
     TCase *share = tcase_create("share");
     tcase_set_timeout(share, 300);
     tcase_add_test(share, test_split_shares_connections);
