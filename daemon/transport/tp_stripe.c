@@ -51,7 +51,7 @@ typedef struct stripe_req {
     stripe_conn_t *s;
     int in_use;
     int status; /* the first error of a part */
-    unsigned left;
+    unsigned posted, left;
     size_t len;
     tp_req_t *hdr_req;             /* the header's send or receive; NULL once done */
     tp_req_t *part[TP_STRIPE_MAX]; /* NULL once done (or its stripe closed) */
@@ -349,6 +349,7 @@ static int stripe_post(tp_conn_t *c, int send, void *buf, size_t len, uint64_t t
                   : tp_irecv(s->sub[k], p, hi - lo, NULL, tag, &r->part[k]);
         r->left += rc == 0;
     }
+    r->posted = r->left;
     if (rc != 0) {
         req_withdraw(r);
         return rc;
@@ -453,9 +454,37 @@ static void stripe_describe(tp_conn_t *c, char *buf, size_t cap)
     snprintf(buf, cap, "%s x%u", one, s->n);
 }
 
+/* Counts q as done, pending, or failed (a completion not reported yet counts: its bytes
+ * moved), without driving its connection. */
+static void part_tally(const tp_req_t *q, unsigned *done, unsigned *pending, int *failed)
+{
+    if (q == NULL)
+        return;
+    if (!q->done) {
+        (*pending)++;
+        return;
+    }
+    (*done)++;
+    *failed |= q->status != 0;
+}
+
+/* A request some of whose parts are done, and others not, cannot leave the stripes' streams
+ * in step (the peer's rest would meet the next message of its tag): the connection fails, as
+ * one connection does for a receive partly filled. One with nothing moved yet leaves cleanly. */
 static void stripe_cancel(tp_req_t *base)
 {
-    req_withdraw((stripe_req_t *)base);
+    stripe_req_t *r = (stripe_req_t *)base;
+    stripe_conn_t *s = r->s;
+    unsigned done = r->posted - r->left, pending = 0;
+    int failed = 0, partway;
+
+    part_tally(r->hdr_req, &done, &pending, &failed);
+    for (unsigned k = 0; k < s->n; k++)
+        part_tally(r->part[k], &done, &pending, &failed);
+    partway = s->state == 1 && (failed || (done > 0 && pending > 0));
+    req_withdraw(r);
+    if (partway)
+        stripe_fail(s, -ECONNABORTED, "a request was withdrawn with some of its parts done");
 }
 
 static void stripe_forget(tp_conn_t *c, uint64_t mask, uint64_t value, uint64_t ttl_ns)

@@ -244,6 +244,40 @@ START_TEST(test_length_mismatch_split)
 }
 END_TEST
 
+/*
+ * A receive withdrawn with its header and part 0 in (stripe 0 driven) but part 1 not (stripe
+ * 1 never driven) would leave stripe 1's part for the next message of the tag: the whole
+ * connection fails instead. One withdrawn before anything moved leaves it sound.
+ */
+START_TEST(test_cancel_partway)
+{
+    enum { LEN = 2 * THRESHOLD };
+    uint8_t *src = pattern(LEN, 8), dst[LEN], small[8];
+    tp_req_t *r[2], *drv;
+    int status[2], done = 0;
+    pair_t p;
+
+    pair_ready(&p);
+    ck_assert_int_eq(tp_irecv(p.a, dst, LEN, NULL, 3, &r[1]), 0);
+    tp_cancel(r[1]); /* nothing moved: clean */
+    ck_assert_int_eq(tp_conn_state(p.a), 1);
+    ck_assert_int_eq(tp_isend(p.c, src, LEN, NULL, 5, &r[0]), 0);
+    ck_assert_int_eq(wait_all(&p, r, 1, status), 0);
+    ck_assert_int_eq(status[0], 0);
+    ck_assert_int_eq(tp_irecv(p.a, dst, LEN, NULL, 5, &r[1]), 0);
+    /* A receive of another tag, all on stripe 0, drives only that stripe. */
+    ck_assert_int_eq(tp_irecv(p.a, small, sizeof(small), NULL, 77, &drv), 0);
+    drive(&p, &drv, 1, &done, 300);
+    ck_assert_int_eq(done, 0);
+    tp_cancel(r[1]);
+    ck_assert_int_eq(tp_conn_state(p.a), -ECONNABORTED);
+    ck_assert_int_lt(tp_irecv(p.a, dst, LEN, NULL, 5, &r[1]), 0);
+    tp_cancel(drv);
+    pair_close(&p);
+    free(src);
+}
+END_TEST
+
 /* A stripe that does not fit (another count, a k taken twice, one past n) is refused and
  * closed; so is one given to a connection that is no gathering one. */
 START_TEST(test_gather_refusals)
@@ -281,6 +315,7 @@ Suite *stripe_suite(void)
     tcase_add_test(tc, test_announce_roundtrip);
     tcase_add_test(tc, test_length_mismatch_split);
     tcase_add_test(tc, test_gather_refusals);
+    tcase_add_test(tc, test_cancel_partway);
     suite_add_tcase(s, tc);
     return s;
 }
