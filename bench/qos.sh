@@ -131,6 +131,16 @@ la=$(median lat "$OUT"/high_lat_alone_*.txt)
 lw=$(median lat "$OUT"/high_lat_with_low_[0-9]*.txt)
 low_capped_med=$(printf '%s\n' "${low_capped[@]}" | sort -g | awk '{ v[NR] = $1 } END {
     print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
+# The median over rounds of each round's with-LOW / alone ratio (FIG: busbw or lat): a round's
+# two runs are minutes apart at most, so a load that lasts shifts both.
+round_ratio() {
+    local k
+    for ((k = 1; k <= ROUNDS; k++)); do
+        awk -v a="$("$1" "$OUT/high_${2}alone_$k.txt")" -v b="$("$1" "$OUT/high_${2}with_low_$k.txt")" \
+            'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.3f\n", b / a }'
+    done | sort -g | awk '{ v[NR] = $1 } END {
+        if (NR == 0) print "-"; else print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
 per_round() {
     local k
     for ((k = 1; k <= ROUNDS; k++)); do
@@ -148,6 +158,9 @@ per_round() {
         "HIGH 16 MiB busbw (GB/s)", a, b, b / a, ">= 0.90" }'
     awk -v a="$la" -v b="$lw" 'BEGIN { printf "%-44s %10s %10s %8.2f %s\n",
         "HIGH 8 KiB latency (us)", a, b, b / a, "<= 1.50" }'
+    printf "%-44s %10s %10s %8s %s\n" "  the same, median of the rounds' ratios" "" "" \
+        "$(round_ratio busbw "")" "busbw"
+    printf "%-44s %10s %10s %8s %s\n" "" "" "" "$(round_ratio lat lat_)" "latency"
     awk -v a="$ha" -v b="$hu" 'BEGIN { printf "%-44s %10s %10s %8.2f %s\n",
         "HIGH 16 MiB busbw, LOW uncapped", a, b, b / a, "(priority only)" }'
     awk -v a="$la" -v b="$lu" 'BEGIN { printf "%-44s %10s %10s %8.2f %s\n",
