@@ -586,8 +586,8 @@ static int link_connect(engine_t *eng, eng_multi_t *mu, uint32_t i, tp_conn_t **
     if (mu->nnodes > TP_STRIPE_NODE_MAX)
         n = 1;
     if (rdma)
-        INFO("NET", "data connection to node %u: rdma %s (from %s)%s", i, mu->rdma_addrs[i],
-             mu->rdma_addrs[mu->me], n > 1 ? ", striped" : "");
+        INFO("NET", "data connection to node %u: rdma %s (from %s)", i, mu->rdma_addrs[i],
+             mu->rdma_addrs[mu->me]);
     if (n <= 1)
         return link_connect_one(eng, mu, i, mu->me, conn);
     INFO("NET", "data connection to node %u: %u stripes, at least %u B of a message each", i, n,

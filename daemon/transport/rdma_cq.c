@@ -40,8 +40,6 @@ static void wc_handle(rdma_conn_t *c, const struct ibv_wc *wc)
         wc_failed(c, wc);
         return;
     }
-    if (!(wc->wr_id & RDMA_WR_RECV))
-        c->tx_moved_ns = now_ns();
     if (wc->wr_id & RDMA_WR_PROBE) {
         c->probe_out = 0;
         return;
@@ -81,15 +79,21 @@ static int take_events(rdma_conn_t *c)
 int rdma_cq_poll(rdma_conn_t *c)
 {
     struct ibv_wc wc[RDMA_WC_BATCH];
-    int n, total = 0;
+    int n, total = 0, sent = 0;
 
     if (c->cq == NULL)
         return 0;
     while ((n = ibv_poll_cq(c->cq, RDMA_WC_BATCH, wc)) > 0) {
-        for (int i = 0; i < n; i++)
+        for (int i = 0; i < n; i++) {
+            sent |= !(wc[i].wr_id & RDMA_WR_RECV);
             wc_handle(c, &wc[i]);
+        }
         total += n;
     }
+    /* The send queue moved (rdma_msg.c's stall check): one clock read per poll, not per
+     * completion. */
+    if (sent)
+        c->tx_moved_ns = now_ns();
     if (n < 0) {
         rdma_conn_fail(c, -EIO, LOG_ERROR, "ibv_poll_cq() failed");
         return c->err;

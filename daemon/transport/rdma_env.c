@@ -63,7 +63,8 @@ static void env_read(void)
     e->heartbeat_ns = get_u64("HCCLD_HEARTBEAT_S", 1, 1, 3600) * 1000000000ull;
     /* The QP's own budget: retry_cnt + 1 tries, each waiting 4.096 us << timeout for an ACK.
      * Twice that, and a heartbeat more, before the send queue counts as stalled. */
-    e->stall_ns = 2 * (4096ull << e->timeout) * (e->retry_cnt + 1u) + e->heartbeat_ns;
+    e->retry_ns = (4096ull << e->timeout) * (e->retry_cnt + 1u);
+    e->stall_ns = 2 * e->retry_ns + e->heartbeat_ns;
 }
 
 const rdma_env_t *rdma_env(void)

@@ -14,6 +14,7 @@ typedef struct rdma_env {
     uint32_t slot;         /* HCCLD_RDMA_SLOT: bytes per slot, header included, 64K */
     size_t unexpected;     /* HCCLD_RDMA_UNEXPECTED: bytes of early messages kept per connection */
     uint64_t heartbeat_ns; /* HCCLD_HEARTBEAT_S (as TCP's): silence before a probe, 1 s */
+    uint64_t retry_ns;     /* the QP's own budget: retry_cnt + 1 ACK timeouts */
     uint64_t stall_ns;     /* a send queue without a completion this long has failed */
 } rdma_env_t;
 

@@ -222,8 +222,7 @@ static void stall_check(rdma_conn_t *c)
                        "no send work completion for %.1f s, though the QP's retries "
                        "(HCCL_RDMA_TIMEOUT=%u, HCCL_RDMA_RETRY_CNT=%u) end within %.1f s: the "
                        "device no longer sends (its link down?)",
-                       (double)quiet / 1e9, e->timeout, e->retry_cnt,
-                       (double)(4096ull << e->timeout) * (e->retry_cnt + 1u) / 1e9);
+                       (double)quiet / 1e9, e->timeout, e->retry_cnt, (double)e->retry_ns / 1e9);
 }
 
 int rdma_msg_progress(rdma_conn_t *c)

@@ -239,33 +239,34 @@ int rdma_slot_recv(rdma_conn_t *c, unsigned slot)
     return rc == 0 ? 0 : verbs_err(c, "ibv_post_recv()", rc);
 }
 
-int rdma_post_probe(rdma_conn_t *c)
+/* Every send-queue request goes out here: the first on an empty queue starts the stall
+ * clock (rdma_msg.c), which completions then move on (rdma_cq.c). */
+static int post_send(rdma_conn_t *c, struct ibv_send_wr *wr, const char *what)
 {
-    struct ibv_send_wr wr = {.wr_id = RDMA_WR_PROBE, .num_sge = 0, .opcode = IBV_WR_RDMA_WRITE},
-                       *bad;
+    struct ibv_send_wr *bad;
     int rc;
 
     if (!rdma_tx_busy(c))
         c->tx_moved_ns = now_ns();
-    rc = ibv_post_send(c->qp, &wr, &bad);
+    rc = ibv_post_send(c->qp, wr, &bad);
+    return rc == 0 ? 0 : verbs_err(c, what, rc);
+}
 
-    if (rc != 0)
-        return verbs_err(c, "ibv_post_send() of a probe", rc);
-    c->probe_out = 1;
-    return 0;
+int rdma_post_probe(rdma_conn_t *c)
+{
+    struct ibv_send_wr wr = {.wr_id = RDMA_WR_PROBE, .num_sge = 0, .opcode = IBV_WR_RDMA_WRITE};
+    int rc = post_send(c, &wr, "ibv_post_send() of a probe");
+
+    if (rc == 0)
+        c->probe_out = 1;
+    return rc;
 }
 
 int rdma_slot_send(rdma_conn_t *c, unsigned slot, uint32_t bytes)
 {
     struct ibv_sge sge = {
         .addr = (uintptr_t)rdma_send_slot(c, slot), .length = bytes, .lkey = c->mr->lkey};
-    struct ibv_send_wr wr = {.wr_id = slot, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND},
-                       *bad;
-    int rc;
+    struct ibv_send_wr wr = {.wr_id = slot, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND};
 
-    if (!rdma_tx_busy(c))
-        c->tx_moved_ns = now_ns();
-    rc = ibv_post_send(c->qp, &wr, &bad);
-
-    return rc == 0 ? 0 : verbs_err(c, "ibv_post_send()", rc);
+    return post_send(c, &wr, "ibv_post_send()");
 }

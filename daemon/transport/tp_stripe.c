@@ -49,7 +49,6 @@ typedef struct stripe_conn stripe_conn_t;
 typedef struct stripe_req {
     tp_req_t base;
     stripe_conn_t *s;
-    int in_use;
     int status; /* the first error of a part */
     unsigned posted, left;
     size_t len;
@@ -305,7 +304,6 @@ static void stripe_dereg_mem(tp_conn_t *c, void *mr)
 
 static void req_release(stripe_req_t *r)
 {
-    r->in_use = 0;
     tp_free_push(&r->s->free_reqs, &r->base);
 }
 
@@ -334,7 +332,7 @@ static int stripe_post(tp_conn_t *c, int send, void *buf, size_t len, uint64_t t
         return -EAGAIN;
     parts = parts < 1 ? 1 : parts > s->n ? s->n : parts;
     r = (stripe_req_t *)tp_free_pop(&s->free_reqs);
-    *r = (stripe_req_t){.base = {.conn = c, .tag = tag}, .s = s, .in_use = 1, .len = len};
+    *r = (stripe_req_t){.base = {.conn = c, .tag = tag}, .s = s, .len = len};
     if (parts > 1 || len == STRIPE_HDR_BYTES) {
         put_le(r->hdr, STRIPE_HDR_MAGIC, 8);
         put_le(r->hdr + 8, len, 8);

@@ -99,6 +99,28 @@ START_TEST(test_cancel_started_send)
 }
 END_TEST
 
+/* A pair whose receiver keeps 1 MiB of early messages, and m sends of len bytes (tag 42)
+ * from src, both sides driven (the receiver through a receive of another tag: its CQ, its
+ * budget) for 3 s: the receiver is full, the sender held back by its credits. done[i] says
+ * which sends finished (and were released). */
+static void fill_receiver(pair_t *p, const uint8_t *src, int m, size_t len, tp_req_t **r, int *done)
+{
+    tp_req_t *probe;
+    uint8_t none;
+    int pdone = 0;
+
+    setenv("HCCLD_RDMA_UNEXPECTED", "1048576", 1);
+    pair_ready(p);
+    for (int i = 0; i < m; i++)
+        ck_assert_int_eq(tp->isend(p->c, src + (size_t)i * len, len, NULL, 42, &r[i]), 0);
+    ck_assert_int_eq(tp->irecv(p->a, &none, 0, NULL, 7777, &probe), 0);
+    for (long long end = now_ms() + 3000; now_ms() < end;) {
+        drive(p, r, m, done, 100);
+        drive(p, &probe, 1, &pdone, 100);
+    }
+    tp->cancel(probe);
+}
+
 /*
  * Far more messages than the receiver has slots, posted before any receive, and a budget for
  * early messages (1 MiB) far below their total: the sender is held back by its credits (some
@@ -112,21 +134,7 @@ START_TEST(test_flow_control)
     int status[2 * M], done[M] = {0}, ndone = 0;
     pair_t p;
 
-    setenv("HCCLD_RDMA_UNEXPECTED", "1048576", 1);
-    pair_ready(&p);
-    for (int i = 0; i < M; i++)
-        ck_assert_int_eq(tp->isend(p.c, src + (size_t)i * LEN, LEN, NULL, 42, &r[i]), 0);
-    /* The receiving side is driven too (its CQ, its budget): it keeps 1 MiB, then pauses. */
-    {
-        tp_req_t *probe;
-        int pdone = 0;
-        ck_assert_int_eq(tp->irecv(p.a, dst, 0, NULL, 7777, &probe), 0);
-        for (long long end = now_ms() + 3000; now_ms() < end;) {
-            drive(&p, r, M, done, 100);
-            drive(&p, &probe, 1, &pdone, 100);
-        }
-        tp->cancel(probe);
-    }
+    fill_receiver(&p, src, M, LEN, r, done);
     for (int i = 0; i < M; i++)
         ndone += done[i];
     printf("rdma: flow control: %d of %d sends done before any receive\n", ndone, M);
@@ -261,25 +269,15 @@ START_TEST(test_starved_silent_peer)
 {
     enum { M = 60, LEN = 64 * 1024 };
     uint8_t *src = pattern((size_t)M * LEN, 17);
-    tp_req_t *r[M], *left[M], *probe;
-    int status[M], done[M] = {0}, pdone = 0, n = 0;
+    tp_req_t *r[M], *left[M];
+    int status[M], done[M] = {0}, n = 0;
     long long t0;
     pair_t p;
 
     if (!in_guest("test_starved_silent_peer"))
         return;
     short_retries();
-    setenv("HCCLD_RDMA_UNEXPECTED", "1048576", 1);
-    pair_ready(&p);
-    for (int i = 0; i < M; i++)
-        ck_assert_int_eq(tp->isend(p.c, src + (size_t)i * LEN, LEN, NULL, 42, &r[i]), 0);
-    /* Both sides driven (the receiver through a receive of another tag) until it is full. */
-    ck_assert_int_eq(tp->irecv(p.a, src, 0, NULL, 7777, &probe), 0);
-    for (long long end = now_ms() + 3000; now_ms() < end;) {
-        drive(&p, r, M, done, 100);
-        drive(&p, &probe, 1, &pdone, 100);
-    }
-    tp->cancel(probe);
+    fill_receiver(&p, src, M, LEN, r, done);
     for (int i = 0; i < M; i++)
         if (!done[i])
             left[n++] = r[i];
