@@ -17,6 +17,8 @@ struct l1_run {
     uint64_t *scratch_at; /* RECV_REDUCE: element offset of its data in a.scratch */
     uint32_t max_round_steps;
     const transport_ops_t *failed; /* the transport of the transfer that failed */
+    tp_req_t *check_tx, *check_rx; /* the operation check (l1_args_t.check); NULL once done */
+    int check_posted;
 };
 
 static const uint8_t *step_src(const l1_run_t *r, const step_t *s, uint64_t off)
@@ -105,6 +107,56 @@ static int test_round(l1_run_t *r)
     return all;
 }
 
+/* Posts the operation check: to the next node, from the previous one, ahead of any data of
+ * the run on those connections (so the check is the first message of the tag either way). */
+static int post_check(l1_run_t *r)
+{
+    uint32_t n = r->a.nnodes, next = (r->a.me + 1) % n, prev = (r->a.me + n - 1) % n;
+    int rc;
+
+    r->check_posted = 1;
+    if (r->a.check_len == 0 || n < 2)
+        return 0;
+    if ((rc = tp_isend(r->a.conns[next], r->a.check, r->a.check_len, NULL, r->a.check_tag,
+                       &r->check_tx)) != 0) {
+        r->failed = r->a.conns[next]->ops;
+        return rc;
+    }
+    if ((rc = tp_irecv(r->a.conns[prev], r->a.check_in, r->a.check_len, NULL, r->a.check_tag,
+                       &r->check_rx)) != 0)
+        r->failed = r->a.conns[prev]->ops;
+    return rc;
+}
+
+/* Tests the check's transfers: 1 when both are done and the previous node agrees, 0 while
+ * pending, -EBADE when it does not agree, another negative errno when a transfer failed. The
+ * receive is only looked at once done unless `force`: while the rounds run, their own tests
+ * (and the engine's look at the abort notices, on every connection) advance its connection,
+ * and a test of its own every pass would be one more syscall each. */
+static int test_check(l1_run_t *r, int force)
+{
+    tp_req_t **q[2] = {&r->check_tx, &r->check_rx};
+    int rc, done, err = 0;
+
+    /* The send first: a node that finds a mismatch still tells the next one its own view. */
+    for (int i = 0; i < 2; i++) {
+        if (*q[i] == NULL || (i == 1 && !force && !tp_done(*q[i])))
+            continue;
+        const transport_ops_t *ops = (*q[i])->conn->ops;
+        rc = tp_test(*q[i], &done);
+        if (rc != 0 || done)
+            *q[i] = NULL;
+        if (rc != 0) {
+            r->failed = ops;
+            err = err ? err : rc;
+        } else if (done && i == 1 && memcmp(r->a.check, r->a.check_in, r->a.check_len) != 0)
+            return -EBADE;
+    }
+    if (err != 0)
+        return err;
+    return r->check_rx == NULL && r->check_tx == NULL;
+}
+
 /* Most reductions folded into one pass over their destination. */
 #define L1_FOLD_MAX 16
 
@@ -148,7 +200,7 @@ static uint64_t round_send_bytes(const l1_run_t *r)
     return b;
 }
 
-int l1_progress(l1_run_t *r)
+static int run_rounds(l1_run_t *r)
 {
     while (r->round < r->a.sched->nrounds) {
         int rc;
@@ -168,6 +220,23 @@ int l1_progress(l1_run_t *r)
     return 1;
 }
 
+int l1_progress(l1_run_t *r)
+{
+    int check, rc;
+
+    /* The check goes out with the first round's data (one send, one wake-up at the peer). */
+    if (!r->check_posted && (rc = post_check(r)) != 0)
+        return rc;
+    rc = run_rounds(r);
+    /* A failed transfer may have been the other node's different operation (lengths that do
+     * not match): its check, which came first on the connection, says so. */
+    if ((check = test_check(r, rc != 0)) == -EBADE)
+        return check;
+    if (rc < 0 || check < 0)
+        return rc < 0 ? rc : check;
+    return rc == 1 && check == 0 ? 0 : rc;
+}
+
 const transport_ops_t *l1_failed_transport(const l1_run_t *r)
 {
     return r->failed;
@@ -178,8 +247,12 @@ int l1_poll_fds(l1_run_t *r, struct pollfd *pfd, int max)
     const sched_t *sc = r->a.sched;
     int n = 0;
 
+    if (r->check_rx != NULL && n < max)
+        n += tp_poll_fds(r->check_rx->conn, pfd + n, max - n);
+    if (r->check_tx != NULL && n < max)
+        n += tp_poll_fds(r->check_tx->conn, pfd + n, max - n);
     if (r->round >= sc->nrounds)
-        return 0;
+        return n;
     for (uint32_t i = sc->round_start[r->round]; i < sc->round_start[r->round + 1]; i++) {
         const step_t *s = &sc->steps[i];
         if (s->op <= STEP_RECV_REDUCE && n < max)
@@ -221,6 +294,10 @@ void l1_free(l1_run_t *r)
     for (uint32_t i = 0; r->reqs != NULL && i < r->max_round_steps; i++)
         if (r->reqs[i] != NULL)
             tp_cancel(r->reqs[i]);
+    if (r->check_tx != NULL)
+        tp_cancel(r->check_tx);
+    if (r->check_rx != NULL)
+        tp_cancel(r->check_rx);
     free(r->reqs);
     free(r->scratch_at);
     free(r);

@@ -18,7 +18,7 @@ typedef struct l1_run l1_run_t;
 typedef struct l1_args {
     const sched_t *sched;
     tp_conn_t **conns; /* by node index, each on its own transport; conns[me] unused */
-    uint32_t me;
+    uint32_t me, nnodes;
     uint8_t *out;      /* OUT: sched->out_elems elements */
     const uint8_t *in; /* IN, for the kinds that have one */
     /* Where received data waits to be reduced: sched->scratch_elems elements. The caller
@@ -31,11 +31,24 @@ typedef struct l1_args {
      * back until a later l1_progress. NULL: always go. */
     int (*admit)(void *ctx, uint64_t bytes);
     void *admit_ctx;
+    /*
+     * The operation as this node sees it (check_len bytes; 0: no check). With the first
+     * round the run sends it to the next node (me + 1 mod n), tagged check_tag, and receives
+     * the previous node's into check_in; if they differ the run fails with -EBADE. Nodes that
+     * run different operations (ranks that posted different collectives or counts) thus find
+     * out at once, whatever their schedules. Give them the same check_tag and data tags that
+     * differ (multi_tag.h), so that their data never meets the other's receives.
+     */
+    const void *check;
+    void *check_in;
+    uint32_t check_len;
+    uint64_t check_tag;
 } l1_args_t;
 
 /* 0 and a run, -ENOMEM. The arguments must outlive the run. */
 int l1_start(const l1_args_t *a, l1_run_t **r_p);
-/* 1 when done, 0 while transfers are pending, or a negative errno (the run stops). */
+/* 1 when done, 0 while transfers are pending, or a negative errno (the run stops): -EBADE
+ * when the previous node runs another operation (see check). */
 int l1_progress(l1_run_t *r);
 /* After l1_progress failed: the transport whose transfer failed (for xfer_result), or NULL. */
 const transport_ops_t *l1_failed_transport(const l1_run_t *r);

@@ -94,7 +94,9 @@ struct engine {
 void comm_route(engine_t *eng, eng_session_t *s, const desc_t *d);
 int comm_progress(engine_t *eng, eng_comm_t *c);
 void comm_break(engine_t *eng, eng_comm_t *c, const char *why);
-/* The same, failing what is queued with status (later ops fail with HCCL_E_REMOTE). */
+/* The same, failing what is queued with status (later ops fail with HCCL_E_REMOTE); the other
+ * nodes hear of it, and fail theirs with HCCL_E_PARA too if status is HCCL_E_PARA (ranks that
+ * posted different collectives). */
 void comm_break_status(engine_t *eng, eng_comm_t *c, int status, const char *why);
 /* Global rank `rank` left (here, or on another node that says so); it took part in the
  * collective pieces below `limit` (UINT64_MAX: work it out here). */
@@ -128,11 +130,14 @@ int multi_probe_progress(engine_t *eng, eng_comm_t *c);
 int multi_probe_poll_fds(const eng_multi_t *mu, struct pollfd *pfd, int max);
 void multi_probe_free(eng_multi_t *mu);
 /* multi_abort.c: notices between the nodes of a comm that it broke or lost a rank. */
-enum { MULTI_ABORT_BROKE = 1, MULTI_ABORT_LEFT = 2 };
+enum { MULTI_ABORT_BROKE = 1, MULTI_ABORT_LEFT = 2, MULTI_ABORT_MISMATCH = 3 };
 
 /* HCCL_TRANSPORT: which transport data connections between daemons use. */
 enum { ENGINE_TP_AUTO = 0, ENGINE_TP_TCP = 1, ENGINE_TP_RDMA = 2 };
 int multi_abort_progress(engine_t *eng, eng_comm_t *c);
+/* The same without waiting for the busy comm's next look: a transfer just failed because a
+ * peer went away, which may have said why first. */
+int multi_abort_listen_now(engine_t *eng, eng_comm_t *c);
 void multi_abort_send(engine_t *eng, eng_comm_t *c, uint32_t rank, uint32_t what, uint64_t limit);
 int multi_abort_pending(const eng_multi_t *mu);
 void multi_abort_free(eng_multi_t *mu);

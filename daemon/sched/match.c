@@ -133,12 +133,15 @@ void comm_break_status(engine_t *eng, eng_comm_t *c, int status, const char *why
     if (c->multi != NULL) {
         n += multi_p2p_fail(eng, c, status);
         if (!c->broken)
-            multi_abort_send(eng, c, c->culprit, MULTI_ABORT_BROKE, 0);
+            multi_abort_send(eng, c, c->culprit,
+                             status == HCCL_E_PARA ? MULTI_ABORT_MISMATCH : MULTI_ABORT_BROKE, 0);
     }
     /* A clean HcclCommDestroy leaves nothing queued and is no news. */
     if (!c->broken && n > 0)
         WARN("COLL", "comm %u: %s; %u queued operations fail with %s", c->id, why, n,
-             status == HCCL_E_TIMEOUT ? "HCCL_E_TIMEOUT" : "HCCL_E_REMOTE");
+             status == HCCL_E_TIMEOUT ? "HCCL_E_TIMEOUT"
+             : status == HCCL_E_PARA  ? "HCCL_E_PARA"
+                                      : "HCCL_E_REMOTE");
     else if (!c->broken)
         INFO("COLL", "comm %u: %s", c->id, why);
     c->broken = 1;
@@ -334,7 +337,7 @@ static desc_t *coll_head(engine_t *eng, eng_comm_t *c, int *acted_p)
         if (!coll_agrees(c, d0, dq_at(&c->m[r].coll, 0), r)) {
             /* The ranks' later pieces no longer line up either: end the comm cleanly. */
             coll_complete_all(eng, c, HCCL_E_PARA);
-            comm_break(eng, c, "ranks posted different collectives");
+            comm_break_status(eng, c, HCCL_E_PARA, "ranks posted different collectives");
             *acted_p = 1;
             return NULL;
         }

@@ -217,6 +217,45 @@ static uint8_t *direct_out(eng_comm_t *c, const desc_t *d, uint64_t cnt)
     }
 }
 
+/* The op check (l1_args_t.check): what every node must agree on for piece d. Fields a kind
+ * does not use stay 0, whatever the ranks left in them. */
+static void op_check_fill(const desc_t *d, uint64_t out[4])
+{
+    int reduces =
+        d->kind == DESC_ALLREDUCE || d->kind == DESC_REDUCE || d->kind == DESC_REDUCE_SCATTER;
+    int rooted = d->kind == DESC_BROADCAST || d->kind == DESC_REDUCE || d->kind == DESC_SCATTER;
+
+    out[0] = 0x48434f50ull << 32 | (uint64_t)d->kind << 16 |
+             (uint64_t)(d->kind == DESC_BARRIER ? 0 : d->dtype) << 8 | (reduces ? d->redop : 0);
+    out[1] = rooted ? d->root : 0;
+    out[2] = d->count;
+    out[3] = d->seq;
+}
+
+/* The op's part of its data tags (multi_tag.h): 1..255, from everything but the sequence. */
+static uint8_t op_check_digest(const uint64_t c[4])
+{
+    uint64_t h = (c[0] ^ c[1] * 0x9e3779b97f4a7c15ull ^ c[2] * 0xc2b2ae3d27d4eb4full) *
+                 0x165667b19e3779f9ull;
+
+    return (uint8_t)(1 + (h >> 32) % 255);
+}
+
+/* "allreduce of 4096 x fp32 (sum)", "broadcast of 10 x int8 from rank 3" for the log. */
+static void op_check_text(const uint64_t c[4], char *buf, size_t cap)
+{
+    int kind = (int)(c[0] >> 16 & 0xff), dt = (int)(c[0] >> 8 & 0xff), op = (int)(c[0] & 0xff);
+    int n = snprintf(buf, cap, "%s of %llu x %s", desc_kind_name((uint8_t)kind),
+                     (unsigned long long)c[2], dtype_name(dt));
+
+    if (n > 0 && (size_t)n < cap &&
+        (kind == DESC_ALLREDUCE || kind == DESC_REDUCE || kind == DESC_REDUCE_SCATTER))
+        n += snprintf(buf + n, cap - (size_t)n, " (%s)", redop_name(op));
+    if (n > 0 && (size_t)n < cap &&
+        (kind == DESC_BROADCAST || kind == DESC_REDUCE || kind == DESC_SCATTER))
+        snprintf(buf + n, cap - (size_t)n, " rooted at rank %llu", (unsigned long long)c[1]);
+}
+
 /* QoS: may this comm's next round put `bytes` on the wire now? Counts the time it may not. */
 static int admit_round(void *ctx, uint64_t bytes)
 {
@@ -262,18 +301,24 @@ static int multi_start(engine_t *eng, eng_comm_t *c, const desc_t *d)
     gather_in(c, d);
     mu->t_l1_ns = now_ns();
     mu->qos_since_ns = mu->qos_wait_ns = 0;
+    op_check_fill(d, mu->check);
     c->prof = (op_prof_t){.t_start = mu->t0_ns, .l0_ns = mu->t_l1_ns - mu->t0_ns, .algo = algo};
     l1_args_t a = {.sched = &mu->sched,
                    .conns = mu->conns,
                    .me = mu->me,
+                   .nnodes = mu->nnodes,
                    .out = mu->work,
                    .in = mu->in,
                    .scratch = mu->scratch,
                    .dtype = d->dtype,
                    .redop = d->redop,
-                   .tag = tag_coll(mu->tag, d->seq),
+                   .tag = tag_coll(mu->tag, d->seq, op_check_digest(mu->check)),
                    .admit = admit_round,
-                   .admit_ctx = mu};
+                   .admit_ctx = mu,
+                   .check = mu->check,
+                   .check_in = mu->check_in,
+                   .check_len = sizeof(mu->check),
+                   .check_tag = tag_coll(mu->tag, d->seq, 0)};
     if ((rc = l1_start(&a, &mu->run)) != 0)
         return rc;
     mu->d0 = *d;
@@ -330,6 +375,36 @@ int multi_coll_progress(engine_t *eng, eng_comm_t *c)
         eng->st.net_rx_bytes += rx * es;
         scatter_out(c, &mu->d0);
         c->prof.l0_ns += now_ns() - t_end;
+    }
+    /* -EPROTO: a message of another length than the schedule says, which the same op on
+     * every node never sends: the nodes run different ops (the check may not be in yet). */
+    if (rc == -EBADE || rc == -EPROTO) {
+        char mine[96], theirs[96];
+        uint32_t prev = (mu->me + mu->nnodes - 1) % mu->nnodes;
+        op_check_text(mu->check, mine, sizeof(mine));
+        op_check_text(mu->check_in, theirs, sizeof(theirs));
+        if (rc == -EBADE)
+            ERR("COLL",
+                "comm %u piece %llu: node %u (%s) runs %s where this node runs %s: ranks posted "
+                "different collectives",
+                c->id, (unsigned long long)mu->d0.seq, prev, mu->addrs[prev], theirs, mine);
+        else
+            ERR("COLL",
+                "comm %u piece %llu: a message of another length than %s needs came in: ranks "
+                "posted different collectives",
+                c->id, (unsigned long long)mu->d0.seq, mine);
+        /* The run stays until the comm goes (multi_free): a send of it partly on the wire,
+         * withdrawn now, would fail its connection, and with it the notice that tells the
+         * nodes that did not see the mismatch; left alone, it finishes and the notice follows. */
+        coll_finish(eng, c, HCCL_E_PARA);
+        comm_break_status(eng, c, HCCL_E_PARA, "nodes posted different collectives");
+        return 1;
+    }
+    if (rc < 0 && tp_peer_gone(rc) && (multi_abort_listen_now(eng, c), c->broken)) {
+        /* The peer said why before it went (its notice failed the op here, e.g. with
+         * HCCL_E_PARA for ranks that posted different collectives). */
+        multi_end(c);
+        return 1;
     }
     int status = rc == 1 ? HCCL_SUCCESS : xfer_result(l1_failed_transport(mu->run), rc);
     multi_end(c);

@@ -58,6 +58,7 @@ typedef struct eng_multi {
     uint8_t *work;               /* OUT of the op in flight: out, or local rank 0's receive range */
     uint64_t out_cap, in_cap, scratch_cap;
     desc_t d0;
+    uint64_t check[4], check_in[4];   /* the op in flight as this node and the previous see it */
     uint64_t t0_ns;                   /* when the op in flight started */
     uint64_t t_l1_ns;                 /* when its level 1 started */
     uint64_t qos_since_ns;            /* QoS holds its next round back since then, or 0 */

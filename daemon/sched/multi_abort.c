@@ -7,7 +7,8 @@
  * happened and, for a rank that left, how many collective pieces it took part in. Every node
  * keeps one receive for it posted per connection once the comm's links are up (an idle comm
  * thus also reads its connections, and a dead one shows at the next op at once). A node that
- * hears "broken" breaks the comm (every op fails with HCCL_E_REMOTE); one that hears "left"
+ * hears "broken" breaks the comm (every op fails with HCCL_E_REMOTE), "mismatch" likewise with
+ * HCCL_E_PARA (ranks posted different collectives, multi.c); one that hears "left"
  * fails the collective pieces that rank never took part in (those before it may still
  * complete: a broadcast's root is done before the others). Notices are not forwarded: every
  * node is connected to every other.
@@ -77,6 +78,12 @@ static void heard(engine_t *eng, eng_comm_t *c, uint32_t i)
         comm_rank_left(eng, c, rank, limit);
         return;
     }
+    if (what == MULTI_ABORT_MISMATCH) {
+        snprintf(why, sizeof(why), "node %u (%s) reports that ranks posted different collectives",
+                 i, mu->addrs[i]);
+        comm_break_status(eng, c, HCCL_E_PARA, why);
+        return;
+    }
     if (rank < c->nglobal)
         snprintf(why, sizeof(why), "node %u (%s) reports that rank %u died or failed", i,
                  mu->addrs[i], rank);
@@ -132,6 +139,13 @@ int multi_abort_progress(engine_t *eng, eng_comm_t *c)
                 mu->addrs[i], rc);
     }
     return n;
+}
+
+int multi_abort_listen_now(engine_t *eng, eng_comm_t *c)
+{
+    if (c->multi->abort != NULL)
+        c->multi->abort->next_rx_ns = 0;
+    return multi_abort_progress(eng, c);
 }
 
 void multi_abort_send(engine_t *eng, eng_comm_t *c, uint32_t rank, uint32_t what, uint64_t limit)

@@ -6,8 +6,12 @@
  *
  *   63..62  class: 0 collective, 1 link probe, 2 send/recv, 3 abort notice
  *   61..32  the comm: 30 bits of its job id, the same on every daemon of the comm
- *   31..0   collective: its sequence number (low 32 bits; one tag per op, and pieces of one op
- *                       keep their order on their tag)
+ *   31..0   collective: bits 31..8 its sequence number (low 24 bits; one tag per op, and
+ *                       pieces of one op keep their order on their tag), bits 7..0 0 for the
+ *                       op check (exec/l1.h), else a digest of the op (1..255) for its data:
+ *                       nodes that run different ops under one sequence number thus exchange
+ *                       no data (their tags differ), and the check, whose tag they share,
+ *                       tells them why
  *           link probe: the exchange (multi_probe.c)
  *           send/recv:  sender rank << 16 | receiver rank (comm ranks, below 65536)
  *           abort notice: 0 (multi_abort.c)
@@ -44,9 +48,9 @@ static inline uint64_t tag_make(unsigned cls, uint32_t comm, uint32_t low)
     return (uint64_t)cls << 62 | (uint64_t)(comm & TAG_COMM_MASK) << 32 | low;
 }
 
-static inline uint64_t tag_coll(uint32_t comm, uint64_t seq)
+static inline uint64_t tag_coll(uint32_t comm, uint64_t seq, uint8_t digest)
 {
-    return tag_make(TAG_COLL, comm, (uint32_t)seq);
+    return tag_make(TAG_COLL, comm, (uint32_t)seq << 8 | digest);
 }
 
 static inline uint64_t tag_probe(uint32_t comm, uint32_t exchange)

@@ -380,6 +380,10 @@ int tcp_msg_progress(tcp_conn_t *c)
     rc = send_progress(c);
     if (rc == 0)
         rc = recv_progress(c);
+    else if (tp_peer_gone(rc))
+        /* The peer is gone, but what it sent before (a notice saying why) is still in the
+         * kernel's queue: deliver it before the connection fails. */
+        (void)recv_progress(c);
     if (rc != 0)
         tcp_conn_fail(c, rc);
     return rc;

@@ -186,6 +186,13 @@ static inline int tp_test(tp_req_t *r, int *done_p)
     return r->conn->ops->test(r, done_p);
 }
 
+/* Whether r is done, without advancing its connection (a syscall, for TCP); tp_test then
+ * gives its result. For a request whose connection other requests advance anyway. */
+static inline int tp_done(const tp_req_t *r)
+{
+    return r->done;
+}
+
 static inline int tp_poll_fds(tp_conn_t *c, struct pollfd *pfd, int max)
 {
     return c->ops->poll_fds(c, pfd, max);

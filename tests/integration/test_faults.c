@@ -1,7 +1,8 @@
 /*
  * Faults never hang a rank: a rank killed in the middle of collectives makes its peers' calls
- * fail with HCCL_E_REMOTE within a bounded time (on its own daemon and on others), the daemons
- * survive and serve the next job; HcclCommAbort from another thread ends a blocked call.
+ * fail with HCCL_E_REMOTE within a bounded time (on its own daemon and on others) while another
+ * job on the same daemons goes on unharmed, the daemons survive and serve the next job;
+ * HcclCommAbort from another thread ends a blocked call.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -96,6 +97,32 @@ static int still_serves(HcclComm comm, uint32_t r, uint32_t n, void *arg)
            y != (float)(n * (n - 1) / 2);
 }
 
+/* Another job on the same daemons while the victim's job breaks: it runs its checked
+ * allreduces through the kill and after it, every one right. */
+static int bystander(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+{
+    enum { CNT = 1 << 14, ITERS = 1000 };
+    int64_t *a = malloc(CNT * sizeof(int64_t)), *b = malloc(CNT * sizeof(int64_t));
+
+    for (int it = 0; it < ITERS; it++) {
+        for (int i = 0; i < CNT; i++)
+            a[i] = (int64_t)r * 1000003 + (int64_t)i * it;
+        HcclResult rc = HcclAllReduce(a, b, CNT, HCCL_DATA_TYPE_INT64, HCCL_REDUCE_SUM, comm, NULL);
+        for (int i = 0; rc == HCCL_SUCCESS && i < CNT; i++)
+            if (b[i] != (int64_t)1000003 * n * (n - 1) / 2 + (int64_t)n * i * it) {
+                fprintf(stderr, "bystander rank %u: op %d: element %d wrong\n", r, it, i);
+                return 1;
+            }
+        if (rc != HCCL_SUCCESS) {
+            fprintf(stderr, "bystander rank %u: op %d failed with %d\n", r, it, rc);
+            return 2;
+        }
+    }
+    free(a);
+    free(b);
+    return 0;
+}
+
 /* Waits for n ranks: the victim must die by SIGKILL, every other exit 0. Returns failures. */
 static int wait_victim(pid_t *pids, uint32_t n, unsigned timeout_s)
 {
@@ -126,7 +153,7 @@ static void kill_case(unsigned ndaemons, unsigned per)
 {
     char socks_buf[4][256];
     char *socks[8];
-    pid_t daemons[4] = {0}, pids[8];
+    pid_t daemons[4] = {0}, pids[8], others[8];
     uint32_t n = ndaemons * per;
 
     snprintf(socks_buf[0], sizeof(socks_buf[0]), "%s", harness_socket());
@@ -137,10 +164,13 @@ static void kill_case(unsigned ndaemons, unsigned per)
     for (uint32_t r = 0; r < n; r++)
         socks[r] = socks_buf[r / per];
     setenv("HCCL_EXEC_TIMEOUT", "60", 1);
+    ck_assert_int_eq(harness_spawn_ranks_on(n, socks, bystander, NULL, 120, others), 0);
     ck_assert_int_eq(
         harness_spawn_ranks_on(n, socks, die_mid_collective, ndaemons > 1 ? &per : NULL, 120, pids),
         0);
     ck_assert_msg(wait_victim(pids, n, 120) == 0, "%u daemons x %u ranks", ndaemons, per);
+    ck_assert_msg(harness_wait(others, n, 120) == 0, "the other job, %u daemons x %u ranks",
+                  ndaemons, per);
     unsetenv("HCCL_EXEC_TIMEOUT");
     for (unsigned d = 1; d < ndaemons; d++)
         ck_assert_msg(harness_alive(daemons[d]), "daemon %u died", d);

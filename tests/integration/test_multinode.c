@@ -132,6 +132,48 @@ START_TEST(test_p2p_across_daemons)
 }
 END_TEST
 
+/* The last rank posts a collective that disagrees with the others' (another kind, count or
+ * root): every rank, on every daemon, gets HCCL_E_PARA and the same async error, none hangs.
+ * With 3 daemons the middle one agrees with its neighbour and learns it from a notice. */
+typedef struct mism {
+    int kind1;       /* what the last rank posts: 0 allreduce, 1 allgather, 2 reduce */
+    uint64_t count1; /* and with how many elements */
+} mism_t;
+
+static int coll_mismatch(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+{
+    const mism_t *m = arg;
+    enum { CNT = 4096 };
+    float *a = calloc(CNT * 8, sizeof(float)), *b = calloc(CNT * 8, sizeof(float));
+    HcclResult rc, ae = HCCL_SUCCESS;
+    int kind = r == n - 1 ? m->kind1 : 0;
+    uint64_t cnt = r == n - 1 ? m->count1 : CNT;
+
+    if (kind == 0)
+        rc = HcclAllReduce(a, b, cnt, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, NULL);
+    else if (kind == 1)
+        rc = HcclAllGather(a, b, cnt, HCCL_DATA_TYPE_FP32, comm, NULL);
+    else
+        rc = HcclReduce(a, b, cnt, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, 0, comm, NULL);
+    HcclGetCommAsyncError(comm, &ae);
+    fprintf(stderr, "rank %u: mismatch gave %d, async %d\n", r, rc, ae);
+    free(a);
+    free(b);
+    return rc != HCCL_E_PARA || ae != HCCL_E_PARA;
+}
+
+START_TEST(test_collective_mismatch_across_daemons)
+{
+    mism_t cases[] = {{0, 4095}, {1, 4096}, {0, 8192}, {2, 4096}};
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        for (unsigned nd = 2; nd <= 3; nd++)
+            for (unsigned per = 1; per <= 2; per++)
+                ck_assert_msg(run_on_cluster(nd, per, coll_mismatch, &cases[i]) == 0,
+                              "case %zu, %u daemons x %u ranks", i, nd, per);
+}
+END_TEST
+
 START_TEST(test_collectives_across_daemons)
 {
     static const int kinds[] = {DESC_ALLREDUCE, DESC_BROADCAST, DESC_ALLGATHER, DESC_REDUCE_SCATTER,
@@ -576,6 +618,7 @@ Suite *multinode_suite(void)
     tcase_add_test(tc, test_comm_forms_across_daemons);
     tcase_add_test(tc, test_collectives_across_daemons);
     tcase_add_test(tc, test_p2p_across_daemons);
+    tcase_add_test(tc, test_collective_mismatch_across_daemons);
     tcase_add_test(tc, test_forced_algorithms);
     tcase_add_test(tc, test_wrong_key_refused);
     tcase_add_test(tc, test_unreachable_root);

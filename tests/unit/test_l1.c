@@ -185,16 +185,22 @@ static uint64_t check(int kind, uint32_t n, uint32_t me, uint32_t root, uint64_t
     return bad;
 }
 
-/* Runs one collective on every node at once; returns the number of wrong elements, or -1. */
-static long run_case(mesh_t *m, int algo, int kind, uint32_t root, uint64_t cnt, uint64_t tag)
+/*
+ * Runs one collective on every node at once, each with an op check: the same on every node
+ * but `odd` (UINT32_MAX: none), whose check differs. Returns the number of wrong elements, or
+ * -1; rc_out (if not NULL) gets each node's last l1_progress result.
+ */
+static long run_case_odd(mesh_t *m, int algo, int kind, uint32_t root, uint64_t cnt, uint64_t tag,
+                         uint32_t odd, int *rc_out)
 {
     uint32_t n = m->n;
     sched_t sc[MAXN];
     int32_t *out[MAXN], *in[MAXN], *scratch[MAXN];
     l1_run_t *run[MAXN];
-    int done[MAXN] = {0}, ndone = 0, failed = 0;
+    int done[MAXN] = {0}, ndone = 0, failed = 0, rcs[MAXN] = {0};
+    uint64_t checks[MAXN][2], check_in[MAXN][2];
     long bad = 0;
-    double deadline = now_s() + 30;
+    double deadline = now_s() + (odd < n ? 2 : 30);
 
     for (uint32_t me = 0; me < n; me++) {
         if (algo_build(algo, kind, n, me, root, cnt, &sc[me]) != 0)
@@ -211,20 +217,30 @@ static long run_case(mesh_t *m, int algo, int kind, uint32_t root, uint64_t cnt,
                        .scratch = (uint8_t *)scratch[me],
                        .dtype = HCCL_DATA_TYPE_INT32,
                        .redop = HCCL_REDUCE_SUM,
-                       .tag = tag};
+                       .tag = me == odd ? tag | 1ull << 47 : tag, /* as multi_tag.h */
+                       .check_tag = tag | 1ull << 48,
+                       .nnodes = n,
+                       .check = checks[me],
+                       .check_in = check_in[me],
+                       .check_len = sizeof(checks[me])};
+        checks[me][0] = (uint64_t)kind << 32 | algo;
+        checks[me][1] = me == odd ? cnt + 1 : cnt;
         if (l1_start(&a, &run[me]) != 0)
             return -1;
     }
-    while (ndone < (int)n && !failed && now_s() < deadline)
+    /* With an odd node, the nodes that find out stop; the others may wait until the deadline. */
+    while (ndone < (int)n && (odd < n || !failed) && now_s() < deadline)
         for (uint32_t me = 0; me < n; me++) {
             if (done[me])
                 continue;
-            int rc = l1_progress(run[me]);
+            int rc = rcs[me] = l1_progress(run[me]);
             if (rc < 0)
                 failed = 1;
-            if (rc == 1)
-                done[me] = 1, ndone++;
+            if (rc != 0)
+                done[me] = 1, ndone += rc == 1;
         }
+    if (rc_out != NULL)
+        memcpy(rc_out, rcs, n * sizeof(int));
     for (uint32_t me = 0; me < n; me++) {
         if (!failed && ndone == (int)n)
             bad += (long)check(kind, n, me, root, cnt, out[me]);
@@ -235,6 +251,11 @@ static long run_case(mesh_t *m, int algo, int kind, uint32_t root, uint64_t cnt,
         free(scratch[me]);
     }
     return failed || ndone < (int)n ? -1 : bad;
+}
+
+static long run_case(mesh_t *m, int algo, int kind, uint32_t root, uint64_t cnt, uint64_t tag)
+{
+    return run_case_odd(m, algo, kind, root, cnt, tag, UINT32_MAX, NULL);
 }
 
 START_TEST(test_every_algorithm_over_tcp)
@@ -259,6 +280,31 @@ START_TEST(test_every_algorithm_over_tcp)
                 }
         mesh_close(&m);
     }
+}
+END_TEST
+
+/* Node 1 of 3 runs another operation under the same tag (its op check differs): node 1 and
+ * node 2, which hear from a node of another mind, fail with -EBADE instead of exchanging
+ * mislabeled data, whatever the algorithm's pattern; node 0 hears node 2, which agrees. */
+START_TEST(test_check_disagrees)
+{
+    mesh_t m;
+    int rc[3];
+    uint64_t tag = 1000;
+
+    ck_assert_int_eq(mesh_open(&m, 3), 0);
+    for (int algo = 0; algo < ALGO_COUNT; algo++) {
+        if (!algo_serves(algo, DESC_ALLREDUCE))
+            continue;
+        ck_assert_int_eq(run_case_odd(&m, algo, DESC_ALLREDUCE, 0, 1000, tag++, 1, rc), -1);
+        ck_assert_msg(rc[1] == -EBADE && rc[2] == -EBADE, "%s: nodes gave %d %d %d",
+                      algo_name(algo), rc[0], rc[1], rc[2]);
+        ck_assert_int_ne(rc[0], -EBADE);
+        /* The connections carried a failed op: fresh ones for the next. */
+        mesh_close(&m);
+        ck_assert_int_eq(mesh_open(&m, 3), 0);
+    }
+    mesh_close(&m);
 }
 END_TEST
 
@@ -316,6 +362,7 @@ Suite *l1_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_every_algorithm_over_tcp);
     tcase_add_test(tc, test_failed_transfer_result);
+    tcase_add_test(tc, test_check_disagrees);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -95,6 +95,48 @@ START_TEST(test_checksum)
 }
 END_TEST
 
+/* A peer that says something and then resets the connection (SO_LINGER 0, as a crash with
+ * unread bytes does): our next send fails, but what it said is still delivered before the
+ * connection fails, so a daemon that explains why it leaves (an abort notice) is heard. */
+START_TEST(test_reset_after_message_still_delivered)
+{
+    uint8_t said[100], got[100], ours[16] = {7};
+    struct linger lg = {.l_onoff = 1, .l_linger = 0};
+    struct pollfd pfd;
+    tp_req_t *rx, *tx, *m;
+    int done = 0, rc = 0;
+    pair_t p;
+
+    for (size_t i = 0; i < sizeof(said); i++)
+        said[i] = (uint8_t)(i * 3 + 1);
+    pair_ready(&p);
+    ck_assert_int_eq(tp->irecv(p.a, got, sizeof(got), NULL, 1, &rx), 0);
+    ck_assert_int_eq(tp->isend(p.c, said, sizeof(said), NULL, 1, &m), 0);
+    ck_assert_int_eq(tp->test(m, &done), 0);
+    ck_assert_int_eq(done, 1);
+    ck_assert_int_eq(tp->poll_fds(p.c, &pfd, 1), 1);
+    ck_assert_int_eq(setsockopt(pfd.fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)), 0);
+    tp->close(p.c);
+    p.c = NULL;
+    usleep(50000); /* the reset arrives */
+    ck_assert_int_eq(tp->isend(p.a, ours, sizeof(ours), NULL, 4, &tx), 0);
+    done = 0;
+    for (int i = 0; i < 100 && !done; i++) {
+        done = 0;
+        rc = tp->test(tx, &done);
+        if (!done)
+            usleep(1000);
+    }
+    ck_assert_int_eq(done, 1);
+    ck_assert_msg(tp_peer_gone(rc), "the send gave %d", rc);
+    done = 0;
+    ck_assert_int_eq(tp->test(rx, &done), 0);
+    ck_assert_int_eq(done, 1);
+    ck_assert_int_eq(memcmp(got, said, sizeof(said)), 0);
+    pair_close(&p);
+}
+END_TEST
+
 /* The standard check value of CRC32C, whole and continued across two calls. */
 START_TEST(test_crc32c_check_value)
 {
@@ -115,6 +157,7 @@ Suite *tcp_suite(void)
     tcase_add_test(tc, test_crc32c_check_value);
     tcase_add_test(tc, test_garbage_handshake_refused);
     tcase_add_test(tc, test_checksum);
+    tcase_add_test(tc, test_reset_after_message_still_delivered);
     suite_add_tcase(s, tc);
     return s;
 }
