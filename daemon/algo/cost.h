@@ -25,6 +25,12 @@ typedef struct link_cost {
     double gamma_us_per_byte; /* reduction of received data (RECV_REDUCE, local REDUCE) */
     double overhead_us;       /* per message and node, serial (0: none) */
     int shared_nic;           /* 1: all of a node's transfers share one link */
+    /* Daemons of the comm per processor core where they share a host (several daemons on
+     * one machine, in tests and benches: loopback, network namespaces); <= 1: every node
+     * has processors enough. Above 1 a collective takes at least this times the mean
+     * processor work of a node (its messages' overhead and its reductions): the work of the
+     * daemons on a host queues for its cores (replay only, up to ALGO_COST_REPLAY_MAX). */
+    double host_load;
 } link_cost_t;
 
 /* Up to this many nodes algo_cost replays every node's real schedule; above, it uses closed

@@ -9,7 +9,10 @@
  * ends when its last step does, plus gamma * b for each b bytes it received to reduce (the
  * executor, exec/l1.c, applies those one after another once the transfers are done). Sends never
  * wait for receivers, so the replay only waits for data: it sweeps the nodes, moving each through
- * as many rounds as the data sent so far allows, until all are done.
+ * as many rounds as the data sent so far allows, until all are done. Where daemons outnumber
+ * the cores of their host (host_load > 1) the result is at least host_load times a node's mean
+ * processor work (o per message sent or received, gamma per byte reduced): the work bound of
+ * a schedule on too few processors, next to the span the replay computes.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -34,6 +37,7 @@ typedef struct rnode {
     double in;     /* bytes received in this round */
     double red;    /* time the round's received reductions take after its transfers */
     uint32_t msgs; /* messages sent and received in this round */
+    double work;   /* processor time over all rounds: o per message, gamma per byte reduced */
 } rnode_t;
 
 typedef struct replay {
@@ -82,7 +86,9 @@ static void post(replay_t *rp, uint32_t i)
 
         if (st->op == STEP_REDUCE) {
             later(&nd->end, nd->t + lc->gamma_us_per_byte * b);
+            nd->work += lc->gamma_us_per_byte * b;
         } else if (st->op == STEP_SEND) {
+            nd->work += lc->overhead_us;
             /* Sends leave one after another as the processor gets to them. */
             start = nd->t + lc->overhead_us * ++nd->msgs;
             if (lc->shared_nic)
@@ -119,8 +125,11 @@ static uint32_t take(replay_t *rp, uint32_t i)
         nd->in += bytes_of(st);
         nd->msgs++;
         later(&nd->end, (at > nd->t ? at : nd->t) + rp->lc->overhead_us);
-        if (st->op == STEP_RECV_REDUCE)
+        nd->work += rp->lc->overhead_us;
+        if (st->op == STEP_RECV_REDUCE) {
             nd->red += rp->lc->gamma_us_per_byte * bytes_of(st);
+            nd->work += rp->lc->gamma_us_per_byte * bytes_of(st);
+        }
     }
     return left;
 }
@@ -207,13 +216,17 @@ double algo_cost_replay(int algo, int kind, uint32_t nnodes, uint64_t bytes, con
         for (uint32_t i = 0; i < nnodes; i++)
             enter(&rp, i, 0);
         run(&rp);
+        double work = 0;
         worst = rp.err == 0 ? 0 : -1;
         for (uint32_t i = 0; i < nnodes && worst >= 0; i++) {
             if (rp.nodes[i].round < rp.nodes[i].s.nrounds)
                 worst = -1;
             else
                 later(&worst, rp.nodes[i].end);
+            work += rp.nodes[i].work;
         }
+        if (worst >= 0 && lc->host_load > 1)
+            later(&worst, lc->host_load * work / nnodes);
     }
     replay_free(&rp);
     return worst;

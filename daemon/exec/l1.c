@@ -128,13 +128,30 @@ static int post_check(l1_run_t *r)
     return rc;
 }
 
+/* Whether the round in progress has a transfer with node `peer` (its tests then advance
+ * that connection). */
+static int round_touches(const l1_run_t *r, uint32_t peer)
+{
+    const sched_t *sc = r->a.sched;
+
+    if (r->round >= sc->nrounds)
+        return 0;
+    for (uint32_t i = sc->round_start[r->round]; i < sc->round_start[r->round + 1]; i++)
+        if (sc->steps[i].op <= STEP_RECV_REDUCE && sc->steps[i].peer == peer)
+            return 1;
+    return 0;
+}
+
 /* Tests the check's transfers: 1 when both are done and the previous node agrees, 0 while
  * pending, -EBADE when it does not agree, another negative errno when a transfer failed. The
- * receive is only looked at once done unless `force`: while the rounds run, their own tests
- * (and the engine's look at the abort notices, on every connection) advance its connection,
- * and a test of its own every pass would be one more syscall each. */
+ * receive is only tested before it is done when `force` or when the round in progress does
+ * not talk to the previous node: otherwise the round's own tests advance its connection, and
+ * a test of its own every pass would be one more syscall each. */
 static int test_check(l1_run_t *r, int force)
 {
+    uint32_t n = r->a.nnodes;
+
+    force = force || (r->check_rx != NULL && !round_touches(r, (r->a.me + n - 1) % n));
     tp_req_t **q[2] = {&r->check_tx, &r->check_rx};
     int rc, done, err = 0;
 

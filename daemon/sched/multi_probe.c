@@ -4,7 +4,9 @@
  * half the median round trip) and one PROBE_BULK_BYTES message answered by a small one
  * (bandwidth); node 0 also times a reduction (gamma) and a fan-out (a small message to every
  * other node at once and their answers: what each message beyond the first adds is the
- * per-message overhead, which grows where daemons share processors or a link). Node 0 then
+ * per-message overhead, which grows where daemons share processors or a link; the answers
+ * name each node's host, by its kernel's boot id, and its cores, so node 0 also knows how many
+ * daemons of the comm share a host's cores: the cost model's host_load). Node 0 then
  * sends the figures to every
  * node, so that all nodes feed the same numbers to the cost model and pick the same algorithm
  * for every op (they must: their schedules have to match). Probe messages carry the comm's
@@ -12,8 +14,11 @@
  * the parent's figures instead (multi_conn.c): they describe the same links.
  */
 #include <errno.h>
+#include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "futex.h"
 #include "hccl/hccl.h"
@@ -35,7 +40,10 @@ struct multi_probe {
     tp_req_t *rs, *rr; /* the send and the receive in progress, NULL when done */
     uint64_t t0;       /* when the exchange in progress started */
     double rtt_us[PROBE_PINGS];
-    double figures[4]; /* alpha_us, beta_us_per_byte, gamma_us_per_byte, overhead_us */
+    /* alpha_us, beta_us_per_byte, gamma_us_per_byte, overhead_us, host_load */
+    double figures[5];
+    uint64_t host;   /* this node's host: boot id digest << 16 | cores (host_of) */
+    uint64_t *hosts; /* node 0: every node's, by node */
     uint8_t small_out[8], small_in[8];
     uint8_t *bulk;
     uint32_t sent; /* node 0: results handed to the transport */
@@ -76,6 +84,44 @@ static int cmp_double(const void *a, const void *b)
     double x = *(const double *)a, y = *(const double *)b;
 
     return x < y ? -1 : x > y;
+}
+
+/* This daemon's host as 48 bits of its kernel's boot id (the same in every network
+ * namespace of one machine) and the cores it may run on, 16 bits. */
+static uint64_t host_of(void)
+{
+    char id[64] = "";
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    cpu_set_t set;
+    long cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set)
+                                                              : sysconf(_SC_NPROCESSORS_ONLN);
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+
+    if (f != NULL) {
+        if (fgets(id, sizeof(id), f) == NULL)
+            id[0] = '\0';
+        fclose(f);
+    }
+    for (const char *c = id; *c != '\0'; c++)
+        h = (h ^ (uint8_t)*c) * 1099511628211ull;
+    if (cores < 1)
+        cores = 1;
+    return (h & 0xffffffffffffull) << 16 | (uint64_t)(cores > 0xffff ? 0xffff : cores);
+}
+
+/* The most daemons of the comm per core on any one host (hosts unknown count as their own). */
+static double host_load(const uint64_t *hosts, uint32_t n)
+{
+    double most = 0;
+
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t same = 0;
+        for (uint32_t j = 0; j < n; j++)
+            same += hosts[j] >> 16 == hosts[i] >> 16;
+        double load = (double)same / (double)((hosts[i] & 0xffff) ? hosts[i] & 0xffff : 1);
+        most = load > most ? load : most;
+    }
+    return most;
 }
 
 /* Node 0 turns its timings into the figures. */
@@ -122,8 +168,8 @@ static int fan_out(eng_multi_t *mu, struct multi_probe *p)
         for (uint32_t j = 1; j < n; j++) {
             if ((rc = tp_isend(mu->conns[j], p->small_out, 8, NULL, tag_probe(mu->tag, 0x300),
                                &p->result_reqs[j - 1])) != 0 ||
-                (rc = tp_irecv(mu->conns[j], p->small_in, 8, NULL, tag_probe(mu->tag, 0x301),
-                               &p->fan_reqs[j - 1])) != 0)
+                (rc = tp_irecv(mu->conns[j], &p->hosts[j], sizeof(p->hosts[j]), NULL,
+                               tag_probe(mu->tag, 0x301), &p->fan_reqs[j - 1])) != 0)
                 return rc;
         }
         p->fan_posted = 1;
@@ -134,6 +180,8 @@ static int fan_out(eng_multi_t *mu, struct multi_probe *p)
     /* 2(n-1) messages where a ping-pong has 2: the rest is what each one costs. */
     double fan = (double)(now_ns() - p->t0) / 1000.0, rtt = 2 * p->figures[0];
     p->figures[3] = n > 2 && fan > rtt ? (fan - rtt) / (2.0 * (n - 2)) : mu->lc.overhead_us;
+    p->hosts[0] = p->host;
+    p->figures[4] = host_load(p->hosts, n);
     p->phase = PH_RESULT;
     return 1;
 }
@@ -225,7 +273,9 @@ static int step_other(eng_multi_t *mu, struct multi_probe *p)
         uint64_t tag = p->phase == PH_PING   ? tag_probe(mu->tag, 0x80 | p->k)
                        : p->phase == PH_BULK ? tag_probe(mu->tag, 0x101)
                                              : tag_probe(mu->tag, 0x301);
-        if ((rc = tp_isend(c0, p->small_out, 8, NULL, tag, &p->rs)) != 0)
+        /* The fan-out's answer says where this node runs. */
+        const void *answer = p->phase == PH_FAN ? (const void *)&p->host : p->small_out;
+        if ((rc = tp_isend(c0, answer, 8, NULL, tag, &p->rs)) != 0)
             return rc;
         p->answering = 1;
     }
@@ -249,6 +299,7 @@ static void probe_free(eng_multi_t *mu)
     free(p->bulk);
     free(p->result_reqs);
     free(p->fan_reqs);
+    free(p->hosts);
     free(p);
     mu->probe = NULL;
 }
@@ -271,8 +322,11 @@ int multi_probe_progress(engine_t *eng, eng_comm_t *c)
             p->bulk = malloc(mu->me <= 1 ? PROBE_BULK_BYTES : 8);
             p->result_reqs = calloc(mu->nnodes, sizeof(*p->result_reqs));
             p->fan_reqs = calloc(mu->nnodes, sizeof(*p->fan_reqs));
+            p->hosts = calloc(mu->nnodes, sizeof(*p->hosts));
+            p->host = host_of();
         }
-        if (p == NULL || p->bulk == NULL || p->result_reqs == NULL || p->fan_reqs == NULL) {
+        if (p == NULL || p->bulk == NULL || p->result_reqs == NULL || p->fan_reqs == NULL ||
+            p->hosts == NULL) {
             comm_break(eng, c, "no memory to measure the links");
             return 1;
         }
@@ -292,11 +346,12 @@ int multi_probe_progress(engine_t *eng, eng_comm_t *c)
     mu->lc.beta_us_per_byte = p->figures[1];
     mu->lc.gamma_us_per_byte = p->figures[2];
     mu->lc.overhead_us = p->figures[3];
+    mu->lc.host_load = p->figures[4];
     INFO("COLL",
          "comm %u: links measured by node 0: latency %.1f us, %.2f GB/s, reduce %.2f GB/s, "
-         "%.1f us per extra message",
+         "%.1f us per extra message, %.2f daemons per core",
          c->id, mu->lc.alpha_us, 1e-3 / mu->lc.beta_us_per_byte, 1e-3 / mu->lc.gamma_us_per_byte,
-         mu->lc.overhead_us);
+         mu->lc.overhead_us, mu->lc.host_load);
     mu->probed = 1;
     probe_free(mu);
     return 1;

@@ -330,6 +330,36 @@ START_TEST(test_cost_basics)
 }
 END_TEST
 
+/* Daemons that outnumber their host's cores: a collective costs at least host_load times a
+ * node's mean processor work, and the choice moves to schedules with fewer messages. */
+START_TEST(test_cost_host_load)
+{
+    link_cost_t own = tcp10g, shared = tcp10g;
+    double c;
+
+    own.overhead_us = shared.overhead_us = 15;
+    own.host_load = 0.5;
+    shared.host_load = 2;
+    /* A 4-node fullmesh allreduce of 64 bytes: two rounds of 3 sends and 3 receives per
+     * node, 12 messages of 15 us and a few bytes of reductions: twice that on 2 cores a node. */
+    c = algo_cost(ALGO_MESH, DESC_ALLREDUCE, 4, 64, &shared);
+    ck_assert_double_eq_tol(c, 2 * 12 * 15, 0.01);
+    ck_assert(algo_cost(ALGO_MESH, DESC_ALLREDUCE, 4, 64, &own) < c);
+    /* H-D_R moves 8 messages a node, the ring 12 in 6 rounds: with the cores shared, the
+     * fewer messages win. */
+    ck_assert(algo_cost(ALGO_HDR, DESC_ALLREDUCE, 4, 64, &shared) < c);
+    int a = algo_select(DESC_ALLREDUCE, 4, 64, &shared, NULL);
+    ck_assert(a != ALGO_MESH && a != ALGO_RING);
+    /* No bound at or below one daemon per core. */
+    for (int k = DESC_ALLREDUCE; k <= DESC_BARRIER; k++)
+        for (int al = 0; al < ALGO_COUNT; al++) {
+            link_cost_t none = own;
+            none.host_load = 0;
+            ck_assert(algo_cost(al, k, 6, 4096, &own) == algo_cost(al, k, 6, 4096, &none));
+        }
+}
+END_TEST
+
 /* The closed forms (used above 64 nodes) follow the replay of the real schedules. */
 START_TEST(test_cost_formulas)
 {
@@ -461,6 +491,7 @@ Suite *algo_suite(void)
     tcase_add_test(tc, test_sim_catches);
     tcase_add_test(tc, test_cost_basics);
     tcase_add_test(tc, test_cost_formulas);
+    tcase_add_test(tc, test_cost_host_load);
     tcase_add_test(tc, test_env_valid);
     tcase_add_test(tc, test_env_invalid);
     suite_add_tcase(s, tc);
