@@ -28,8 +28,9 @@ typedef struct link_cost {
     /* Daemons of the comm per processor core where they share a host (several daemons on
      * one machine, in tests and benches: loopback, network namespaces); <= 1: every node
      * has processors enough. Above 1 a collective takes at least this times the mean
-     * processor work of a node (its messages' overhead and its reductions): the work of the
-     * daemons on a host queues for its cores (replay only, up to ALGO_COST_REPLAY_MAX). */
+     * processor work of a node (its messages' overhead, the copies of its bytes through the
+     * kernel, its reductions): the work of the daemons on a host queues for its cores (replay
+     * only, up to ALGO_COST_REPLAY_MAX). */
     double host_load;
 } link_cost_t;
 

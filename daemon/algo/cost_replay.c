@@ -11,8 +11,10 @@
  * wait for receivers, so the replay only waits for data: it sweeps the nodes, moving each through
  * as many rounds as the data sent so far allows, until all are done. Where daemons outnumber
  * the cores of their host (host_load > 1) the result is at least host_load times a node's mean
- * processor work (o per message sent or received, gamma per byte reduced): the work bound of
- * a schedule on too few processors, next to the span the replay computes.
+ * processor work: the work bound of a schedule on too few processors, next to the span the
+ * replay computes. A node's work is o per message sent or received, gamma per byte reduced,
+ * and beta per byte sent or received: daemons that share a host talk through its kernel
+ * (loopback, veth), where moving a byte is a copy on each side, not time on a wire.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -88,7 +90,7 @@ static void post(replay_t *rp, uint32_t i)
             later(&nd->end, nd->t + lc->gamma_us_per_byte * b);
             nd->work += lc->gamma_us_per_byte * b;
         } else if (st->op == STEP_SEND) {
-            nd->work += lc->overhead_us;
+            nd->work += lc->overhead_us + lc->beta_us_per_byte * b;
             /* Sends leave one after another as the processor gets to them. */
             start = nd->t + lc->overhead_us * ++nd->msgs;
             if (lc->shared_nic)
@@ -125,7 +127,7 @@ static uint32_t take(replay_t *rp, uint32_t i)
         nd->in += bytes_of(st);
         nd->msgs++;
         later(&nd->end, (at > nd->t ? at : nd->t) + rp->lc->overhead_us);
-        nd->work += rp->lc->overhead_us;
+        nd->work += rp->lc->overhead_us + rp->lc->beta_us_per_byte * bytes_of(st);
         if (st->op == STEP_RECV_REDUCE) {
             nd->red += rp->lc->gamma_us_per_byte * bytes_of(st);
             nd->work += rp->lc->gamma_us_per_byte * bytes_of(st);

@@ -341,9 +341,10 @@ START_TEST(test_cost_host_load)
     own.host_load = 0.5;
     shared.host_load = 2;
     /* A 4-node fullmesh allreduce of 64 bytes: two rounds of 3 sends and 3 receives per
-     * node, 12 messages of 15 us and a few bytes of reductions: twice that on 2 cores a node. */
+     * node, 12 messages of 15 us and 16 B each (copied at beta), a few bytes of reductions:
+     * twice that on 2 cores a node. */
     c = algo_cost(ALGO_MESH, DESC_ALLREDUCE, 4, 64, &shared);
-    ck_assert_double_eq_tol(c, 2 * 12 * 15, 0.01);
+    ck_assert_double_eq_tol(c, 2 * 12 * (15 + 16 * 0.0008), 0.01);
     ck_assert(algo_cost(ALGO_MESH, DESC_ALLREDUCE, 4, 64, &own) < c);
     /* H-D_R moves 8 messages a node, the ring 12 in 6 rounds: with the cores shared, the
      * fewer messages win. */
