@@ -16,7 +16,8 @@
  * pairs) share the connection. A message that arrives before its receive waits in memory
  * (HCCLD_TCP_UNEXPECTED bytes per connection at most; beyond that reading pauses). Lengths
  * must agree (else -EPROTO). Any error fails the connection: every pending request then
- * completes with it.
+ * completes with it (TCP: when the peer is gone, tp_peer_gone, what it sent before still
+ * completes the receives it matches first).
  */
 #ifndef HCCLD_TRANSPORT_TRANSPORT_H
 #define HCCLD_TRANSPORT_TRANSPORT_H
