@@ -111,12 +111,14 @@ static int test_round(l1_run_t *r)
  * the run on those connections (so the check is the first message of the tag either way). */
 static int post_check(l1_run_t *r)
 {
-    uint32_t n = r->a.nnodes, next = (r->a.me + 1) % n, prev = (r->a.me + n - 1) % n;
+    uint32_t n = r->a.nnodes, next, prev;
     int rc;
 
     r->check_posted = 1;
     if (r->a.check_len == 0 || n < 2)
         return 0;
+    next = (r->a.me + 1) % n;
+    prev = (r->a.me + n - 1) % n;
     if ((rc = tp_isend(r->a.conns[next], r->a.check, r->a.check_len, NULL, r->a.check_tag,
                        &r->check_tx)) != 0) {
         r->failed = r->a.conns[next]->ops;
