@@ -26,6 +26,11 @@ int desc_is_reduction(uint8_t kind)
     return kind == DESC_ALLREDUCE || kind == DESC_REDUCE_SCATTER || kind == DESC_REDUCE;
 }
 
+int desc_is_rooted(uint8_t kind)
+{
+    return kind == DESC_BROADCAST || kind == DESC_REDUCE || kind == DESC_SCATTER;
+}
+
 const char *desc_disagree(const desc_t *a, const desc_t *b)
 {
     if (a->kind != b->kind)
@@ -36,8 +41,7 @@ const char *desc_disagree(const desc_t *a, const desc_t *b)
         return "data type";
     if (desc_is_reduction(a->kind) && a->redop != b->redop)
         return "reduce op";
-    if (a->root != b->root &&
-        (a->kind == DESC_BROADCAST || a->kind == DESC_REDUCE || a->kind == DESC_SCATTER))
+    if (a->root != b->root && desc_is_rooted(a->kind))
         return "root";
     if ((a->flags & DESC_F_INLINE) != (b->flags & DESC_F_INLINE))
         return "protocol";

@@ -32,6 +32,8 @@ const char *desc_disagree(const desc_t *a, const desc_t *b);
 
 int desc_is_collective(uint8_t kind);
 int desc_is_reduction(uint8_t kind);
+/* Whether kind has a root (broadcast, reduce, scatter). */
+int desc_is_rooted(uint8_t kind);
 const char *desc_kind_name(uint8_t kind);
 
 #endif

@@ -221,13 +221,10 @@ static uint8_t *direct_out(eng_comm_t *c, const desc_t *d, uint64_t cnt)
  * does not use stay 0, whatever the ranks left in them. */
 static void op_check_fill(const desc_t *d, uint64_t out[4])
 {
-    int reduces =
-        d->kind == DESC_ALLREDUCE || d->kind == DESC_REDUCE || d->kind == DESC_REDUCE_SCATTER;
-    int rooted = d->kind == DESC_BROADCAST || d->kind == DESC_REDUCE || d->kind == DESC_SCATTER;
-
     out[0] = 0x48434f50ull << 32 | (uint64_t)d->kind << 16 |
-             (uint64_t)(d->kind == DESC_BARRIER ? 0 : d->dtype) << 8 | (reduces ? d->redop : 0);
-    out[1] = rooted ? d->root : 0;
+             (uint64_t)(d->kind == DESC_BARRIER ? 0 : d->dtype) << 8 |
+             (desc_is_reduction(d->kind) ? d->redop : 0);
+    out[1] = desc_is_rooted(d->kind) ? d->root : 0;
     out[2] = d->count;
     out[3] = d->seq;
 }
@@ -248,11 +245,9 @@ static void op_check_text(const uint64_t c[4], char *buf, size_t cap)
     int n = snprintf(buf, cap, "%s of %llu x %s", desc_kind_name((uint8_t)kind),
                      (unsigned long long)c[2], dtype_name(dt));
 
-    if (n > 0 && (size_t)n < cap &&
-        (kind == DESC_ALLREDUCE || kind == DESC_REDUCE || kind == DESC_REDUCE_SCATTER))
+    if (n > 0 && (size_t)n < cap && desc_is_reduction((uint8_t)kind))
         n += snprintf(buf + n, cap - (size_t)n, " (%s)", redop_name(op));
-    if (n > 0 && (size_t)n < cap &&
-        (kind == DESC_BROADCAST || kind == DESC_REDUCE || kind == DESC_SCATTER))
+    if (n > 0 && (size_t)n < cap && desc_is_rooted((uint8_t)kind))
         snprintf(buf + n, cap - (size_t)n, " rooted at rank %llu", (unsigned long long)c[1]);
 }
 
@@ -400,9 +395,9 @@ int multi_coll_progress(engine_t *eng, eng_comm_t *c)
         comm_break_status(eng, c, HCCL_E_PARA, "nodes posted different collectives");
         return 1;
     }
-    if (rc < 0 && tp_peer_gone(rc) && (multi_abort_listen_now(eng, c), c->broken)) {
-        /* The peer said why before it went (its notice failed the op here, e.g. with
-         * HCCL_E_PARA for ranks that posted different collectives). */
+    /* A peer that went away may have said why first: its notice, heard now, fails the op
+     * (e.g. with HCCL_E_PARA for ranks that posted different collectives). */
+    if (rc < 0 && tp_peer_gone(rc) && multi_abort_listen_now(eng, c) >= 0 && c->broken) {
         multi_end(c);
         return 1;
     }
