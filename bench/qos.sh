@@ -24,6 +24,7 @@ SECS=${QOS_SECS:-10}
 ITERS=${QOS_ITERS:-30}
 ROUNDS=${QOS_ROUNDS:-3}
 LAT_ITERS=${QOS_LAT_ITERS:-500}
+ZC=${QOS_ZC:-}
 # shellcheck source=bench/lib.sh
 . "$(dirname "$0")/lib.sh"
 bench_setup qos "$BUILD" hccld hccld-ctl hccl-run hccl_perf_test
@@ -54,7 +55,7 @@ job() {
     local name=$1
     shift
     HCCL_JOB_NAME=$name HCCL_CONNECT_TIMEOUT=30 "$BIN/hccl-run" -n 2 --daemons "$SOCKS" -- \
-        "$BIN/hccl_perf_test" -t allreduce -d float -c 0 "$@"
+        "$BIN/hccl_perf_test" -t allreduce -d float -c 0 ${ZC:+-z} "$@"
 }
 
 # busbw (out of place) of the one size a run printed; the median over several run files.

@@ -58,6 +58,7 @@ typedef struct hc_client {
     hc_arena_t alloc;
     int dead; /* through hc_client_dead() and hc_client_set_dead() only (atomic) */
     uint64_t spin_ns;
+    int spin_score; /* adaptive spinning (submit.c); atomic */
     uint64_t exec_timeout_ns;
     char advertised[64]; /* "IP:PORT" peer daemons reach our daemon at; empty: not listening */
 } hc_client_t;

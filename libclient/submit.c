@@ -64,21 +64,58 @@ void hc_wake_waiters(hc_client_t *c)
     futex_wake(&c->cq.hdr->tail, INT_MAX);
 }
 
+/*
+ * Adaptive spinning: a wait that ends while spinning scores +2, one that has to sleep -1 (the
+ * score stays within 0..SPIN_SCORE_MAX). Waits spin only while the score is above 0, and
+ * every SPIN_PROBE-th wait spins anyway, to notice when short waits come back. A rank whose
+ * completions take longer than the spin (big pieces, a class held to its cap) then sleeps at
+ * once instead of burning a core the daemons and the other jobs need.
+ */
+#define SPIN_SCORE_MAX 8
+#define SPIN_PROBE 16
+
+static uint64_t spin_budget(hc_client_t *c)
+{
+    static __thread unsigned waits;
+
+    if (__atomic_load_n(&c->spin_score, __ATOMIC_RELAXED) > 0 || ++waits % SPIN_PROBE == 0)
+        return c->spin_ns;
+    return 0;
+}
+
+static void spin_learn(hc_client_t *c, int slept)
+{
+    int s = __atomic_load_n(&c->spin_score, __ATOMIC_RELAXED);
+
+    s = slept ? (s > 0 ? s - 1 : 0) : (s + 2 < SPIN_SCORE_MAX ? s + 2 : SPIN_SCORE_MAX);
+    __atomic_store_n(&c->spin_score, s, __ATOMIC_RELAXED);
+}
+
+/* Whether pred(c, arg) holds, after taking in what the daemon completed if nobody else is. */
+static int ready(hc_client_t *c, int (*pred)(hc_client_t *, uint32_t), uint32_t arg)
+{
+    if (pred(c, arg))
+        return 1;
+    if (pthread_mutex_trylock(&c->cq_lock) != 0)
+        return 0;
+    drain_locked(c);
+    pthread_mutex_unlock(&c->cq_lock);
+    return pred(c, arg);
+}
+
 /* Waits until pred(c, arg) holds or now_ns() passes deadline. Returns 0, -ETIMEDOUT or
  * -EPIPE (daemon gone). */
 static int wait_until(hc_client_t *c, int (*pred)(hc_client_t *, uint32_t), uint32_t arg,
                       uint64_t deadline)
 {
-    uint64_t start = now_ns(), spin_until = start + c->spin_ns;
+    uint64_t spin = spin_budget(c), spin_until = now_ns() + spin;
+    int slept = 0;
 
     for (unsigned i = 0;; i++) {
-        if (pred(c, arg))
+        if (ready(c, pred, arg)) {
+            if (spin != 0 || slept)
+                spin_learn(c, slept);
             return 0;
-        if (pthread_mutex_trylock(&c->cq_lock) == 0) {
-            drain_locked(c);
-            pthread_mutex_unlock(&c->cq_lock);
-            if (pred(c, arg))
-                return 0;
         }
         /* Spin, yielding now and then to whoever shares the core (the daemon, a peer). */
         if ((i & 15) != 15) {
@@ -95,6 +132,7 @@ static int wait_until(hc_client_t *c, int (*pred)(hc_client_t *, uint32_t), uint
         if (now > deadline)
             return -ETIMEDOUT;
         sleep_on_cq(c);
+        slept = 1;
     }
 }
 

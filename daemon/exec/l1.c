@@ -21,29 +21,35 @@ struct l1_run {
     int check_posted;
 };
 
-static const uint8_t *step_src(const l1_run_t *r, const step_t *s, uint64_t off)
+/* OUT[off..] as step i reads it: the input for a read that `fresh` marks with `bit`. */
+static const uint8_t *out_read(const l1_run_t *r, uint32_t i, uint8_t bit, uint64_t off)
 {
-    const uint8_t *base = s->buf == SCHED_BUF_IN ? r->a.in : r->a.out;
-
-    return base + off * r->es;
+    if (r->a.src != NULL && (r->a.fresh[i] & bit))
+        return r->a.src + (off - r->a.src_lo) * r->es;
+    return r->a.out + off * r->es;
 }
 
-static void reduce_into(l1_run_t *r, uint8_t *dst, const uint8_t *src, uint64_t len)
+/* Where step i (a send, copy or reduce) reads its source from. */
+static const uint8_t *step_src(const l1_run_t *r, uint32_t i, uint64_t off)
 {
-    const void *srcs[2] = {dst, src};
+    const step_t *s = &r->a.sched->steps[i];
 
-    reduce_n(r->a.dtype, r->a.redop, dst, srcs, 2, len);
+    if (s->buf == SCHED_BUF_IN)
+        return r->a.in + off * r->es;
+    return out_read(r, i, SCHED_FRESH_SRC, off);
 }
 
 /* Local steps touch no range that another step of the round writes: run them at once. */
-static void run_local(l1_run_t *r, const step_t *s)
+static void run_local(l1_run_t *r, uint32_t i)
 {
+    const step_t *s = &r->a.sched->steps[i];
     uint8_t *dst = r->a.out + s->off * r->es;
+    const void *srcs[2] = {out_read(r, i, SCHED_FRESH_DST, s->off), step_src(r, i, s->src_off)};
 
     if (s->op == STEP_COPY)
-        memmove(dst, step_src(r, s, s->src_off), s->len * r->es);
+        memmove(dst, srcs[1], s->len * r->es);
     else
-        reduce_into(r, dst, step_src(r, s, s->src_off), s->len);
+        reduce_n(r->a.dtype, r->a.redop, dst, srcs, 2, s->len);
 }
 
 static int post_round(l1_run_t *r)
@@ -59,7 +65,8 @@ static int post_round(l1_run_t *r)
         r->reqs[i] = NULL;
         switch (s->op) {
         case STEP_SEND:
-            rc = tp_isend(c, step_src(r, s, s->off), s->len * r->es, NULL, r->a.tag, &r->reqs[i]);
+            rc = tp_isend(c, step_src(r, first + i, s->off), s->len * r->es, NULL, r->a.tag,
+                          &r->reqs[i]);
             break;
         case STEP_RECV:
             rc =
@@ -71,7 +78,7 @@ static int post_round(l1_run_t *r)
                           &r->reqs[i]);
             scratch += s->len;
             break;
-        default: run_local(r, s); break;
+        default: run_local(r, first + i); break;
         }
         if (rc != 0)
             r->failed = c->ops;
@@ -197,7 +204,7 @@ static void finish_round(l1_run_t *r)
             i++;
             continue;
         }
-        src[0] = dst;
+        src[0] = out_read(r, first + i, SCHED_FRESH_DST, s->off);
         do {
             src[m++] = r->a.scratch + r->scratch_at[i] * r->es;
             i++;

@@ -217,6 +217,46 @@ static uint8_t *direct_out(eng_comm_t *c, const desc_t *d, uint64_t cnt)
     }
 }
 
+/* The input level 1 may read where local rank 0 left it instead of a copy in OUT, or NULL:
+ * with one rank on this node, for the kinds whose input is one block at OUT[0] that the
+ * schedule overwrites (REDUCE on a node other than the root wants no result there). */
+static const uint8_t *direct_in(eng_comm_t *c, const desc_t *d, uint64_t bytes)
+{
+    const eng_multi_t *mu = c->multi;
+    const uint8_t *src;
+
+    if (mu->L != 1 || (d->kind != DESC_ALLREDUCE && d->kind != DESC_REDUCE) || mu->fresh_rc != 0)
+        return NULL;
+    if (!mu->fresh_all && (d->kind != DESC_REDUCE || d->root == mu->me))
+        return NULL;
+    src = send_block(c, 0, 0);
+    if (src != mu->work && src < mu->work + bytes && mu->work < src + bytes)
+        return NULL; /* overlapping in part: reads would see the schedule's writes */
+    return src;
+}
+
+/* Builds the schedule for key unless it is the one kept from the last op. */
+static int sched_prepare(eng_multi_t *mu, const sched_key_t *key)
+{
+    int rc;
+
+    if (mu->sched.steps != NULL && memcmp(key, &mu->sched_key, sizeof(*key)) == 0)
+        return 0;
+    sched_free(&mu->sched);
+    memset(&mu->sched, 0, sizeof(mu->sched));
+    free(mu->fresh);
+    mu->fresh = NULL;
+    rc = algo_build(key->algo, key->kind, mu->nnodes, mu->me, key->root, key->count, &mu->sched);
+    if (rc != 0)
+        return rc;
+    mu->sched_key = *key;
+    mu->fresh = malloc((size_t)mu->sched.nsteps + 1);
+    mu->fresh_rc = mu->fresh == NULL
+                       ? -ENOMEM
+                       : sched_fresh_reads(&mu->sched, 0, key->count, mu->fresh, &mu->fresh_all);
+    return 0;
+}
+
 /* The op check (l1_args_t.check): what every node must agree on for piece d. Fields a kind
  * does not use stay 0, whatever the ranks left in them. */
 static void op_check_fill(const desc_t *d, uint64_t out[4])
@@ -277,14 +317,8 @@ static int multi_start(engine_t *eng, eng_comm_t *c, const desc_t *d)
 
     /* Pieces of one op, and ops of one size, come again and again: keep the last schedule. */
     sched_key_t key = {.algo = algo, .kind = d->kind, .root = d->root / mu->L, .count = cnt};
-    if (mu->sched.steps == NULL || memcmp(&key, &mu->sched_key, sizeof(key)) != 0) {
-        sched_free(&mu->sched);
-        memset(&mu->sched, 0, sizeof(mu->sched));
-        rc = algo_build(algo, d->kind, mu->nnodes, mu->me, key.root, cnt, &mu->sched);
-        if (rc != 0)
-            return rc;
-        mu->sched_key = key;
-    }
+    if ((rc = sched_prepare(mu, &key)) != 0)
+        return rc;
     if (buf_reserve(&mu->out, &mu->out_cap, (mu->sched.out_elems + 1) * es) != 0 ||
         buf_reserve(&mu->in, &mu->in_cap, ((uint64_t)mu->nnodes * cnt + 1) * es) != 0 ||
         buf_reserve(&mu->scratch, &mu->scratch_cap, (mu->sched.scratch_elems + 1) * es) != 0)
@@ -293,7 +327,9 @@ static int multi_start(engine_t *eng, eng_comm_t *c, const desc_t *d)
     mu->work = direct_out(c, d, cnt);
     if (mu->work == NULL)
         mu->work = mu->out;
-    gather_in(c, d);
+    const uint8_t *src = direct_in(c, d, cnt * es);
+    if (src == NULL)
+        gather_in(c, d);
     mu->t_l1_ns = now_ns();
     mu->qos_since_ns = mu->qos_wait_ns = 0;
     op_check_fill(d, mu->check);
@@ -305,6 +341,8 @@ static int multi_start(engine_t *eng, eng_comm_t *c, const desc_t *d)
                    .out = mu->work,
                    .in = mu->in,
                    .scratch = mu->scratch,
+                   .src = src,
+                   .fresh = mu->fresh,
                    .dtype = d->dtype,
                    .redop = d->redop,
                    .tag = tag_coll(mu->tag, d->seq, op_check_digest(mu->check)),

@@ -53,6 +53,10 @@ typedef struct eng_multi {
     int busy;
     sched_t sched; /* kept after the op for the next one with the same key */
     sched_key_t sched_key;
+    /* sched_fresh_reads() of the schedule over the layout's input range: the flags, its
+     * result and whether the schedule writes all of that range */
+    uint8_t *fresh;
+    int fresh_rc, fresh_all;
     l1_run_t *run;
     uint8_t *out, *in, *scratch; /* node buffers, kept across ops and grown on demand */
     uint8_t *work;               /* OUT of the op in flight: out, or local rank 0's receive range */

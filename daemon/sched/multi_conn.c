@@ -400,6 +400,7 @@ void multi_free(eng_comm_t *c)
     if (mu->busy)
         l1_free(mu->run);
     sched_free(&mu->sched);
+    free(mu->fresh);
     multi_p2p_fail(NULL, c, HCCL_E_REMOTE);
     multi_probe_free(mu);
     multi_abort_free(mu);

@@ -234,6 +234,44 @@ static const char *hand_run(int kind, uint32_t n, const step_t (*steps)[4], uint
     return err;
 }
 
+/* A hand-made one-node schedule of `n` rounds of one step each, for sched_fresh_reads. */
+static int fresh_of(const step_t *steps, uint32_t n, uint64_t lo, uint64_t hi, uint8_t *fresh,
+                    int *all)
+{
+    uint32_t starts[9];
+    sched_t sc = {.steps = (step_t *)steps, .nsteps = n, .nrounds = n, .round_start = starts};
+
+    for (uint32_t i = 0; i <= n; i++)
+        starts[i] = i;
+    return sched_fresh_reads(&sc, lo, hi, fresh, all);
+}
+
+/* Reads of the input range before a write go to the input, after it to OUT; a read across
+ * a write's edge, or the range's, cannot be served from either alone. */
+START_TEST(test_fresh_reads)
+{
+    static const step_t ok[] = {S(1, 0, 4), RR(1, 4, 4), S(1, 4, 4), R(1, 0, 4), S(1, 0, 8)};
+    static const step_t straddle[] = {R(1, 2, 4), S(1, 0, 4)};
+    static const step_t edge[] = {S(1, 6, 4)};
+    static const step_t gap[] = {R(1, 0, 2), RR(1, 4, 4)};
+    uint8_t fresh[8];
+    int all = -1;
+
+    ck_assert_int_eq(fresh_of(ok, 5, 0, 8, fresh, &all), 0);
+    ck_assert_int_eq(fresh[0], SCHED_FRESH_SRC);
+    ck_assert_int_eq(fresh[1], SCHED_FRESH_DST);
+    ck_assert_int_eq(fresh[2], 0); /* reduced in the round before */
+    ck_assert_int_eq(fresh[3], 0);
+    ck_assert_int_eq(fresh[4], 0);
+    ck_assert_int_eq(all, 1);
+    ck_assert_int_eq(fresh_of(straddle, 2, 0, 8, fresh, &all), -EINVAL);
+    ck_assert_int_eq(fresh_of(edge, 1, 0, 8, fresh, &all), -EINVAL);
+    ck_assert_int_eq(fresh_of(gap, 2, 0, 8, fresh, &all), 0);
+    ck_assert_int_eq(fresh[1], SCHED_FRESH_DST);
+    ck_assert_int_eq(all, 0); /* OUT[2, 4) is never written */
+}
+END_TEST
+
 START_TEST(test_sim_catches)
 {
     /* A correct two-node allreduce, to show the harness itself works: each reduces one half
@@ -490,6 +528,7 @@ Suite *algo_suite(void)
     tcase_add_test(tc, test_sim_large);
     tcase_add_test(tc, test_round_counts);
     tcase_add_test(tc, test_sim_catches);
+    tcase_add_test(tc, test_fresh_reads);
     tcase_add_test(tc, test_cost_basics);
     tcase_add_test(tc, test_cost_formulas);
     tcase_add_test(tc, test_cost_host_load);

@@ -190,12 +190,15 @@ static uint64_t check(int kind, uint32_t n, uint32_t me, uint32_t root, uint64_t
  * but `odd` (UINT32_MAX: none), whose check differs. Returns the number of wrong elements, or
  * -1; rc_out (if not NULL) gets each node's last l1_progress result.
  */
+/* direct: the input stays in a buffer of its own (l1_args_t.src), OUT starts as garbage,
+ * and the input must be as it was afterwards (ALLREDUCE and REDUCE). */
 static long run_case_odd(mesh_t *m, int algo, int kind, uint32_t root, uint64_t cnt, uint64_t tag,
-                         uint32_t odd, int *rc_out)
+                         uint32_t odd, int *rc_out, int direct)
 {
     uint32_t n = m->n;
     sched_t sc[MAXN];
-    int32_t *out[MAXN], *in[MAXN], *scratch[MAXN];
+    int32_t *out[MAXN], *in[MAXN], *scratch[MAXN], *src[MAXN] = {NULL};
+    uint8_t *fresh[MAXN] = {NULL};
     l1_run_t *run[MAXN];
     int done[MAXN] = {0}, ndone = 0, failed = 0, rcs[MAXN] = {0};
     uint64_t checks[MAXN][2], check_in[MAXN][2];
@@ -209,12 +212,25 @@ static long run_case_odd(mesh_t *m, int algo, int kind, uint32_t root, uint64_t 
         in[me] = calloc(n * cnt + 1, sizeof(int32_t));
         scratch[me] = calloc(sc[me].scratch_elems + 1, sizeof(int32_t));
         fill(kind, n, me, root, cnt, out[me], in[me]);
+        if (direct) {
+            int all;
+            src[me] = malloc((cnt + 1) * sizeof(int32_t));
+            fresh[me] = malloc(sc[me].nsteps + 1);
+            memcpy(src[me], out[me], cnt * sizeof(int32_t));
+            memset(out[me], 0x5a, sc[me].out_elems * sizeof(int32_t));
+            ck_assert_int_eq(sched_fresh_reads(&sc[me], 0, cnt, fresh[me], &all), 0);
+            ck_assert_msg(all || (kind == DESC_REDUCE && me != root),
+                          "%s kind %d n %u node %u: the schedule leaves input in OUT",
+                          algo_name(algo), kind, n, me);
+        }
         l1_args_t a = {.sched = &sc[me],
                        .conns = m->c[me],
                        .me = me,
                        .out = (uint8_t *)out[me],
                        .in = (uint8_t *)in[me],
                        .scratch = (uint8_t *)scratch[me],
+                       .src = (uint8_t *)src[me],
+                       .fresh = fresh[me],
                        .dtype = HCCL_DATA_TYPE_INT32,
                        .redop = HCCL_REDUCE_SUM,
                        .tag = me == odd ? tag | 1ull << 47 : tag, /* as multi_tag.h */
@@ -244,6 +260,10 @@ static long run_case_odd(mesh_t *m, int algo, int kind, uint32_t root, uint64_t 
     for (uint32_t me = 0; me < n; me++) {
         if (!failed && ndone == (int)n)
             bad += (long)check(kind, n, me, root, cnt, out[me]);
+        for (uint64_t i = 0; src[me] != NULL && i < cnt; i++)
+            bad += src[me][i] != v(me, i); /* the input is read, never written */
+        free(src[me]);
+        free(fresh[me]);
         l1_free(run[me]);
         sched_free(&sc[me]);
         free(out[me]);
@@ -253,9 +273,28 @@ static long run_case_odd(mesh_t *m, int algo, int kind, uint32_t root, uint64_t 
     return failed || ndone < (int)n ? -1 : bad;
 }
 
-static long run_case(mesh_t *m, int algo, int kind, uint32_t root, uint64_t cnt, uint64_t tag)
+/* Every algorithm x kinds[] x counts[] on 2..MAXN nodes (roots vary with the count), checked
+ * element by element; direct as in run_case_odd. */
+static void every_case(const int *kinds, size_t nk, const uint64_t *counts, size_t nc, int direct,
+                       uint64_t tag)
 {
-    return run_case_odd(m, algo, kind, root, cnt, tag, UINT32_MAX, NULL);
+    for (uint32_t n = 2; n <= MAXN; n++) {
+        mesh_t m;
+        ck_assert_int_eq(mesh_open(&m, n), 0);
+        for (int algo = 0; algo < ALGO_COUNT; algo++)
+            for (size_t k = 0; k < nk; k++)
+                for (size_t c = 0; c < nc; c++) {
+                    if (!algo_serves(algo, kinds[k]))
+                        continue;
+                    uint64_t cnt = kinds[k] == DESC_BARRIER ? 0 : counts[c];
+                    long bad = run_case_odd(&m, algo, kinds[k], n - 1 - (uint32_t)c % n, cnt, tag++,
+                                            UINT32_MAX, NULL, direct);
+                    ck_assert_msg(bad == 0, "%s kind %d n %u count %llu%s: %ld", algo_name(algo),
+                                  kinds[k], n, (unsigned long long)cnt,
+                                  direct ? " (input in place)" : "", bad);
+                }
+        mesh_close(&m);
+    }
 }
 
 START_TEST(test_every_algorithm_over_tcp)
@@ -263,23 +302,20 @@ START_TEST(test_every_algorithm_over_tcp)
     static const int kinds[] = {DESC_ALLREDUCE, DESC_BROADCAST, DESC_ALLGATHER, DESC_REDUCE_SCATTER,
                                 DESC_ALLTOALL,  DESC_REDUCE,    DESC_SCATTER,   DESC_BARRIER};
     static const uint64_t counts[] = {1, 7, 1000, 262147};
-    uint64_t tag = 1;
 
-    for (uint32_t n = 2; n <= MAXN; n++) {
-        mesh_t m;
-        ck_assert_int_eq(mesh_open(&m, n), 0);
-        for (int algo = 0; algo < ALGO_COUNT; algo++)
-            for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
-                for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
-                    if (!algo_serves(algo, kinds[k]))
-                        continue;
-                    uint64_t cnt = kinds[k] == DESC_BARRIER ? 0 : counts[c];
-                    long bad = run_case(&m, algo, kinds[k], n - 1 - (uint32_t)c % n, cnt, tag++);
-                    ck_assert_msg(bad == 0, "%s kind %d n %u count %llu: %ld", algo_name(algo),
-                                  kinds[k], n, (unsigned long long)cnt, bad);
-                }
-        mesh_close(&m);
-    }
+    every_case(kinds, sizeof(kinds) / sizeof(kinds[0]), counts, sizeof(counts) / sizeof(counts[0]),
+               0, 1);
+}
+END_TEST
+
+/* With one rank per node the engine leaves the input where the rank put it: every schedule of
+ * ALLREDUCE and REDUCE must then read it there and write all of OUT, and never the input. */
+START_TEST(test_input_left_in_place)
+{
+    static const int kinds[] = {DESC_ALLREDUCE, DESC_REDUCE};
+    static const uint64_t counts[] = {1, 3, 1000, 262147};
+
+    every_case(kinds, 2, counts, sizeof(counts) / sizeof(counts[0]), 1, 5000);
 }
 END_TEST
 
@@ -296,7 +332,7 @@ START_TEST(test_check_disagrees)
     for (int algo = 0; algo < ALGO_COUNT; algo++) {
         if (!algo_serves(algo, DESC_ALLREDUCE))
             continue;
-        ck_assert_int_eq(run_case_odd(&m, algo, DESC_ALLREDUCE, 0, 1000, tag++, 1, rc), -1);
+        ck_assert_int_eq(run_case_odd(&m, algo, DESC_ALLREDUCE, 0, 1000, tag++, 1, rc, 0), -1);
         ck_assert_msg(rc[1] == -EBADE && rc[2] == -EBADE, "%s: nodes gave %d %d %d",
                       algo_name(algo), rc[0], rc[1], rc[2]);
         ck_assert_int_ne(rc[0], -EBADE);
@@ -363,6 +399,7 @@ Suite *l1_suite(void)
     tcase_add_test(tc, test_every_algorithm_over_tcp);
     tcase_add_test(tc, test_failed_transfer_result);
     tcase_add_test(tc, test_check_disagrees);
+    tcase_add_test(tc, test_input_left_in_place);
     suite_add_tcase(s, tc);
     return s;
 }
