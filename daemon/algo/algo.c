@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "algo/algo_int.h"
+#include "desc_check.h"
 #include "shm.h"
 
 static int (*const builders[ALGO_COUNT])(const algo_ctx_t *, sbuild_t *) = {
@@ -25,11 +26,6 @@ int algo_serves(int algo, int kind)
     if (algo == ALGO_MESH)
         return 1;
     return kind != DESC_ALLTOALL;
-}
-
-static int kind_has_root(int kind)
-{
-    return kind == DESC_BROADCAST || kind == DESC_REDUCE || kind == DESC_SCATTER;
 }
 
 uint64_t algo_layout_elems(int kind, uint32_t n, uint64_t count)
@@ -74,12 +70,12 @@ int algo_build(int algo, int kind, uint32_t nnodes, uint32_t me, uint32_t root, 
 
     if (out == NULL || !algo_serves(algo, kind) || nnodes == 0 || me >= nnodes)
         return -EINVAL;
-    if (kind_has_root(kind) && root >= nnodes)
+    if (desc_is_rooted((uint8_t)kind) && root >= nnodes)
         return -EINVAL;
     /* Every offset a schedule names lies below n * count, so that product must fit. */
     if (count > UINT64_MAX / nnodes / 2)
         return -EINVAL;
-    c.root = kind_has_root(kind) ? root : 0;
+    c.root = desc_is_rooted((uint8_t)kind) ? root : 0;
     if (kind == DESC_BARRIER)
         c.count = 0;
     sb_init(&b, me, kind == DESC_BARRIER, algo_layout_elems(kind, nnodes, c.count));

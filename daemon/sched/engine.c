@@ -498,6 +498,13 @@ uint64_t engine_last_beat_ns(engine_t *eng)
     return b ? b : now_ns();
 }
 
+void engine_set_host(engine_t *eng, uint64_t host)
+{
+    pthread_mutex_lock(&eng->lock);
+    eng->host = host;
+    pthread_mutex_unlock(&eng->lock);
+}
+
 void engine_set_class(engine_t *eng, int i, uint32_t priority, uint64_t max_bw_bps, int dscp,
                       uint32_t hold_us)
 {

@@ -88,6 +88,7 @@ struct engine {
     struct eng_expect *expects;
     uint64_t beat_ns; /* atomic: the engine loop's last turn */
     qos_sched_t qos;  /* classes: priority and cap of what goes to peer daemons */
+    uint64_t host;    /* engine_set_host */
 };
 
 /* match.c */

@@ -14,11 +14,9 @@
  * the parent's figures instead (multi_conn.c): they describe the same links.
  */
 #include <errno.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "futex.h"
 #include "hccl/hccl.h"
@@ -42,7 +40,7 @@ struct multi_probe {
     double rtt_us[PROBE_PINGS];
     /* alpha_us, beta_us_per_byte, gamma_us_per_byte, overhead_us, host_load */
     double figures[5];
-    uint64_t host;   /* this node's host: boot id digest << 16 | cores (host_of) */
+    uint64_t host;   /* this node's host (engine_set_host; 0: unknown) */
     uint64_t *hosts; /* node 0: every node's, by node */
     uint8_t small_out[8], small_in[8];
     uint8_t *bulk;
@@ -86,30 +84,8 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* This daemon's host as 48 bits of its kernel's boot id (the same in every network
- * namespace of one machine) and the cores it may run on, 16 bits. */
-static uint64_t host_of(void)
-{
-    char id[64] = "";
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    cpu_set_t set;
-    long cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set)
-                                                              : sysconf(_SC_NPROCESSORS_ONLN);
-    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-
-    if (f != NULL) {
-        if (fgets(id, sizeof(id), f) == NULL)
-            id[0] = '\0';
-        fclose(f);
-    }
-    for (const char *c = id; *c != '\0'; c++)
-        h = (h ^ (uint8_t)*c) * 1099511628211ull;
-    if (cores < 1)
-        cores = 1;
-    return (h & 0xffffffffffffull) << 16 | (uint64_t)(cores > 0xffff ? 0xffff : cores);
-}
-
-/* The most daemons of the comm per core on any one host (hosts unknown count as their own). */
+/* The most daemons of the comm per core on any one host (hosts unknown, 0, count as their
+ * own). */
 static double host_load(const uint64_t *hosts, uint32_t n)
 {
     double most = 0;
@@ -117,7 +93,7 @@ static double host_load(const uint64_t *hosts, uint32_t n)
     for (uint32_t i = 0; i < n; i++) {
         uint32_t same = 0;
         for (uint32_t j = 0; j < n; j++)
-            same += hosts[j] >> 16 == hosts[i] >> 16;
+            same += j == i || (hosts[i] >> 16 != 0 && hosts[j] >> 16 == hosts[i] >> 16);
         double load = (double)same / (double)((hosts[i] & 0xffff) ? hosts[i] & 0xffff : 1);
         most = load > most ? load : most;
     }
@@ -323,7 +299,7 @@ int multi_probe_progress(engine_t *eng, eng_comm_t *c)
             p->result_reqs = calloc(mu->nnodes, sizeof(*p->result_reqs));
             p->fan_reqs = calloc(mu->nnodes, sizeof(*p->fan_reqs));
             p->hosts = calloc(mu->nnodes, sizeof(*p->hosts));
-            p->host = host_of();
+            p->host = eng->host;
         }
         if (p == NULL || p->bulk == NULL || p->result_reqs == NULL || p->fan_reqs == NULL ||
             p->hosts == NULL) {

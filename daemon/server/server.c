@@ -119,6 +119,7 @@ int server_start(server_t *srv, uv_loop_t *loop, const server_config_t *cfg)
         *strrchr(ip, ':') = '\0';
         topo_pin_near(srv->topo, ip, srv->nic, sizeof(srv->nic), srv->pinned, sizeof(srv->pinned));
     }
+    engine_set_host(srv->eng, topo_host_id(srv->topo));
     /* Any local user may run jobs (tenants are told apart by SO_PEERCRED); the admin socket
      * is for root and the admin group only. */
     if ((rc = listen_on(srv, &srv->listener, cfg->socket_path, 0666, on_client_conn)) != 0)

@@ -7,12 +7,40 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 
 struct topo {
     hwloc_topology_t h;
 };
+
+uint64_t topo_host_id(topo_t *t)
+{
+    char id[64] = "";
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+
+    if (f != NULL) {
+        if (fgets(id, sizeof(id), f) == NULL)
+            id[0] = '\0';
+        fclose(f);
+    }
+    for (const char *c = id; *c != '\0'; c++)
+        h = (h ^ (uint8_t)*c) * 1099511628211ull;
+    h &= 0xffffffffffffull;
+    if (t != NULL) {
+        hwloc_bitmap_t set = hwloc_bitmap_alloc();
+        if (set != NULL && hwloc_get_cpubind(t->h, set, HWLOC_CPUBIND_PROCESS) == 0 &&
+            hwloc_bitmap_weight(set) > 0)
+            cores = hwloc_bitmap_weight(set);
+        hwloc_bitmap_free(set);
+    }
+    if (cores < 1)
+        cores = 1;
+    return (h ? h : 1) << 16 | (uint64_t)(cores > 0xffff ? 0xffff : cores);
+}
 
 topo_t *topo_load(void)
 {
