@@ -15,7 +15,8 @@
 #
 # Knobs: QOS_LOW_CAP (the cap, default 1Gbit), QOS_SECS (seconds LOW's rate is measured over,
 # default 10), QOS_ITERS (16 MiB iterations per HIGH run, 30), QOS_LAT_ITERS (8 KiB, 500),
-# QOS_ROUNDS (alternations, 3). Raw outputs go to BUILD/bench/qos/.
+# QOS_ROUNDS (alternations, 3), QOS_ZC (1: both jobs use HcclMemAlloc buffers, hccl_perf_test
+# -z, instead of malloc ones staged through the arena). Raw outputs go to BUILD/bench/qos/.
 set -euo pipefail
 
 BUILD=$(cd "${1:-build}" && pwd)
