@@ -57,6 +57,7 @@ typedef struct desc {
 
 #define DESC_F_INLINE 1 /* coop: the send blocks travel in the control block */
 #define DESC_F_ZC_OUT 2 /* coop: the receive blocks lie in the poster's arena */
+#define DESC_F_MORE 4   /* more pieces of the same operation follow (QoS: still under way) */
 
 /* A completion, and how the daemon spent the descriptor's time (for HCCL_PROF_ENABLE). */
 typedef struct cqe {

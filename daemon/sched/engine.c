@@ -117,8 +117,8 @@ static int session_intake(engine_t *eng, eng_session_t *s)
 
 /* Comms spanning daemons by class priority (so the first class to ask for the wire gets it),
  * then the rest. Which classes have a collective in flight is counted first: a class of lower
- * priority posts no round while one of higher priority has an op under way (it finishes the
- * round it has on the wire). */
+ * priority posts no round while one of higher priority has an op under way, from its first
+ * piece to its last (it finishes the round it has on the wire). */
 static int comms_progress(engine_t *eng)
 {
     int work = 0, order[QOS_SCHED_CLASSES], n = eng->qos.ncls;
@@ -127,7 +127,7 @@ static int comms_progress(engine_t *eng)
 
     qos_sched_pass(&eng->qos, now);
     for (eng_comm_t *c = eng->comms; c != NULL; c = c->next)
-        if (c->multi != NULL && c->multi->busy)
+        if (c->multi != NULL && (c->multi->busy || now < c->multi->more_until_ns))
             qos_active(&eng->qos, c->multi->qos_class, now);
     for (int i = 0; i < n; i++)
         order[i] = i;

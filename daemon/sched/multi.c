@@ -307,6 +307,10 @@ static int admit_round(void *ctx, uint64_t bytes)
     return ok;
 }
 
+/* Between two pieces of one op, its class counts as busy for at most this long: a rank that
+ * stalls mid-op lets lower classes on the wire again. */
+#define MULTI_MORE_NS 2000000ull
+
 /* Starts the level-1 part of the collective every local rank posted. */
 static int multi_start(engine_t *eng, eng_comm_t *c, const desc_t *d)
 {
@@ -401,6 +405,7 @@ int multi_coll_progress(engine_t *eng, eng_comm_t *c)
     uint64_t t_end = now_ns();
     c->prof.l1_ns = t_end - mu->t_l1_ns;
     c->prof.qos_wait_ns = mu->qos_wait_ns;
+    mu->more_until_ns = rc == 1 && (mu->d0.flags & DESC_F_MORE) ? t_end + MULTI_MORE_NS : 0;
     if (rc == 1) {
         uint64_t tx, rx, es = dtype_size(mu->d0.dtype);
         sched_traffic(&mu->sched, &tx, &rx);

@@ -51,6 +51,9 @@ typedef struct eng_multi {
     qos_sched_t *qos; /* the engine's */
     /* the operation in flight */
     int busy;
+    /* The last piece said more of its op follow (DESC_F_MORE): until the next piece starts, or
+     * this time passes, the op still counts as under way for QoS. */
+    uint64_t more_until_ns;
     sched_t sched; /* kept after the op for the next one with the same key */
     sched_key_t sched_key;
     /* sched_fresh_reads() of the schedule over the layout's input range: the flags, its
