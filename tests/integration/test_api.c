@@ -5,6 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../libclient/client.h" /* the piece planner, tested without a daemon */
 #include "harness.h"
 #include "ref.h"
 #include "suites.h"
@@ -319,6 +320,40 @@ START_TEST(test_split)
 }
 END_TEST
 
+/* Every piece of an op but the last tells the daemon that more follow (DESC_F_MORE): its QoS
+ * counts the op as under way between pieces. One piece alone says nothing more. */
+START_TEST(test_pieces_say_more)
+{
+    static const uint64_t counts[] = {1, 131072, 131073, 1000000};
+    uint8_t *arena = calloc(1, 16u << 20);
+    hc_client_t c = {.arena = arena};
+    hc_comm_t comm = {.c = &c, .id = 7, .nranks = 2, .rank = 1, .chunk_bytes = 1u << 20};
+
+    ck_assert_ptr_nonnull(arena);
+    c.l.arena_bytes = 16u << 20;
+    for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+        hc_op_t op = {.kind = DESC_ALLREDUCE,
+                      .dtype = FP32,
+                      .redop = SUM,
+                      .count = counts[k],
+                      .send = arena,
+                      .send_stride = counts[k] * 4,
+                      .recv = arena + (8u << 20),
+                      .recv_stride = counts[k] * 4};
+        op_plan_t p;
+        desc_t d;
+        ck_assert_int_eq(hc_plan(&comm, &op, 2, &p), HCCL_SUCCESS);
+        ck_assert_int_eq(p.npieces, (counts[k] + 131071) / 131072); /* 512 KiB of fp32 each */
+        for (uint64_t i = 0; i < p.npieces; i++) {
+            hc_piece_prep(&comm, &p, i, 0, &d);
+            ck_assert_int_eq(d.flags & DESC_F_MORE, i + 1 < p.npieces ? DESC_F_MORE : 0);
+        }
+        hc_plan_free(&comm, &p);
+    }
+    free(arena);
+}
+END_TEST
+
 Suite *api_suite(void)
 {
     Suite *s = suite_create("api");
@@ -326,6 +361,7 @@ Suite *api_suite(void)
 
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_bad_args);
+    tcase_add_test(tc, test_pieces_say_more);
     tcase_add_test(tc, test_init_args);
     tcase_add_test(tc, test_no_daemon);
     tcase_add_test(tc, test_join_timeout);
