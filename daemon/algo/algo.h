@@ -67,16 +67,16 @@ void sched_free(sched_t *s);
 void sched_traffic(const sched_t *s, uint64_t *sent, uint64_t *received);
 /*
  * For an executor that leaves the node's input where it is instead of copying it into
- * OUT[lo, hi) first: fresh[i] (s->nsteps entries) gets SCHED_FRESH_SRC when step i reads its
+ * OUT[0, len) first: fresh[i] (s->nsteps entries) gets SCHED_FRESH_SRC when step i reads its
  * source (a SEND's range, a COPY's or REDUCE's source in OUT) from that range before any step
  * wrote there, and SCHED_FRESH_DST when a RECV_REDUCE or REDUCE reads its destination so;
- * those reads then go to the input. *all tells whether the schedule writes all of OUT[lo, hi)
+ * those reads then go to the input. *all tells whether the schedule writes all of OUT[0, len)
  * by its end (else OUT lacks the input's unwritten parts). Returns 0, -EINVAL when a read
  * straddles the range's edge or a write (the executor must copy first), or -ENOMEM.
  */
 #define SCHED_FRESH_SRC 1
 #define SCHED_FRESH_DST 2
-int sched_fresh_reads(const sched_t *s, uint64_t lo, uint64_t hi, uint8_t *fresh, int *all);
+int sched_fresh_reads(const sched_t *s, uint64_t len, uint8_t *fresh, int *all);
 /* Elements of OUT the layout above needs for kind (before any staging). */
 uint64_t algo_layout_elems(int kind, uint32_t n, uint64_t count);
 /* Whether algo serves kind: ring, H-D_R, tree: all but alltoall; fullmesh: all, alltoall

@@ -68,16 +68,15 @@ static int add(ranges_t *w, uint64_t a, uint64_t b)
     return 0;
 }
 
-/* The flag for a read of OUT[a, a + len) (0 outside [lo, hi) or once written), or -1 when
- * the read straddles the range's edge or a write. */
-static int read_flag(const ranges_t *w, uint64_t lo, uint64_t hi, uint64_t a, uint64_t len,
-                     uint8_t bit)
+/* The flag for a read of OUT[a, a + len) (0 beyond the input's `in` elements or once
+ * written), or -1 when the read straddles the input's end or a write. */
+static int read_flag(const ranges_t *w, uint64_t in, uint64_t a, uint64_t len, uint8_t bit)
 {
     uint64_t b = a + len;
 
-    if (len == 0 || b <= lo || a >= hi)
+    if (len == 0 || a >= in)
         return 0;
-    if (a < lo || b > hi)
+    if (b > in)
         return -1;
     switch (written(w, a, b)) {
     case 0: return bit;
@@ -86,7 +85,7 @@ static int read_flag(const ranges_t *w, uint64_t lo, uint64_t hi, uint64_t a, ui
     }
 }
 
-int sched_fresh_reads(const sched_t *s, uint64_t lo, uint64_t hi, uint8_t *fresh, int *all)
+int sched_fresh_reads(const sched_t *s, uint64_t len, uint8_t *fresh, int *all)
 {
     ranges_t w = {0};
     int rc = 0;
@@ -98,10 +97,10 @@ int sched_fresh_reads(const sched_t *s, uint64_t lo, uint64_t hi, uint8_t *fresh
             const step_t *st = &s->steps[i];
             int src = 0, dst = 0;
             if (st->buf == SCHED_BUF_OUT && st->op != STEP_RECV && st->op != STEP_RECV_REDUCE)
-                src = read_flag(&w, lo, hi, st->op == STEP_SEND ? st->off : st->src_off, st->len,
+                src = read_flag(&w, len, st->op == STEP_SEND ? st->off : st->src_off, st->len,
                                 SCHED_FRESH_SRC);
             if (st->op == STEP_RECV_REDUCE || st->op == STEP_REDUCE)
-                dst = read_flag(&w, lo, hi, st->off, st->len, SCHED_FRESH_DST);
+                dst = read_flag(&w, len, st->off, st->len, SCHED_FRESH_DST);
             if (src < 0 || dst < 0)
                 rc = -EINVAL;
             fresh[i] = (uint8_t)(src | dst);
@@ -111,7 +110,7 @@ int sched_fresh_reads(const sched_t *s, uint64_t lo, uint64_t hi, uint8_t *fresh
                 rc = add(&w, s->steps[i].off, s->steps[i].off + s->steps[i].len);
     }
     if (rc == 0)
-        *all = lo >= hi || written(&w, lo, hi) == 1;
+        *all = len == 0 || written(&w, 0, len) == 1;
     free(w.v);
     return rc;
 }

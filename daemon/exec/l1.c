@@ -25,7 +25,7 @@ struct l1_run {
 static const uint8_t *out_read(const l1_run_t *r, uint32_t i, uint8_t bit, uint64_t off)
 {
     if (r->a.src != NULL && (r->a.fresh[i] & bit))
-        return r->a.src + (off - r->a.src_lo) * r->es;
+        return r->a.src + off * r->es;
     return r->a.out + off * r->es;
 }
 

@@ -25,11 +25,10 @@ typedef struct l1_args {
      * keeps it across runs (a fresh buffer each run costs page faults on every op). */
     uint8_t *scratch;
     /* The node's input where it lies, when the caller did not lay it out in OUT (NULL: it
-     * did): it stands for OUT from element src_lo on, and the reads that `fresh` marks
+     * did): it stands for the start of OUT, and the reads that `fresh` marks
      * (sched_fresh_reads, one entry per step) take it from there. The schedule must write
      * all of that range of OUT, unless the caller wants no result on this node. */
     const uint8_t *src;
-    uint64_t src_lo;
     const uint8_t *fresh;
     uint8_t dtype;
     uint8_t redop;

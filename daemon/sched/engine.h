@@ -120,12 +120,12 @@ int engine_comm_create(engine_t *eng, uint32_t comm_id, uint32_t nranks, const u
 void engine_comm_leave(engine_t *eng, uint32_t comm_id, uint32_t rank);
 
 void engine_get_stats(engine_t *eng, engine_stats_t *st_p);
-/* QoS class i (0..7): its priority (0 first), cap on bytes sent to peer daemons in bits/s (0:
- * none) and the DSCP marking its data connections (-1: none). Takes effect for the next round
- * (and the next connection) of every comm of the class. */
 /* The host this daemon runs on (topo_host_id; 0: unknown), which the link probe tells peer
  * daemons so that the cost model knows who shares a machine's cores. */
 void engine_set_host(engine_t *eng, uint64_t host);
+/* QoS class i (0..7): its priority (0 first), cap on bytes sent to peer daemons in bits/s (0:
+ * none) and the DSCP marking its data connections (-1: none). Takes effect for the next round
+ * (and the next connection) of every comm of the class. */
 /* hold_us: the class keeps lower ones off the wire this long after its last op (its latency
  * target), so that its next op does not wait behind a round of theirs. */
 void engine_set_class(engine_t *eng, int i, uint32_t priority, uint64_t max_bw_bps, int dscp,

@@ -218,14 +218,14 @@ static uint8_t *direct_out(eng_comm_t *c, const desc_t *d, uint64_t cnt)
 }
 
 /* The input level 1 may read where local rank 0 left it instead of a copy in OUT, or NULL:
- * with one rank on this node, for the kinds whose input is one block at OUT[0] that the
- * schedule overwrites (REDUCE on a node other than the root wants no result there). */
+ * when sched_prepare() found the schedule fit for it, and it overwrites all of the input's
+ * range (REDUCE on a node other than the root wants no result there). */
 static const uint8_t *direct_in(eng_comm_t *c, const desc_t *d, uint64_t bytes)
 {
     const eng_multi_t *mu = c->multi;
     const uint8_t *src;
 
-    if (mu->L != 1 || (d->kind != DESC_ALLREDUCE && d->kind != DESC_REDUCE) || mu->fresh_rc != 0)
+    if (mu->fresh_rc != 0)
         return NULL;
     if (!mu->fresh_all && (d->kind != DESC_REDUCE || d->root == mu->me))
         return NULL;
@@ -235,7 +235,9 @@ static const uint8_t *direct_in(eng_comm_t *c, const desc_t *d, uint64_t bytes)
     return src;
 }
 
-/* Builds the schedule for key unless it is the one kept from the last op. */
+/* Builds the schedule for key unless it is the one kept from the last op. With one rank on
+ * this node, an allreduce's or reduce's input is one block at OUT[0]: which of the schedule's
+ * reads may take it where the rank left it is worked out here, once per schedule. */
 static int sched_prepare(eng_multi_t *mu, const sched_key_t *key)
 {
     int rc;
@@ -250,10 +252,13 @@ static int sched_prepare(eng_multi_t *mu, const sched_key_t *key)
     if (rc != 0)
         return rc;
     mu->sched_key = *key;
+    mu->fresh_rc = -EINVAL;
+    if (mu->L != 1 || (key->kind != DESC_ALLREDUCE && key->kind != DESC_REDUCE))
+        return 0;
     mu->fresh = malloc((size_t)mu->sched.nsteps + 1);
     mu->fresh_rc = mu->fresh == NULL
                        ? -ENOMEM
-                       : sched_fresh_reads(&mu->sched, 0, key->count, mu->fresh, &mu->fresh_all);
+                       : sched_fresh_reads(&mu->sched, key->count, mu->fresh, &mu->fresh_all);
     return 0;
 }
 

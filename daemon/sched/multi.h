@@ -56,8 +56,9 @@ typedef struct eng_multi {
     uint64_t more_until_ns;
     sched_t sched; /* kept after the op for the next one with the same key */
     sched_key_t sched_key;
-    /* sched_fresh_reads() of the schedule over the layout's input range: the flags, its
-     * result and whether the schedule writes all of that range */
+    /* sched_fresh_reads() of the schedule over the input's range (sched_prepare): the flags,
+     * its result (-EINVAL: not a kind or layout that reads in place) and whether the schedule
+     * writes all of that range */
     uint8_t *fresh;
     int fresh_rc, fresh_all;
     l1_run_t *run;

@@ -235,15 +235,14 @@ static const char *hand_run(int kind, uint32_t n, const step_t (*steps)[4], uint
 }
 
 /* A hand-made one-node schedule of `n` rounds of one step each, for sched_fresh_reads. */
-static int fresh_of(const step_t *steps, uint32_t n, uint64_t lo, uint64_t hi, uint8_t *fresh,
-                    int *all)
+static int fresh_of(const step_t *steps, uint32_t n, uint64_t len, uint8_t *fresh, int *all)
 {
     uint32_t starts[9];
     sched_t sc = {.steps = (step_t *)steps, .nsteps = n, .nrounds = n, .round_start = starts};
 
     for (uint32_t i = 0; i <= n; i++)
         starts[i] = i;
-    return sched_fresh_reads(&sc, lo, hi, fresh, all);
+    return sched_fresh_reads(&sc, len, fresh, all);
 }
 
 /* Reads of the input range before a write go to the input, after it to OUT; a read across
@@ -257,16 +256,16 @@ START_TEST(test_fresh_reads)
     uint8_t fresh[8];
     int all = -1;
 
-    ck_assert_int_eq(fresh_of(ok, 5, 0, 8, fresh, &all), 0);
+    ck_assert_int_eq(fresh_of(ok, 5, 8, fresh, &all), 0);
     ck_assert_int_eq(fresh[0], SCHED_FRESH_SRC);
     ck_assert_int_eq(fresh[1], SCHED_FRESH_DST);
     ck_assert_int_eq(fresh[2], 0); /* reduced in the round before */
     ck_assert_int_eq(fresh[3], 0);
     ck_assert_int_eq(fresh[4], 0);
     ck_assert_int_eq(all, 1);
-    ck_assert_int_eq(fresh_of(straddle, 2, 0, 8, fresh, &all), -EINVAL);
-    ck_assert_int_eq(fresh_of(edge, 1, 0, 8, fresh, &all), -EINVAL);
-    ck_assert_int_eq(fresh_of(gap, 2, 0, 8, fresh, &all), 0);
+    ck_assert_int_eq(fresh_of(straddle, 2, 8, fresh, &all), -EINVAL);
+    ck_assert_int_eq(fresh_of(edge, 1, 8, fresh, &all), -EINVAL);
+    ck_assert_int_eq(fresh_of(gap, 2, 8, fresh, &all), 0);
     ck_assert_int_eq(fresh[1], SCHED_FRESH_DST);
     ck_assert_int_eq(all, 0); /* OUT[2, 4) is never written */
 }

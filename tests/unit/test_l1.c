@@ -218,7 +218,7 @@ static long run_case_odd(mesh_t *m, int algo, int kind, uint32_t root, uint64_t 
             fresh[me] = malloc(sc[me].nsteps + 1);
             memcpy(src[me], out[me], cnt * sizeof(int32_t));
             memset(out[me], 0x5a, sc[me].out_elems * sizeof(int32_t));
-            ck_assert_int_eq(sched_fresh_reads(&sc[me], 0, cnt, fresh[me], &all), 0);
+            ck_assert_int_eq(sched_fresh_reads(&sc[me], cnt, fresh[me], &all), 0);
             ck_assert_msg(all || (kind == DESC_REDUCE && me != root),
                           "%s kind %d n %u node %u: the schedule leaves input in OUT",
                           algo_name(algo), kind, n, me);
