@@ -27,8 +27,10 @@
  * reduce into the same range.
  * Steps of one round never write overlapping ranges of OUT, and no step reads a range of OUT
  * that another step of the same round writes, so the executor may run them in any order or
- * in parallel. Zero-length transfers are left out of schedules (both ends agree on every
- * length, so they leave them out alike), except in BARRIER, where they are the point.
+ * in parallel. The exception: RECV_REDUCE steps of one round into one range (fullmesh's
+ * contributions to a block), which the executor applies in step order. Zero-length transfers are
+ * left out of schedules (both ends agree on every length, so they leave them out alike), except in
+ * BARRIER, where they are the point.
  */
 #ifndef HCCLD_ALGO_ALGO_H
 #define HCCLD_ALGO_ALGO_H

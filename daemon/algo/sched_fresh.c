@@ -104,6 +104,10 @@ int sched_fresh_reads(const sched_t *s, uint64_t len, uint8_t *fresh, int *all)
             if (src < 0 || dst < 0)
                 rc = -EINVAL;
             fresh[i] = (uint8_t)(src | dst);
+            /* Reductions of one round into one range apply in step order, one group of
+             * L1_FOLD_MAX (exec/l1.c) at a time: the next group must read what this one wrote. */
+            if (rc == 0 && st->op == STEP_RECV_REDUCE)
+                rc = add(&w, st->off, st->off + st->len);
         }
         for (uint32_t i = first; i < last && rc == 0; i++)
             if (s->steps[i].op != STEP_SEND)

@@ -271,6 +271,30 @@ START_TEST(test_fresh_reads)
 }
 END_TEST
 
+/* Fullmesh on 20 nodes: 19 reductions into the node's block in one round, applied in step
+ * order in folds of at most 16. Only the first reads the input; the others read what the
+ * ones before wrote. */
+START_TEST(test_fresh_reads_many_reductions)
+{
+    sched_t s;
+    uint8_t *fresh;
+    uint32_t nred = 0;
+    int all;
+
+    ck_assert_int_eq(algo_build(ALGO_MESH, DESC_ALLREDUCE, 20, 3, 0, 2000, &s), 0);
+    fresh = malloc(s.nsteps);
+    ck_assert_int_eq(sched_fresh_reads(&s, 2000, fresh, &all), 0);
+    for (uint32_t i = 0; i < s.nsteps; i++)
+        if (s.steps[i].op == STEP_RECV_REDUCE)
+            ck_assert_msg((fresh[i] & SCHED_FRESH_DST) == (nred++ == 0 ? SCHED_FRESH_DST : 0),
+                          "reduction %u", nred);
+    ck_assert_uint_eq(nred, 19);
+    ck_assert_int_eq(all, 1);
+    free(fresh);
+    sched_free(&s);
+}
+END_TEST
+
 START_TEST(test_sim_catches)
 {
     /* A correct two-node allreduce, to show the harness itself works: each reduces one half
@@ -528,6 +552,7 @@ Suite *algo_suite(void)
     tcase_add_test(tc, test_round_counts);
     tcase_add_test(tc, test_sim_catches);
     tcase_add_test(tc, test_fresh_reads);
+    tcase_add_test(tc, test_fresh_reads_many_reductions);
     tcase_add_test(tc, test_cost_basics);
     tcase_add_test(tc, test_cost_formulas);
     tcase_add_test(tc, test_cost_host_load);

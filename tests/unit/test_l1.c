@@ -14,7 +14,8 @@
 #include "shm.h"
 #include "test_list.h"
 
-#define MAXN 5
+#define MAXN 18
+#define EVERY_MAXN 5
 
 static const uint8_t job[AUTH_JOB_BYTES] = {1, 2, 3};
 static const uint8_t key[AUTH_KEY_BYTES] = {9, 8, 7};
@@ -278,7 +279,7 @@ static long run_case_odd(mesh_t *m, int algo, int kind, uint32_t root, uint64_t 
 static void every_case(const int *kinds, size_t nk, const uint64_t *counts, size_t nc, int direct,
                        uint64_t tag)
 {
-    for (uint32_t n = 2; n <= MAXN; n++) {
+    for (uint32_t n = 2; n <= EVERY_MAXN; n++) {
         mesh_t m;
         ck_assert_int_eq(mesh_open(&m, n), 0);
         for (int algo = 0; algo < ALGO_COUNT; algo++)
@@ -316,6 +317,23 @@ START_TEST(test_input_left_in_place)
     static const uint64_t counts[] = {1, 3, 1000, 262147};
 
     every_case(kinds, 2, counts, sizeof(counts) / sizeof(counts[0]), 1, 5000);
+}
+END_TEST
+
+/* Fullmesh on 18 nodes reduces 17 contributions into a node's block in one round: a fold
+ * of L1_FOLD_MAX, then one more that must add to it, not start again from the input. */
+START_TEST(test_many_folds_in_place)
+{
+    static const int kinds[] = {DESC_ALLREDUCE, DESC_REDUCE};
+    mesh_t m;
+
+    ck_assert_int_eq(mesh_open(&m, 18), 0);
+    for (int k = 0; k < 2; k++) {
+        long bad =
+            run_case_odd(&m, ALGO_MESH, kinds[k], 5, 1000, 7000 + (uint64_t)k, UINT32_MAX, NULL, 1);
+        ck_assert_msg(bad == 0, "kind %d: %ld wrong", kinds[k], bad);
+    }
+    mesh_close(&m);
 }
 END_TEST
 
@@ -400,6 +418,7 @@ Suite *l1_suite(void)
     tcase_add_test(tc, test_failed_transfer_result);
     tcase_add_test(tc, test_check_disagrees);
     tcase_add_test(tc, test_input_left_in_place);
+    tcase_add_test(tc, test_many_folds_in_place);
     suite_add_tcase(s, tc);
     return s;
 }
