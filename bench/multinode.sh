@@ -32,6 +32,8 @@
 #   BENCH_ITERS            bw: timed iterations per size [5]
 #   BENCH_WARMUP           bw and sel: warm-up iterations per size [1]
 #   BENCH_BW_MAX           bw: largest size [256M]
+#   BENCH_BW_ROUNDS        bw: hcclD, hcclD-z and Open MPI take turns this many times; each
+#                          cell is the median of its rounds [3]
 #   BENCH_IPERF_SECS       bw: seconds each iperf3 stream runs [5]
 #   BENCH_IPERF_PORT       bw: first port tried for the iperf3 servers [5301]
 #   BENCH_SEL_ITERS        sel: timed iterations for sizes >= BENCH_SEL_SPLIT [3]
@@ -65,6 +67,7 @@ WARMUP=${BENCH_WARMUP:-1}
 BW_MIN=1M
 BW_MAX=${BENCH_BW_MAX:-256M}
 BW_DAEMONS=4
+BW_ROUNDS=${BENCH_BW_ROUNDS:-3}
 IPERF_SECS=${BENCH_IPERF_SECS:-5}
 IPERF_PORT=${BENCH_IPERF_PORT:-5301}
 IPERF_STREAMS=4
@@ -377,7 +380,7 @@ iperf_streams() {
 }
 
 part_bw() {
-    local sweep arena_mib
+    local sweep arena_mib round
     echo "bench: compiling bench/mpi_allreduce.c for Open MPI"
     mpicc.openmpi -O2 -std=gnu11 -o "$RES/mpi_allreduce.openmpi" "$SRC_DIR/mpi_allreduce.c" \
         "-I$SRC_DIR/../common" -D_GNU_SOURCE "$SRC_DIR/../common/env.c" \
@@ -394,12 +397,43 @@ part_bw() {
     sweep=(-t allreduce -d float -o sum -b "$BW_MIN" -e "$BW_MAX" -f 2 -n "$ITERS" -w "$WARMUP")
     # -z: both buffers come from the arena (HCCL_BUFFSIZE MiB, 200 by default).
     arena_mib=$(($(bytes "$BW_MAX") * 2 / (1 << 20) + 64))
-    run_on bw_hccld "$BW_DAEMONS" "$BW_DAEMONS" "" "${sweep[@]}"
-    run_on bw_hccld-z "$BW_DAEMONS" "$BW_DAEMONS" "HCCL_BUFFSIZE=$arena_mib" "${sweep[@]}" -z
-    # pml ob1: the TCP BTL really carries the data (UCX's pml would go through shared memory).
-    run bw_openmpi mpirun.openmpi --allow-run-as-root --oversubscribe -np "$BW_DAEMONS" \
-        --mca pml ob1 --mca btl self,tcp --mca btl_tcp_if_include lo \
-        "$RES/mpi_allreduce.openmpi" -b "$BW_MIN" -e "$BW_MAX" -f 2 -n "$ITERS" -w "$WARMUP" -l 0
+    # The three take turns, BW_ROUNDS times: one run of each differs from the next by 10-30%
+    # on this machine, and load from elsewhere then spoils one round, not one contender.
+    for ((round = 1; round <= BW_ROUNDS; round++)); do
+        run_on "bw_hccld_r$round" "$BW_DAEMONS" "$BW_DAEMONS" "" "${sweep[@]}"
+        run_on "bw_hccld-z_r$round" "$BW_DAEMONS" "$BW_DAEMONS" "HCCL_BUFFSIZE=$arena_mib" \
+            "${sweep[@]}" -z
+        # pml ob1: the TCP BTL really carries the data (UCX's pml would go through shared
+        # memory).
+        run "bw_openmpi_r$round" mpirun.openmpi --allow-run-as-root --oversubscribe \
+            -np "$BW_DAEMONS" --mca pml ob1 --mca btl self,tcp --mca btl_tcp_if_include lo \
+            "$RES/mpi_allreduce.openmpi" -b "$BW_MIN" -e "$BW_MAX" -f 2 -n "$ITERS" \
+            -w "$WARMUP" -l 0
+    done
+}
+
+# bw_medians: "column size busbw" with the median over the rounds (the lower middle one of an
+# even count): column 1 hcclD, 2 hcclD-z, 3 Open MPI; "wrong" if any round's check failed.
+bw_medians() {
+    {
+        extract 1 "$RES"/bw_hccld_r*.txt
+        extract 2 "$RES"/bw_hccld-z_r*.txt
+        extract 3 "$RES"/bw_openmpi_r*.txt
+    } | awk '
+        { k = $1 " " $2; if (!(k in n)) order[++nk] = k
+          if ($3 == "wrong") bad[k] = 1; else if ($3 ~ /^[0-9.]+$/) v[k, ++n[k]] = $3 + 0
+          else if (!(k in n)) n[k] = 0 }
+        END {
+            for (i = 1; i <= nk; i++) {
+                k = order[i]; m = n[k]
+                if (k in bad) { print k, "wrong"; continue }
+                if (m == 0) { print k, "-"; continue }
+                for (a = 1; a <= m; a++) x[a] = v[k, a]
+                for (a = 2; a <= m; a++)
+                    for (b = a; b > 1 && x[b - 1] > x[b]; b--) { t = x[b]; x[b] = x[b - 1]; x[b - 1] = t }
+                print k, x[int((m + 1) / 2)]
+            }
+        }'
 }
 
 print_bw() {
@@ -407,14 +441,10 @@ print_bw() {
     [ -s "$RES/iperf3.txt" ] && iperf=$(cat "$RES/iperf3.txt")
     echo
     echo "== allreduce fp32 sum, $BW_DAEMONS daemons x 1 rank on loopback (TCP):" \
-        "bus bandwidth (GB/s), out of place =="
+        "bus bandwidth (GB/s), out of place, median of $BW_ROUNDS rounds =="
     printf "%10s %9s %9s %9s %14s %16s\n" size hcclD hcclD-z OpenMPI hcclD/OpenMPI \
         hcclD-z/OpenMPI
-    {
-        extract 1 "$RES/bw_hccld.txt"
-        extract 2 "$RES/bw_hccld-z.txt"
-        extract 3 "$RES/bw_openmpi.txt"
-    } | awk '
+    bw_medians | awk '
         { bw[$1, $2] = $3; if (!($2 in seen)) { seen[$2] = 1; sizes[++ns] = $2 } }
         function get(c, s) { return ((c, s) in bw) ? bw[c, s] : "-" }
         function div(a, b) {
@@ -429,8 +459,8 @@ print_bw() {
             }
         }' | sort -n
     top=$(bytes "$BW_MAX")
-    h=$(extract x "$RES/bw_hccld.txt" | awk -v s="$top" '$2 == s { print $3 }')
-    z=$(extract x "$RES/bw_hccld-z.txt" | awk -v s="$top" '$2 == s { print $3 }')
+    h=$(bw_medians | awk -v s="$top" '$1 == 1 && $2 == s { print $3 }')
+    z=$(bw_medians | awk -v s="$top" '$1 == 2 && $2 == s { print $3 }')
     printf "loopback limit (iperf3, %d streams at once): %s GB/s per stream; hcclD %s busbw" \
         "$IPERF_STREAMS" "$iperf" "$BW_MAX"
     printf " %s GB/s = %s of it, hcclD-z %s GB/s = %s of it\n" "${h:--}" \
