@@ -44,9 +44,10 @@
 #                          defaults the last size is 32 MiB (8 x 4^11): BENCH_SEL_FACTOR=2
 #                          reaches 64 MiB at about twice the time
 #   BENCH_SEL_DAEMONS      sel: daemon counts [4 8]
-#   BENCH_SEL_ROUNDS       sel: every variant runs this many times, the variants taking turns;
-#                          each time is the median of its rounds [3] (one round's times of the
-#                          same algorithm, auto and forced, differ by 10-30% on this machine)
+#   BENCH_SEL_ROUNDS       sel: every variant runs this many times, the variants taking turns
+#                          (each round starting at the next one); each time is the median of
+#                          its rounds [3] (one round's times of the same algorithm, auto and
+#                          forced, differ by 10-30% on this machine)
 #   BENCH_SELNS_RATE       selns: the tbf rate of every veth end [1gbit]
 #   BENCH_HIER_ITERS, BENCH_HIER_WARMUP
 #                          hier: iterations and warm-up of the 16 MiB allreduce [5, 1]
@@ -488,6 +489,17 @@ sel_sweeps() {
     SEL_LARGE=${first_large:+-b $first_large -e $max}
 }
 
+# rotate K WORD...: the words from the K-th (mod their count) on, then the ones before it.
+rotate() {
+    local k=$1 i
+    shift
+    local n=$#
+    local a=("$@")
+    for ((i = 0; i < n; i++)); do
+        echo "${a[$(((i + k) % n))]}"
+    done
+}
+
 part_sel() {
     local coll n v sweep name iters sizes env round
     # Sizes are small here: a run that stops printing is hung, not slow.
@@ -508,7 +520,10 @@ part_sel() {
                         sizes=$SEL_LARGE iters=$SEL_ITERS
                     fi
                     [ -n "$sizes" ] || continue
-                    for v in auto $SEL_ALGOS; do
+                    # Each round starts the turn at another variant: the first run after a
+                    # sweep of another size range should not always be the same one.
+                    # shellcheck disable=SC2086
+                    for v in $(rotate $((round - 1)) auto $SEL_ALGOS); do
                         if [ "$DAEMONS_OK" = 0 ]; then
                             if ! start_daemons "$name" "$n" info; then
                                 failures=$((failures + 1))
