@@ -18,10 +18,12 @@
 #include "suites.h"
 
 #define MAXD 5
+/* Daemons a cluster may have (test_many_daemons_fullmesh). */
+#define CLUSTER_MAX 18
 
 typedef struct cluster {
-    pid_t pids[MAXD];
-    char socks[MAXD][256];
+    pid_t pids[CLUSTER_MAX];
+    char socks[CLUSTER_MAX][256];
     unsigned n;
 } cluster_t;
 
@@ -79,8 +81,8 @@ static int p2p_mismatch(HcclComm comm, uint32_t r, uint32_t n, void *arg)
  * run fn; returns how many failed. */
 static int run_ranks(cluster_t *c, unsigned per, rank_fn fn, void *arg)
 {
-    char *socks[MAXD * 2];
-    pid_t pids[MAXD * 2];
+    char *socks[CLUSTER_MAX * 2];
+    pid_t pids[CLUSTER_MAX * 2];
     uint32_t n = c->n * per;
 
     for (uint32_t r = 0; r < n; r++)
@@ -226,6 +228,28 @@ START_TEST(test_forced_algorithms)
     ck_assert_int_eq(HcclGetRootInfo(&ri), HCCL_SUCCESS);
     ck_assert_int_eq(HcclCommInitRootInfo(1, &ri, 0, &comm), HCCL_E_PARA);
     unsetenv("HCCL_ALGO");
+}
+END_TEST
+
+/* Fullmesh on 18 daemons of one rank each: a node's block takes 17 contributions in one round,
+ * more than one fold of the executor (16). With the input read where the rank left it, the
+ * second fold once started again from the input and lost the first 16. */
+START_TEST(test_many_daemons_fullmesh)
+{
+    static const int kinds[] = {DESC_ALLREDUCE, DESC_REDUCE};
+    cluster_t c;
+
+    setenv("HCCL_ALGO", "level0:NA;level1:fullmesh", 1);
+    /* colls_all_cases takes two buffers of n x its largest count of doubles from the arena. */
+    setenv("HCCL_BUFFSIZE", "400", 1);
+    cluster_start(&c, CLUSTER_MAX);
+    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+        colls_arg_t arg = {.kind = kinds[k], .quick = 1};
+        ck_assert_msg(run_ranks(&c, 1, colls_all_cases, &arg) == 0, "kind %d", kinds[k]);
+    }
+    cluster_stop(&c);
+    unsetenv("HCCL_ALGO");
+    unsetenv("HCCL_BUFFSIZE");
 }
 END_TEST
 
@@ -622,6 +646,7 @@ Suite *multinode_suite(void)
     tcase_add_test(tc, test_p2p_across_daemons);
     tcase_add_test(tc, test_collective_mismatch_across_daemons);
     tcase_add_test(tc, test_forced_algorithms);
+    tcase_add_test(tc, test_many_daemons_fullmesh);
     tcase_add_test(tc, test_wrong_key_refused);
     tcase_add_test(tc, test_unreachable_root);
     tcase_add_test(tc, test_missing_rank_times_out);
