@@ -169,36 +169,11 @@ static int server_devices(const json_t *srv, uint32_t si, ranktable_t *rt, char 
     return HCCL_SUCCESS;
 }
 
-int rank_blocks_check(const uint32_t *node, uint32_t n, char *err, size_t cap)
-{
-    uint32_t block = 0, run = 0;
-
-    for (uint32_t r = 0; r < n; r++) {
-        run++;
-        if (r + 1 < n && node[r + 1] == node[r])
-            continue;
-        for (uint32_t q = r + 1; q < n; q++)
-            if (node[q] == node[r]) {
-                snprintf(err, cap, "ranks %u and %u share a node but rank %u between them does not",
-                         r, q, r + 1);
-                return -1;
-            }
-        if (block != 0 && run != block) {
-            snprintf(err, cap, "nodes hold different numbers of ranks (%u and %u)", block, run);
-            return -1;
-        }
-        block = run;
-        run = 0;
-    }
-    return 0;
-}
-
 int ranktable_parse(const char *text, size_t len, ranktable_t *rt, char *err, size_t cap)
 {
     json_error_t jerr;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr), *list, *srv;
     size_t nservers = 0, i;
-    char why[160];
     int rc;
 
     memset(rt, 0, sizeof(*rt));
@@ -227,14 +202,6 @@ int ranktable_parse(const char *text, size_t len, ranktable_t *rt, char *err, si
         if ((rc = server_id(srv, i, rt, err, cap)) != HCCL_SUCCESS ||
             (rc = server_devices(srv, (uint32_t)i, rt, err, cap)) != HCCL_SUCCESS)
             goto out;
-    }
-    /* n devices with n distinct rank ids below n: every rank is there. */
-    if (rank_blocks_check(rt->rank_server, rt->nranks, why, sizeof(why)) != 0) {
-        snprintf(err, cap,
-                 "every server's ranks must be one contiguous block of rank ids, the same "
-                 "number on every server (hcclD's current limit): %s",
-                 why);
-        rc = HCCL_E_NOT_SUPPORT;
     }
 out:
     json_decref(root);

@@ -25,14 +25,10 @@ typedef struct ranktable {
 } ranktable_t;
 
 /* Parses and validates text[0..len). Returns an HcclResult: HCCL_SUCCESS, HCCL_E_PARA (malformed
- * or inconsistent; why in err), HCCL_E_NOT_SUPPORT (valid, but a server's ranks are not one
- * contiguous block of rank ids of the same size as the others') or HCCL_E_MEMORY. */
+ * or inconsistent; why in err) or HCCL_E_MEMORY. A server may hold any number of ranks, with
+ * any rank ids. */
 int ranktable_parse(const char *text, size_t len, ranktable_t *rt, char *err, size_t cap);
 void ranktable_free(ranktable_t *rt);
-
-/* Whether node[r] for r < n gives every node one contiguous block of ranks, all blocks of the
- * same size (what communicators across daemons need today). 0, or -1 with why in err. */
-int rank_blocks_check(const uint32_t *node, uint32_t n, char *err, size_t cap);
 
 /* "IP" or "IP:PORT" (IPv4; port 1..65535, default defport) as "IP:PORT"; 0 or -EINVAL. */
 int hostport_normalize(const char *s, unsigned defport, char *out, size_t cap);

@@ -59,34 +59,6 @@ static uint32_t child_ranks(uint8_t *all, uint32_t n, uint32_t color, uint32_t *
     return cn;
 }
 
-/* Daemons must hold contiguous, equal blocks of the child's ranks (as for any comm across
- * daemons); every child rank sees the same table, so all of them refuse alike. */
-static HcclResult child_layout(const uint8_t *all, const uint32_t *order, uint32_t cn)
-{
-    uint32_t *node = malloc(cn * sizeof(*node));
-    char why[160];
-    int bad;
-
-    if (node == NULL)
-        return HCCL_E_MEMORY;
-    for (uint32_t i = 0; i < cn; i++) {
-        node[i] = i;
-        for (uint32_t j = 0; j < i; j++)
-            if (strcmp(entry_addr(all, order[j]), entry_addr(all, order[i])) == 0) {
-                node[i] = node[j];
-                break;
-            }
-    }
-    bad = rank_blocks_check(node, cn, why, sizeof(why));
-    free(node);
-    if (bad)
-        ERR("INIT",
-            "split: the child's ranks must sit on their daemons in contiguous blocks of "
-            "the same size (hcclD's current limit): %s",
-            why);
-    return bad ? HCCL_E_NOT_SUPPORT : HCCL_SUCCESS;
-}
-
 static HcclResult split_join(hc_comm_t *p, uint8_t *all, uint32_t color, uint64_t seq,
                              HcclComm *newComm)
 {
@@ -99,7 +71,7 @@ static HcclResult split_join(hc_comm_t *p, uint8_t *all, uint32_t color, uint64_
     cn = child_ranks(all, p->nranks, color, order);
     while (me < cn && order[me] != p->rank)
         me++;
-    rc = me < cn ? child_layout(all, order, cn) : HCCL_E_INTERNAL;
+    rc = me < cn ? HCCL_SUCCESS : HCCL_E_INTERNAL;
     if (rc == HCCL_SUCCESS) {
         hc_split_derive(p->job_id, p->job_key, seq, color, id, key);
         rc = hc_init_agreed(p->c, id, key, entry_addr(all, order[0]), cn, me, p->job_id, newComm);

@@ -31,8 +31,11 @@ static void forward(int sig)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: hccl-run -n N [--daemons SOCK[,SOCK...]] -- PROG [ARGS...]\n"
-               "  Starts N ranks of PROG; ranks go to the daemons in blocks.\n");
+    fprintf(f, "usage: hccl-run -n N [--daemons SOCK[,SOCK...]] [--map-by slot|node] -- PROG "
+               "[ARGS...]\n"
+               "  Starts N ranks of PROG. --map-by slot (the default): the daemons take blocks\n"
+               "  of consecutive ranks, as even as can be (the first ones one more);\n"
+               "  --map-by node: round robin, rank r on daemon r %% D (as Open MPI's).\n");
 }
 
 static int split_daemons(char *list, char **out)
@@ -52,9 +55,26 @@ static void set_env_u(const char *name, unsigned long v)
     setenv(name, buf, 1);
 }
 
-static pid_t spawn(int rank, int n, int ndaemons, char **daemons, const char *hex, char **argv)
+/* Where rank r of n goes among nd daemons: its daemon, its index there and how many ranks
+ * that daemon holds. */
+typedef struct place {
+    int daemon, local, size;
+} place_t;
+
+static place_t place_rank(int r, int n, int nd, int by_node)
 {
-    int per = (n + ndaemons - 1) / ndaemons, d = rank / per;
+    int q = n / nd, extra = n % nd;
+
+    if (by_node)
+        return (place_t){r % nd, r / nd, q + (r % nd < extra)};
+    /* Daemons below `extra` hold q + 1 ranks, the others q. */
+    int d = r < extra * (q + 1) ? r / (q + 1) : extra + (r - extra * (q + 1)) / q;
+    int first = d * q + (d < extra ? d : extra);
+    return (place_t){d, r - first, q + (d < extra)};
+}
+
+static pid_t spawn(int rank, int n, place_t pl, char **daemons, const char *hex, char **argv)
+{
     pid_t pid = fork();
 
     if (pid != 0)
@@ -62,11 +82,11 @@ static pid_t spawn(int rank, int n, int ndaemons, char **daemons, const char *he
     setenv("HCCL_ROOT_INFO", hex, 1);
     set_env_u("HCCL_RANK", (unsigned long)rank);
     set_env_u("HCCL_WORLD_SIZE", (unsigned long)n);
-    set_env_u("HCCL_LOCAL_RANK", (unsigned long)(rank - d * per));
-    set_env_u("HCCL_LOCAL_SIZE", (unsigned long)(d == ndaemons - 1 ? n - d * per : per));
-    if (daemons[d] != NULL)
-        setenv("HCCLD_SOCKET", daemons[d], 1);
-    bind_local_rank((unsigned)(rank - d * per), (unsigned)(d == ndaemons - 1 ? n - d * per : per));
+    set_env_u("HCCL_LOCAL_RANK", (unsigned long)pl.local);
+    set_env_u("HCCL_LOCAL_SIZE", (unsigned long)pl.size);
+    if (daemons[pl.daemon] != NULL)
+        setenv("HCCLD_SOCKET", daemons[pl.daemon], 1);
+    bind_local_rank((unsigned)pl.local, (unsigned)pl.size);
     execvp(argv[0], argv);
     fprintf(stderr, "hccl-run: cannot run %s: %s\n", argv[0], strerror(errno));
     _exit(127);
@@ -83,15 +103,16 @@ int main(int argc, char **argv)
 {
     static const struct option lo[] = {{"np", required_argument, 0, 'n'},
                                        {"daemons", required_argument, 0, 'd'},
+                                       {"map-by", required_argument, 0, 'm'},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
     char *daemons[MAX_DAEMONS] = {NULL}, hex[2 * HCCL_ROOT_INFO_BYTES + 1];
     uint64_t n = 0;
-    int c, ndaemons = 1, worst = 0;
+    int c, ndaemons = 1, worst = 0, by_node = 0;
     HcclRootInfo ri;
     HcclResult rc;
 
-    while ((c = getopt_long(argc, argv, "+n:d:h", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+n:d:m:h", lo, NULL)) != -1) {
         switch (c) {
         case 'n':
             if (parse_u64(optarg, &n) != 0 || n == 0 || n > MAX_RANKS) {
@@ -100,6 +121,13 @@ int main(int argc, char **argv)
             }
             break;
         case 'd': ndaemons = split_daemons(optarg, daemons); break;
+        case 'm':
+            if (strcmp(optarg, "slot") != 0 && strcmp(optarg, "node") != 0) {
+                fprintf(stderr, "hccl-run: --map-by wants slot or node, not %s\n", optarg);
+                return 2;
+            }
+            by_node = strcmp(optarg, "node") == 0;
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -121,7 +149,8 @@ int main(int argc, char **argv)
     signal(SIGINT, forward);
     signal(SIGTERM, forward);
     for (int r = 0; r < (int)n; r++) {
-        children[r] = spawn(r, (int)n, ndaemons, daemons, hex, argv + optind);
+        children[r] =
+            spawn(r, (int)n, place_rank(r, (int)n, ndaemons, by_node), daemons, hex, argv + optind);
         nchildren = r + 1;
     }
     for (int left = (int)n; left > 0;) {

@@ -72,6 +72,12 @@ static void print_qos(const Hccld__QosResp *r, int json)
     }
 }
 
+/* Global rank of the comm's i-th member on this daemon. */
+static unsigned long long member_rank(const Hccld__CommStatus *c, size_t i)
+{
+    return i < c->n_ranks ? c->ranks[i] : (unsigned long long)c->rank0 + i;
+}
+
 /* JSON through jansson: job names and paths come from clients and are escaped as they must be. */
 static json_t *status_json(const Hccld__StatusResp *r)
 {
@@ -88,19 +94,21 @@ static json_t *status_json(const Hccld__StatusResp *r)
     }
     for (size_t i = 0; i < r->n_comms; i++) {
         const Hccld__CommStatus *c = r->comms[i];
-        json_t *posted = json_array(), *links = json_array();
-        for (size_t k = 0; k < c->n_posted; k++)
+        json_t *posted = json_array(), *links = json_array(), *ranks = json_array();
+        for (size_t k = 0; k < c->n_posted; k++) {
             json_array_append_new(posted, json_integer((json_int_t)c->posted[k]));
+            json_array_append_new(ranks, json_integer((json_int_t)member_rank(c, k)));
+        }
         for (size_t k = 0; k < c->n_links; k++)
             json_array_append_new(links, c->links[k][0] ? json_string(c->links[k]) : json_null());
         json_array_append_new(
             comms,
-            json_pack("{s:i, s:s, s:i, s:i, s:i, s:s, s:s, s:s, s:I, s:i, s:i, s:o, s:b, s:o}",
+            json_pack("{s:i, s:s, s:i, s:i, s:i, s:s, s:s, s:s, s:I, s:i, s:i, s:o, s:o, s:b, s:o}",
                       "id", (int)c->comm_id, "job", c->job_id, "nranks", (int)c->nranks, "joined",
                       (int)c->joined, "nnodes", (int)c->nnodes, "level0", c->level0, "class",
                       c->qos_class, "algo", c->algo, "ops_done", (json_int_t)c->ops_done,
-                      "ops_in_flight", (int)c->ops_in_flight, "rank0", (int)c->rank0, "posted",
-                      posted, "on_wire", (int)c->on_wire, "links", links));
+                      "ops_in_flight", (int)c->ops_in_flight, "rank0", (int)c->rank0, "ranks",
+                      ranks, "posted", posted, "on_wire", (int)c->on_wire, "links", links));
     }
     o = json_pack("{s:s, s:I, s:s, s:i, s:s, s:I, s:I, s:I, s:I, s:o, s:o}", "version", r->version,
                   "uptime_ms", (json_int_t)r->uptime_ms, "socket", r->socket, "workers",
@@ -135,12 +143,11 @@ static void print_waiting(const Hccld__CommStatus *c)
         printf("    waiting for piece %llu: posted by rank", (unsigned long long)hi);
         for (size_t i = 0; i < c->n_posted; i++)
             if (c->posted[i] == hi)
-                printf(" %llu", (unsigned long long)(c->rank0 + i));
+                printf(" %llu", member_rank(c, i));
         printf("; not yet by rank");
         for (size_t i = 0; i < c->n_posted; i++)
             if (c->posted[i] < hi)
-                printf(" %llu (at %llu)", (unsigned long long)(c->rank0 + i),
-                       (unsigned long long)c->posted[i]);
+                printf(" %llu (at %llu)", member_rank(c, i), (unsigned long long)c->posted[i]);
         printf("\n");
     }
     if (c->on_wire)

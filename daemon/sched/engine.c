@@ -346,7 +346,7 @@ void engine_session_remove(engine_t *eng, uint64_t sid)
                 if (c->m[r].s == s) {
                     c->m[r].s = NULL;
                     c->left++;
-                    c->culprit = c->rank0 + r;
+                    c->culprit = c->global_of[r];
                     comm_break(eng, c, "a rank's process disconnected");
                 }
         *pp = s->next;
@@ -381,10 +381,9 @@ int engine_comm_create(engine_t *eng, uint32_t comm_id, uint32_t nranks, const u
         return -ENOMEM;
     c->id = comm_id;
     c->nranks = nranks;
-    c->nglobal = nranks;
     c->m = calloc(nranks, sizeof(*c->m));
     c->l0r = calloc(nranks, sizeof(*c->l0r));
-    if (c->m == NULL || c->l0r == NULL) {
+    if (c->m == NULL || c->l0r == NULL || comm_set_ranks(c, nranks, NULL) != 0) {
         comm_free(c);
         return -ENOMEM;
     }
@@ -411,8 +410,8 @@ void engine_comm_leave(engine_t *eng, uint32_t comm_id, uint32_t rank)
     pthread_mutex_lock(&eng->lock);
     for (eng_comm_t **pp = &eng->comms; *pp != NULL; pp = &(*pp)->next) {
         eng_comm_t *c = *pp;
-        uint32_t local = rank - c->rank0; /* rank is global; members are this node's */
-        if (c->id != comm_id || local >= c->nranks || c->m[local].s == NULL)
+        uint32_t local = comm_local(c, rank); /* rank is global; members are this node's */
+        if (c->id != comm_id || local == UINT32_MAX || c->m[local].s == NULL)
             continue;
         c->m[local].s = NULL;
         c->left++;
@@ -454,9 +453,9 @@ int engine_get_comm_stats(engine_t *eng, uint32_t comm_id, engine_comm_stats_t *
         for (uint32_t r = 0; r < c->nranks; r++)
             st_p->queued += c->m[r].coll.n + c->m[r].p2p.n;
         st_p->on_wire = c->multi != NULL && c->multi->busy;
-        st_p->rank0 = c->rank0;
         st_p->nlocal = c->nranks < ENGINE_STATS_RANKS ? c->nranks : ENGINE_STATS_RANKS;
         for (uint32_t r = 0; r < st_p->nlocal; r++) {
+            st_p->ranks[r] = c->global_of[r];
             dq_t *q = &c->m[r].coll;
             st_p->posted[r] = q->n > 0 ? dq_at(q, q->n - 1)->seq + 1 : c->next_seq;
         }

@@ -40,12 +40,14 @@ typedef struct engine_comm_stats {
     uint64_t ops_done;
     uint32_t queued;
     int broken;
-    int algo;               /* level-1 algorithm of its last collective across daemons, or -1 */
-    int on_wire;            /* a collective runs with the other daemons now */
-    uint32_t rank0, nlocal; /* global rank of the first local member; members here */
-    /* Collective pieces each local member posted so far (the first ENGINE_STATS_RANKS): the
-     * members behind the others are the ones a stuck collective waits for. */
+    int algo;        /* level-1 algorithm of its last collective across daemons, or -1 */
+    int on_wire;     /* a collective runs with the other daemons now */
+    uint32_t nlocal; /* members here */
+    /* Collective pieces each local member posted so far (the first ENGINE_STATS_RANKS), and
+     * its global rank: the members behind the others are the ones a stuck collective waits
+     * for. */
     uint64_t posted[ENGINE_STATS_RANKS];
+    uint32_t ranks[ENGINE_STATS_RANKS];
     /* Its data connection to each node: transport and device ("tcp", "rdma/rxe0:1"; "": none,
      * or this node), for the first ENGINE_STATS_RANKS nodes. */
     uint32_t nnodes;
@@ -78,11 +80,13 @@ void engine_session_remove(engine_t *eng, uint64_t sid);
  * error). 0 or a negative errno. Each holds at least ENGINE_ADDR_MAX bytes. */
 int engine_listen(engine_t *eng, const char *ip, char *addr_out, char *rdma_out);
 
-/* A communicator of nnodes daemons with `local` ranks on each (contiguous global ranks):
- * members[l] is the session of global rank me * local + l; addrs[i] is node i's data address. */
+/* A communicator of nglobal ranks on nnodes daemons, placed in any way: rank_node[g] is global
+ * rank g's node, `local` of them are node me's, and members[l] is the session of the l-th of
+ * those in rank order; addrs[i] is node i's data address. */
 typedef struct engine_multi_spec {
-    uint32_t comm_id, nnodes, me, local;
+    uint32_t comm_id, nnodes, me, local, nglobal;
     const uint64_t *members;
+    const uint32_t *rank_node;
     const char *const *addrs;
     /* Node i's RDMA data address, "" if it has none (NULL: nobody has): two nodes that both
      * have one connect over RDMA (unless HCCL_TRANSPORT=tcp). */

@@ -44,7 +44,8 @@ struct eng_comm {
     uint64_t next_seq;
     uint64_t ops_done;
     uint32_t nglobal;        /* ranks in the whole comm (nranks are this node's) */
-    uint32_t rank0;          /* global rank of local member 0 */
+    uint32_t *global_of;     /* [nranks]: global rank of each local member, in rank order */
+    uint32_t *local_of;      /* [nglobal]: local member of each global rank, or UINT32_MAX */
     struct eng_multi *multi; /* spans daemons, or NULL */
     eng_member_t *m;
     l0_rank_t *l0r;   /* scratch for exec */
@@ -91,7 +92,16 @@ struct engine {
     uint64_t host;    /* engine_set_host */
 };
 
+/* Local member of global rank g, or UINT32_MAX when another node holds it. */
+static inline uint32_t comm_local(const eng_comm_t *c, uint32_t g)
+{
+    return g < c->nglobal ? c->local_of[g] : UINT32_MAX;
+}
+
 /* match.c */
+/* Sets which global ranks (global[l], ascending, l < c->nranks) are this node's members, out of
+ * nglobal: 0 or -ENOMEM. engine_comm_create makes them ranks 0..nranks-1. */
+int comm_set_ranks(eng_comm_t *c, uint32_t nglobal, const uint32_t *global);
 void comm_route(engine_t *eng, eng_session_t *s, const desc_t *d);
 int comm_progress(engine_t *eng, eng_comm_t *c);
 void comm_break(engine_t *eng, eng_comm_t *c, const char *why);

@@ -1,4 +1,5 @@
 /* Communicators in the engine: queues per rank, matching of peers' descriptors, execution. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,7 +84,32 @@ void comm_free(eng_comm_t *c)
         multi_free(c);
     free(c->m);
     free(c->l0r);
+    free(c->global_of);
+    free(c->local_of);
     free(c);
+}
+
+int comm_set_ranks(eng_comm_t *c, uint32_t nglobal, const uint32_t *global)
+{
+    uint32_t *g = malloc(c->nranks * sizeof(*g)), *l = malloc(nglobal * sizeof(*l));
+
+    if (g == NULL || l == NULL) {
+        free(g);
+        free(l);
+        return -ENOMEM;
+    }
+    for (uint32_t i = 0; i < nglobal; i++)
+        l[i] = UINT32_MAX;
+    for (uint32_t i = 0; i < c->nranks; i++) {
+        g[i] = global != NULL ? global[i] : i;
+        l[g[i]] = i;
+    }
+    free(c->global_of);
+    free(c->local_of);
+    c->global_of = g;
+    c->local_of = l;
+    c->nglobal = nglobal;
+    return 0;
 }
 
 /* Completes a descriptor of comm c with a failure, naming the rank at fault if known. */
@@ -179,7 +205,7 @@ static uint32_t coll_index_from(dq_t *q, uint64_t limit)
 void comm_rank_left(engine_t *eng, eng_comm_t *c, uint32_t rank, uint64_t limit)
 {
     unsigned n = 0;
-    int local = rank - c->rank0 < c->nranks, busy = c->multi != NULL && c->multi->busy;
+    int local = comm_local(c, rank) != UINT32_MAX, busy = c->multi != NULL && c->multi->busy;
 
     if (c->culprit == UINT32_MAX)
         c->culprit = rank;
@@ -195,7 +221,7 @@ void comm_rank_left(engine_t *eng, eng_comm_t *c, uint32_t rank, uint64_t limit)
     /* The op running here works straight in the leaver's buffer (multi.c direct_out()), which
      * may be unmapped soon; or it needs a node whose rank left before taking part: then the
      * comm stops at once, and with it every request on its connections. */
-    if (busy && ((local && rank == c->rank0 && c->multi->work != c->multi->out) ||
+    if (busy && ((local && comm_local(c, rank) == 0 && c->multi->work != c->multi->out) ||
                  (!local && c->next_seq >= limit))) {
         c->culprit = rank;
         comm_break(eng, c,
@@ -230,9 +256,9 @@ void comm_route(engine_t *eng, eng_session_t *s, const desc_t *d)
     const char *why = NULL;
     int rc;
 
-    uint32_t local = c != NULL && c->multi != NULL ? d->rank - c->rank0 : d->rank;
+    uint32_t local = c != NULL ? comm_local(c, d->rank) : UINT32_MAX;
 
-    if (c == NULL || local >= c->nranks || c->m[local].s != s) {
+    if (c == NULL || local == UINT32_MAX || c->m[local].s != s) {
         WARN("IPC", "client %llu: descriptor for comm %u rank %u it is not a member of",
              (unsigned long long)s->sid, d->comm_id, d->rank);
         session_complete(eng, s, d->tag, HCCL_E_PARA);
@@ -240,8 +266,8 @@ void comm_route(engine_t *eng, eng_session_t *s, const desc_t *d)
         return;
     }
     if (c->broken || (desc_is_collective(d->kind) && d->seq >= c->coll_limit) ||
-        (!desc_is_collective(d->kind) && d->root - c->rank0 < c->nranks &&
-         c->m[d->root - c->rank0].s == NULL)) {
+        (!desc_is_collective(d->kind) && comm_local(c, d->root) != UINT32_MAX &&
+         c->m[comm_local(c, d->root)].s == NULL)) {
         fail_desc(eng, c, s, d->tag, HCCL_E_REMOTE);
         return;
     }
@@ -449,16 +475,16 @@ static void p2p_run(engine_t *eng, eng_comm_t *c, uint32_t src, int si, uint32_t
 /* Matches the oldest send from each rank to each peer with that peer's oldest receive. */
 static int p2p_progress(engine_t *eng, eng_comm_t *c)
 {
-    /* Peers are global ranks; members are this node's, from global rank c->rank0 on. */
+    /* Peers are global ranks; members are this node's (c->global_of). */
     for (uint32_t src = 0; src < c->nranks; src++) {
         dq_t *q = &c->m[src].p2p;
         for (uint32_t i = 0; i < q->n; i++) {
             desc_t *d = dq_at(q, i);
-            uint32_t dst = d->root - c->rank0;
-            if (d->kind != DESC_SEND || dst >= c->nranks ||
+            uint32_t dst = comm_local(c, d->root);
+            if (d->kind != DESC_SEND || dst == UINT32_MAX ||
                 p2p_first(q, DESC_SEND, d->root) != (int)i)
                 continue;
-            int ri = p2p_first(&c->m[dst].p2p, DESC_RECV, c->rank0 + src);
+            int ri = p2p_first(&c->m[dst].p2p, DESC_RECV, c->global_of[src]);
             if (ri >= 0) {
                 p2p_run(eng, c, src, (int)i, dst, ri);
                 return 1;

@@ -1,9 +1,9 @@
 /*
  * Collectives across daemons. The engine gathers the node's share from its local ranks into a
  * node buffer (level 0), runs the level-1 schedule between daemons over the transport, and
- * writes each local rank's result (level 0). Ranks are node-major: global rank g lives on node
- * g / L as local rank g % L, so a node's blocks are contiguous and each byte crosses the
- * network once per node, not once per rank.
+ * writes each local rank's result (level 0). Per-rank blocks go by slot (multi_place.h): a
+ * node's blocks are contiguous and each byte crosses the network once per node, not once per
+ * rank, wherever the ranks sit.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -23,11 +23,13 @@
 /* Elements of one node block, of IN and of the layout, for the level-1 op of piece d. */
 static uint64_t node_count(const eng_multi_t *mu, const desc_t *d)
 {
+    uint32_t L = mu->pl.L;
+
     switch (d->kind) {
     case DESC_ALLGATHER:
     case DESC_REDUCE_SCATTER:
-    case DESC_SCATTER: return mu->L * d->count;
-    case DESC_ALLTOALL: return (uint64_t)mu->L * mu->L * d->count;
+    case DESC_SCATTER: return L * d->count;
+    case DESC_ALLTOALL: return (uint64_t)L * L * d->count;
     case DESC_BARRIER: return 0;
     default: return d->count;
     }
@@ -51,53 +53,56 @@ static uint8_t *recv_block(eng_comm_t *c, uint32_t l, uint64_t b)
 static void reduce_locals(eng_comm_t *c, const desc_t *d, uint8_t *dst, uint64_t b)
 {
     const void *src[64];
-    uint32_t L = c->multi->L, k = 0;
+    uint32_t k = 0;
 
-    while (k < L) {
+    while (k < c->nranks) {
         uint32_t m = 0;
         if (k > 0)
             src[m++] = dst;
-        while (m < 64 && k < L)
+        while (m < 64 && k < c->nranks)
             src[m++] = send_block(c, k++, b);
         reduce_n(d->dtype, d->redop, dst, src, m, d->count);
     }
 }
 
-/* Level 0 in: lay out the node's data as algo.h says. */
+/* Level 0 in: lay out the node's data as algo.h says, per-rank blocks by slot (see
+ * multi_place.h; padding slots of a reduce-scatter carry zeros, the others nothing). */
 static void gather_in(eng_comm_t *c, const desc_t *d)
 {
     eng_multi_t *mu = c->multi;
-    uint32_t L = mu->L, n = mu->nnodes, me = mu->me, N = n * L;
-    uint64_t b = d->count * dtype_size(d->dtype);
-    uint32_t root_node = d->root / L, root_local = d->root % L;
+    const multi_place_t *pl = &mu->pl;
+    uint32_t L = pl->L, me = mu->me;
+    uint64_t b = d->count * dtype_size(d->dtype), slots = (uint64_t)mu->nnodes * L;
 
     switch (d->kind) {
     case DESC_ALLREDUCE:
     case DESC_REDUCE: reduce_locals(c, d, mu->work, 0); break;
     case DESC_BROADCAST:
-        if (me == root_node)
-            memmove(mu->work, send_block(c, root_local, 0), b);
+        if (pl->node[d->root] == me)
+            memmove(mu->work, send_block(c, comm_local(c, d->root), 0), b);
         break;
     case DESC_ALLGATHER:
-        for (uint32_t l = 0; l < L; l++)
+        for (uint32_t l = 0; l < c->nranks; l++)
             memmove(mu->work + ((uint64_t)me * L + l) * b, send_block(c, l, 0), b);
         break;
     case DESC_REDUCE_SCATTER:
-        for (uint32_t g = 0; g < N; g++)
-            reduce_locals(c, d, mu->work + (uint64_t)g * b, g);
+        for (uint64_t t = 0; t < slots; t++)
+            if (pl->slot_rank[t] == PLACE_NONE)
+                memset(mu->work + t * b, 0, b);
+            else
+                reduce_locals(c, d, mu->work + t * b, pl->slot_rank[t]);
         break;
     case DESC_ALLTOALL:
-        /* IN block j (for node j) holds, for each of j's local ranks lj, what each of our
-         * local ranks l sends to global rank j*L+lj, at (lj*L + l). */
-        for (uint32_t j = 0; j < n; j++)
-            for (uint32_t lj = 0; lj < L; lj++)
-                for (uint32_t l = 0; l < L; l++)
-                    memcpy(mu->in + (((uint64_t)j * L + lj) * L + l) * b,
-                           send_block(c, l, (uint64_t)j * L + lj), b);
+        /* IN block j (for node j) holds, for each of j's slots lj (t = j*L + lj), what each
+         * of our local ranks l sends to the rank in that slot, at (t*L + l). */
+        for (uint64_t t = 0; t < slots; t++)
+            for (uint32_t l = 0; pl->slot_rank[t] != PLACE_NONE && l < c->nranks; l++)
+                memcpy(mu->in + (t * L + l) * b, send_block(c, l, pl->slot_rank[t]), b);
         break;
     case DESC_SCATTER:
-        for (uint32_t g = 0; me == root_node && g < N; g++)
-            memcpy(mu->in + (uint64_t)g * b, send_block(c, root_local, g), b);
+        for (uint64_t t = 0; pl->node[d->root] == me && t < slots; t++)
+            if (pl->slot_rank[t] != PLACE_NONE)
+                memcpy(mu->in + t * b, send_block(c, comm_local(c, d->root), pl->slot_rank[t]), b);
         break;
     default: break;
     }
@@ -107,13 +112,14 @@ static void gather_in(eng_comm_t *c, const desc_t *d)
 static void scatter_out(eng_comm_t *c, const desc_t *d)
 {
     eng_multi_t *mu = c->multi;
-    uint32_t L = mu->L, n = mu->nnodes, me = mu->me, N = n * L;
-    uint64_t b = d->count * dtype_size(d->dtype);
+    const multi_place_t *pl = &mu->pl;
+    uint32_t L = pl->L;
+    uint64_t b = d->count * dtype_size(d->dtype), slots = (uint64_t)mu->nnodes * L;
 
     /* With a direct OUT, local rank 0 already holds its result (see direct_out()). A rank
      * that left while the op ran wants nothing. */
-    for (uint32_t l = mu->work != mu->out; l < L; l++) {
-        uint32_t g = me * L + l;
+    for (uint32_t l = mu->work != mu->out; l < c->nranks; l++) {
+        uint32_t g = c->global_of[l];
         if (c->m[l].s == NULL)
             continue;
         switch (d->kind) {
@@ -124,17 +130,18 @@ static void scatter_out(eng_comm_t *c, const desc_t *d)
                 memmove(recv_block(c, l, 0), mu->work, b);
             break;
         case DESC_ALLGATHER:
-            for (uint32_t q = 0; q < N; q++)
-                memmove(recv_block(c, l, q), mu->work + (uint64_t)q * b, b);
+            for (uint32_t q = 0; q < pl->nranks; q++)
+                memmove(recv_block(c, l, q), mu->work + (uint64_t)pl->slot[q] * b, b);
             break;
         case DESC_REDUCE_SCATTER:
-            memmove(recv_block(c, l, 0), mu->work + (uint64_t)g * b, b);
+            memmove(recv_block(c, l, 0), mu->work + (uint64_t)pl->slot[g] * b, b);
             break;
         case DESC_ALLTOALL:
-            for (uint32_t i = 0; i < n; i++)
-                for (uint32_t li = 0; li < L; li++)
-                    memcpy(recv_block(c, l, (uint64_t)i * L + li),
-                           mu->work + (((uint64_t)i * L + l) * L + li) * b, b);
+            /* From node i (t = i*L + li): OUT[(i*L + l)*L + li]. */
+            for (uint64_t t = 0; t < slots; t++)
+                if (pl->slot_rank[t] != PLACE_NONE)
+                    memcpy(recv_block(c, l, pl->slot_rank[t]),
+                           mu->work + (((t / L) * L + l) * L + t % L) * b, b);
             break;
         case DESC_SCATTER: memmove(recv_block(c, l, 0), mu->work + (uint64_t)l * b, b); break;
         default: break;
@@ -212,7 +219,9 @@ static uint8_t *direct_out(eng_comm_t *c, const desc_t *d, uint64_t cnt)
     case DESC_ALLREDUCE:
     case DESC_BROADCAST: return recv_block(c, 0, 0);
     case DESC_ALLGATHER:
-        return d0->recv_stride == d->count * dtype_size(d->dtype) ? recv_block(c, 0, 0) : NULL;
+        return mu->pl.identity && d0->recv_stride == d->count * dtype_size(d->dtype)
+                   ? recv_block(c, 0, 0)
+                   : NULL;
     default: return NULL;
     }
 }
@@ -227,7 +236,7 @@ static const uint8_t *direct_in(eng_comm_t *c, const desc_t *d, uint64_t bytes)
 
     if (mu->fresh_rc != 0)
         return NULL;
-    if (!mu->fresh_all && (d->kind != DESC_REDUCE || d->root == mu->me))
+    if (!mu->fresh_all && (d->kind != DESC_REDUCE || mu->pl.node[d->root] == mu->me))
         return NULL;
     src = send_block(c, 0, 0);
     if (src != mu->work && src < mu->work + bytes && mu->work < src + bytes)
@@ -253,7 +262,7 @@ static int sched_prepare(eng_multi_t *mu, const sched_key_t *key)
         return rc;
     mu->sched_key = *key;
     mu->fresh_rc = -EINVAL;
-    if (mu->L != 1 || (key->kind != DESC_ALLREDUCE && key->kind != DESC_REDUCE))
+    if (mu->pl.count[mu->me] != 1 || (key->kind != DESC_ALLREDUCE && key->kind != DESC_REDUCE))
         return 0;
     mu->fresh = malloc((size_t)mu->sched.nsteps + 1);
     mu->fresh_rc = mu->fresh == NULL
@@ -325,7 +334,10 @@ static int multi_start(engine_t *eng, eng_comm_t *c, const desc_t *d)
     int algo = pick->algo, rc;
 
     /* Pieces of one op, and ops of one size, come again and again: keep the last schedule. */
-    sched_key_t key = {.algo = algo, .kind = d->kind, .root = d->root / mu->L, .count = cnt};
+    sched_key_t key = {.algo = algo,
+                       .kind = d->kind,
+                       .root = desc_is_rooted(d->kind) ? mu->pl.node[d->root] : 0,
+                       .count = cnt};
     if ((rc = sched_prepare(mu, &key)) != 0)
         return rc;
     if (buf_reserve(&mu->out, &mu->out_cap, (mu->sched.out_elems + 1) * es) != 0 ||

@@ -8,6 +8,7 @@
 #include "algo/cost.h"
 #include "exec/l1.h"
 #include "sched/engine.h"
+#include "sched/multi_place.h"
 #include "sched/qos_sched.h"
 #include "transport/transport.h"
 
@@ -27,7 +28,7 @@ typedef struct eng_link {
 
 typedef struct eng_multi {
     uint32_t nnodes, me; /* this node's index */
-    uint32_t L;          /* ranks per node; global rank = node * L + local */
+    multi_place_t pl;    /* which node and level-1 slot each global rank has */
     uint8_t job_id[AUTH_JOB_BYTES], key[AUTH_KEY_BYTES];
     char (*addrs)[TP_ADDR_MAX];      /* data address of every node */
     char (*rdma_addrs)[TP_ADDR_MAX]; /* RDMA data address of every node, "" if none */

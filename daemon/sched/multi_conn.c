@@ -419,6 +419,7 @@ void multi_free(eng_comm_t *c)
     free(mu->conns);
     free(mu->addrs);
     free(mu->rdma_addrs);
+    multi_place_free(&mu->pl);
     free(mu);
     c->multi = NULL;
 }
@@ -431,7 +432,6 @@ static eng_multi_t *multi_new(const engine_multi_spec_t *sp)
         return NULL;
     mu->nnodes = sp->nnodes;
     mu->me = sp->me;
-    mu->L = sp->local;
     mu->log_ops = sp->log_ops;
     mu->qos_class = sp->qos_class;
     mu->ready_by_ns =
@@ -457,7 +457,8 @@ static eng_multi_t *multi_new(const engine_multi_spec_t *sp)
     mu->addrs = calloc(sp->nnodes, sizeof(*mu->addrs));
     mu->rdma_addrs = calloc(sp->nnodes, sizeof(*mu->rdma_addrs));
     if (mu->conns == NULL || mu->links == NULL || mu->conn_ready == NULL || mu->addrs == NULL ||
-        mu->rdma_addrs == NULL) {
+        mu->rdma_addrs == NULL ||
+        multi_place_init(&mu->pl, sp->rank_node, sp->nglobal, sp->nnodes) != 0) {
         free(mu->conns);
         free(mu->links);
         free(mu->conn_ready);
@@ -625,6 +626,22 @@ static int links_connect(engine_t *eng, eng_multi_t *mu)
     return 0;
 }
 
+/* The members are node me's ranks, in rank order. */
+static int place_members(eng_comm_t *c, const engine_multi_spec_t *sp)
+{
+    uint32_t *global = malloc(sp->local * sizeof(*global)), n = 0;
+    int rc;
+
+    if (global == NULL)
+        return -ENOMEM;
+    for (uint32_t g = 0; g < sp->nglobal && n < sp->local; g++)
+        if (sp->rank_node[g] == sp->me)
+            global[n++] = g;
+    rc = n == sp->local ? comm_set_ranks(c, sp->nglobal, global) : -EINVAL;
+    free(global);
+    return rc;
+}
+
 int engine_comm_create_multi(engine_t *eng, const engine_multi_spec_t *sp)
 {
     int rc = engine_comm_create(eng, sp->comm_id, sp->local, sp->members);
@@ -639,10 +656,9 @@ int engine_comm_create_multi(engine_t *eng, const engine_multi_spec_t *sp)
     pthread_mutex_lock(&eng->lock);
     eng_comm_t *c = comm_find(eng, sp->comm_id);
     c->multi = mu;
-    c->nglobal = sp->nnodes * sp->local;
-    c->rank0 = sp->me * sp->local;
-    rc = links_inherit(eng, c, sp);
-    if (rc != 0)
+    if ((rc = place_members(c, sp)) != 0)
+        comm_break(eng, c, "its ranks' placement does not add up");
+    else if ((rc = links_inherit(eng, c, sp)) != 0)
         comm_break(eng, c, "cannot share its parent's data connections");
     else if (links_connect(eng, mu) != 0)
         comm_break(eng, c, "cannot open a data connection to another daemon");

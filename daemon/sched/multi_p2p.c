@@ -38,7 +38,7 @@ static int node_ready(const eng_multi_t *mu, uint32_t node)
 static int post(eng_comm_t *c, uint32_t l, const desc_t *d, uint64_t t_in)
 {
     eng_multi_t *mu = c->multi;
-    uint32_t me = c->rank0 + l, node = d->root / mu->L;
+    uint32_t me = c->global_of[l], node = mu->pl.node[d->root];
     uint64_t bytes = d->count * dtype_size(d->dtype);
     struct p2p_flight *f;
     int rc;
@@ -80,7 +80,7 @@ static int post_queued(engine_t *eng, eng_comm_t *c)
         dq_t *q = &c->m[l].p2p;
         for (uint32_t i = 0; i < q->n;) {
             const desc_t *d = dq_at(q, i);
-            if (d->root / mu->L == mu->me) {
+            if (mu->pl.node[d->root] == mu->me) {
                 i++;
                 continue;
             }
@@ -116,7 +116,7 @@ static int test_flights(engine_t *eng, eng_comm_t *c)
         *pp = f->next;
         if (rc != 0) {
             ERR("COLL", "comm %u: %s between rank %u and rank %u failed (%d)", c->id,
-                desc_kind_name(f->d.kind), c->rank0 + f->local, f->d.root, rc);
+                desc_kind_name(f->d.kind), c->global_of[f->local], f->d.root, rc);
             failed = 1;
         } else {
             uint64_t bytes = f->d.count * dtype_size(f->d.dtype);
@@ -182,6 +182,6 @@ int multi_p2p_poll_fds(const eng_multi_t *mu, struct pollfd *pfd, int max)
     int n = 0;
 
     for (const struct p2p_flight *f = mu->flights; f != NULL && n < max; f = f->next)
-        n += tp_poll_fds(mu->conns[f->d.root / mu->L], pfd + n, max - n);
+        n += tp_poll_fds(mu->conns[mu->pl.node[f->d.root]], pfd + n, max - n);
     return n;
 }

@@ -55,14 +55,16 @@ static void fill_clients(server_t *srv, Hccld__StatusResp *r, Hccld__ClientStatu
 static void coop_posted_all(const coop_ctl_t *ctl, engine_comm_stats_t *st)
 {
     st->nlocal = ctl->nranks < ENGINE_STATS_RANKS ? ctl->nranks : ENGINE_STATS_RANKS;
-    for (uint32_t q = 0; q < st->nlocal; q++)
+    for (uint32_t q = 0; q < st->nlocal; q++) {
         st->posted[q] = coop_posted(&ctl->slot[q]);
+        st->ranks[q] = q;
+    }
 }
 
-/* posted, links and link_txt: ENGINE_STATS_RANKS entries per comm, for the answer's per-rank
- * progress and per-node connections. */
+/* posted, ranks, links and link_txt: ENGINE_STATS_RANKS entries per comm, for the answer's
+ * per-rank progress and per-node connections. */
 static void fill_comms(server_t *srv, Hccld__StatusResp *r, Hccld__CommStatus *cm,
-                       Hccld__CommStatus **cmp, uint64_t *posted, char **links,
+                       Hccld__CommStatus **cmp, uint64_t *posted, uint32_t *ranks, char **links,
                        char (*link_txt)[ENGINE_LINK_MAX])
 {
     size_t n = 0;
@@ -87,7 +89,10 @@ static void fill_comms(server_t *srv, Hccld__StatusResp *r, Hccld__CommStatus *c
                               ? srv->qos.cls[c->qos_class].name
                               : "";
         cm[n].algo = st.algo >= 0 ? (char *)algo_name(st.algo) : "";
-        cm[n].rank0 = st.rank0;
+        cm[n].rank0 = st.nlocal > 0 ? st.ranks[0] : 0;
+        memcpy(ranks + n * ENGINE_STATS_RANKS, st.ranks, st.nlocal * sizeof(*st.ranks));
+        cm[n].ranks = ranks + n * ENGINE_STATS_RANKS;
+        cm[n].n_ranks = st.nlocal;
         cm[n].on_wire = st.on_wire;
         memcpy(posted + n * ENGINE_STATS_RANKS, st.posted, st.nlocal * sizeof(*st.posted));
         cm[n].posted = posted + n * ENGINE_STATS_RANKS;
@@ -120,10 +125,11 @@ static void send_status(server_t *srv, session_t *s, uint64_t req_id)
     Hccld__CommStatus *cm = calloc(nc, sizeof(*cm));
     Hccld__CommStatus **cmp = calloc(nc, sizeof(*cmp));
     uint64_t *posted = calloc(nc * ENGINE_STATS_RANKS, sizeof(*posted));
+    uint32_t *ranks = calloc(nc * ENGINE_STATS_RANKS, sizeof(*ranks));
     char **links = calloc(nc * ENGINE_STATS_RANKS, sizeof(*links));
     char(*link_txt)[ENGINE_LINK_MAX] = calloc(nc * ENGINE_STATS_RANKS, sizeof(*link_txt));
-    if (cs == NULL || csp == NULL || cm == NULL || cmp == NULL || posted == NULL || links == NULL ||
-        link_txt == NULL)
+    if (cs == NULL || csp == NULL || cm == NULL || cmp == NULL || posted == NULL || ranks == NULL ||
+        links == NULL || link_txt == NULL)
         goto out;
     engine_get_stats(srv->eng, &st);
     r.version = HCCLD_VERSION;
@@ -142,7 +148,7 @@ static void send_status(server_t *srv, session_t *s, uint64_t req_id)
     r.simd = (char *)reduce_isa();
     r.advertised = srv->advertised;
     fill_clients(srv, &r, cs, csp);
-    fill_comms(srv, &r, cm, cmp, posted, links, link_txt);
+    fill_comms(srv, &r, cm, cmp, posted, ranks, links, link_txt);
     m.req_id = req_id;
     m.body_case = HCCLD__MSG__BODY_STATUS_RESP;
     m.status_resp = &r;
@@ -157,6 +163,7 @@ out:
     free(cm);
     free(cmp);
     free(posted);
+    free(ranks);
     free(links);
     free(link_txt);
 }

@@ -458,9 +458,9 @@ static uint32_t job_share_pairs(server_t *srv, const job_t *j, const char *const
     return np;
 }
 
-/* Every rank joined and some live on other daemons: tell each daemon the membership once, then
- * answer our own ranks. The data path between daemons is not there yet: their collectives
- * fail with HCCL_E_NOT_SUPPORT (see libclient). */
+/* Every rank joined and some live on other daemons: tell each daemon the membership once (the
+ * daemons in order of their first rank, and each rank's daemon, placed in any way), set up our
+ * part of the comm, then answer our own ranks. */
 static void job_complete_multinode(server_t *srv, job_t *j)
 {
     char **nodes = calloc(j->nranks, sizeof(*nodes)), **data = calloc(j->nranks, sizeof(*data));
@@ -826,30 +826,55 @@ void jobs_stop(server_t *srv)
     }
 }
 
+/* This daemon's node in the membership: the node of its ranks (those with a session here),
+ * which must all be one node's, of exactly c->nlocal ranks, while every node holds some. Their
+ * sessions go to members in rank order; held (nnodes, zeroed) counts. UINT32_MAX if the
+ * membership does not add up (a peer daemon's word is checked, not trusted). */
+static uint32_t my_node(const scomm_t *c, const uint32_t *rank_node, uint32_t nnodes,
+                        uint32_t *held, uint64_t *members)
+{
+    uint32_t me = UINT32_MAX, here = 0;
+    int bad = 0;
+
+    for (uint32_t g = 0; g < c->nranks && !bad; g++) {
+        bad = rank_node[g] >= nnodes;
+        if (!bad && c->sids[g] != 0) {
+            me = me == UINT32_MAX ? rank_node[g] : me;
+            bad = rank_node[g] != me;
+        }
+        if (!bad)
+            held[rank_node[g]]++;
+    }
+    for (uint32_t i = 0; i < nnodes && !bad; i++)
+        bad = held[i] == 0;
+    for (uint32_t g = 0; g < c->nranks && !bad && me != UINT32_MAX; g++)
+        if (rank_node[g] == me)
+            members[here++] = c->sids[g];
+    return bad || me == UINT32_MAX || here != c->nlocal ? UINT32_MAX : me;
+}
+
 int multinode_engine_comm(server_t *srv, scomm_t *c, const char *const *data_nodes,
                           const uint32_t *rank_node, uint32_t nnodes, const uint8_t *job_id,
                           const uint8_t *key, const multinode_opts_t *o, const char **why)
 {
-    uint32_t L = c->nranks / nnodes, me = UINT32_MAX;
+    uint32_t me, *held = calloc(nnodes, sizeof(*held));
+    uint64_t *members = calloc(c->nranks, sizeof(*members));
     algo_env_t env;
     char err[160];
     int rc;
 
-    if (algo_env_parse(o->algo, &env, err, sizeof(err)) != 0) {
-        *why = "HCCL_ALGO is invalid";
-        return HCCL_E_PARA;
+    if (algo_env_parse(o->algo, &env, err, sizeof(err)) != 0 || held == NULL || members == NULL) {
+        rc = held == NULL || members == NULL;
+        free(held);
+        free(members);
+        *why = rc ? "out of memory" : "HCCL_ALGO is invalid";
+        return rc ? HCCL_E_MEMORY : HCCL_E_PARA;
     }
-    for (uint32_t g = 0; g < c->nranks; g++) {
-        if (c->nranks % nnodes != 0 || rank_node[g] != g / L) {
-            *why = "ranks must sit on the daemons in equal, contiguous blocks (as hccl-run "
-                   "places them)";
-            return HCCL_E_NOT_SUPPORT;
-        }
-        if (c->sids[g] != 0)
-            me = g / L;
-    }
-    if (me == UINT32_MAX || c->nlocal != L) {
-        *why = "this daemon's ranks are not one node's block";
+    me = my_node(c, rank_node, nnodes, held, members);
+    free(held);
+    if (me == UINT32_MAX) {
+        free(members);
+        *why = "the membership does not place this daemon's ranks on one node";
         return HCCL_E_INTERNAL;
     }
     c->qos_class = o->qos_class;
@@ -859,11 +884,13 @@ int multinode_engine_comm(server_t *srv, scomm_t *c, const char *const *data_nod
     uint32_t parent_comm = 0;
     int inherit = 0;
     if (share == NULL) {
+        free(members);
         *why = "out of memory";
         return HCCL_E_MEMORY;
     }
     if (share_spec(srv, c, o->plan, me, share, &parent_comm, &inherit) != 0) {
         free(share);
+        free(members);
         *why = "the root daemon says this daemon shares its parent's data connections, which "
                "are gone here";
         return HCCL_E_INTERNAL;
@@ -871,8 +898,10 @@ int multinode_engine_comm(server_t *srv, scomm_t *c, const char *const *data_nod
     engine_multi_spec_t sp = {.comm_id = c->id,
                               .nnodes = nnodes,
                               .me = me,
-                              .local = L,
-                              .members = c->sids + (uint64_t)me * L,
+                              .local = c->nlocal,
+                              .nglobal = c->nranks,
+                              .members = members,
+                              .rank_node = rank_node,
                               .addrs = data_nodes,
                               .rdma_addrs = o->rdma_nodes,
                               .job_id = job_id,
@@ -886,6 +915,7 @@ int multinode_engine_comm(server_t *srv, scomm_t *c, const char *const *data_nod
                               .connect_timeout_s = o->connect_timeout_s};
     rc = engine_comm_create_multi(srv->eng, &sp);
     free(share);
+    free(members);
     if (rc != 0) {
         *why = "the daemon could not set up the communicator";
         return HCCL_E_INTERNAL;

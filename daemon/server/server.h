@@ -171,9 +171,9 @@ void send_multinode_resp(session_t *s, uint64_t req_id, const scomm_t *c, uint32
 /* Forms a communicator of n ranks of this node (ranks[r] in comm rank order) and answers each;
  * job_hex names it in logs and status. 0, or a negative errno after answering with an error. */
 int comm_form(server_t *srv, uint32_t n, const join_t *ranks, const char *hex);
-/* Creates the engine half of a comm spanning daemons from its membership: local ranks
- * (sids, in global rank order) must be one contiguous block of equal size on every node.
- * 0, or an HcclResult with *why set. */
+/* Creates the engine half of a comm spanning daemons from its membership (rank_node: each
+ * rank's node, placed in any way; this daemon's ranks, those with sids set, must be exactly one
+ * node's). 0, or an HcclResult with *why set. */
 typedef struct multinode_opts {
     const char *algo;         /* a local rank's HCCL_ALGO */
     int log_ops;              /* a local rank asked for each op's algorithm choice in the log */

@@ -16,7 +16,7 @@
 #include "suites.h"
 
 #define MAXD 3
-#define MAXR (MAXD * 2)
+#define MAXR (MAXD * 3)
 #define COUNT 1000
 
 typedef struct cluster {
@@ -64,8 +64,9 @@ static void write_file(const char *path, const char *text)
     ck_assert_int_eq(fclose(f), 0);
 }
 
-/* HCCL's form: every value a string; `numbers` writes rank ids and the count as JSON numbers. */
-static void write_table(const cluster_t *c, unsigned per, int numbers)
+/* HCCL's form: every value a string; `numbers` writes rank ids and the count as JSON numbers.
+ * Server s holds ranks s * per .. s * per + per - 1, or with `cyclic` s, s + n, s + 2n, ... */
+static void write_table(const cluster_t *c, unsigned per, int numbers, int cyclic)
 {
     char text[4096];
     size_t n = 0;
@@ -85,7 +86,7 @@ static void write_table(const cluster_t *c, unsigned per, int numbers)
                                         "\"rank_id\":%u}"
                                       : "%s{\"device_id\":\"%u\",\"device_ip\":\"192.168.%u.%u\","
                                         "\"rank_id\":\"%u\"}",
-                                  d ? "," : "", d, s, d, s * per + d);
+                                  d ? "," : "", d, s, d, cyclic ? d * c->n + s : s * per + d);
         n += (size_t)snprintf(text + n, sizeof(text) - n, "]}");
     }
     snprintf(text + n, sizeof(text) - n, "],\"status\":\"completed\"}");
@@ -187,24 +188,26 @@ static int table_child(uint32_t r, uint32_t n, void *arg)
     return HcclCommDestroy(a) == HCCL_SUCCESS && HcclCommDestroy(b) == HCCL_SUCCESS ? 0 : 12;
 }
 
-static int run_table(cluster_t *c, unsigned per, child_fn fn, unsigned timeout_s)
+static int run_table(cluster_t *c, unsigned per, int cyclic, child_fn fn, unsigned timeout_s)
 {
     char *socks[MAXR];
 
     for (uint32_t r = 0; r < c->n * per; r++)
-        socks[r] = c->socks[r / per];
+        socks[r] = c->socks[cyclic ? r % c->n : r / per];
     return run_children(c->n * per, socks, fn, c->table, timeout_s);
 }
 
 START_TEST(test_ranktable_allreduce)
 {
+    /* per 3, cyclic: each server's rank ids alternate with the others' (any layout runs). */
     for (unsigned nd = 2; nd <= 3; nd++)
-        for (unsigned per = 1; per <= 2; per++) {
+        for (unsigned per = 1; per <= 3; per++) {
             cluster_t c;
+            int cyclic = per == 3;
             cluster_start(&c, nd);
-            write_table(&c, per, per == 2);
-            ck_assert_msg(run_table(&c, per, table_child, 60) == 0, "%u daemons x %u ranks", nd,
-                          per);
+            write_table(&c, per, per == 2, cyclic);
+            ck_assert_msg(run_table(&c, per, cyclic, table_child, 60) == 0,
+                          "%u daemons x %u ranks%s", nd, per, cyclic ? ", cyclic" : "");
             cluster_stop(&c);
         }
 }
@@ -272,12 +275,6 @@ START_TEST(test_ranktable_invalid)
     snprintf(text, sizeof(text), "%s{\"rank_id\":\"0\"},{\"rank_id\":\"1\"}]}]}", good_head);
     write_file(path, text);
     ck_assert_int_eq(HcclCommInitClusterInfo(path, 2, &comm), HCCL_E_PARA);
-    /* Ranks of one server that are not one block: valid, but not supported yet. */
-    write_file(path, "{\"version\":\"1.0\",\"server_count\":\"2\",\"server_list\":["
-                     "{\"server_id\":\"127.0.0.1:1\",\"device\":[{\"rank_id\":\"0\"},"
-                     "{\"rank_id\":\"2\"}]},{\"server_id\":\"127.0.0.1:2\",\"device\":["
-                     "{\"rank_id\":\"1\"},{\"rank_id\":\"3\"}]}]}");
-    ck_assert_int_eq(HcclCommInitClusterInfo(path, 0, &comm), HCCL_E_NOT_SUPPORT);
     ck_assert_int_eq(HcclCommInitClusterInfo(NULL, 0, &comm), HCCL_E_PTR);
     ck_assert_int_eq(HcclCommInitClusterInfo(path, 0, NULL), HCCL_E_PTR);
     unlink(path);
@@ -306,7 +303,7 @@ START_TEST(test_ranktable_wrong_server)
     char *socks[1];
 
     cluster_start(&c, 2);
-    write_table(&c, 1, 0);
+    write_table(&c, 1, 0, 0);
     socks[0] = c.socks[0];
     ck_assert_int_eq(run_children(1, socks, wrong_server_child, c.table, 30), 0);
     cluster_stop(&c);
@@ -335,11 +332,11 @@ START_TEST(test_member_before_root)
     cluster_t c;
 
     cluster_start(&c, 2);
-    write_table(&c, 1, 0);
-    ck_assert_int_eq(run_table(&c, 1, late_root_child, 60), 0);
+    write_table(&c, 1, 0, 0);
+    ck_assert_int_eq(run_table(&c, 1, 0, late_root_child, 60), 0);
     /* And with two ranks per daemon, both of the root's late. */
-    write_table(&c, 2, 0);
-    ck_assert_int_eq(run_table(&c, 2, late_root_child, 60), 0);
+    write_table(&c, 2, 0, 0);
+    ck_assert_int_eq(run_table(&c, 2, 0, late_root_child, 60), 0);
     cluster_stop(&c);
 }
 END_TEST
@@ -367,7 +364,7 @@ START_TEST(test_root_never_comes)
     char *socks[1];
 
     cluster_start(&c, 2);
-    write_table(&c, 1, 0);
+    write_table(&c, 1, 0, 0);
     socks[0] = c.socks[1];
     ck_assert_int_eq(run_children(1, socks, lonely_member_child, c.table, 30), 0);
     cluster_stop(&c);
@@ -411,7 +408,7 @@ START_TEST(test_job_key)
     char *socks[2];
 
     cluster_start(&c, 2);
-    write_table(&c, 1, 0);
+    write_table(&c, 1, 0, 0);
     socks[0] = c.socks[0];
     socks[1] = c.socks[1];
     ck_assert_int_eq(run_children(2, socks, key_child, c.table, 30), 0);
@@ -606,9 +603,10 @@ static int nocolor_split(HcclComm comm, uint32_t r, uint32_t n, void *arg)
         return 2;
     if (r % 2 == 0 && (child == NULL || comm_works(child, r / 2, 2) != 0))
         return 3;
-    /* One child whose ranks alternate between the daemons: refused on all of its ranks. */
+    /* One child whose ranks alternate between the daemons (its rank: the key). */
     rc = HcclCommSplit(comm, 0, (r % 2) * 2 + r / 2, &bad);
-    if (expect_rc("interleaved split", r, rc, HCCL_E_NOT_SUPPORT) != 0)
+    if (expect_rc("interleaved split", r, rc, HCCL_SUCCESS) != 0 ||
+        comm_works(bad, (r % 2) * 2 + r / 2, n) != 0 || HcclCommDestroy(bad) != HCCL_SUCCESS)
         return 4;
     if (HcclCommSplit(NULL, 0, 0, &bad) != HCCL_E_PTR ||
         HcclCommSplit(comm, 0, 0, NULL) != HCCL_E_PTR)

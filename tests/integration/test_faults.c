@@ -73,8 +73,8 @@ static int die_mid_collective(HcclComm comm, uint32_t r, uint32_t n, void *arg)
         return 4;
     }
     /* The victim's neighbours hold on to the comm: the other daemons' ranks must not need
-     * them to let go (their daemon tells the others at once). */
-    if (arg != NULL && r / *(const unsigned *)arg == VICTIM / *(const unsigned *)arg)
+     * them to let go (their daemon tells the others at once). arg: each rank's daemon. */
+    if (arg != NULL && ((const uint8_t *)arg)[r] == ((const uint8_t *)arg)[VICTIM])
         sleep(LINGER_S);
     t0 = now_s();
     rc = HcclCommDestroy(comm);
@@ -148,13 +148,12 @@ static int wait_victim(pid_t *pids, uint32_t n, unsigned timeout_s)
     return failed;
 }
 
-/* ndaemons daemons with `per` ranks each (the first is the test's own daemon). */
-static void kill_case(unsigned ndaemons, unsigned per)
+/* ndaemons daemons (the first is the test's own daemon), n ranks, rank r on daemon place[r]. */
+static void kill_case_placed(unsigned ndaemons, uint32_t n, const uint8_t *place)
 {
     char socks_buf[4][256];
     char *socks[8];
     pid_t daemons[4] = {0}, pids[8], others[8];
-    uint32_t n = ndaemons * per;
 
     snprintf(socks_buf[0], sizeof(socks_buf[0]), "%s", harness_socket());
     for (unsigned d = 1; d < ndaemons; d++) {
@@ -162,15 +161,15 @@ static void kill_case(unsigned ndaemons, unsigned per)
         ck_assert_int_gt(daemons[d], 0);
     }
     for (uint32_t r = 0; r < n; r++)
-        socks[r] = socks_buf[r / per];
+        socks[r] = socks_buf[place[r]];
     setenv("HCCL_EXEC_TIMEOUT", "60", 1);
     ck_assert_int_eq(harness_spawn_ranks_on(n, socks, bystander, NULL, 120, others), 0);
-    ck_assert_int_eq(
-        harness_spawn_ranks_on(n, socks, die_mid_collective, ndaemons > 1 ? &per : NULL, 120, pids),
-        0);
-    ck_assert_msg(wait_victim(pids, n, 120) == 0, "%u daemons x %u ranks", ndaemons, per);
-    ck_assert_msg(harness_wait(others, n, 120) == 0, "the other job, %u daemons x %u ranks",
-                  ndaemons, per);
+    ck_assert_int_eq(harness_spawn_ranks_on(n, socks, die_mid_collective,
+                                            ndaemons > 1 ? (void *)place : NULL, 120, pids),
+                     0);
+    ck_assert_msg(wait_victim(pids, n, 120) == 0, "%u daemons, %u ranks", ndaemons, n);
+    ck_assert_msg(harness_wait(others, n, 120) == 0, "the other job, %u daemons, %u ranks",
+                  ndaemons, n);
     unsetenv("HCCL_EXEC_TIMEOUT");
     for (unsigned d = 1; d < ndaemons; d++)
         ck_assert_msg(harness_alive(daemons[d]), "daemon %u died", d);
@@ -180,16 +179,32 @@ static void kill_case(unsigned ndaemons, unsigned per)
         harness_daemon_stop(daemons[d]);
 }
 
+/* ndaemons daemons with `per` ranks each, in blocks. */
+static void kill_case(unsigned ndaemons, unsigned per)
+{
+    uint8_t place[8];
+
+    for (uint32_t r = 0; r < ndaemons * per; r++)
+        place[r] = (uint8_t)(r / per);
+    kill_case_placed(ndaemons, ndaemons * per, place);
+}
+
 START_TEST(test_killed_rank_one_daemon)
 {
     kill_case(1, 3);
 }
 END_TEST
 
+/* Blocks, then ranks dealt round robin: the victim (rank 1) alone on its daemon, and beside
+ * rank 3 on its daemon. */
 START_TEST(test_killed_rank_two_daemons)
 {
+    static const uint8_t alone[] = {0, 1, 0}, cyclic[] = {0, 1, 0, 1};
+
     kill_case(2, 1);
     kill_case(2, 2);
+    kill_case_placed(2, 3, alone);
+    kill_case_placed(2, 4, cyclic);
 }
 END_TEST
 

@@ -77,19 +77,28 @@ static int p2p_mismatch(HcclComm comm, uint32_t r, uint32_t n, void *arg)
     return rc != want;
 }
 
+/* n ranks of a running cluster, rank r on daemon place[r], run fn; returns how many failed. */
+static int run_placed(cluster_t *c, uint32_t n, const uint8_t *place, rank_fn fn, void *arg)
+{
+    char *socks[CLUSTER_MAX * 2];
+    pid_t pids[CLUSTER_MAX * 2];
+
+    for (uint32_t r = 0; r < n; r++)
+        socks[r] = c->socks[place[r]];
+    if (harness_spawn_ranks_on(n, socks, fn, arg, 240, pids) != 0)
+        return (int)n;
+    return harness_wait(pids, n, 240);
+}
+
 /* The ranks of a running cluster, `per` on each daemon (in blocks, as hccl-run places them),
  * run fn; returns how many failed. */
 static int run_ranks(cluster_t *c, unsigned per, rank_fn fn, void *arg)
 {
-    char *socks[CLUSTER_MAX * 2];
-    pid_t pids[CLUSTER_MAX * 2];
-    uint32_t n = c->n * per;
+    uint8_t place[CLUSTER_MAX * 2];
 
-    for (uint32_t r = 0; r < n; r++)
-        socks[r] = c->socks[r / per];
-    if (harness_spawn_ranks_on(n, socks, fn, arg, 240, pids) != 0)
-        return (int)n;
-    return harness_wait(pids, n, 240);
+    for (uint32_t r = 0; r < c->n * per; r++)
+        place[r] = (uint8_t)(r / per);
+    return run_placed(c, c->n * per, place, fn, arg);
 }
 
 /* nd fresh daemons with `per` ranks each run fn; returns how many ranks failed. */
@@ -250,6 +259,115 @@ START_TEST(test_many_daemons_fullmesh)
     cluster_stop(&c);
     unsetenv("HCCL_ALGO");
     unsetenv("HCCL_BUFFSIZE");
+}
+END_TEST
+
+/* Ranks may sit on the daemons in any way: unequal numbers, rank ids that alternate between
+ * daemons (Open MPI's --map-by node, Slurm's cyclic), rank 0 away from the daemon that issued
+ * the root info. Every collective on every algorithm (HCCLD_TEST_QUICK: the automatic choice
+ * only), Send/Recv and AlltoAllV, checked element by element. */
+START_TEST(test_any_placement)
+{
+    static const struct {
+        uint32_t n;
+        uint8_t d[6];
+    } places[] = {
+        {3, {0, 0, 1}},       {3, {0, 1, 0}},          {4, {0, 1, 0, 1}},
+        {5, {1, 0, 0, 2, 1}}, {6, {2, 0, 1, 2, 2, 0}},
+    };
+    static const char *const algos[] = {NULL, "ring", "H-D_R", "fullmesh", "tree"};
+    static const int kinds[] = {DESC_ALLREDUCE, DESC_BROADCAST, DESC_ALLGATHER, DESC_REDUCE_SCATTER,
+                                DESC_ALLTOALL,  DESC_REDUCE,    DESC_SCATTER};
+    uint64_t base = 777;
+    char env[64];
+    cluster_t c;
+
+    cluster_start(&c, 3);
+    for (size_t p = 0; p < sizeof(places) / sizeof(places[0]); p++) {
+        for (size_t a = 0; a < (harness_quick() ? 1 : sizeof(algos) / sizeof(algos[0])); a++) {
+            if (algos[a] != NULL) {
+                snprintf(env, sizeof(env), "level0:NA;level1:%s/alltoall=level1:pairwise",
+                         algos[a]);
+                setenv("HCCL_ALGO", env, 1);
+            }
+            for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+                colls_arg_t arg = {.kind = kinds[k], .quick = 1};
+                ck_assert_msg(run_placed(&c, places[p].n, places[p].d, colls_all_cases, &arg) == 0,
+                              "placement %zu, %s, kind %d", p, algos[a] ? algos[a] : "auto",
+                              kinds[k]);
+            }
+            unsetenv("HCCL_ALGO");
+        }
+        ck_assert_msg(run_placed(&c, places[p].n, places[p].d, p2p_ring_case, NULL) == 0,
+                      "placement %zu, send/recv", p);
+        ck_assert_msg(run_placed(&c, places[p].n, places[p].d, p2p_alltoallv_case, &base) == 0,
+                      "placement %zu, alltoallv", p);
+    }
+    cluster_stop(&c);
+}
+END_TEST
+
+/* A tool next to the daemon under test (build/bin/NAME). */
+static void tool_path(const char *name, char *out, size_t cap)
+{
+    const char *bin = getenv("HCCLD_BIN") ? getenv("HCCLD_BIN") : "build/bin/hccld";
+    const char *slash = strrchr(bin, '/');
+
+    snprintf(out, cap, "%.*s%s", slash ? (int)(slash - bin + 1) : 0, bin, name);
+}
+
+/* hccl-run places rank r on daemon want[r] with the local rank and size that go with it. */
+static void check_map_by(const cluster_t *c, const char *map, const uint8_t *want, unsigned n)
+{
+    char run[512], cmd[2048], line[600];
+    unsigned seen = 0;
+
+    tool_path("hccl-run", run, sizeof(run));
+    snprintf(cmd, sizeof(cmd),
+             "%s -n %u --daemons %s,%s --map-by %s -- sh -c 'echo $HCCL_RANK $HCCL_LOCAL_RANK "
+             "$HCCL_LOCAL_SIZE $HCCLD_SOCKET'",
+             run, n, c->socks[0], c->socks[1], map);
+    FILE *f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    while (fgets(line, sizeof(line), f) != NULL) {
+        unsigned r, lr, ls, here = 0, size = 0;
+        char sock[256];
+        ck_assert_int_eq(sscanf(line, "%u %u %u %255s", &r, &lr, &ls, sock), 4);
+        ck_assert_uint_lt(r, n);
+        for (unsigned q = 0; q < n; q++) {
+            here += q < r && want[q] == want[r];
+            size += want[q] == want[r];
+        }
+        ck_assert_msg(strcmp(sock, c->socks[want[r]]) == 0 && lr == here && ls == size,
+                      "--map-by %s: rank %u got %s local %u/%u, want daemon %u local %u/%u", map, r,
+                      sock, lr, ls, want[r], here, size);
+        seen++;
+    }
+    ck_assert_int_eq(pclose(f), 0);
+    ck_assert_uint_eq(seen, n);
+}
+
+/* hccl-run --map-by slot (blocks, the first daemons one rank more) and node (round robin),
+ * and a real job placed round robin, checked by hccl_perf_test. */
+START_TEST(test_hccl_run_map_by)
+{
+    static const uint8_t slot[] = {0, 0, 0, 1, 1}, node[] = {0, 1, 0, 1, 0};
+    char run[512], perf[512], cmd[2048];
+    cluster_t c;
+
+    cluster_start(&c, 2);
+    check_map_by(&c, "slot", slot, 5);
+    check_map_by(&c, "node", node, 5);
+    tool_path("hccl-run", run, sizeof(run));
+    tool_path("hccl_perf_test", perf, sizeof(perf));
+    snprintf(cmd, sizeof(cmd),
+             "%s -n 5 --daemons %s,%s --map-by node -- %s -t all -b 4 -e 64K -f 16 -n 2 -w 1 "
+             ">/dev/null",
+             run, c.socks[0], c.socks[1], perf);
+    ck_assert_int_eq(system(cmd), 0);
+    snprintf(cmd, sizeof(cmd), "%s -n 2 --map-by row -- true 2>/dev/null", run);
+    ck_assert_int_eq(WEXITSTATUS(system(cmd)), 2);
+    cluster_stop(&c);
 }
 END_TEST
 
@@ -647,6 +765,8 @@ Suite *multinode_suite(void)
     tcase_add_test(tc, test_collective_mismatch_across_daemons);
     tcase_add_test(tc, test_forced_algorithms);
     tcase_add_test(tc, test_many_daemons_fullmesh);
+    tcase_add_test(tc, test_any_placement);
+    tcase_add_test(tc, test_hccl_run_map_by);
     tcase_add_test(tc, test_wrong_key_refused);
     tcase_add_test(tc, test_unreachable_root);
     tcase_add_test(tc, test_missing_rank_times_out);

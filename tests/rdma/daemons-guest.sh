@@ -206,7 +206,9 @@ fault() {
         >"$work/$name.txt" 2>&1 &
     jpid=$!
     p0=$(pkts)
-    for _ in $(seq 600); do
+    # Up to 180 s: a guest slowed down by a busy host once took over 60 s to get going; the
+    # wait ends as soon as the job streams.
+    for _ in $(seq 1800); do
         [ $(($(pkts) - p0)) -gt 5000 ] && break
         sleep 0.1
     done

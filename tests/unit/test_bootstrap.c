@@ -7,6 +7,7 @@
 #include "hccl/hccl.h"
 #include "nodelist.h"
 #include "ranktable.h"
+#include "sched/multi_place.h"
 #include "test_list.h"
 
 typedef struct hosts {
@@ -120,6 +121,17 @@ START_TEST(test_ranktable_valid)
                      HCCL_SUCCESS);
     ck_assert_uint_eq(rt.nranks, 1);
     ranktable_free(&rt);
+    /* Servers with different numbers of ranks, their ids alternating. */
+    ck_assert_int_eq(parse("{\"version\":\"1.0\",\"server_count\":\"2\",\"server_list\":[{"
+                           "\"server_id\":\"10.0.0.1\",\"device\":[{\"rank_id\":\"0\"},{"
+                           "\"rank_id\":\"2\"},{\"rank_id\":\"4\"}]},{\"server_id\":"
+                           "\"10.0.0.2\",\"device\":[{\"rank_id\":\"3\"},{\"rank_id\":\"1\"}]}]}",
+                           &rt),
+                     HCCL_SUCCESS);
+    ck_assert_uint_eq(rt.nranks, 5);
+    for (uint32_t r = 0; r < 5; r++)
+        ck_assert_uint_eq(rt.rank_server[r], r % 2);
+    ranktable_free(&rt);
 }
 END_TEST
 
@@ -186,25 +198,43 @@ START_TEST(test_ranktable_invalid)
 }
 END_TEST
 
-START_TEST(test_rank_layout)
+/* Slots of every placement: a node's ranks in rank order from node * L on, L the most any
+ * node holds; identity only for equal contiguous blocks; bad placements refused. */
+START_TEST(test_multi_place)
 {
-    static const uint32_t ok1[] = {0, 0, 1, 1, 2, 2}, ok2[] = {3, 1, 2}, ok3[] = {5};
-    static const uint32_t gap[] = {0, 1, 0, 1}, uneven[] = {0, 0, 1}, back[] = {0, 1, 1, 0};
-    char err[160], text[1024];
-    ranktable_t rt;
+    static const struct {
+        uint32_t n, nn, L, identity;
+        uint32_t node[6], slot[6];
+    } cases[] = {
+        {4, 2, 2, 1, {0, 0, 1, 1}, {0, 1, 2, 3}},
+        {3, 2, 2, 0, {0, 0, 1}, {0, 1, 2}},
+        {3, 2, 2, 0, {0, 1, 0}, {0, 2, 1}},
+        {4, 2, 2, 0, {0, 1, 0, 1}, {0, 2, 1, 3}},
+        {5, 3, 2, 0, {1, 0, 0, 2, 1}, {2, 0, 1, 4, 3}},
+        {6, 3, 3, 0, {2, 0, 1, 2, 2, 0}, {6, 0, 3, 7, 8, 1}},
+        {1, 1, 1, 1, {0}, {0}},
+    };
+    static const uint32_t out_of_range[] = {0, 2}, empty_node[] = {0, 0, 2};
+    multi_place_t p;
 
-    ck_assert_int_eq(rank_blocks_check(ok1, 6, err, sizeof(err)), 0);
-    ck_assert_int_eq(rank_blocks_check(ok2, 3, err, sizeof(err)), 0);
-    ck_assert_int_eq(rank_blocks_check(ok3, 1, err, sizeof(err)), 0);
-    ck_assert_int_eq(rank_blocks_check(gap, 4, err, sizeof(err)), -1);
-    ck_assert_int_eq(rank_blocks_check(uneven, 3, err, sizeof(err)), -1);
-    ck_assert_int_eq(rank_blocks_check(back, 4, err, sizeof(err)), -1);
-    /* In a rank table: valid, but not what the daemons run today. */
-    snprintf(text, sizeof(text),
-             "{\"version\":\"1.0\",\"server_count\":\"2\",\"server_list\":[{\"server_id\":"
-             "\"10.0.0.1\",\"device\":[{\"rank_id\":\"0\"},{\"rank_id\":\"2\"}]},{\"server_id\":"
-             "\"10.0.0.2\",\"device\":[{\"rank_id\":\"1\"},{\"rank_id\":\"3\"}]}]}");
-    ck_assert_int_eq(parse(text, &rt), HCCL_E_NOT_SUPPORT);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        ck_assert_int_eq(multi_place_init(&p, cases[i].node, cases[i].n, cases[i].nn), 0);
+        ck_assert_uint_eq(p.L, cases[i].L);
+        ck_assert_int_eq(p.identity, (int)cases[i].identity);
+        uint32_t filled = 0;
+        for (uint32_t g = 0; g < cases[i].n; g++) {
+            ck_assert_msg(p.slot[g] == cases[i].slot[g], "case %zu rank %u: slot %u, want %u", i, g,
+                          p.slot[g], cases[i].slot[g]);
+            ck_assert_uint_eq(p.node[g], cases[i].node[g]);
+            ck_assert_uint_eq(p.slot_rank[p.slot[g]], g);
+        }
+        for (uint32_t t = 0; t < cases[i].nn * cases[i].L; t++)
+            filled += p.slot_rank[t] != PLACE_NONE;
+        ck_assert_uint_eq(filled, cases[i].n);
+        multi_place_free(&p);
+    }
+    ck_assert_int_eq(multi_place_init(&p, out_of_range, 2, 2), -EINVAL);
+    ck_assert_int_eq(multi_place_init(&p, empty_node, 3, 3), -EINVAL);
 }
 END_TEST
 
@@ -233,7 +263,7 @@ Suite *bootstrap_suite(void)
     tcase_add_test(tc, test_nodelist_malformed);
     tcase_add_test(tc, test_ranktable_valid);
     tcase_add_test(tc, test_ranktable_invalid);
-    tcase_add_test(tc, test_rank_layout);
+    tcase_add_test(tc, test_multi_place);
     tcase_add_test(tc, test_hostport);
     suite_add_tcase(s, tc);
     return s;

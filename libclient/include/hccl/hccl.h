@@ -96,10 +96,10 @@ HCCL_API HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *ro
  * server's server_id is its hccld's address, "IP" for port 60000 or "IP:PORT", with its devices'
  * rank_id). Every rank reads the same file and no rank needs a root info: the root daemon is the
  * server of rank 0, the job follows from the file's bytes and HCCL_JOB_KEY. The rank's own daemon
- * must be the server the table lists it under, and every server's rank ids must form one
- * contiguous block (the same size on every server). Returns HCCL_E_NOT_FOUND when the file
- * cannot be read, HCCL_E_PARA when it is malformed or lacks the rank, HCCL_E_NOT_SUPPORT for a
- * layout hcclD cannot run yet, HCCL_E_TIMEOUT when not every rank joined within
+ * must be the server the table lists it under; a server may list any number of ranks, with any
+ * rank ids. Returns HCCL_E_NOT_FOUND when the file cannot be read, HCCL_E_PARA when it is
+ * malformed or lacks the rank, HCCL_E_NOT_SUPPORT when it spans servers but the rank's daemon
+ * does not listen for peers, HCCL_E_TIMEOUT when not every rank joined within
  * HCCL_CONNECT_TIMEOUT. Every rank must create its comms from rank tables and launcher
  * environments in the same order (the n-th such comm of a process is another job).
  */
@@ -116,9 +116,8 @@ HCCL_API HcclResult HcclCommDestroy(HcclComm comm);
 /* Every rank of comm calls it (as MPI_Comm_split / ncclCommSplit): ranks passing the same color
  * form a new communicator, ordered by key then by their rank in comm. A rank passing
  * HCCL_SPLIT_NOCOLOR joins none and gets *newComm = NULL. On a comm across daemons the ranks
- * exchange colors through comm itself (one more allgather on it, in issue order); a child across
- * daemons needs its ranks in contiguous, equal blocks per daemon (HCCL_E_NOT_SUPPORT otherwise, on
- * every rank of that child). */
+ * exchange colors through comm itself (one more allgather on it, in issue order); a child's ranks
+ * may sit on its daemons in any way. */
 #define HCCL_SPLIT_NOCOLOR 0xffffffffu
 HCCL_API HcclResult HcclCommSplit(HcclComm comm, uint32_t color, uint32_t key, HcclComm *newComm);
 HCCL_API HcclResult HcclGetRankSize(HcclComm comm, uint32_t *rankSize);

@@ -1,0 +1,58 @@
+/* Ranks to nodes and slots (see multi_place.h). */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "sched/multi_place.h"
+
+int multi_place_init(multi_place_t *p, const uint32_t *rank_node, uint32_t nranks, uint32_t nnodes)
+{
+    *p = (multi_place_t){.nranks = nranks, .nnodes = nnodes};
+    if (nnodes == 0 || (p->count = calloc(nnodes, sizeof(*p->count))) == NULL)
+        return nnodes == 0 ? -EINVAL : -ENOMEM;
+    for (uint32_t g = 0; g < nranks; g++) {
+        if (rank_node[g] >= nnodes) {
+            multi_place_free(p);
+            return -EINVAL;
+        }
+        p->count[rank_node[g]]++;
+    }
+    for (uint32_t i = 0; i < nnodes; i++) {
+        if (p->count[i] == 0) {
+            multi_place_free(p);
+            return -EINVAL;
+        }
+        p->L = p->count[i] > p->L ? p->count[i] : p->L;
+    }
+    p->node = malloc(nranks * sizeof(*p->node));
+    p->slot = malloc(nranks * sizeof(*p->slot));
+    p->slot_rank = malloc((uint64_t)nnodes * p->L * sizeof(*p->slot_rank));
+    uint32_t *next = calloc(nnodes, sizeof(*next));
+    if (p->node == NULL || p->slot == NULL || p->slot_rank == NULL || next == NULL) {
+        free(next);
+        multi_place_free(p);
+        return -ENOMEM;
+    }
+    for (uint64_t s = 0; s < (uint64_t)nnodes * p->L; s++)
+        p->slot_rank[s] = PLACE_NONE;
+    p->identity = 1;
+    for (uint32_t g = 0; g < nranks; g++) {
+        uint32_t i = rank_node[g];
+        p->node[g] = i;
+        p->slot[g] = i * p->L + next[i]++;
+        p->slot_rank[p->slot[g]] = g;
+        p->identity &= p->slot[g] == g;
+    }
+    /* Padding slots leave the slot count above the rank count. */
+    p->identity &= (uint64_t)nnodes * p->L == nranks;
+    free(next);
+    return 0;
+}
+
+void multi_place_free(multi_place_t *p)
+{
+    free(p->node);
+    free(p->slot);
+    free(p->slot_rank);
+    free(p->count);
+    *p = (multi_place_t){0};
+}
