@@ -61,14 +61,29 @@ void sched_free(sched_t *s)
     s->nsteps = s->nrounds = 0;
 }
 
-int algo_build(int algo, int kind, uint32_t nnodes, uint32_t me, uint32_t root, uint64_t count,
-               sched_t *out)
+/* Checks blk (n + 1 nondecreasing offsets from 0) for the kinds that take it. */
+static int blocks_ok(int kind, uint32_t n, const uint64_t *blk)
 {
-    algo_ctx_t c = {.kind = kind, .n = nnodes, .me = me, .count = count};
+    if (blk == NULL)
+        return 1;
+    if ((kind != DESC_ALLGATHER && kind != DESC_REDUCE_SCATTER) || blk[0] != 0 ||
+        blk[n] > UINT64_MAX / 2)
+        return 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (blk[i + 1] < blk[i])
+            return 0;
+    return 1;
+}
+
+int algo_build_blocks(int algo, int kind, uint32_t nnodes, uint32_t me, uint32_t root,
+                      uint64_t count, const uint64_t *blk, sched_t *out)
+{
+    algo_ctx_t c = {.kind = kind, .n = nnodes, .me = me, .count = count, .blk = blk};
     sbuild_t b;
     int rc;
 
-    if (out == NULL || !algo_serves(algo, kind) || nnodes == 0 || me >= nnodes)
+    if (out == NULL || !algo_serves(algo, kind) || nnodes == 0 || me >= nnodes ||
+        !blocks_ok(kind, nnodes, blk))
         return -EINVAL;
     if (desc_is_rooted((uint8_t)kind) && root >= nnodes)
         return -EINVAL;
@@ -78,7 +93,10 @@ int algo_build(int algo, int kind, uint32_t nnodes, uint32_t me, uint32_t root, 
     c.root = desc_is_rooted((uint8_t)kind) ? root : 0;
     if (kind == DESC_BARRIER)
         c.count = 0;
-    sb_init(&b, me, kind == DESC_BARRIER, algo_layout_elems(kind, nnodes, c.count));
+    if (blk != NULL)
+        c.count = blk[nnodes] > 0; /* only whether there is data: offsets come from blk */
+    sb_init(&b, me, kind == DESC_BARRIER,
+            blk != NULL ? blk[nnodes] : algo_layout_elems(kind, nnodes, c.count));
     /* Without data there is nothing to move; only a barrier synchronizes. */
     rc = c.count == 0 && kind != DESC_BARRIER ? 0 : builders[algo](&c, &b);
     if (rc != 0) {
@@ -86,4 +104,10 @@ int algo_build(int algo, int kind, uint32_t nnodes, uint32_t me, uint32_t root, 
         return rc;
     }
     return sb_finish(&b, out);
+}
+
+int algo_build(int algo, int kind, uint32_t nnodes, uint32_t me, uint32_t root, uint64_t count,
+               sched_t *out)
+{
+    return algo_build_blocks(algo, kind, nnodes, me, root, count, NULL, out);
 }

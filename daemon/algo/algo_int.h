@@ -23,7 +23,16 @@ typedef struct algo_ctx {
     uint32_t me;
     uint32_t root;  /* 0 for kinds without a root */
     uint64_t count; /* elements per block; 0 for BARRIER */
+    /* ALLGATHER, REDUCE_SCATTER with blocks of their own size (algo_build_blocks): node i's
+     * block is [blk[i], blk[i + 1]); NULL: i * count, count each. */
+    const uint64_t *blk;
 } algo_ctx_t;
+
+/* Where node i's layout block starts (ALLGATHER, REDUCE_SCATTER; i <= n). */
+static inline uint64_t node_off(const algo_ctx_t *c, uint64_t i)
+{
+    return c->blk != NULL ? c->blk[i] : i * c->count;
+}
 
 typedef struct sb_entry {
     uint64_t t;
@@ -79,17 +88,19 @@ static inline uint64_t part_off(uint64_t total, uint64_t parts, uint64_t i)
     return i * q + (i < r ? i : r);
 }
 
-/* Blocks 0..np-1 of a buffer: either `fixed` elements each (block i at i * fixed), or, when
- * fixed is 0, `total` elements cut into np nearly equal blocks. */
+/* Blocks 0..np-1 of a buffer: block i at offs[i] (np + 1 entries, offs[np] = total), or
+ * `fixed` elements each (block i at i * fixed), or, when both are unset, `total` elements cut
+ * into np nearly equal blocks. */
 typedef struct parts {
     uint64_t total;
     uint64_t fixed;
     uint32_t np;
+    const uint64_t *offs;
 } parts_t;
 
 static inline uint64_t parts_off(const parts_t *p, uint64_t i)
 {
-    return p->fixed ? i * p->fixed : part_off(p->total, p->np, i);
+    return p->offs ? p->offs[i] : p->fixed ? i * p->fixed : part_off(p->total, p->np, i);
 }
 
 /* One block per node: the layout's blocks for the kinds that have n of them, else the data

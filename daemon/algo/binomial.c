@@ -26,9 +26,16 @@ void blk_emit(sbuild_t *b, const algo_ctx_t *c, uint64_t t, uint8_t op, enum blk
 
         if (a >= e)
             continue;
-        off = mode == BLK_REL ? (uint64_t)(a - rel) * c->count : (uint64_t)abs_of(c, a) * c->count;
-        sb_step(b, t, op, mode == BLK_ABS_IN ? SCHED_BUF_IN : SCHED_BUF_OUT, peer, off,
-                (uint64_t)(e - a) * c->count);
+        uint64_t len = (uint64_t)(e - a) * c->count;
+        if (mode == BLK_ABS_OUT) {
+            /* Whole layout blocks, which may differ in size (see node_off). */
+            off = node_off(c, abs_of(c, a));
+            len = node_off(c, abs_of(c, a) + (uint64_t)(e - a)) - off;
+        } else {
+            off = mode == BLK_REL ? (uint64_t)(a - rel) * c->count
+                                  : (uint64_t)abs_of(c, a) * c->count;
+        }
+        sb_step(b, t, op, mode == BLK_ABS_IN ? SCHED_BUF_IN : SCHED_BUF_OUT, peer, off, len);
     }
 }
 

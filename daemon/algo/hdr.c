@@ -144,7 +144,11 @@ static void dissemination(sbuild_t *b, const algo_ctx_t *c)
 static void hdr_phases(sbuild_t *b, const hdr_t *h)
 {
     uint64_t t1 = 1, t2 = t1 + h->logp, t3 = t2 + h->logp;
-    uint64_t all = h->parts.total, cnt = h->c->count, odd = (uint64_t)(h->rel | 1) * cnt;
+    /* The odd node's block of a pair that folds (REDUCE_SCATTER, ALLGATHER: root 0); a node
+     * past the last pair folds nothing and gets an empty range. */
+    uint32_t o = (h->rel | 1) < h->c->n ? (h->rel | 1) : 0;
+    uint64_t all = h->parts.total, odd = node_off(h->c, o);
+    uint64_t cnt = (h->rel | 1) < h->c->n ? node_off(h->c, o + 1ull) - odd : 0;
     int in = !h->extra;
 
     switch (h->c->kind) {

@@ -185,6 +185,8 @@ uint64_t algo_pieces(uint64_t count, uint64_t depth)
 
 parts_t algo_node_parts(const algo_ctx_t *c)
 {
+    if (c->blk != NULL)
+        return (parts_t){.total = c->blk[c->n], .np = c->n, .offs = c->blk};
     if (c->kind == DESC_REDUCE_SCATTER || c->kind == DESC_ALLGATHER || c->kind == DESC_ALLTOALL)
         return (parts_t){.total = (uint64_t)c->n * c->count, .fixed = c->count, .np = c->n};
     return (parts_t){.total = c->count, .fixed = 0, .np = c->n};

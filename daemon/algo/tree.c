@@ -122,7 +122,7 @@ static void tree_allgather(sbuild_t *b, const algo_ctx_t *c)
     uint64_t t = binomial_gather(b, c, 0);
 
     bt_init(&bt, c, 0);
-    bt_down(b, &bt, 0, (uint64_t)c->n * c->count, t, 1);
+    bt_down(b, &bt, 0, node_off(c, c->n), t, 1);
 }
 
 static void tree_reduce_scatter(sbuild_t *b, const algo_ctx_t *c)
@@ -131,7 +131,7 @@ static void tree_reduce_scatter(sbuild_t *b, const algo_ctx_t *c)
     uint64_t t;
 
     bt_init(&bt, c, 0);
-    t = bt_up(b, &bt, 0, (uint64_t)c->n * c->count);
+    t = bt_up(b, &bt, 0, node_off(c, c->n));
     binomial_scatter(b, c, t, 0, BLK_ABS_OUT);
 }
 

@@ -65,8 +65,9 @@ static void reduce_locals(eng_comm_t *c, const desc_t *d, uint8_t *dst, uint64_t
     }
 }
 
-/* Level 0 in: lay out the node's data as algo.h says, per-rank blocks by slot (see
- * multi_place.h; padding slots of a reduce-scatter carry zeros, the others nothing). */
+/* Level 0 in: lay out the node's data as algo.h says, per-rank blocks by position
+ * (ALLGATHER, REDUCE_SCATTER) or by slot (ALLTOALL, SCATTER; padding slots carry nothing),
+ * see multi_place.h. */
 static void gather_in(eng_comm_t *c, const desc_t *d)
 {
     eng_multi_t *mu = c->multi;
@@ -83,14 +84,11 @@ static void gather_in(eng_comm_t *c, const desc_t *d)
         break;
     case DESC_ALLGATHER:
         for (uint32_t l = 0; l < c->nranks; l++)
-            memmove(mu->work + ((uint64_t)me * L + l) * b, send_block(c, l, 0), b);
+            memmove(mu->work + ((uint64_t)pl->first[me] + l) * b, send_block(c, l, 0), b);
         break;
     case DESC_REDUCE_SCATTER:
-        for (uint64_t t = 0; t < slots; t++)
-            if (pl->slot_rank[t] == PLACE_NONE)
-                memset(mu->work + t * b, 0, b);
-            else
-                reduce_locals(c, d, mu->work + t * b, pl->slot_rank[t]);
+        for (uint32_t q = 0; q < pl->nranks; q++)
+            reduce_locals(c, d, mu->work + (uint64_t)q * b, pl->pos_rank[q]);
         break;
     case DESC_ALLTOALL:
         /* IN block j (for node j) holds, for each of j's slots lj (t = j*L + lj), what each
@@ -131,10 +129,10 @@ static void scatter_out(eng_comm_t *c, const desc_t *d)
             break;
         case DESC_ALLGATHER:
             for (uint32_t q = 0; q < pl->nranks; q++)
-                memmove(recv_block(c, l, q), mu->work + (uint64_t)pl->slot[q] * b, b);
+                memmove(recv_block(c, l, q), mu->work + (uint64_t)pl->pos[q] * b, b);
             break;
         case DESC_REDUCE_SCATTER:
-            memmove(recv_block(c, l, 0), mu->work + (uint64_t)pl->slot[g] * b, b);
+            memmove(recv_block(c, l, 0), mu->work + (uint64_t)pl->pos[g] * b, b);
             break;
         case DESC_ALLTOALL:
             /* From node i (t = i*L + li): OUT[(i*L + l)*L + li]. */
@@ -202,6 +200,12 @@ static int buf_reserve(uint8_t **buf, uint64_t *cap, uint64_t bytes)
     return 0;
 }
 
+/* ALLGATHER and REDUCE_SCATTER lay per-rank blocks out by position (multi_place.h). */
+static int by_position(int kind)
+{
+    return kind == DESC_ALLGATHER || kind == DESC_REDUCE_SCATTER;
+}
+
 /*
  * Level 1 works straight in local rank 0's receive range when that range is the layout of
  * algo.h (one block, or the blocks of every rank back to back) and the schedule stages
@@ -213,13 +217,16 @@ static uint8_t *direct_out(eng_comm_t *c, const desc_t *d, uint64_t cnt)
     const eng_multi_t *mu = c->multi;
     const desc_t *d0 = dq_at(&c->m[0].coll, 0);
 
-    if (mu->sched.out_elems != algo_layout_elems(d->kind, mu->nnodes, cnt))
+    uint64_t layout = by_position(d->kind) ? (uint64_t)mu->pl.nranks * d->count
+                                           : algo_layout_elems(d->kind, mu->nnodes, cnt);
+
+    if (mu->sched.out_elems != layout)
         return NULL;
     switch (d->kind) {
     case DESC_ALLREDUCE:
     case DESC_BROADCAST: return recv_block(c, 0, 0);
     case DESC_ALLGATHER:
-        return mu->pl.identity && d0->recv_stride == d->count * dtype_size(d->dtype)
+        return mu->pl.in_order && d0->recv_stride == d->count * dtype_size(d->dtype)
                    ? recv_block(c, 0, 0)
                    : NULL;
     default: return NULL;
@@ -257,7 +264,20 @@ static int sched_prepare(eng_multi_t *mu, const sched_key_t *key)
     memset(&mu->sched, 0, sizeof(mu->sched));
     free(mu->fresh);
     mu->fresh = NULL;
-    rc = algo_build(key->algo, key->kind, mu->nnodes, mu->me, key->root, key->count, &mu->sched);
+    if (by_position(key->kind) && !mu->pl.equal) {
+        /* Node blocks of their own sizes: node i's ranks' blocks of key->count / L each. */
+        uint64_t *blk = malloc((mu->nnodes + 1ull) * sizeof(*blk));
+        if (blk == NULL)
+            return -ENOMEM;
+        for (uint32_t i = 0; i <= mu->nnodes; i++)
+            blk[i] = (uint64_t)mu->pl.first[i] * (key->count / mu->pl.L);
+        rc = algo_build_blocks(key->algo, key->kind, mu->nnodes, mu->me, key->root, key->count, blk,
+                               &mu->sched);
+        free(blk);
+    } else {
+        rc =
+            algo_build(key->algo, key->kind, mu->nnodes, mu->me, key->root, key->count, &mu->sched);
+    }
     if (rc != 0)
         return rc;
     mu->sched_key = *key;

@@ -177,6 +177,16 @@ int harness_daemon_data_conns(const char *sock)
     return n;
 }
 
+uint64_t harness_daemon_tx_bytes(const char *sock)
+{
+    Hccld__Msg *resp = daemon_status(sock);
+    uint64_t n = resp != NULL ? resp->status_resp->net_tx_bytes : UINT64_MAX;
+
+    if (resp != NULL)
+        frame_msg_free(resp);
+    return n;
+}
+
 void harness_daemon_stop(pid_t pid)
 {
     if (pid <= 0)

@@ -58,6 +58,9 @@ int harness_spawn_ranks_on(uint32_t n, char *const *socks, rank_fn fn, void *arg
 int harness_daemon_addr(const char *sock, char *out, size_t cap);
 /* Data connections to peer daemons that daemon has open (its status' data_conns), or -1. */
 int harness_daemon_data_conns(const char *sock);
+/* Payload bytes the daemon on client socket sock sent to peer daemons in collectives
+ * (net_tx_bytes of its status), or UINT64_MAX. */
+uint64_t harness_daemon_tx_bytes(const char *sock);
 /* A process's own memory (RssAnon: not the shared segments it maps) and open descriptors,
  * from /proc; fails the test if they cannot be read. */
 void harness_proc_usage(pid_t pid, long *rss_anon_kb, int *fds);

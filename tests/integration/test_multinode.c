@@ -307,6 +307,69 @@ START_TEST(test_any_placement)
 }
 END_TEST
 
+/* One allgather or reduce-scatter (arg: 0 or 1) of WIRE_COUNT int32 per rank, checked. */
+#define WIRE_COUNT 10000u
+static int one_wire_op(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+{
+    int rs = *(const int *)arg;
+    int32_t *in = malloc(WIRE_COUNT * n * sizeof(*in)),
+            *out = malloc(WIRE_COUNT * n * sizeof(*out));
+    HcclResult rc;
+    int bad = 0;
+
+    for (uint32_t k = 0; k < WIRE_COUNT * n; k++)
+        in[k] = (int32_t)(r * 100003 + k);
+    rc = rs ? HcclReduceScatter(in, out, WIRE_COUNT, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_SUM, comm,
+                                NULL)
+            : HcclAllGather(in, out, WIRE_COUNT, HCCL_DATA_TYPE_INT32, comm, NULL);
+    for (uint32_t k = 0; rc == HCCL_SUCCESS && k < WIRE_COUNT * (rs ? 1 : n) && !bad; k++) {
+        int32_t want = 0;
+        if (rs)
+            for (uint32_t q = 0; q < n; q++)
+                want += (int32_t)(q * 100003 + r * WIRE_COUNT + k);
+        else
+            want = (int32_t)(k / WIRE_COUNT * 100003 + k % WIRE_COUNT);
+        bad = out[k] != want;
+    }
+    free(in);
+    free(out);
+    return rc != HCCL_SUCCESS || bad;
+}
+
+/* Daemons holding different numbers of ranks move only the ranks' blocks they have: 2 ranks
+ * on daemon 0 and 1 on daemon 1, ring forced (on 2 nodes each sends the other what it has).
+ * Allgather: daemon 0 sends 2 blocks, daemon 1 one (with padding to 2 slots it sent 2);
+ * reduce-scatter: daemon 0 sends daemon 1's one block, daemon 1 sends daemon 0's two. */
+START_TEST(test_uneven_moves_no_padding)
+{
+    static const uint8_t place[] = {0, 1, 0};
+    const uint64_t blk = WIRE_COUNT * sizeof(int32_t);
+    cluster_t c;
+
+    setenv("HCCL_ALGO", "level0:NA;level1:ring", 1);
+    cluster_start(&c, 2);
+    for (int rs = 0; rs <= 1; rs++) {
+        uint64_t before[2], after[2];
+        for (int d = 0; d < 2; d++)
+            before[d] = harness_daemon_tx_bytes(c.socks[d]);
+        ck_assert_int_eq(run_placed(&c, 3, place, one_wire_op, &rs), 0);
+        for (int d = 0; d < 2; d++)
+            after[d] = harness_daemon_tx_bytes(c.socks[d]);
+        ck_assert_uint_ne(before[0], UINT64_MAX);
+        ck_assert_uint_ne(before[1], UINT64_MAX);
+        ck_assert_msg(
+            after[0] - before[0] == (rs ? 1 : 2) * blk &&
+                after[1] - before[1] == (rs ? 2 : 1) * blk,
+            "%s: daemons sent %llu and %llu bytes, want %llu and %llu",
+            rs ? "reduce-scatter" : "allgather", (unsigned long long)(after[0] - before[0]),
+            (unsigned long long)(after[1] - before[1]), (unsigned long long)((rs ? 1 : 2) * blk),
+            (unsigned long long)((rs ? 2 : 1) * blk));
+    }
+    cluster_stop(&c);
+    unsetenv("HCCL_ALGO");
+}
+END_TEST
+
 /* A tool next to the daemon under test (build/bin/NAME). */
 static void tool_path(const char *name, char *out, size_t cap)
 {
@@ -766,6 +829,7 @@ Suite *multinode_suite(void)
     tcase_add_test(tc, test_forced_algorithms);
     tcase_add_test(tc, test_many_daemons_fullmesh);
     tcase_add_test(tc, test_any_placement);
+    tcase_add_test(tc, test_uneven_moves_no_padding);
     tcase_add_test(tc, test_hccl_run_map_by);
     tcase_add_test(tc, test_wrong_key_refused);
     tcase_add_test(tc, test_unreachable_root);

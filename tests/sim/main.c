@@ -104,8 +104,38 @@ static void one_case(tally_t *t, int algo, int kind, uint32_t n, uint32_t root, 
     }
 }
 
+/* ALLGATHER and REDUCE_SCATTER with node blocks of different sizes (nodes holding different
+ * numbers of ranks, algo_build_blocks): node i holds 1 + (i * 7 + seed) % 3 ranks of `per`
+ * elements each; per 0 gives empty blocks everywhere. */
+static void blocks_cases(tally_t *t, uint32_t n)
+{
+    static const uint64_t pers[] = {0, 1, 5, 1031};
+    uint64_t *blk = malloc((n + 1ull) * sizeof(*blk));
+    char err[512];
+
+    for (int algo = 0; blk != NULL && n <= 64 && algo < ALGO_COUNT; algo++)
+        for (int kind = DESC_ALLGATHER; kind <= DESC_REDUCE_SCATTER; kind++)
+            for (size_t p = 0; algo_serves(algo, kind) && p < sizeof(pers) / sizeof(pers[0]); p++)
+                for (uint32_t seed = 0; seed < 2; seed++) {
+                    blk[0] = 0;
+                    for (uint32_t i = 0; i < n; i++)
+                        blk[i + 1] = blk[i] + (1 + (i * 7 + seed) % 3) * pers[p];
+                    t->checks++;
+                    if (sim_run_blocks(algo, kind, n, blk, err, sizeof(err)) != 0) {
+                        if (t->failures++ < MAX_REPORTS)
+                            printf("FAIL blocks (per %llu, seed %u): %s\n",
+                                   (unsigned long long)pers[p], seed, err);
+                    } else if (t->verbose) {
+                        printf("ok   %-8s kind %d n=%u blocks per %llu seed %u\n", algo_name(algo),
+                               kind, n, (unsigned long long)pers[p], seed);
+                    }
+                }
+    free(blk);
+}
+
 static void run_nodes(tally_t *t, uint32_t n)
 {
+    blocks_cases(t, n);
     for (int algo = 0; algo < ALGO_COUNT; algo++) {
         for (int kind = DESC_ALLREDUCE; kind <= DESC_BARRIER; kind++) {
             uint64_t counts[8], roots[4];

@@ -59,6 +59,7 @@ typedef struct sim {
     int algo, kind;
     uint32_t n, root;
     uint64_t count;
+    const uint64_t *blk; /* ALLGATHER, REDUCE_SCATTER: node blocks of their own sizes, or NULL */
     snode_t *nodes;
     uint64_t nsteps;
     uint64_t *next;  /* channel queue links, per global step id */
@@ -119,8 +120,31 @@ static uint64_t in_elems(const sim_t *sm, uint32_t node)
     return 0;
 }
 
+/* Where node i's layout block starts (ALLGATHER, REDUCE_SCATTER), i <= n. */
+static uint64_t blk_off(const sim_t *sm, uint64_t i)
+{
+    return sm->blk != NULL ? sm->blk[i] : i * sm->count;
+}
+
+/* The node whose layout block holds idx (< the layout's size). */
+static uint32_t blk_owner(const sim_t *sm, uint64_t idx)
+{
+    uint32_t lo = 0, hi = sm->n;
+
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (blk_off(sm, mid) <= idx)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 static uint64_t layout_elems(const sim_t *sm)
 {
+    if (sm->blk != NULL)
+        return sm->blk[sm->n];
     switch (sm->kind) {
     case DESC_ALLGATHER:
     case DESC_REDUCE_SCATTER:
@@ -513,8 +537,10 @@ static void layout(sim_t *sm, uint32_t i)
         if (i == sm->root)
             set_input(nd, 0, cnt, i, 0);
         break;
-    case DESC_ALLGATHER: set_input(nd, (uint64_t)i * cnt, cnt, i, 0); break;
-    case DESC_REDUCE_SCATTER: set_input(nd, 0, (uint64_t)sm->n * cnt, i, 0); break;
+    case DESC_ALLGATHER:
+        set_input(nd, blk_off(sm, i), blk_off(sm, i + 1) - blk_off(sm, i), i, 0);
+        break;
+    case DESC_REDUCE_SCATTER: set_input(nd, 0, blk_off(sm, sm->n), i, 0); break;
     default: break;
     }
 }
@@ -607,9 +633,12 @@ static uint64_t expect(const sim_t *sm, const uint64_t *sums, uint32_t i, uint64
     case DESC_REDUCE: return i == sm->root && idx < cnt ? sums[idx] : (*want = 0);
     case DESC_BROADCAST: return idx < cnt ? hval(sm->root, idx) : (*want = 0);
     case DESC_ALLGATHER:
-        return idx < sm->n * cnt ? hval((uint32_t)(idx / cnt), idx % cnt) : (*want = 0);
+        return idx < blk_off(sm, sm->n)
+                   ? hval(blk_owner(sm, idx), idx - blk_off(sm, blk_owner(sm, idx)))
+                   : (*want = 0);
     case DESC_REDUCE_SCATTER:
-        return idx / cnt == i && idx < sm->n * cnt ? sum_over_nodes(sm, idx) : (*want = 0);
+        return idx >= blk_off(sm, i) && idx < blk_off(sm, i + 1) ? sum_over_nodes(sm, idx)
+                                                                 : (*want = 0);
     case DESC_ALLTOALL:
         return idx < sm->n * cnt ? hval((uint32_t)(idx / cnt), (uint64_t)i * cnt + idx % cnt)
                                  : (*want = 0);
@@ -740,6 +769,36 @@ int sim_run(int algo, int kind, uint32_t nnodes, uint32_t root, uint64_t count, 
             size_t errlen)
 {
     return sim_run_stats(algo, kind, nnodes, root, count, NULL, err, errlen);
+}
+
+typedef struct blocks_args {
+    int algo, kind;
+    uint32_t n;
+    const uint64_t *blk;
+} blocks_args_t;
+
+static int build_blocks(void *arg, uint32_t me, sched_t *out)
+{
+    const blocks_args_t *a = arg;
+
+    return algo_build_blocks(a->algo, a->kind, a->n, me, 0, 1, a->blk, out);
+}
+
+int sim_run_blocks(int algo, int kind, uint32_t nnodes, const uint64_t *blk, char *err,
+                   size_t errlen)
+{
+    blocks_args_t a = {algo, kind, nnodes, blk};
+    sim_t sm = {.algo = algo,
+                .kind = kind,
+                .n = nnodes,
+                .count = blk[nnodes],
+                .blk = blk,
+                .build = build_blocks,
+                .build_arg = &a,
+                .err = err,
+                .errlen = errlen};
+
+    return run_all(&sm, NULL);
 }
 
 int sim_run_fn(int kind, uint32_t nnodes, uint32_t root, uint64_t count, sim_build_fn build,

@@ -82,6 +82,33 @@ START_TEST(test_bad_args)
 }
 END_TEST
 
+/* Node blocks of their own sizes: only for ALLGATHER and REDUCE_SCATTER, offsets from 0 that
+ * never go down; a node with more ranks sends more (ring allgather sends its own block and
+ * forwards the others but the next node's). */
+START_TEST(test_blocks)
+{
+    static const uint64_t ok[] = {0, 20, 30, 30, 40}, shifted[] = {1, 20, 30, 30, 40},
+                          down[] = {0, 20, 10, 30, 40};
+    uint64_t sent, got;
+    sched_t s;
+
+    ck_assert_int_eq(algo_build_blocks(ALGO_RING, DESC_ALLREDUCE, 4, 0, 0, 1, ok, &s), -EINVAL);
+    ck_assert_int_eq(algo_build_blocks(ALGO_MESH, DESC_ALLTOALL, 4, 0, 0, 1, ok, &s), -EINVAL);
+    ck_assert_int_eq(algo_build_blocks(ALGO_RING, DESC_ALLGATHER, 4, 0, 0, 1, shifted, &s),
+                     -EINVAL);
+    ck_assert_int_eq(algo_build_blocks(ALGO_RING, DESC_ALLGATHER, 4, 0, 0, 1, down, &s), -EINVAL);
+    for (uint32_t me = 0; me < 4; me++) {
+        ck_assert_int_eq(algo_build_blocks(ALGO_RING, DESC_ALLGATHER, 4, me, 0, 1, ok, &s), 0);
+        sched_traffic(&s, &sent, &got);
+        ck_assert_uint_eq(s.out_elems, 40);
+        uint32_t next = (me + 1) % 4;
+        ck_assert_uint_eq(sent, 40 - (ok[next + 1] - ok[next]));
+        ck_assert_uint_eq(got, 40 - (ok[me + 1] - ok[me]));
+        sched_free(&s);
+    }
+}
+END_TEST
+
 /* Every pair each algorithm serves, small node counts, edge counts, two roots. */
 START_TEST(test_sim_small)
 {
@@ -546,6 +573,7 @@ Suite *algo_suite(void)
     tcase_add_test(tc, test_names);
     tcase_add_test(tc, test_serves);
     tcase_add_test(tc, test_bad_args);
+    tcase_add_test(tc, test_blocks);
     tcase_add_test(tc, test_sim_small);
     tcase_add_test(tc, test_sim_pipelined);
     tcase_add_test(tc, test_sim_large);
