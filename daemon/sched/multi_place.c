@@ -54,7 +54,6 @@ int multi_place_init(multi_place_t *p, const uint32_t *rank_node, uint32_t nrank
         p->pos_rank[p->pos[g]] = g;
         p->in_order &= p->pos[g] == g;
     }
-    p->identity = p->equal && p->in_order;
     free(next);
     return 0;
 }

@@ -10,7 +10,8 @@
  *   slot      every node gets L slots, L the most ranks any node holds: slot node * L + j holds
  *             the node's j-th rank, or nothing (padding on nodes with fewer). ALLTOALL and
  *             SCATTER use it: their schedules take equal node blocks, and padding travels.
- * With equal contiguous blocks both are the rank itself (identity); otherwise level 0 permutes.
+ * With equal contiguous blocks (equal and in_order) both are the rank itself; otherwise level 0
+ * permutes.
  */
 #ifndef HCCLD_SCHED_MULTI_PLACE_H
 #define HCCLD_SCHED_MULTI_PLACE_H
@@ -29,7 +30,6 @@ typedef struct multi_place {
     uint32_t *pos;       /* [nranks]: each rank's position */
     uint32_t *pos_rank;  /* [nranks]: the rank at each position */
     uint32_t *first;     /* [nnodes + 1]: node i's first position; first[nnodes] = nranks */
-    int identity;        /* slot[g] == g for every rank: equal contiguous blocks */
     int equal;           /* every node holds L ranks: slots and positions coincide */
     int in_order;        /* pos[g] == g for every rank: contiguous blocks, maybe unequal */
 } multi_place_t;
