@@ -61,29 +61,23 @@ void sched_free(sched_t *s)
     s->nsteps = s->nrounds = 0;
 }
 
-/* Checks blk (n + 1 nondecreasing offsets from 0) for the kinds that take it. */
-static int blocks_ok(int kind, uint32_t n, const uint64_t *blk)
+/* The kinds whose layout has a block per rank, which algo_build_ranks sizes per node. */
+static int per_rank_kind(int kind)
 {
-    if (blk == NULL)
-        return 1;
-    if ((kind != DESC_ALLGATHER && kind != DESC_REDUCE_SCATTER) || blk[0] != 0 ||
-        blk[n] > UINT64_MAX / 2)
-        return 0;
-    for (uint32_t i = 0; i < n; i++)
-        if (blk[i + 1] < blk[i])
-            return 0;
-    return 1;
+    return kind == DESC_ALLGATHER || kind == DESC_REDUCE_SCATTER || kind == DESC_SCATTER ||
+           kind == DESC_ALLTOALL;
 }
 
-int algo_build_blocks(int algo, int kind, uint32_t nnodes, uint32_t me, uint32_t root,
-                      uint64_t count, const uint64_t *blk, sched_t *out)
+/* blk: node blocks of their own sizes (see algo_int.h), or NULL for count each. */
+static int build(int algo, int kind, uint32_t nnodes, uint32_t me, uint32_t root, uint64_t count,
+                 const uint64_t *blk, sched_t *out)
 {
     algo_ctx_t c = {.kind = kind, .n = nnodes, .me = me, .count = count, .blk = blk};
+    uint64_t layout;
     sbuild_t b;
     int rc;
 
-    if (out == NULL || !algo_serves(algo, kind) || nnodes == 0 || me >= nnodes ||
-        !blocks_ok(kind, nnodes, blk))
+    if (out == NULL || !algo_serves(algo, kind) || nnodes == 0 || me >= nnodes)
         return -EINVAL;
     if (desc_is_rooted((uint8_t)kind) && root >= nnodes)
         return -EINVAL;
@@ -93,10 +87,13 @@ int algo_build_blocks(int algo, int kind, uint32_t nnodes, uint32_t me, uint32_t
     c.root = desc_is_rooted((uint8_t)kind) ? root : 0;
     if (kind == DESC_BARRIER)
         c.count = 0;
-    if (blk != NULL)
+    if (blk != NULL) {
         c.count = blk[nnodes] > 0; /* only whether there is data: offsets come from blk */
-    sb_init(&b, me, kind == DESC_BARRIER,
-            blk != NULL ? blk[nnodes] : algo_layout_elems(kind, nnodes, c.count));
+        layout = kind == DESC_SCATTER ? node_len(&c, me) : blk[nnodes];
+    } else {
+        layout = algo_layout_elems(kind, nnodes, c.count);
+    }
+    sb_init(&b, me, kind == DESC_BARRIER, layout);
     /* Without data there is nothing to move; only a barrier synchronizes. */
     rc = c.count == 0 && kind != DESC_BARRIER ? 0 : builders[algo](&c, &b);
     if (rc != 0) {
@@ -106,8 +103,34 @@ int algo_build_blocks(int algo, int kind, uint32_t nnodes, uint32_t me, uint32_t
     return sb_finish(&b, out);
 }
 
+int algo_build_ranks(int algo, int kind, uint32_t nnodes, uint32_t me, uint32_t root, uint64_t unit,
+                     const uint32_t *ranks, sched_t *out)
+{
+    uint64_t total = 0, scale, *blk;
+    int rc;
+
+    if (ranks == NULL)
+        return build(algo, kind, nnodes, me, root, unit, NULL, out);
+    if (!per_rank_kind(kind) || nnodes == 0 || me >= nnodes)
+        return -EINVAL;
+    for (uint32_t i = 0; i < nnodes; i++)
+        total += ranks[i];
+    /* ALLTOALL: this node's block with node i holds ranks[me] * ranks[i] units. */
+    scale = kind == DESC_ALLTOALL ? ranks[me] : 1;
+    if (total > 0 && scale > 0 && unit > UINT64_MAX / 4 / total / scale)
+        return -EINVAL;
+    if ((blk = malloc((nnodes + 1ull) * sizeof(*blk))) == NULL)
+        return -ENOMEM;
+    blk[0] = 0;
+    for (uint32_t i = 0; i < nnodes; i++)
+        blk[i + 1] = blk[i] + scale * ranks[i] * unit;
+    rc = build(algo, kind, nnodes, me, root, unit, blk, out);
+    free(blk);
+    return rc;
+}
+
 int algo_build(int algo, int kind, uint32_t nnodes, uint32_t me, uint32_t root, uint64_t count,
                sched_t *out)
 {
-    return algo_build_blocks(algo, kind, nnodes, me, root, count, NULL, out);
+    return build(algo, kind, nnodes, me, root, count, NULL, out);
 }

@@ -14,7 +14,6 @@
  *   BROADCAST           OUT[0, count) holds the data at the root; result in OUT everywhere.
  *   ALLGATHER           OUT[me*count, +count) holds the node's block; result: OUT[0, n*count).
  *   REDUCE_SCATTER      OUT[0, n*count) holds the node's input; result: OUT[me*count, +count).
- *                       (With algo_build_blocks, node i's block is [blk[i], blk[i + 1]).)
  *   ALLTOALL            IN[j*count, +count) goes to node j; result: OUT[i*count, +count) from i.
  *   SCATTER             IN[0, n*count) at the root; result: OUT[0, count) everywhere.
  *   BARRIER             count 0: steps of length 0 carry only synchronization.
@@ -65,12 +64,20 @@ typedef struct sched {
  * Returns 0, -EINVAL (kind not served by this algorithm, bad arguments) or -ENOMEM. */
 int algo_build(int algo, int kind, uint32_t nnodes, uint32_t me, uint32_t root, uint64_t count,
                sched_t *out);
-/* The same for ALLGATHER and REDUCE_SCATTER with node blocks of their own sizes: node i's
- * block is OUT[blk[i], blk[i + 1]) (blk: nnodes + 1 nondecreasing offsets from 0; blk[n] is
- * the layout's size, and count only says whether there is data). Nodes holding different
- * numbers of ranks move only what they have. blk NULL: algo_build. */
-int algo_build_blocks(int algo, int kind, uint32_t nnodes, uint32_t me, uint32_t root,
-                      uint64_t count, const uint64_t *blk, sched_t *out);
+/*
+ * The same for the kinds with a block per rank (ALLGATHER, REDUCE_SCATTER, SCATTER, ALLTOALL)
+ * when nodes hold different numbers of ranks: node i holds ranks[i] ranks (0 allowed), each
+ * with blocks of `unit` elements, and nothing moves that no rank has. With R(i) the ranks of
+ * the nodes below i, node i's block of the layout above becomes:
+ *   ALLGATHER, REDUCE_SCATTER  OUT[R(i) * unit, R(i + 1) * unit)
+ *   SCATTER                    IN[R(i) * unit, R(i + 1) * unit) at the root; the result is
+ *                              OUT[0, ranks[me] * unit)
+ *   ALLTOALL                   IN (to node i) and OUT (from node i) [ranks[me] * R(i) * unit,
+ *                              ranks[me] * R(i + 1) * unit)
+ * ranks NULL: algo_build with count = unit (every node one rank's worth).
+ */
+int algo_build_ranks(int algo, int kind, uint32_t nnodes, uint32_t me, uint32_t root, uint64_t unit,
+                     const uint32_t *ranks, sched_t *out);
 void sched_free(sched_t *s);
 /* Elements this node sends (op STEP_SEND) and receives (STEP_RECV, STEP_RECV_REDUCE). */
 void sched_traffic(const sched_t *s, uint64_t *sent, uint64_t *received);

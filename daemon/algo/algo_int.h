@@ -23,15 +23,33 @@ typedef struct algo_ctx {
     uint32_t me;
     uint32_t root;  /* 0 for kinds without a root */
     uint64_t count; /* elements per block; 0 for BARRIER */
-    /* ALLGATHER, REDUCE_SCATTER with blocks of their own size (algo_build_blocks): node i's
-     * block is [blk[i], blk[i + 1]); NULL: i * count, count each. */
+    /* Kinds with a block per node, when nodes hold different numbers of ranks
+     * (algo_build_ranks): node i's layout block is [blk[i], blk[i + 1]) (ALLTOALL: this
+     * node's blocks to and from node i); NULL: i * count, count each. */
     const uint64_t *blk;
 } algo_ctx_t;
 
-/* Where node i's layout block starts (ALLGATHER, REDUCE_SCATTER; i <= n). */
+/* Where node i's layout block starts (ALLGATHER, REDUCE_SCATTER, SCATTER, ALLTOALL; i <= n). */
 static inline uint64_t node_off(const algo_ctx_t *c, uint64_t i)
 {
     return c->blk != NULL ? c->blk[i] : i * c->count;
+}
+
+static inline uint64_t node_len(const algo_ctx_t *c, uint64_t i)
+{
+    return node_off(c, i + 1) - node_off(c, i);
+}
+
+/* Where relative rank q's block starts when blocks are kept in relative order, the root's
+ * first (q <= n): the sizes of the blocks of relative ranks below q. */
+static inline uint64_t rel_off(const algo_ctx_t *c, uint32_t q)
+{
+    uint32_t wrap = c->n - c->root;
+
+    if (c->blk == NULL)
+        return (uint64_t)q * c->count;
+    return q <= wrap ? c->blk[c->root + q] - c->blk[c->root]
+                     : c->blk[c->n] - c->blk[c->root] + c->blk[q - wrap];
 }
 
 typedef struct sb_entry {
@@ -126,8 +144,9 @@ static inline uint32_t abs_of(const algo_ctx_t *c, uint32_t rel)
 
 /*
  * Block ranges for the binomial scatter and gather: how node `rel` names blocks [q0, q1) of
- * relative ranks. ABS keeps block q at OUT[abs(q)*count] (or reads IN there, for the root of
- * SCATTER); REL keeps it at OUT[(q - rel)*count], so a node's own block lands at OUT[0].
+ * relative ranks. ABS keeps block q at OUT[node_off(abs(q))] (or reads IN there, for the root
+ * of SCATTER); REL keeps it at OUT[rel_off(q) - rel_off(rel)], so a node's own block lands at
+ * OUT[0].
  */
 enum blk_mode { BLK_ABS_OUT, BLK_ABS_IN, BLK_REL };
 void blk_emit(sbuild_t *b, const algo_ctx_t *c, uint64_t t, uint8_t op, enum blk_mode mode,

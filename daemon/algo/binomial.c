@@ -26,14 +26,14 @@ void blk_emit(sbuild_t *b, const algo_ctx_t *c, uint64_t t, uint8_t op, enum blk
 
         if (a >= e)
             continue;
-        uint64_t len = (uint64_t)(e - a) * c->count;
-        if (mode == BLK_ABS_OUT) {
+        uint64_t len;
+        if (mode == BLK_REL) {
+            off = rel_off(c, a) - rel_off(c, rel);
+            len = rel_off(c, e) - rel_off(c, a);
+        } else {
             /* Whole layout blocks, which may differ in size (see node_off). */
             off = node_off(c, abs_of(c, a));
             len = node_off(c, abs_of(c, a) + (uint64_t)(e - a)) - off;
-        } else {
-            off = mode == BLK_REL ? (uint64_t)(a - rel) * c->count
-                                  : (uint64_t)abs_of(c, a) * c->count;
         }
         sb_step(b, t, op, mode == BLK_ABS_IN ? SCHED_BUF_IN : SCHED_BUF_OUT, peer, off, len);
     }
@@ -98,17 +98,19 @@ uint64_t binomial_bcast0(sbuild_t *b, const algo_ctx_t *c, uint64_t t0)
 }
 
 /* SCATTER by binomial tree: the root copies its own block and sends each child its subtree's
- * blocks straight from IN; the others keep their subtree in relative order, own block first. */
+ * blocks straight from IN; the others keep their subtree in relative order, own block first
+ * (blocks of their own sizes, see rel_off). */
 void binomial_scatter_kind(sbuild_t *b, const algo_ctx_t *c)
 {
     uint32_t rel = rel_of(c, c->me);
 
     if (rel == 0) {
-        sb_copy(b, 0, SCHED_BUF_IN, (uint64_t)c->root * c->count, 0, c->count);
+        sb_copy(b, 0, SCHED_BUF_IN, node_off(c, c->root), 0, node_len(c, c->root));
     } else {
-        uint64_t low = rel & (0u - rel), sub = c->n - rel < low ? c->n - rel : low;
-        if (sub * c->count > b->out_elems)
-            b->out_elems = sub * c->count;
+        uint32_t low = rel & (0u - rel), sub = c->n - rel < low ? c->n - rel : low;
+        uint64_t held = rel_off(c, rel + sub) - rel_off(c, rel);
+        if (held > b->out_elems)
+            b->out_elems = held;
     }
     binomial_scatter(b, c, 0, 1, BLK_REL);
 }

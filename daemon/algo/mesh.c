@@ -85,29 +85,26 @@ static void mesh_gather(sbuild_t *b, const algo_ctx_t *c, const parts_t *p, uint
 
 static void mesh_scatter(sbuild_t *b, const algo_ctx_t *c)
 {
-    uint64_t cnt = c->count;
-
     if (c->me != c->root) {
-        sb_recv(b, 0, c->root, 0, cnt);
+        sb_recv(b, 0, c->root, 0, node_len(c, c->me));
         return;
     }
-    sb_copy(b, 0, SCHED_BUF_IN, (uint64_t)c->me * cnt, 0, cnt);
+    sb_copy(b, 0, SCHED_BUF_IN, node_off(c, c->me), 0, node_len(c, c->me));
     for (uint32_t d = 1; d < c->n; d++) {
         uint32_t j = peer_at(c, d, 1);
-        sb_step(b, 0, STEP_SEND, SCHED_BUF_IN, j, (uint64_t)j * cnt, cnt);
+        sb_step(b, 0, STEP_SEND, SCHED_BUF_IN, j, node_off(c, j), node_len(c, j));
     }
 }
 
+/* Blocks of their own sizes as node_off gives them: this node's to and from each node. */
 static void mesh_alltoall(sbuild_t *b, const algo_ctx_t *c)
 {
-    uint64_t cnt = c->count;
-
-    sb_copy(b, 0, SCHED_BUF_IN, (uint64_t)c->me * cnt, (uint64_t)c->me * cnt, cnt);
+    sb_copy(b, 0, SCHED_BUF_IN, node_off(c, c->me), node_off(c, c->me), node_len(c, c->me));
     for (uint32_t d = 1; d < c->n; d++) {
         uint32_t to = peer_at(c, d, 1), from = peer_at(c, d, 0);
 
-        sb_step(b, 0, STEP_SEND, SCHED_BUF_IN, to, (uint64_t)to * cnt, cnt);
-        sb_recv(b, 0, from, (uint64_t)from * cnt, cnt);
+        sb_step(b, 0, STEP_SEND, SCHED_BUF_IN, to, node_off(c, to), node_len(c, to));
+        sb_recv(b, 0, from, node_off(c, from), node_len(c, from));
     }
 }
 

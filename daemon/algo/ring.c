@@ -82,26 +82,31 @@ static void chain_reduce(sbuild_t *b, const algo_ctx_t *c)
 }
 
 /* The block for position q leaves the root at time n - 1 - q and moves one hop per step, so
- * every block reaches its owner at time n - 2. Position p keeps the block of q in transit at
- * OUT[(q - p) * count]: its own lands at OUT[0]. */
+ * every block reaches its owner at time n - 2. Position p keeps the blocks in transit in
+ * relative order from its own (rel_off), which lands at OUT[0]. */
 static void chain_scatter(sbuild_t *b, const algo_ctx_t *c)
 {
     uint32_t p = rel_of(c, c->me), n = c->n;
-    uint64_t cnt = c->count;
+    uint64_t base = rel_off(c, p);
 
     if (p == 0)
-        sb_copy(b, 0, SCHED_BUF_IN, (uint64_t)c->root * cnt, 0, cnt);
-    else if ((uint64_t)(n - p) * cnt > b->out_elems)
-        b->out_elems = (uint64_t)(n - p) * cnt;
+        sb_copy(b, 0, SCHED_BUF_IN, node_off(c, c->root), 0, node_len(c, c->root));
+    else if (rel_off(c, n) - base > b->out_elems)
+        b->out_elems = rel_off(c, n) - base;
     for (uint32_t t = p > 0 ? p - 1 : 0; t + 2 <= n; t++) {
-        if (p > 0)
-            sb_recv(b, t, abs_of(c, p - 1), (uint64_t)(n - 2 - t) * cnt, cnt);
+        if (p > 0) {
+            uint32_t q = n - 2 - t + p;
+            sb_recv(b, t, abs_of(c, p - 1), rel_off(c, q) - base,
+                    rel_off(c, q + 1) - rel_off(c, q));
+        }
         if (p + 1 < n && t >= p) {
             uint32_t q = n - 1 - t + p;
+            uint64_t len = rel_off(c, q + 1) - rel_off(c, q);
             if (p == 0)
-                sb_step(b, t, STEP_SEND, SCHED_BUF_IN, abs_of(c, 1), abs_of(c, q) * cnt, cnt);
+                sb_step(b, t, STEP_SEND, SCHED_BUF_IN, abs_of(c, 1), node_off(c, abs_of(c, q)),
+                        len);
             else
-                sb_send(b, t, abs_of(c, p + 1), (uint64_t)(q - p) * cnt, cnt);
+                sb_send(b, t, abs_of(c, p + 1), rel_off(c, q) - base, len);
         }
     }
 }

@@ -1,9 +1,9 @@
 /*
  * Collectives across daemons. The engine gathers the node's share from its local ranks into a
  * node buffer (level 0), runs the level-1 schedule between daemons over the transport, and
- * writes each local rank's result (level 0). Per-rank blocks go by slot (multi_place.h): a
+ * writes each local rank's result (level 0). Per-rank blocks go by position (multi_place.h): a
  * node's blocks are contiguous and each byte crosses the network once per node, not once per
- * rank, wherever the ranks sit.
+ * rank, wherever the ranks sit; node blocks have their own sizes (algo_build_ranks).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -20,7 +20,8 @@
 #include "sched/multi_tag.h"
 #include "sched/xfer_result.h"
 
-/* Elements of one node block, of IN and of the layout, for the level-1 op of piece d. */
+/* Elements of one node block for the level-1 op of piece d, as if every node held as many
+ * ranks as the fullest (exact with equal nodes): what the cost model and buffers go by. */
 static uint64_t node_count(const eng_multi_t *mu, const desc_t *d)
 {
     uint32_t L = mu->pl.L;
@@ -65,15 +66,14 @@ static void reduce_locals(eng_comm_t *c, const desc_t *d, uint8_t *dst, uint64_t
     }
 }
 
-/* Level 0 in: lay out the node's data as algo.h says, per-rank blocks by position
- * (ALLGATHER, REDUCE_SCATTER) or by slot (ALLTOALL, SCATTER; padding slots carry nothing),
- * see multi_place.h. */
+/* Level 0 in: lay out the node's data as algo.h says (algo_build_ranks), per-rank blocks by
+ * position (multi_place.h). */
 static void gather_in(eng_comm_t *c, const desc_t *d)
 {
     eng_multi_t *mu = c->multi;
     const multi_place_t *pl = &mu->pl;
-    uint32_t L = pl->L, me = mu->me;
-    uint64_t b = d->count * dtype_size(d->dtype), slots = (uint64_t)mu->nnodes * L;
+    uint32_t me = mu->me, k = c->nranks;
+    uint64_t b = d->count * dtype_size(d->dtype);
 
     switch (d->kind) {
     case DESC_ALLREDUCE:
@@ -91,16 +91,15 @@ static void gather_in(eng_comm_t *c, const desc_t *d)
             reduce_locals(c, d, mu->work + (uint64_t)q * b, pl->pos_rank[q]);
         break;
     case DESC_ALLTOALL:
-        /* IN block j (for node j) holds, for each of j's slots lj (t = j*L + lj), what each
-         * of our local ranks l sends to the rank in that slot, at (t*L + l). */
-        for (uint64_t t = 0; t < slots; t++)
-            for (uint32_t l = 0; pl->slot_rank[t] != PLACE_NONE && l < c->nranks; l++)
-                memcpy(mu->in + (t * L + l) * b, send_block(c, l, pl->slot_rank[t]), b);
+        /* IN block j (for node j) holds, for each rank of j (position q), what each of our
+         * k local ranks l sends it, at q * k + l. */
+        for (uint64_t q = 0; q < pl->nranks; q++)
+            for (uint32_t l = 0; l < k; l++)
+                memcpy(mu->in + (q * k + l) * b, send_block(c, l, pl->pos_rank[q]), b);
         break;
     case DESC_SCATTER:
-        for (uint64_t t = 0; pl->node[d->root] == me && t < slots; t++)
-            if (pl->slot_rank[t] != PLACE_NONE)
-                memcpy(mu->in + t * b, send_block(c, comm_local(c, d->root), pl->slot_rank[t]), b);
+        for (uint64_t q = 0; pl->node[d->root] == me && q < pl->nranks; q++)
+            memcpy(mu->in + q * b, send_block(c, comm_local(c, d->root), pl->pos_rank[q]), b);
         break;
     default: break;
     }
@@ -111,8 +110,7 @@ static void scatter_out(eng_comm_t *c, const desc_t *d)
 {
     eng_multi_t *mu = c->multi;
     const multi_place_t *pl = &mu->pl;
-    uint32_t L = pl->L;
-    uint64_t b = d->count * dtype_size(d->dtype), slots = (uint64_t)mu->nnodes * L;
+    uint64_t b = d->count * dtype_size(d->dtype), k = c->nranks;
 
     /* With a direct OUT, local rank 0 already holds its result (see direct_out()). A rank
      * that left while the op ran wants nothing. */
@@ -135,11 +133,13 @@ static void scatter_out(eng_comm_t *c, const desc_t *d)
             memmove(recv_block(c, l, 0), mu->work + (uint64_t)pl->pos[g] * b, b);
             break;
         case DESC_ALLTOALL:
-            /* From node i (t = i*L + li): OUT[(i*L + l)*L + li]. */
-            for (uint64_t t = 0; t < slots; t++)
-                if (pl->slot_rank[t] != PLACE_NONE)
-                    memcpy(recv_block(c, l, pl->slot_rank[t]),
-                           mu->work + (((t / L) * L + l) * L + t % L) * b, b);
+            /* From node i's rank at position q, its li-th: OUT block i (k * first[i] on) holds
+             * what i's ranks sent our local rank l at l * count[i] + li. */
+            for (uint32_t q = 0; q < pl->nranks; q++) {
+                uint32_t i = pl->node[pl->pos_rank[q]];
+                uint64_t at = k * pl->first[i] + (uint64_t)l * pl->count[i] + (q - pl->first[i]);
+                memcpy(recv_block(c, l, pl->pos_rank[q]), mu->work + at * b, b);
+            }
             break;
         case DESC_SCATTER: memmove(recv_block(c, l, 0), mu->work + (uint64_t)l * b, b); break;
         default: break;
@@ -200,10 +200,12 @@ static int buf_reserve(uint8_t **buf, uint64_t *cap, uint64_t bytes)
     return 0;
 }
 
-/* ALLGATHER and REDUCE_SCATTER lay per-rank blocks out by position (multi_place.h). */
-static int by_position(int kind)
+/* The kinds with a block per rank: node blocks of their own sizes where nodes hold different
+ * numbers of ranks (algo_build_ranks). */
+static int per_rank(int kind)
 {
-    return kind == DESC_ALLGATHER || kind == DESC_REDUCE_SCATTER;
+    return kind == DESC_ALLGATHER || kind == DESC_REDUCE_SCATTER || kind == DESC_SCATTER ||
+           kind == DESC_ALLTOALL;
 }
 
 /*
@@ -217,16 +219,12 @@ static uint8_t *direct_out(eng_comm_t *c, const desc_t *d, uint64_t cnt)
     const eng_multi_t *mu = c->multi;
     const desc_t *d0 = dq_at(&c->m[0].coll, 0);
 
-    uint64_t layout = by_position(d->kind) ? (uint64_t)mu->pl.nranks * d->count
-                                           : algo_layout_elems(d->kind, mu->nnodes, cnt);
-
-    if (mu->sched.out_elems != layout)
-        return NULL;
     switch (d->kind) {
     case DESC_ALLREDUCE:
-    case DESC_BROADCAST: return recv_block(c, 0, 0);
+    case DESC_BROADCAST: return mu->sched.out_elems == cnt ? recv_block(c, 0, 0) : NULL;
     case DESC_ALLGATHER:
-        return mu->pl.in_order && d0->recv_stride == d->count * dtype_size(d->dtype)
+        return mu->sched.out_elems == (uint64_t)mu->pl.nranks * d->count && mu->pl.in_order &&
+                       d0->recv_stride == d->count * dtype_size(d->dtype)
                    ? recv_block(c, 0, 0)
                    : NULL;
     default: return NULL;
@@ -264,20 +262,12 @@ static int sched_prepare(eng_multi_t *mu, const sched_key_t *key)
     memset(&mu->sched, 0, sizeof(mu->sched));
     free(mu->fresh);
     mu->fresh = NULL;
-    if (by_position(key->kind) && !mu->pl.equal) {
-        /* Node blocks of their own sizes: node i's ranks' blocks of key->count / L each. */
-        uint64_t *blk = malloc((mu->nnodes + 1ull) * sizeof(*blk));
-        if (blk == NULL)
-            return -ENOMEM;
-        for (uint32_t i = 0; i <= mu->nnodes; i++)
-            blk[i] = (uint64_t)mu->pl.first[i] * (key->count / mu->pl.L);
-        rc = algo_build_blocks(key->algo, key->kind, mu->nnodes, mu->me, key->root, key->count, blk,
-                               &mu->sched);
-        free(blk);
-    } else {
+    if (per_rank(key->kind) && !mu->pl.equal)
+        rc = algo_build_ranks(key->algo, key->kind, mu->nnodes, mu->me, key->root, key->unit,
+                              mu->pl.count, &mu->sched);
+    else
         rc =
             algo_build(key->algo, key->kind, mu->nnodes, mu->me, key->root, key->count, &mu->sched);
-    }
     if (rc != 0)
         return rc;
     mu->sched_key = *key;
@@ -357,7 +347,8 @@ static int multi_start(engine_t *eng, eng_comm_t *c, const desc_t *d)
     sched_key_t key = {.algo = algo,
                        .kind = d->kind,
                        .root = desc_is_rooted(d->kind) ? mu->pl.node[d->root] : 0,
-                       .count = cnt};
+                       .count = cnt,
+                       .unit = d->count};
     if ((rc = sched_prepare(mu, &key)) != 0)
         return rc;
     if (buf_reserve(&mu->out, &mu->out_cap, (mu->sched.out_elems + 1) * es) != 0 ||

@@ -16,7 +16,8 @@
 typedef struct sched_key {
     int32_t algo, kind;
     uint32_t root, pad;
-    uint64_t count;
+    uint64_t count; /* elements of a node block (the most any node has) */
+    uint64_t unit;  /* elements of a rank's block, for node blocks of their own sizes */
 } sched_key_t;
 
 /* A data connection to a peer daemon and how many comms use it: the children of a split
@@ -28,7 +29,7 @@ typedef struct eng_link {
 
 typedef struct eng_multi {
     uint32_t nnodes, me; /* this node's index */
-    multi_place_t pl;    /* which node and level-1 slot each global rank has */
+    multi_place_t pl;    /* which node and level-1 position each global rank has */
     uint8_t job_id[AUTH_JOB_BYTES], key[AUTH_KEY_BYTES];
     char (*addrs)[TP_ADDR_MAX];      /* data address of every node */
     char (*rdma_addrs)[TP_ADDR_MAX]; /* RDMA data address of every node, "" if none */

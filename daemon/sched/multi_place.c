@@ -1,4 +1,4 @@
-/* Ranks to nodes and slots (see multi_place.h). */
+/* Ranks to nodes and positions (see multi_place.h). */
 #include <errno.h>
 #include <stdlib.h>
 
@@ -24,20 +24,16 @@ int multi_place_init(multi_place_t *p, const uint32_t *rank_node, uint32_t nrank
         p->L = p->count[i] > p->L ? p->count[i] : p->L;
     }
     p->node = malloc(nranks * sizeof(*p->node));
-    p->slot = malloc(nranks * sizeof(*p->slot));
-    p->slot_rank = malloc((uint64_t)nnodes * p->L * sizeof(*p->slot_rank));
     p->pos = malloc(nranks * sizeof(*p->pos));
     p->pos_rank = malloc(nranks * sizeof(*p->pos_rank));
     p->first = malloc((nnodes + 1ull) * sizeof(*p->first));
     uint32_t *next = calloc(nnodes, sizeof(*next));
-    if (p->node == NULL || p->slot == NULL || p->slot_rank == NULL || p->pos == NULL ||
-        p->pos_rank == NULL || p->first == NULL || next == NULL) {
+    if (p->node == NULL || p->pos == NULL || p->pos_rank == NULL || p->first == NULL ||
+        next == NULL) {
         free(next);
         multi_place_free(p);
         return -ENOMEM;
     }
-    for (uint64_t s = 0; s < (uint64_t)nnodes * p->L; s++)
-        p->slot_rank[s] = PLACE_NONE;
     p->first[0] = 0;
     p->equal = 1;
     for (uint32_t i = 0; i < nnodes; i++) {
@@ -48,8 +44,6 @@ int multi_place_init(multi_place_t *p, const uint32_t *rank_node, uint32_t nrank
     for (uint32_t g = 0; g < nranks; g++) {
         uint32_t i = rank_node[g], j = next[i]++;
         p->node[g] = i;
-        p->slot[g] = i * p->L + j;
-        p->slot_rank[p->slot[g]] = g;
         p->pos[g] = p->first[i] + j;
         p->pos_rank[p->pos[g]] = g;
         p->in_order &= p->pos[g] == g;
@@ -61,8 +55,6 @@ int multi_place_init(multi_place_t *p, const uint32_t *rank_node, uint32_t nrank
 void multi_place_free(multi_place_t *p)
 {
     free(p->node);
-    free(p->slot);
-    free(p->slot_rank);
     free(p->count);
     free(p->pos);
     free(p->pos_rank);

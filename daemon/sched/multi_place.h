@@ -2,36 +2,28 @@
  * Where the ranks of a comm across daemons sit, as level 1 sees them. Nodes may hold any
  * number of ranks, in any order of rank ids (torchrun's and hccl-run's blocks, Open MPI's
  * --map-by node round robin, Slurm's cyclic or uneven distributions). Per-rank blocks of a
- * collective are laid out node by node, so a node's blocks are contiguous and each byte
- * crosses the network once per node, in one of two layouts:
- *   position  node-major order without gaps: node i's ranks, in rank order, at positions
- *             first[i] .. first[i + 1] - 1. ALLGATHER and REDUCE_SCATTER use it, with node
- *             blocks of their own sizes (algo_build_blocks), so nothing moves that no rank has.
- *   slot      every node gets L slots, L the most ranks any node holds: slot node * L + j holds
- *             the node's j-th rank, or nothing (padding on nodes with fewer). ALLTOALL and
- *             SCATTER use it: their schedules take equal node blocks, and padding travels.
- * With equal contiguous blocks (equal and in_order) both are the rank itself; otherwise level 0
- * permutes.
+ * collective are laid out by position: node-major order without gaps, node i's ranks in rank
+ * order (the order of its local members) at positions first[i] .. first[i + 1] - 1. A node's
+ * blocks are then contiguous, each byte crosses the network once per node, and node blocks
+ * have their own sizes (algo_build_ranks), so nothing moves that no rank has. With equal
+ * contiguous blocks (equal and in_order) a rank's position is the rank itself; otherwise
+ * level 0 permutes.
  */
 #ifndef HCCLD_SCHED_MULTI_PLACE_H
 #define HCCLD_SCHED_MULTI_PLACE_H
 
 #include <stdint.h>
 
-#define PLACE_NONE UINT32_MAX
-
 typedef struct multi_place {
     uint32_t nranks, nnodes;
-    uint32_t L;          /* slots per node: the most ranks any node holds */
-    uint32_t *node;      /* [nranks]: each rank's node */
-    uint32_t *slot;      /* [nranks]: each rank's slot */
-    uint32_t *slot_rank; /* [nnodes * L]: the rank in each slot, or PLACE_NONE */
-    uint32_t *count;     /* [nnodes]: ranks on each node */
-    uint32_t *pos;       /* [nranks]: each rank's position */
-    uint32_t *pos_rank;  /* [nranks]: the rank at each position */
-    uint32_t *first;     /* [nnodes + 1]: node i's first position; first[nnodes] = nranks */
-    int equal;           /* every node holds L ranks: slots and positions coincide */
-    int in_order;        /* pos[g] == g for every rank: contiguous blocks, maybe unequal */
+    uint32_t L;         /* the most ranks any node holds */
+    uint32_t *node;     /* [nranks]: each rank's node */
+    uint32_t *count;    /* [nnodes]: ranks on each node */
+    uint32_t *pos;      /* [nranks]: each rank's position */
+    uint32_t *pos_rank; /* [nranks]: the rank at each position */
+    uint32_t *first;    /* [nnodes + 1]: node i's first position; first[nnodes] = nranks */
+    int equal;          /* every node holds L ranks */
+    int in_order;       /* pos[g] == g for every rank: contiguous blocks, maybe unequal */
 } multi_place_t;
 
 /* From rank_node[g] < nnodes for g < nranks (every node holding at least one rank). 0,

@@ -307,28 +307,54 @@ START_TEST(test_any_placement)
 }
 END_TEST
 
-/* One allgather or reduce-scatter (arg: 0 or 1) of WIRE_COUNT int32 per rank, checked. */
+/* One op of WIRE_COUNT int32 per rank block, checked: allgather, reduce-scatter, alltoall or
+ * scatter from rank 0 (arg: enum wire_op). */
 #define WIRE_COUNT 10000u
+enum wire_op { WIRE_ALLGATHER, WIRE_REDUCE_SCATTER, WIRE_ALLTOALL, WIRE_SCATTER, WIRE_OPS };
+
+static int32_t wire_val(uint32_t r, uint32_t k)
+{
+    return (int32_t)(r * 100003 + k);
+}
+
 static int one_wire_op(HcclComm comm, uint32_t r, uint32_t n, void *arg)
 {
-    int rs = *(const int *)arg;
-    int32_t *in = malloc(WIRE_COUNT * n * sizeof(*in)),
-            *out = malloc(WIRE_COUNT * n * sizeof(*out));
-    HcclResult rc;
+    int op = *(const int *)arg;
+    uint32_t outn = op == WIRE_REDUCE_SCATTER || op == WIRE_SCATTER ? WIRE_COUNT : WIRE_COUNT * n;
+    int32_t *in = malloc(WIRE_COUNT * n * sizeof(*in)), *out = malloc(outn * sizeof(*out));
+    HcclResult rc = HCCL_E_PARA;
     int bad = 0;
 
     for (uint32_t k = 0; k < WIRE_COUNT * n; k++)
-        in[k] = (int32_t)(r * 100003 + k);
-    rc = rs ? HcclReduceScatter(in, out, WIRE_COUNT, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_SUM, comm,
-                                NULL)
-            : HcclAllGather(in, out, WIRE_COUNT, HCCL_DATA_TYPE_INT32, comm, NULL);
-    for (uint32_t k = 0; rc == HCCL_SUCCESS && k < WIRE_COUNT * (rs ? 1 : n) && !bad; k++) {
+        in[k] = wire_val(r, k);
+    switch (op) {
+    case WIRE_ALLGATHER:
+        rc = HcclAllGather(in, out, WIRE_COUNT, HCCL_DATA_TYPE_INT32, comm, NULL);
+        break;
+    case WIRE_REDUCE_SCATTER:
+        rc = HcclReduceScatter(in, out, WIRE_COUNT, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_SUM, comm,
+                               NULL);
+        break;
+    case WIRE_ALLTOALL:
+        rc = HcclAlltoAll(in, WIRE_COUNT, HCCL_DATA_TYPE_INT32, out, WIRE_COUNT,
+                          HCCL_DATA_TYPE_INT32, comm, NULL);
+        break;
+    case WIRE_SCATTER:
+        rc = HcclScatter(in, out, WIRE_COUNT, HCCL_DATA_TYPE_INT32, 0, comm, NULL);
+        break;
+    }
+    for (uint32_t k = 0; rc == HCCL_SUCCESS && k < outn && !bad; k++) {
+        uint32_t q = k / WIRE_COUNT, e = k % WIRE_COUNT;
         int32_t want = 0;
-        if (rs)
-            for (uint32_t q = 0; q < n; q++)
-                want += (int32_t)(q * 100003 + r * WIRE_COUNT + k);
-        else
-            want = (int32_t)(k / WIRE_COUNT * 100003 + k % WIRE_COUNT);
+        switch (op) {
+        case WIRE_ALLGATHER: want = wire_val(q, e); break;
+        case WIRE_REDUCE_SCATTER:
+            for (uint32_t p = 0; p < n; p++)
+                want += wire_val(p, r * WIRE_COUNT + k);
+            break;
+        case WIRE_ALLTOALL: want = wire_val(q, r * WIRE_COUNT + e); break;
+        case WIRE_SCATTER: want = wire_val(0, r * WIRE_COUNT + k); break;
+        }
         bad = out[k] != want;
     }
     free(in);
@@ -336,34 +362,37 @@ static int one_wire_op(HcclComm comm, uint32_t r, uint32_t n, void *arg)
     return rc != HCCL_SUCCESS || bad;
 }
 
-/* Daemons holding different numbers of ranks move only the ranks' blocks they have: 2 ranks
- * on daemon 0 and 1 on daemon 1, ring forced (on 2 nodes each sends the other what it has).
- * Allgather: daemon 0 sends 2 blocks, daemon 1 one (with padding to 2 slots it sent 2);
- * reduce-scatter: daemon 0 sends daemon 1's one block, daemon 1 sends daemon 0's two. */
+/* Daemons holding different numbers of ranks move only the ranks' blocks they have: ranks 0
+ * and 2 on daemon 0, rank 1 on daemon 1, ring forced where it serves (on 2 nodes each sends
+ * the other what it has). Blocks each daemon sends, and what padding every daemon to 2 ranks
+ * sent before:
+ *   allgather       2 and 1 (2 and 2)      reduce-scatter  1 and 2 (2 and 2)
+ *   alltoall        2 and 2 (4 and 4)      scatter from 0  1 and 0 (2 and 0) */
 START_TEST(test_uneven_moves_no_padding)
 {
     static const uint8_t place[] = {0, 1, 0};
+    static const uint64_t want[WIRE_OPS][2] = {{2, 1}, {1, 2}, {2, 2}, {1, 0}};
+    static const char *const names[WIRE_OPS] = {"allgather", "reduce-scatter", "alltoall",
+                                                "scatter"};
     const uint64_t blk = WIRE_COUNT * sizeof(int32_t);
     cluster_t c;
 
     setenv("HCCL_ALGO", "level0:NA;level1:ring", 1);
     cluster_start(&c, 2);
-    for (int rs = 0; rs <= 1; rs++) {
+    for (int op = 0; op < WIRE_OPS; op++) {
         uint64_t before[2], after[2];
         for (int d = 0; d < 2; d++)
             before[d] = harness_daemon_tx_bytes(c.socks[d]);
-        ck_assert_int_eq(run_placed(&c, 3, place, one_wire_op, &rs), 0);
+        ck_assert_msg(run_placed(&c, 3, place, one_wire_op, &op) == 0, "%s failed", names[op]);
         for (int d = 0; d < 2; d++)
             after[d] = harness_daemon_tx_bytes(c.socks[d]);
         ck_assert_uint_ne(before[0], UINT64_MAX);
         ck_assert_uint_ne(before[1], UINT64_MAX);
         ck_assert_msg(
-            after[0] - before[0] == (rs ? 1 : 2) * blk &&
-                after[1] - before[1] == (rs ? 2 : 1) * blk,
-            "%s: daemons sent %llu and %llu bytes, want %llu and %llu",
-            rs ? "reduce-scatter" : "allgather", (unsigned long long)(after[0] - before[0]),
-            (unsigned long long)(after[1] - before[1]), (unsigned long long)((rs ? 1 : 2) * blk),
-            (unsigned long long)((rs ? 2 : 1) * blk));
+            after[0] - before[0] == want[op][0] * blk && after[1] - before[1] == want[op][1] * blk,
+            "%s: daemons sent %llu and %llu bytes, want %llu and %llu", names[op],
+            (unsigned long long)(after[0] - before[0]), (unsigned long long)(after[1] - before[1]),
+            (unsigned long long)(want[op][0] * blk), (unsigned long long)(want[op][1] * blk));
     }
     cluster_stop(&c);
     unsetenv("HCCL_ALGO");

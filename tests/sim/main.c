@@ -104,38 +104,46 @@ static void one_case(tally_t *t, int algo, int kind, uint32_t n, uint32_t root, 
     }
 }
 
-/* ALLGATHER and REDUCE_SCATTER with node blocks of different sizes (nodes holding different
- * numbers of ranks, algo_build_blocks): node i holds 1 + (i * 7 + seed) % 3 ranks of `per`
- * elements each; per 0 gives empty blocks everywhere. */
-static void blocks_cases(tally_t *t, uint32_t n)
+/* The kinds with a block per rank on nodes holding different numbers of ranks
+ * (algo_build_ranks): node i holds 1 + (i * 7 + seed) % 3 ranks of `unit` elements each, or,
+ * with seed 2, none on every third node; unit 0 gives empty blocks everywhere. Rooted kinds
+ * take roots 0 and n - 1. */
+static void ranks_cases(tally_t *t, uint32_t n)
 {
-    static const uint64_t pers[] = {0, 1, 5, 1031};
-    uint64_t *blk = malloc((n + 1ull) * sizeof(*blk));
+    static const int kinds[] = {DESC_ALLGATHER, DESC_REDUCE_SCATTER, DESC_SCATTER, DESC_ALLTOALL};
+    static const uint64_t units[] = {0, 1, 5, 1031};
+    uint32_t *ranks = malloc(n * sizeof(*ranks));
     char err[512];
 
-    for (int algo = 0; blk != NULL && n <= 64 && algo < ALGO_COUNT; algo++)
-        for (int kind = DESC_ALLGATHER; kind <= DESC_REDUCE_SCATTER; kind++)
-            for (size_t p = 0; algo_serves(algo, kind) && p < sizeof(pers) / sizeof(pers[0]); p++)
-                for (uint32_t seed = 0; seed < 2; seed++) {
-                    blk[0] = 0;
-                    for (uint32_t i = 0; i < n; i++)
-                        blk[i + 1] = blk[i] + (1 + (i * 7 + seed) % 3) * pers[p];
-                    t->checks++;
-                    if (sim_run_blocks(algo, kind, n, blk, err, sizeof(err)) != 0) {
-                        if (t->failures++ < MAX_REPORTS)
-                            printf("FAIL blocks (per %llu, seed %u): %s\n",
-                                   (unsigned long long)pers[p], seed, err);
-                    } else if (t->verbose) {
-                        printf("ok   %-8s kind %d n=%u blocks per %llu seed %u\n", algo_name(algo),
-                               kind, n, (unsigned long long)pers[p], seed);
+    for (int algo = 0; ranks != NULL && n <= 64 && algo < ALGO_COUNT; algo++)
+        for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
+            for (size_t u = 0; algo_serves(algo, kinds[k]) && u < sizeof(units) / sizeof(units[0]);
+                 u++)
+                for (uint32_t seed = 0; seed < 3; seed++)
+                    for (uint32_t root = 0; root < (kinds[k] == DESC_SCATTER && n > 1 ? 2 : 1);
+                         root++) {
+                        uint32_t r = root ? n - 1 : 0;
+                        for (uint32_t i = 0; i < n; i++)
+                            ranks[i] =
+                                seed == 2 ? (i % 3 == 1 ? 0 : 1 + i % 2) : 1 + (i * 7 + seed) % 3;
+                        t->checks++;
+                        if (sim_run_ranks(algo, kinds[k], n, r, units[u], ranks, err,
+                                          sizeof(err)) != 0) {
+                            if (t->failures++ < MAX_REPORTS)
+                                printf("FAIL ranks (unit %llu, seed %u): %s\n",
+                                       (unsigned long long)units[u], seed, err);
+                        } else if (t->verbose) {
+                            printf("ok   %-8s kind %d n=%u root=%u ranks unit %llu seed %u\n",
+                                   algo_name(algo), kinds[k], n, r, (unsigned long long)units[u],
+                                   seed);
+                        }
                     }
-                }
-    free(blk);
+    free(ranks);
 }
 
 static void run_nodes(tally_t *t, uint32_t n)
 {
-    blocks_cases(t, n);
+    ranks_cases(t, n);
     for (int algo = 0; algo < ALGO_COUNT; algo++) {
         for (int kind = DESC_ALLREDUCE; kind <= DESC_BARRIER; kind++) {
             uint64_t counts[8], roots[4];

@@ -59,7 +59,11 @@ typedef struct sim {
     int algo, kind;
     uint32_t n, root;
     uint64_t count;
-    const uint64_t *blk; /* ALLGATHER, REDUCE_SCATTER: node blocks of their own sizes, or NULL */
+    /* Kinds with a block per rank, nodes of different sizes (algo_build_ranks): node i holds
+     * ranks[i] ranks of `count` elements each (prefix[i]: the ranks below node i). NULL: one
+     * each. */
+    const uint32_t *ranks;
+    uint64_t *prefix;
     snode_t *nodes;
     uint64_t nsteps;
     uint64_t *next;  /* channel queue links, per global step id */
@@ -113,27 +117,34 @@ static void bit_set(uint64_t *bm, uint64_t i)
     bm[i >> 6] |= 1ull << (i & 63);
 }
 
-static uint64_t in_elems(const sim_t *sm, uint32_t node)
+/* Ranks on node i, and on the nodes below i (i <= n). */
+static uint64_t ranks_on(const sim_t *sm, uint32_t i)
 {
-    if (sm->kind == DESC_ALLTOALL || (sm->kind == DESC_SCATTER && node == sm->root))
-        return (uint64_t)sm->n * sm->count;
-    return 0;
+    return sm->ranks != NULL ? sm->ranks[i] : 1;
 }
 
-/* Where node i's layout block starts (ALLGATHER, REDUCE_SCATTER), i <= n. */
-static uint64_t blk_off(const sim_t *sm, uint64_t i)
+static uint64_t ranks_below(const sim_t *sm, uint64_t i)
 {
-    return sm->blk != NULL ? sm->blk[i] : i * sm->count;
+    return sm->ranks != NULL ? sm->prefix[i] : i;
 }
 
-/* The node whose layout block holds idx (< the layout's size). */
-static uint32_t blk_owner(const sim_t *sm, uint64_t idx)
+/* Where block j starts in node i's layout (i <= n): the per-node blocks of ALLGATHER,
+ * REDUCE_SCATTER and SCATTER's IN, or, for ALLTOALL, node i's blocks to and from node j. */
+static uint64_t blk_off(const sim_t *sm, uint32_t i, uint64_t j)
+{
+    uint64_t scale = sm->kind == DESC_ALLTOALL ? ranks_on(sm, i) : 1;
+
+    return scale * ranks_below(sm, j) * sm->count;
+}
+
+/* The node whose block of node i's layout holds idx (< the layout's size). */
+static uint32_t blk_owner(const sim_t *sm, uint32_t i, uint64_t idx)
 {
     uint32_t lo = 0, hi = sm->n;
 
     while (hi - lo > 1) {
         uint32_t mid = lo + (hi - lo) / 2;
-        if (blk_off(sm, mid) <= idx)
+        if (blk_off(sm, i, mid) <= idx)
             lo = mid;
         else
             hi = mid;
@@ -141,14 +152,21 @@ static uint32_t blk_owner(const sim_t *sm, uint64_t idx)
     return lo;
 }
 
-static uint64_t layout_elems(const sim_t *sm)
+static uint64_t in_elems(const sim_t *sm, uint32_t node)
 {
-    if (sm->blk != NULL)
-        return sm->blk[sm->n];
+    if (sm->kind == DESC_ALLTOALL || (sm->kind == DESC_SCATTER && node == sm->root))
+        return blk_off(sm, node, sm->n);
+    return 0;
+}
+
+/* The OUT node i's result occupies (before any staging). */
+static uint64_t layout_elems(const sim_t *sm, uint32_t i)
+{
     switch (sm->kind) {
     case DESC_ALLGATHER:
     case DESC_REDUCE_SCATTER:
-    case DESC_ALLTOALL: return (uint64_t)sm->n * sm->count;
+    case DESC_ALLTOALL: return blk_off(sm, i, sm->n);
+    case DESC_SCATTER: return ranks_on(sm, i) * sm->count;
     case DESC_BARRIER: return 0;
     default: return sm->count;
     }
@@ -214,9 +232,9 @@ static int check_sched(sim_t *sm, uint32_t i)
 
     if (s->round_start == NULL || s->round_start[0] != 0 || s->round_start[s->nrounds] != s->nsteps)
         return fail(sm, "node %u: round_start does not cover the steps", i);
-    if (s->out_elems < layout_elems(sm))
+    if (s->out_elems < layout_elems(sm, i))
         return fail(sm, "node %u: out_elems %llu below the layout's %llu", i,
-                    (unsigned long long)s->out_elems, (unsigned long long)layout_elems(sm));
+                    (unsigned long long)s->out_elems, (unsigned long long)layout_elems(sm, i));
     for (uint32_t r = 0; r < s->nrounds; r++) {
         uint64_t red = 0;
         if (s->round_start[r] > s->round_start[r + 1])
@@ -538,9 +556,9 @@ static void layout(sim_t *sm, uint32_t i)
             set_input(nd, 0, cnt, i, 0);
         break;
     case DESC_ALLGATHER:
-        set_input(nd, blk_off(sm, i), blk_off(sm, i + 1) - blk_off(sm, i), i, 0);
+        set_input(nd, blk_off(sm, i, i), blk_off(sm, i, i + 1) - blk_off(sm, i, i), i, 0);
         break;
-    case DESC_REDUCE_SCATTER: set_input(nd, 0, blk_off(sm, sm->n), i, 0); break;
+    case DESC_REDUCE_SCATTER: set_input(nd, 0, blk_off(sm, i, sm->n), i, 0); break;
     default: break;
     }
 }
@@ -633,16 +651,19 @@ static uint64_t expect(const sim_t *sm, const uint64_t *sums, uint32_t i, uint64
     case DESC_REDUCE: return i == sm->root && idx < cnt ? sums[idx] : (*want = 0);
     case DESC_BROADCAST: return idx < cnt ? hval(sm->root, idx) : (*want = 0);
     case DESC_ALLGATHER:
-        return idx < blk_off(sm, sm->n)
-                   ? hval(blk_owner(sm, idx), idx - blk_off(sm, blk_owner(sm, idx)))
-                   : (*want = 0);
+    case DESC_ALLTOALL: {
+        if (idx >= blk_off(sm, i, sm->n))
+            return *want = 0;
+        /* From node j: its own block (ALLGATHER), or what it sent i (ALLTOALL). */
+        uint32_t j = blk_owner(sm, i, idx);
+        uint64_t k = idx - blk_off(sm, i, j);
+        return hval(j, sm->kind == DESC_ALLGATHER ? k : blk_off(sm, j, i) + k);
+    }
     case DESC_REDUCE_SCATTER:
-        return idx >= blk_off(sm, i) && idx < blk_off(sm, i + 1) ? sum_over_nodes(sm, idx)
-                                                                 : (*want = 0);
-    case DESC_ALLTOALL:
-        return idx < sm->n * cnt ? hval((uint32_t)(idx / cnt), (uint64_t)i * cnt + idx % cnt)
-                                 : (*want = 0);
-    case DESC_SCATTER: return idx < cnt ? hval(sm->root, (uint64_t)i * cnt + idx) : (*want = 0);
+        return idx >= blk_off(sm, i, i) && idx < blk_off(sm, i, i + 1) ? sum_over_nodes(sm, idx)
+                                                                       : (*want = 0);
+    case DESC_SCATTER:
+        return idx < ranks_on(sm, i) * cnt ? hval(sm->root, blk_off(sm, i, i) + idx) : (*want = 0);
     default: return *want = 0;
     }
 }
@@ -650,7 +671,7 @@ static uint64_t expect(const sim_t *sm, const uint64_t *sums, uint32_t i, uint64
 static int check_node_result(sim_t *sm, const uint64_t *sums, uint32_t i)
 {
     const snode_t *nd = &sm->nodes[i];
-    uint64_t lim = layout_elems(sm);
+    uint64_t lim = layout_elems(sm, i);
 
     for (uint64_t idx = 0; idx < lim; idx++) {
         int want;
@@ -771,34 +792,44 @@ int sim_run(int algo, int kind, uint32_t nnodes, uint32_t root, uint64_t count, 
     return sim_run_stats(algo, kind, nnodes, root, count, NULL, err, errlen);
 }
 
-typedef struct blocks_args {
+typedef struct ranks_args {
     int algo, kind;
-    uint32_t n;
-    const uint64_t *blk;
-} blocks_args_t;
+    uint32_t n, root;
+    uint64_t unit;
+    const uint32_t *ranks;
+} ranks_args_t;
 
-static int build_blocks(void *arg, uint32_t me, sched_t *out)
+static int build_ranks(void *arg, uint32_t me, sched_t *out)
 {
-    const blocks_args_t *a = arg;
+    const ranks_args_t *a = arg;
 
-    return algo_build_blocks(a->algo, a->kind, a->n, me, 0, 1, a->blk, out);
+    return algo_build_ranks(a->algo, a->kind, a->n, me, a->root, a->unit, a->ranks, out);
 }
 
-int sim_run_blocks(int algo, int kind, uint32_t nnodes, const uint64_t *blk, char *err,
-                   size_t errlen)
+int sim_run_ranks(int algo, int kind, uint32_t nnodes, uint32_t root, uint64_t unit,
+                  const uint32_t *ranks, char *err, size_t errlen)
 {
-    blocks_args_t a = {algo, kind, nnodes, blk};
+    ranks_args_t a = {algo, kind, nnodes, root, unit, ranks};
     sim_t sm = {.algo = algo,
                 .kind = kind,
                 .n = nnodes,
-                .count = blk[nnodes],
-                .blk = blk,
-                .build = build_blocks,
+                .root = root,
+                .count = unit,
+                .ranks = ranks,
+                .build = build_ranks,
                 .build_arg = &a,
                 .err = err,
                 .errlen = errlen};
+    int rc;
 
-    return run_all(&sm, NULL);
+    if ((sm.prefix = malloc((nnodes + 1ull) * sizeof(*sm.prefix))) == NULL)
+        return fail(&sm, "out of memory");
+    sm.prefix[0] = 0;
+    for (uint32_t i = 0; i < nnodes; i++)
+        sm.prefix[i + 1] = sm.prefix[i] + ranks[i];
+    rc = run_all(&sm, NULL);
+    free(sm.prefix);
+    return rc;
 }
 
 int sim_run_fn(int kind, uint32_t nnodes, uint32_t root, uint64_t count, sim_build_fn build,

@@ -24,10 +24,11 @@ int sim_run(int algo, int kind, uint32_t nnodes, uint32_t root, uint64_t count, 
 /* The same, with statistics (stats may be NULL). */
 int sim_run_stats(int algo, int kind, uint32_t nnodes, uint32_t root, uint64_t count,
                   sim_stats_t *stats, char *err, size_t errlen);
-/* ALLGATHER or REDUCE_SCATTER with node blocks of their own sizes (algo_build_blocks): node
- * i's block is [blk[i], blk[i + 1]). */
-int sim_run_blocks(int algo, int kind, uint32_t nnodes, const uint64_t *blk, char *err,
-                   size_t errlen);
+/* A kind with a block per rank (ALLGATHER, REDUCE_SCATTER, SCATTER, ALLTOALL) on nodes
+ * holding different numbers of ranks (algo_build_ranks): node i holds ranks[i], each with
+ * blocks of unit elements. */
+int sim_run_ranks(int algo, int kind, uint32_t nnodes, uint32_t root, uint64_t unit,
+                  const uint32_t *ranks, char *err, size_t errlen);
 /* Runs schedules from `build` instead of algo_build: build(arg, me, out) fills node me's
  * schedule (freed by the simulator with sched_free) and returns 0. For testing the simulator
  * itself on schedules that are wrong on purpose. */

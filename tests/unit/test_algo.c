@@ -82,28 +82,42 @@ START_TEST(test_bad_args)
 }
 END_TEST
 
-/* Node blocks of their own sizes: only for ALLGATHER and REDUCE_SCATTER, offsets from 0 that
- * never go down; a node with more ranks sends more (ring allgather sends its own block and
- * forwards the others but the next node's). */
+/* Nodes holding different numbers of ranks: only the kinds with a block per rank take them; a
+ * node with more ranks sends more (ring allgather sends its own block and forwards the others
+ * but the next node's), and alltoall moves ranks[i] * ranks[j] units between nodes i and j. */
 START_TEST(test_blocks)
 {
-    static const uint64_t ok[] = {0, 20, 30, 30, 40}, shifted[] = {1, 20, 30, 30, 40},
-                          down[] = {0, 20, 10, 30, 40};
+    static const uint32_t ranks[] = {2, 1, 0, 1};
+    static const uint64_t blk[] = {0, 20, 30, 30, 40};
     uint64_t sent, got;
     sched_t s;
 
-    ck_assert_int_eq(algo_build_blocks(ALGO_RING, DESC_ALLREDUCE, 4, 0, 0, 1, ok, &s), -EINVAL);
-    ck_assert_int_eq(algo_build_blocks(ALGO_MESH, DESC_ALLTOALL, 4, 0, 0, 1, ok, &s), -EINVAL);
-    ck_assert_int_eq(algo_build_blocks(ALGO_RING, DESC_ALLGATHER, 4, 0, 0, 1, shifted, &s),
-                     -EINVAL);
-    ck_assert_int_eq(algo_build_blocks(ALGO_RING, DESC_ALLGATHER, 4, 0, 0, 1, down, &s), -EINVAL);
+    ck_assert_int_eq(algo_build_ranks(ALGO_RING, DESC_ALLREDUCE, 4, 0, 0, 10, ranks, &s), -EINVAL);
+    ck_assert_int_eq(algo_build_ranks(ALGO_RING, DESC_BROADCAST, 4, 0, 0, 10, ranks, &s), -EINVAL);
+    ck_assert_int_eq(algo_build_ranks(ALGO_RING, DESC_ALLGATHER, 4, 4, 0, 10, ranks, &s), -EINVAL);
+    ck_assert_int_eq(
+        algo_build_ranks(ALGO_RING, DESC_ALLGATHER, 4, 0, 0, UINT64_MAX / 8, ranks, &s), -EINVAL);
     for (uint32_t me = 0; me < 4; me++) {
-        ck_assert_int_eq(algo_build_blocks(ALGO_RING, DESC_ALLGATHER, 4, me, 0, 1, ok, &s), 0);
+        ck_assert_int_eq(algo_build_ranks(ALGO_RING, DESC_ALLGATHER, 4, me, 0, 10, ranks, &s), 0);
         sched_traffic(&s, &sent, &got);
         ck_assert_uint_eq(s.out_elems, 40);
         uint32_t next = (me + 1) % 4;
-        ck_assert_uint_eq(sent, 40 - (ok[next + 1] - ok[next]));
-        ck_assert_uint_eq(got, 40 - (ok[me + 1] - ok[me]));
+        ck_assert_uint_eq(sent, 40 - (blk[next + 1] - blk[next]));
+        ck_assert_uint_eq(got, 40 - (blk[me + 1] - blk[me]));
+        sched_free(&s);
+        ck_assert_int_eq(algo_build_ranks(ALGO_PAIRWISE, DESC_ALLTOALL, 4, me, 0, 10, ranks, &s),
+                         0);
+        sched_traffic(&s, &sent, &got);
+        ck_assert_uint_eq(s.out_elems, ranks[me] * 40);
+        ck_assert_uint_eq(sent, ranks[me] * (40 - ranks[me] * 10));
+        ck_assert_uint_eq(got, sent);
+        sched_free(&s);
+        /* Scatter from node 0: every node ends with its own ranks' blocks at OUT[0]. */
+        ck_assert_int_eq(algo_build_ranks(ALGO_MESH, DESC_SCATTER, 4, me, 0, 10, ranks, &s), 0);
+        sched_traffic(&s, &sent, &got);
+        ck_assert_uint_eq(s.out_elems, ranks[me] * 10);
+        ck_assert_uint_eq(sent, me == 0 ? 20 : 0);
+        ck_assert_uint_eq(got, me == 0 ? 0 : ranks[me] * 10);
         sched_free(&s);
     }
 }

@@ -198,21 +198,21 @@ START_TEST(test_ranktable_invalid)
 }
 END_TEST
 
-/* Slots of every placement: a node's ranks in rank order from node * L on, L the most any
- * node holds; identity only for equal contiguous blocks; bad placements refused. */
+/* Positions of every placement: node by node, a node's ranks in rank order; identity only
+ * for equal contiguous blocks; bad placements refused. */
 START_TEST(test_multi_place)
 {
     static const struct {
         uint32_t n, nn, L, identity;
-        uint32_t node[6], slot[6];
+        uint32_t node[6], pos[6], first[4];
     } cases[] = {
-        {4, 2, 2, 1, {0, 0, 1, 1}, {0, 1, 2, 3}},
-        {3, 2, 2, 0, {0, 0, 1}, {0, 1, 2}},
-        {3, 2, 2, 0, {0, 1, 0}, {0, 2, 1}},
-        {4, 2, 2, 0, {0, 1, 0, 1}, {0, 2, 1, 3}},
-        {5, 3, 2, 0, {1, 0, 0, 2, 1}, {2, 0, 1, 4, 3}},
-        {6, 3, 3, 0, {2, 0, 1, 2, 2, 0}, {6, 0, 3, 7, 8, 1}},
-        {1, 1, 1, 1, {0}, {0}},
+        {4, 2, 2, 1, {0, 0, 1, 1}, {0, 1, 2, 3}, {0, 2, 4}},
+        {3, 2, 2, 0, {0, 0, 1}, {0, 1, 2}, {0, 2, 3}},
+        {3, 2, 2, 0, {0, 1, 0}, {0, 2, 1}, {0, 2, 3}},
+        {4, 2, 2, 0, {0, 1, 0, 1}, {0, 2, 1, 3}, {0, 2, 4}},
+        {5, 3, 2, 0, {1, 0, 0, 2, 1}, {2, 0, 1, 4, 3}, {0, 2, 4, 5}},
+        {6, 3, 3, 0, {2, 0, 1, 2, 2, 0}, {3, 0, 2, 4, 5, 1}, {0, 2, 3, 6}},
+        {1, 1, 1, 1, {0}, {0}, {0, 1}},
     };
     static const uint32_t out_of_range[] = {0, 2}, empty_node[] = {0, 0, 2};
     multi_place_t p;
@@ -221,16 +221,14 @@ START_TEST(test_multi_place)
         ck_assert_int_eq(multi_place_init(&p, cases[i].node, cases[i].n, cases[i].nn), 0);
         ck_assert_uint_eq(p.L, cases[i].L);
         ck_assert_int_eq(p.equal && p.in_order, (int)cases[i].identity);
-        uint32_t filled = 0;
         for (uint32_t g = 0; g < cases[i].n; g++) {
-            ck_assert_msg(p.slot[g] == cases[i].slot[g], "case %zu rank %u: slot %u, want %u", i, g,
-                          p.slot[g], cases[i].slot[g]);
+            ck_assert_msg(p.pos[g] == cases[i].pos[g], "case %zu rank %u: position %u, want %u", i,
+                          g, p.pos[g], cases[i].pos[g]);
             ck_assert_uint_eq(p.node[g], cases[i].node[g]);
-            ck_assert_uint_eq(p.slot_rank[p.slot[g]], g);
+            ck_assert_uint_eq(p.pos_rank[p.pos[g]], g);
         }
-        for (uint32_t t = 0; t < cases[i].nn * cases[i].L; t++)
-            filled += p.slot_rank[t] != PLACE_NONE;
-        ck_assert_uint_eq(filled, cases[i].n);
+        for (uint32_t j = 0; j <= cases[i].nn; j++)
+            ck_assert_uint_eq(p.first[j], cases[i].first[j]);
         multi_place_free(&p);
     }
     ck_assert_int_eq(multi_place_init(&p, out_of_range, 2, 2), -EINVAL);
