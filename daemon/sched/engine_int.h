@@ -114,6 +114,9 @@ void comm_break_status(engine_t *eng, eng_comm_t *c, int status, const char *why
 void comm_rank_left(engine_t *eng, eng_comm_t *c, uint32_t rank, uint64_t limit);
 void comm_free(eng_comm_t *c);
 eng_comm_t *comm_find(engine_t *eng, uint32_t id);
+/* Unlinks and frees comm id, which engine_comm_create registered but whose setup then failed
+ * before any rank could use it. Takes eng->lock. */
+void comm_unmake(engine_t *eng, uint32_t id);
 
 desc_t *coll_ready(engine_t *eng, eng_comm_t *c);
 void coll_finish(engine_t *eng, eng_comm_t *c, int status);

@@ -70,6 +70,20 @@ eng_comm_t *comm_find(engine_t *eng, uint32_t id)
     return NULL;
 }
 
+void comm_unmake(engine_t *eng, uint32_t id)
+{
+    pthread_mutex_lock(&eng->lock);
+    for (eng_comm_t **pp = &eng->comms; *pp != NULL; pp = &(*pp)->next) {
+        eng_comm_t *c = *pp;
+        if (c->id == id) {
+            *pp = c->next;
+            comm_free(c);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&eng->lock);
+}
+
 void comm_free(eng_comm_t *c)
 {
     if (c == NULL)

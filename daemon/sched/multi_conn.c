@@ -649,8 +649,10 @@ int engine_comm_create_multi(engine_t *eng, const engine_multi_spec_t *sp)
 
     if (rc != 0)
         return rc;
-    if ((mu = multi_new(sp)) == NULL)
+    if ((mu = multi_new(sp)) == NULL) {
+        comm_unmake(eng, sp->comm_id);
         return -ENOMEM;
+    }
     mu->qos = &eng->qos;
     mu->eng = eng;
     pthread_mutex_lock(&eng->lock);
