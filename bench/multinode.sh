@@ -11,7 +11,9 @@
 #         as fast as the best forced one), the best one and the one the daemon chose (its
 #         INFO log: "allreduce of ~B bytes per block on N daemons: ALGO (predicted ...)" or
 #         "comm C seq S: allreduce, B B per node, N nodes: ALGO (predicted: ...)"; "-" when
-#         not found). The variants of a sweep run back to back on one set of daemons.
+#         not found), and best_forced_time / the chosen algorithm's own forced time (the
+#         choice judged without the spread between an auto run and a forced run of the same
+#         algorithm). The variants of a sweep run back to back on one set of daemons.
 #   selns the same selection sweep on 4 daemons, each in a network namespace of its own with
 #         a veth to a bridge and a 1 Gbit/s tc tbf on both ends of every veth (needs root;
 #         the namespaces are created here and removed at exit; addresses 10.214.0.x only
@@ -648,8 +650,8 @@ print_sel() {
             printf "\n== %s fp32, %d daemons x 1 rank %s: time (us), best of out of place and in place, median of %d rounds; auto = the cost model ==\n", coll, n, where, rounds
             printf "%10s %9s", "size", "auto"
             for (a = 1; a <= na; a++) printf " %9s", name[a]
-            printf " %9s %9s %10s\n", "best", "chose", "best/auto"
-            nok = 0; nsz = 0; nbest = 0
+            printf " %9s %9s %10s %11s\n", "best", "chose", "best/auto", "best/chosen"
+            nok = 0; nsz = 0; nbest = 0; nchoice = 0
             for (i = 1; i <= ns; i++) {
                 s = sizes[i]
                 best = ""; bt = 0
@@ -659,16 +661,22 @@ print_sel() {
                 }
                 au = get(1, s); ch = choice(s)
                 r = (best != "" && num(au) && au + 0 > 0) ? sprintf("%.2f", bt / au) : "-"
+                # The forced runs of the chosen algorithm against the best: the same choice
+                # without the spread between an auto run and a forced run of one algorithm.
+                ct = ""
+                for (a = 1; a <= na; a++) if (name[a] == ch) ct = get(a + 1, s)
+                rc = (best != "" && num(ct) && ct + 0 > 0) ? sprintf("%.2f", bt / ct) : "-"
                 printf "%10s %9s", s, fmt(au)
                 for (a = 1; a <= na; a++) printf " %9s", fmt(get(a + 1, s))
-                printf " %9s %9s %10s\n", best == "" ? "-" : best, ch, r
+                printf " %9s %9s %10s %11s\n", best == "" ? "-" : best, ch, r, rc
                 if (r != "-") {
                     nsz++
                     if (au + 0 <= 1.1 * bt) nok++
                     if (ch == best) nbest++
+                    if (rc != "-" && ct + 0 <= 1.1 * bt) nchoice++
                 }
             }
-            printf "summary: %s on %d daemons %s: auto within 10%% of the best forced algorithm at %d of %d sizes; logged choice = best at %d\n", coll, n, where, nok, nsz, nbest
+            printf "summary: %s on %d daemons %s: auto within 10%% of the best forced algorithm at %d of %d sizes; forced runs of the chosen algorithm within 10%% at %d; logged choice = best at %d\n", coll, n, where, nok, nsz, nchoice, nbest
         }'
 }
 
