@@ -116,7 +116,7 @@ static unsigned credit_threshold(const rdma_conn_t *c)
 /* Writes a header (and payload) into a free send slot and posts it; uses one credit. */
 static int post_msg(rdma_conn_t *c, rdma_hdr_t *h, const void *payload, rdma_req_t *last)
 {
-    unsigned slot = c->free_send[--c->nfree_send];
+    unsigned slot = c->free_send[c->nfree_send - 1];
     uint8_t *p = rdma_send_slot(c, slot);
     int rc;
 
@@ -126,7 +126,10 @@ static int post_msg(rdma_conn_t *c, rdma_hdr_t *h, const void *payload, rdma_req
         memcpy(p + RDMA_HDR_BYTES, payload, h->frag_len);
     c->send_last[slot] = last;
     c->credits--;
+    /* The slot counts as taken once posted: post_send() must see whether the send queue was
+     * empty before, to start the stall clock (an idle connection's clock is stale). */
     rc = rdma_slot_send(c, slot, RDMA_HDR_BYTES + h->frag_len);
+    c->nfree_send--;
     if (rc != 0)
         rdma_conn_fail(c, rc, LOG_ERROR, NULL);
     return rc;

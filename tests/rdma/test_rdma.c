@@ -298,6 +298,52 @@ START_TEST(test_starved_silent_peer)
 }
 END_TEST
 
+/*
+ * A connection idle for longer than the send queue's stall bound (about 1.5 s here), then a
+ * send on a link that is down: the send queue's stall clock starts when the send is posted, so
+ * the connection fails by the QP's retries (at least HCCL_RDMA_RETRY_CNT + 1 timeouts of 67
+ * ms) or by the stall bound, never at once. Before, a message's send took its slot before
+ * posting, so the clock stayed at the last completion, seconds old, and the first check
+ * failed the connection ("no send work completion for 3.0 s") before the QP had retried once
+ * (on a new connection the clock read 0: the host's uptime counted as silence). Guest only.
+ */
+START_TEST(test_send_after_idle)
+{
+    uint8_t out[64], in[64];
+    tp_req_t *r[2];
+    int status[2];
+    long long t0, took;
+    pair_t p;
+
+    if (!in_guest("test_send_after_idle"))
+        return;
+    short_retries();
+    pair_ready(&p);
+    memset(out, 0x5a, sizeof(out));
+    ck_assert_int_eq(tp->isend(p.c, out, sizeof(out), NULL, 5, &r[0]), 0);
+    ck_assert_int_eq(tp->irecv(p.a, in, sizeof(in), NULL, 5, &r[1]), 0);
+    ck_assert_int_eq(wait_all(&p, r, 2, status), 0);
+    ck_assert_int_eq(status[0], 0);
+    ck_assert_int_eq(status[1], 0);
+    ck_assert_mem_eq(in, out, sizeof(out));
+    sleep(3);
+    ck_assert_int_eq(sh("ip link set veth0 down"), 0);
+    t0 = now_ms();
+    int rc = tp->isend(p.c, out, sizeof(out), NULL, 6, &r[0]);
+    int waited = rc == 0 ? wait_all(&p, r, 1, status) : -1;
+    took = now_ms() - t0;
+    printf("rdma: send after 3 s idle on a link that is down: %d after %lld ms\n", status[0], took);
+    ck_assert_int_eq(sh("ip link set veth0 up"), 0);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq(waited, 0);
+    ck_assert_int_lt(status[0], 0);
+    ck_assert_msg(took >= 200,
+                  "the send failed %lld ms after it was posted, before the QP's retries", took);
+    ck_assert_int_eq(ports_active(30000), 0);
+    pair_close(&p);
+}
+END_TEST
+
 /* RDMA devices, but none on this address (one on lo, which rxe does not serve): -ENODEV, and
  * a log line naming the address. Guest only: it adds an address. */
 START_TEST(test_no_device_for_address)
@@ -376,6 +422,7 @@ Suite *rdma_suite(void)
     /* Last: they take a link down (and up again). */
     tcase_add_test(tc, test_silent_peer);
     tcase_add_test(tc, test_starved_silent_peer);
+    tcase_add_test(tc, test_send_after_idle);
     suite_add_tcase(s, tc);
     return s;
 }
