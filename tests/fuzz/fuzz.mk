@@ -10,7 +10,7 @@
 FUZZ_CC         ?= clang
 FUZZ_SMOKE_SECS ?= 15
 FUZZ_SECS       ?= 600
-FUZZ_TARGETS    := frame desc ranktable conf algo tcp_hs peer
+FUZZ_TARGETS    := frame desc ranktable conf algo tcp_hs peer rdma_wire
 FUZZ_DIR        := $(BUILD)/fuzz
 FUZZ_PKGS       := libprotobuf-c libsodium jansson inih libuv
 # UB aborts instead of printing and going on, so that libFuzzer counts it as a crash.
@@ -24,7 +24,7 @@ FUZZ_LIBS        = $(call pc_libs,$(FUZZ_PKGS)) -lm
 # The code under test; the SIMD reduction kernels are left out (no target reaches them).
 FUZZ_LIB_SRC := $(filter-out common/reduce%.c common/l0.c,$(COMMON_SRC)) $(ALGO_SRC) \
                 daemon/transport/auth.c daemon/transport/tcp_hs.c daemon/transport/tcp_wire.c \
-                daemon/transport/tcp_sock.c daemon/transport/tp_addr.c daemon/server/qos_conf.c daemon/server/daemon_conf.c daemon/server/peer.c
+                daemon/transport/tcp_sock.c daemon/transport/tp_addr.c daemon/transport/rdma_wire.c daemon/server/qos_conf.c daemon/server/daemon_conf.c daemon/server/peer.c
 fuzz_obj      = $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(1))
 FUZZ_LIB      := $(FUZZ_DIR)/libhccld-fuzz.a
 FUZZ_BINS     := $(addprefix $(FUZZ_DIR)/fuzz_,$(FUZZ_TARGETS))

@@ -1,5 +1,6 @@
 /*
- * Writes the binary seeds of tests/fuzz/corpus (frame, desc, tcp_hs, peer) with the project's
+ * Writes the binary seeds of tests/fuzz/corpus (frame, desc, tcp_hs, peer, rdma_wire) with the
+ * project's
  * own encoders, so that they stay valid when the formats change: `make fuzz-seeds`. The text
  * seeds (rank tables, configs, HCCL_ALGO strings) are written by hand.
  */
@@ -13,6 +14,7 @@
 #include "fuzz_common.h"
 #include "hccl/hccl.h"
 #include "shm.h"
+#include "transport/rdma_wire.h"
 #include "transport/tcp_wire.h"
 
 #define PEER_ROLE_ACCEPT "hccld-accept"
@@ -328,6 +330,46 @@ static void peer_seeds(void)
     seed_write("peer", "connect-unknown-job", &s);
 }
 
+/* One seed per record of the RDMA wire format: the selector byte, then the record. */
+static void rdma_wire_seed(const char *name, uint8_t kind, const void *rec, size_t n)
+{
+    seed_t s = {.len = 0};
+
+    seed_bytes(&s, &kind, 1);
+    seed_bytes(&s, rec, n);
+    seed_write("rdma_wire", name, &s);
+}
+
+static void rdma_wire_seeds(void)
+{
+    rdma_hello_t hello = {.depth = 16, .slot = 64u << 10, .node = 3};
+    rdma_accept_pd_t acc = {.depth = 16, .slot = 64u << 10};
+    rdma_hdr_t data = {
+        .type = RDMA_MSG_DATA, .credits = 2, .frag_len = 8, .tag = 0x1234, .len = 24, .off = 16};
+    rdma_hdr_t credit = {.type = RDMA_MSG_CREDIT, .credits = 4};
+    rdma_hdr_t confirm = {.type = RDMA_MSG_CONFIRM, .frag_len = AUTH_MAC_BYTES};
+    uint8_t buf[RDMA_HDR_BYTES + AUTH_MAC_BYTES];
+
+    memcpy(hello.job, fuzz_job, AUTH_JOB_BYTES);
+    memset(hello.nonce, 0x5a, AUTH_NONCE_BYTES);
+    rdma_hello_encode(&hello, buf);
+    rdma_wire_seed("hello", 0, buf, RDMA_HELLO_BYTES);
+    memset(acc.nonce, 0xa5, AUTH_NONCE_BYTES);
+    memset(acc.mac, 0x3c, AUTH_MAC_BYTES);
+    rdma_accept_encode(&acc, buf);
+    rdma_wire_seed("accept", 1, buf, RDMA_ACCEPT_BYTES);
+    rdma_refuse_encode(13, buf);
+    rdma_wire_seed("refuse", 2, buf, RDMA_REFUSE_BYTES);
+    rdma_hdr_encode(&data, buf);
+    memset(buf + RDMA_HDR_BYTES, 0x77, data.frag_len);
+    rdma_wire_seed("data", 3, buf, RDMA_HDR_BYTES + data.frag_len);
+    rdma_hdr_encode(&credit, buf);
+    rdma_wire_seed("credit", 3, buf, RDMA_HDR_BYTES);
+    rdma_hdr_encode(&confirm, buf);
+    memset(buf + RDMA_HDR_BYTES, 0x11, AUTH_MAC_BYTES);
+    rdma_wire_seed("confirm", 3, buf, RDMA_HDR_BYTES + AUTH_MAC_BYTES);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -339,5 +381,6 @@ int main(int argc, char **argv)
     desc_seeds();
     tcp_hs_seeds();
     peer_seeds();
+    rdma_wire_seeds();
     return 0;
 }
