@@ -25,7 +25,7 @@
 
 #define EXIT_WRONG 1
 #define EXIT_ERROR 2
-#define MAX_COLLS 6
+#define MAX_COLLS 7
 
 /* ---- Data types and reduction operators ---- */
 
@@ -311,6 +311,12 @@ static HcclResult launch_alltoall(const struct bench *b, const struct coll_size 
                         stream);
 }
 
+static HcclResult launch_scatter(const struct bench *b, const struct coll_size *cs, void *send,
+                                 void *recv, HcclStream stream)
+{
+    return HcclScatter(send, recv, cs->count, b->opt.dtype, (uint32_t)b->opt.root, b->comm, stream);
+}
+
 static double expect_allreduce(const struct bench *b, const struct coll_size *cs, size_t k)
 {
     return reduced_value(b, k);
@@ -343,6 +349,12 @@ static double expect_alltoall(const struct bench *b, const struct coll_size *cs,
     return input_value(b, (uint32_t)peer, b->rank * cs->count + k % cs->count);
 }
 
+/* This rank's block of the root's input. */
+static double expect_scatter(const struct bench *b, const struct coll_size *cs, size_t k)
+{
+    return input_value(b, (uint32_t)b->opt.root, b->rank * cs->recv_count + k);
+}
+
 static const struct coll_ops g_colls[MAX_COLLS] = {
     {"allreduce", 1, 0, INPLACE_REAL, factor_allreduce, sizes_plain, buffers_same, launch_allreduce,
      expect_allreduce},
@@ -356,6 +368,10 @@ static const struct coll_ops g_colls[MAX_COLLS] = {
      expect_reduce},
     {"alltoall", 0, 0, INPLACE_NONE, factor_gather, sizes_alltoall, buffers_same, launch_alltoall,
      expect_alltoall},
+    /* -b/-e give the root's whole input, as for reducescatter; in place, this rank's block of
+     * its own send buffer receives. */
+    {"scatter", 0, 1, INPLACE_REAL, factor_gather, sizes_reducescatter, buffers_reducescatter,
+     launch_scatter, expect_scatter},
 };
 
 /* ---- Errors ---- */
@@ -928,7 +944,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: hccl_perf_test [options]\n"
-            "  -t COLL    allreduce|allgather|reducescatter|broadcast|reduce|alltoall|all\n"
+            "  -t COLL    allreduce|allgather|reducescatter|broadcast|reduce|alltoall|scatter|all\n"
             "             (default allreduce)\n"
             "  -b MIN     smallest size in bytes, K/M/G suffixes allowed (default 8)\n"
             "  -e MAX     largest size in bytes (default 32M)\n"
@@ -940,7 +956,7 @@ static void usage(FILE *out)
             "  -d DTYPE   int8|uint8|int16|uint16|int32|uint32|int64|uint64|half|float|double|\n"
             "             bfloat16, or HCCL's names fp16|fp32|fp64|bf16 (default float)\n"
             "  -o OP      sum|prod|max|min (default sum)\n"
-            "  -r ROOT    root of broadcast and reduce (default 0)\n"
+            "  -r ROOT    root of broadcast, reduce and scatter (default 0)\n"
             "  -c 0|1     check results (default 1)\n"
             "  -z         use HcclMemAlloc buffers (zero copy) instead of malloc\n"
             "  -S         issue the timed iterations on an HcclStream, synchronize once\n"
