@@ -29,7 +29,8 @@
 # summary.txt) go to BUILD/bench/multinode/. Bandwidths are out of place, as in bench/run.sh;
 # selection times are the better of out of place and in place (less exposed to load spikes).
 #
-# Environment (defaults in brackets; about 10-15 minutes in all on a 2-core machine):
+# Environment (defaults in brackets; about 30 minutes in all on a 2-core machine: bw and hier
+# 7, sel 14, selns 8):
 #   BENCH_PARTS            parts to run, any of "bw sel selns hier" [bw sel selns hier]
 #   BENCH_ITERS            bw: timed iterations per size [5]
 #   BENCH_WARMUP           bw and sel: warm-up iterations per size [1]
@@ -48,8 +49,9 @@
 #   BENCH_SEL_DAEMONS      sel: daemon counts [4 8]
 #   BENCH_SEL_ROUNDS       sel: every variant runs this many times, the variants taking turns
 #                          (each round starting at the next one); each time is the median of
-#                          its rounds [3] (one round's times of the same algorithm, auto and
-#                          forced, differ by 10-30% on this machine)
+#                          its rounds [5] (one round's times of the same algorithm, auto and
+#                          forced, differ by 10-30% on this machine; 3 rounds left the counts
+#                          at the mercy of one bad run)
 #   BENCH_SELNS_RATE       selns: the tbf rate of every veth end [1gbit]
 #   BENCH_HIER_ITERS, BENCH_HIER_WARMUP
 #                          hier: iterations and warm-up of the 16 MiB allreduce [5, 1]
@@ -76,7 +78,7 @@ IPERF_PORT=${BENCH_IPERF_PORT:-5301}
 IPERF_STREAMS=4
 SEL_ITERS=${BENCH_SEL_ITERS:-3}
 SEL_SMALL_ITERS=${BENCH_SEL_SMALL_ITERS:-20}
-SEL_ROUNDS=${BENCH_SEL_ROUNDS:-3}
+SEL_ROUNDS=${BENCH_SEL_ROUNDS:-5}
 SEL_SPLIT=${BENCH_SEL_SPLIT:-64K}
 SEL_MIN=${BENCH_SEL_MIN:-8}
 SEL_MAX=${BENCH_SEL_MAX:-64M}
