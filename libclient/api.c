@@ -323,6 +323,65 @@ HcclResult HcclRecv(void *recvBuf, uint64_t count, HcclDataType dataType, uint32
     return p2p(DESC_RECV, recvBuf, count, dataType, srcRank, comm, stream);
 }
 
+/* One item of a batch as an op; *op_p.count stays 0 for an item that moves nothing. */
+static HcclResult batch_item(const HcclSendRecvItem *it, uint32_t i, HcclComm comm, hc_op_t *op_p)
+{
+    hc_comm_t *c;
+    uint64_t b;
+    HcclResult rc = check_common(comm, it->count, it->dataType, &c, &b);
+
+    if (rc == HCCL_SUCCESS)
+        rc = check_rank(c, it->remoteRank, "batch item's remote rank");
+    if (rc == HCCL_SUCCESS && it->sendRecvType != HCCL_SEND && it->sendRecvType != HCCL_RECV) {
+        ERR("COLL", "batch item %u: type %d is neither HCCL_SEND nor HCCL_RECV", i,
+            (int)it->sendRecvType);
+        rc = HCCL_E_PARA;
+    }
+    if (rc != HCCL_SUCCESS || it->count == 0)
+        return rc;
+    if (it->buf == NULL)
+        return HCCL_E_PTR;
+    *op_p = (hc_op_t){.kind = it->sendRecvType == HCCL_SEND ? DESC_SEND : DESC_RECV,
+                      .dtype = (uint8_t)it->dataType,
+                      .root = it->remoteRank,
+                      .count = it->count,
+                      .send = it->buf,
+                      .send_stride = b,
+                      .recv = it->buf,
+                      .recv_stride = b};
+    return HCCL_SUCCESS;
+}
+
+HcclResult HcclBatchSendRecv(HcclSendRecvItem *sendRecvInfo, uint32_t itemNum, HcclComm comm,
+                             HcclStream stream)
+{
+    hc_comm_t *c;
+    HcclResult rc = hc_comm_check(comm, &c);
+    hc_call_t call = {.comm = c};
+
+    if (rc != HCCL_SUCCESS || itemNum == 0)
+        return rc;
+    if (sendRecvInfo == NULL)
+        return HCCL_E_PTR;
+    if (itemNum > HCCL_BATCH_SEND_RECV_MAX) {
+        ERR("COLL", "batch of %u sends and receives: at most %u", itemNum,
+            HCCL_BATCH_SEND_RECV_MAX);
+        return HCCL_E_PARA;
+    }
+    if ((call.ops = calloc(itemNum, sizeof(*call.ops))) == NULL)
+        return HCCL_E_MEMORY;
+    for (uint32_t i = 0; i < itemNum && rc == HCCL_SUCCESS; i++) {
+        rc = batch_item(&sendRecvInfo[i], i, comm, &call.ops[call.nops]);
+        call.nops += rc == HCCL_SUCCESS && call.ops[call.nops].count > 0;
+    }
+    if (rc != HCCL_SUCCESS || call.nops == 0) {
+        free(call.ops);
+        return rc;
+    }
+    call.op = call.ops[0]; /* what a profile record names */
+    return hc_dispatch(&call, stream);
+}
+
 HcclResult HcclMemAlloc(void **ptr, size_t size)
 {
     hc_client_t *c;

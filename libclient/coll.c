@@ -13,7 +13,7 @@
 #include "dtype.h"
 #include "log.h"
 
-#define HC_MAX_OPS 2
+#define HC_MAX_OPS HCCL_BATCH_SEND_RECV_MAX /* ops run together: a batch of sends and receives */
 
 typedef struct inflight {
     op_plan_t *p;
@@ -48,6 +48,9 @@ HcclResult hc_plan(hc_comm_t *comm, const hc_op_t *op, unsigned nstage, op_plan_
     p->piece = comm->chunk_bytes / (es * hc_kind_max_blocks(op->kind, comm->nranks));
     if (p->piece == 0)
         p->piece = 1;
+    /* A small op stages only what it has (both sides of a transfer have the same count). */
+    if (op->count > 0 && p->piece > op->count)
+        p->piece = op->count;
     p->npieces = (op->count + p->piece - 1) / p->piece;
     /* A barrier, and a transfer of nothing inside alltoallv, still meets its peer so that the
      * daemon can check that both sides agree. */
@@ -214,6 +217,9 @@ HcclResult hc_ops_run(hc_comm_t *comm, const hc_op_t *ops, unsigned nops)
     op_plan_t plans[HC_MAX_OPS];
     HcclResult rc = HCCL_SUCCESS;
     unsigned planned = 0;
+
+    if (nops == 0 || nops > HC_MAX_OPS)
+        return HCCL_E_PARA;
 
     if (comm->coop != NULL && nops == 1 && desc_is_collective(ops[0].kind))
         rc = hc_coop_run(comm, &ops[0]);

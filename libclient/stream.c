@@ -16,11 +16,22 @@ struct HcclStreamDef {
     pthread_t thread;
 };
 
+/* Frees what the call owns (not the call itself). */
+static void call_release(hc_call_t *call)
+{
+    free(call->counts);
+    free(call->ops);
+    call->counts = NULL;
+    call->ops = NULL;
+}
+
 static HcclResult call_run(hc_call_t *call)
 {
     hc_comm_t *c = call->comm;
     uint32_t n = c->nranks;
 
+    if (call->nops > 0)
+        return hc_ops_run(c, call->ops, call->nops);
     if (!call->alltoallv)
         return hc_ops_run(c, &call->op, 1);
     HcclResult rc =
@@ -78,7 +89,7 @@ static void *stream_main(void *arg)
         s->running = 0;
         if (s->err == HCCL_SUCCESS)
             s->err = rc;
-        free(call->counts);
+        call_release(call);
         free(call);
         pthread_cond_broadcast(&s->cv);
     }
@@ -94,11 +105,11 @@ HcclResult hc_dispatch(hc_call_t *call, HcclStream s)
     __atomic_add_fetch(&call->comm->users, 1, __ATOMIC_ACQ_REL);
     if (s == NULL) {
         HcclResult rc = call_exec(call);
-        free(call->counts);
+        call_release(call);
         return rc;
     }
     if ((copy = malloc(sizeof(*copy))) == NULL) {
-        free(call->counts);
+        call_release(call);
         __atomic_sub_fetch(&call->comm->users, 1, __ATOMIC_ACQ_REL);
         return HCCL_E_MEMORY;
     }

@@ -86,5 +86,6 @@ int colls_random_case(HcclComm comm, uint32_t r, uint32_t n, uint64_t seed, uint
  * to the base count, a uint64_t). Both compare every element with the reference. */
 int p2p_ring_case(HcclComm comm, uint32_t r, uint32_t n, void *arg);
 int p2p_alltoallv_case(HcclComm comm, uint32_t r, uint32_t n, void *arg);
+int p2p_batch_case(HcclComm comm, uint32_t r, uint32_t n, void *arg);
 
 #endif

@@ -134,6 +134,8 @@ START_TEST(test_p2p_across_daemons)
         for (unsigned per = 1; per <= 2; per++) {
             ck_assert_msg(run_on_cluster(nd, per, p2p_ring_case, NULL) == 0,
                           "ring, %u daemons x %u ranks", nd, per);
+            ck_assert_msg(run_on_cluster(nd, per, p2p_batch_case, NULL) == 0,
+                          "batch, %u daemons x %u ranks", nd, per);
             for (size_t b = 0; b < sizeof(bases) / sizeof(bases[0]); b++)
                 ck_assert_msg(run_on_cluster(nd, per, p2p_alltoallv_case, &bases[b]) == 0,
                               "alltoallv base %llu, %u daemons x %u ranks",

@@ -1,4 +1,4 @@
-/* Send/Recv and AlltoAllV, compared element by element with the reference. */
+/* Send/Recv, HcclBatchSendRecv and AlltoAllV, compared element by element with the reference. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +42,109 @@ int p2p_ring_case(HcclComm comm, uint32_t r, uint32_t n, void *arg)
         free(s);
         free(o);
     }
+    return 0;
+}
+
+/* Checks count elements of buf against rank `from`'s values from element first on. */
+static int batch_check(const float *buf, uint64_t count, uint32_t from, uint64_t first, uint32_t r,
+                       const char *what)
+{
+    for (uint64_t i = 0; i < count; i++)
+        if (!ref_equal(HCCL_DATA_TYPE_FP32, buf, i,
+                       ref_val(HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, from, first + i))) {
+            fprintf(stderr, "rank %u: batch %s of %llu: wrong at %llu\n", r, what,
+                    (unsigned long long)count, (unsigned long long)i);
+            return 1;
+        }
+    return 0;
+}
+
+/*
+ * HcclBatchSendRecv: every rank sends to both neighbours and receives from both, sends listed
+ * first (the order that deadlocks with blocking HcclSend/HcclRecv), with different counts each
+ * way; an empty item does nothing. With 2 ranks both neighbours are one peer: the k-th send to
+ * it pairs with the k-th receive from it.
+ */
+int p2p_batch_case(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+{
+    int dt = HCCL_DATA_TYPE_FP32;
+    uint32_t next = (r + 1) % n, prev = (r + n - 1) % n;
+
+    for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+        uint64_t c1 = counts[k], c2 = counts[k] + 7;
+        float *s1 = malloc(c1 * 4), *s2 = malloc(c2 * 4), *o1 = malloc(c1 * 4),
+              *o2 = malloc(c2 * 4);
+        ref_fill(dt, HCCL_REDUCE_SUM, r, s1, 0, c1);
+        ref_fill(dt, HCCL_REDUCE_SUM, r, s2, 5, c2);
+        memset(o1, 0xEE, c1 * 4);
+        memset(o2, 0xEE, c2 * 4);
+        HcclSendRecvItem items[] = {
+            {HCCL_SEND, s1, c1, HCCL_DATA_TYPE_FP32, next},
+            {HCCL_SEND, s2, c2, HCCL_DATA_TYPE_FP32, prev},
+            {HCCL_RECV, NULL, 0, HCCL_DATA_TYPE_FP32, next},
+            {HCCL_RECV, o1, c1, HCCL_DATA_TYPE_FP32, prev},
+            {HCCL_RECV, o2, c2, HCCL_DATA_TYPE_FP32, next},
+        };
+        HcclResult rc = HcclBatchSendRecv(items, 5, comm, NULL);
+        int bad = rc != HCCL_SUCCESS;
+        if (bad)
+            fprintf(stderr, "rank %u: batch of %llu: %s\n", r, (unsigned long long)c1,
+                    HcclGetErrorString(rc));
+        bad = bad || batch_check(o1, c1, prev, 0, r, "from prev") ||
+              batch_check(o2, c2, next, 5, r, "from next");
+        free(s1);
+        free(s2);
+        free(o1);
+        free(o2);
+        if (bad)
+            return 1;
+    }
+    return 0;
+}
+
+/* Bad batches fail with the exact error before anything moves; many small items in one batch
+ * (the most a batch takes) all arrive; on a stream the batch runs as one call. */
+static int p2p_batch_edges(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+{
+    enum { M = HCCL_BATCH_SEND_RECV_MAX / 2 };
+    uint32_t peer = (r + 1) % n;
+    int32_t out[M], in[M];
+    HcclSendRecvItem items[2 * M];
+    HcclStream st;
+    int bad = 0;
+
+    HcclSendRecvItem bad_type = {HCCL_SEND_RECV_RESERVED, out, 1, HCCL_DATA_TYPE_INT32, peer};
+    HcclSendRecvItem bad_rank = {HCCL_SEND, out, 1, HCCL_DATA_TYPE_INT32, n};
+    HcclSendRecvItem bad_buf = {HCCL_RECV, NULL, 1, HCCL_DATA_TYPE_INT32, peer};
+    bad |= HcclBatchSendRecv(NULL, 1, comm, NULL) != HCCL_E_PTR;
+    bad |= HcclBatchSendRecv(NULL, 0, comm, NULL) != HCCL_SUCCESS;
+    bad |= HcclBatchSendRecv(&bad_type, 1, comm, NULL) != HCCL_E_PARA;
+    bad |= HcclBatchSendRecv(&bad_rank, 1, comm, NULL) != HCCL_E_PARA;
+    bad |= HcclBatchSendRecv(&bad_buf, 1, comm, NULL) != HCCL_E_PTR;
+    bad |= HcclBatchSendRecv(items, HCCL_BATCH_SEND_RECV_MAX + 1, comm, NULL) != HCCL_E_PARA;
+    if (bad) {
+        fprintf(stderr, "rank %u: a bad batch got another result than expected\n", r);
+        return 1;
+    }
+    /* Item i carries one element, i + 1000 * rank, to the next rank: M sends, then M receives
+     * from the previous rank, on a stream. */
+    for (int i = 0; i < M; i++) {
+        out[i] = (int32_t)(i + 1000 * r);
+        in[i] = -1;
+        items[i] = (HcclSendRecvItem){HCCL_SEND, &out[i], 1, HCCL_DATA_TYPE_INT32, peer};
+        items[M + i] =
+            (HcclSendRecvItem){HCCL_RECV, &in[i], 1, HCCL_DATA_TYPE_INT32, (r + n - 1) % n};
+    }
+    if (HcclStreamCreate(&st) != HCCL_SUCCESS || HcclBatchSendRecv(items, 2 * M, comm, st) ||
+        HcclStreamSynchronize(st) != HCCL_SUCCESS || HcclStreamDestroy(st) != HCCL_SUCCESS) {
+        fprintf(stderr, "rank %u: a batch of %d on a stream failed\n", r, 2 * M);
+        return 1;
+    }
+    for (int i = 0; i < M; i++)
+        if (in[i] != (int32_t)(i + 1000 * ((r + n - 1) % n))) {
+            fprintf(stderr, "rank %u: item %d of the big batch holds %d\n", r, i, in[i]);
+            return 1;
+        }
     return 0;
 }
 
@@ -109,6 +212,16 @@ START_TEST(test_alltoallv)
 }
 END_TEST
 
+START_TEST(test_batch)
+{
+    for (uint32_t n = 2; n <= 4; n++) {
+        ck_assert_msg(harness_run_ranks(n, p2p_batch_case, NULL, 120) == 0, "batch, %u ranks", n);
+        ck_assert_msg(harness_run_ranks(n, p2p_batch_edges, NULL, 120) == 0,
+                      "batch edges, %u ranks", n);
+    }
+}
+END_TEST
+
 Suite *p2p_suite(void)
 {
     Suite *s = suite_create("p2p");
@@ -117,6 +230,7 @@ Suite *p2p_suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_ring);
     tcase_add_test(tc, test_alltoallv);
+    tcase_add_test(tc, test_batch);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -159,6 +159,29 @@ HCCL_API HcclResult HcclSend(void *sendBuf, uint64_t count, HcclDataType dataTyp
 HCCL_API HcclResult HcclRecv(void *recvBuf, uint64_t count, HcclDataType dataType, uint32_t srcRank,
                              HcclComm comm, HcclStream stream);
 
+typedef enum { HCCL_SEND = 0, HCCL_RECV = 1, HCCL_SEND_RECV_RESERVED } HcclSendRecvType;
+
+typedef struct HcclSendRecvItemDef {
+    HcclSendRecvType sendRecvType;
+    void *buf;
+    uint64_t count;
+    HcclDataType dataType;
+    uint32_t remoteRank;
+} HcclSendRecvItem;
+
+/* The most items one HcclBatchSendRecv takes (HCCL_E_PARA beyond). */
+#define HCCL_BATCH_SEND_RECV_MAX 64
+/*
+ * Sends and receives of a batch, all in flight at once: unlike HcclSend and HcclRecv in a row,
+ * the order of the items does not matter, so every rank may send to its peers and receive from
+ * them in one call (pipeline stages, halo exchanges) without deadlock. Returns when every item
+ * is done (on a stream: queued as one call). Items of count 0 do nothing; the k-th item to a
+ * peer pairs with the k-th that peer receives from this rank, and their counts and types must
+ * agree.
+ */
+HCCL_API HcclResult HcclBatchSendRecv(HcclSendRecvItem *sendRecvInfo, uint32_t itemNum,
+                                      HcclComm comm, HcclStream stream);
+
 HCCL_API HcclResult HcclStreamCreate(HcclStream *stream);
 /* Waits until every operation issued on stream is complete; returns the first error. */
 HCCL_API HcclResult HcclStreamSynchronize(HcclStream stream);
