@@ -25,7 +25,7 @@
 
 #define EXIT_WRONG 1
 #define EXIT_ERROR 2
-#define MAX_COLLS 7
+#define MAX_COLLS 8
 
 /* ---- Data types and reduction operators ---- */
 
@@ -317,6 +317,18 @@ static HcclResult launch_scatter(const struct bench *b, const struct coll_size *
     return HcclScatter(send, recv, cs->count, b->opt.dtype, (uint32_t)b->opt.root, b->comm, stream);
 }
 
+/* nccl-tests' sendrecv: every rank sends to the next and receives from the previous, both in
+ * one HcclBatchSendRecv. */
+static HcclResult launch_sendrecv(const struct bench *b, const struct coll_size *cs, void *send,
+                                  void *recv, HcclStream stream)
+{
+    HcclSendRecvItem items[2] = {
+        {HCCL_SEND, send, cs->count, b->opt.dtype, (b->rank + 1) % b->nranks},
+        {HCCL_RECV, recv, cs->count, b->opt.dtype, (b->rank + b->nranks - 1) % b->nranks}};
+
+    return HcclBatchSendRecv(items, 2, b->comm, stream);
+}
+
 static double expect_allreduce(const struct bench *b, const struct coll_size *cs, size_t k)
 {
     return reduced_value(b, k);
@@ -355,6 +367,11 @@ static double expect_scatter(const struct bench *b, const struct coll_size *cs, 
     return input_value(b, (uint32_t)b->opt.root, b->rank * cs->recv_count + k);
 }
 
+static double expect_sendrecv(const struct bench *b, const struct coll_size *cs, size_t k)
+{
+    return input_value(b, (b->rank + b->nranks - 1) % b->nranks, k);
+}
+
 static const struct coll_ops g_colls[MAX_COLLS] = {
     {"allreduce", 1, 0, INPLACE_REAL, factor_allreduce, sizes_plain, buffers_same, launch_allreduce,
      expect_allreduce},
@@ -372,6 +389,8 @@ static const struct coll_ops g_colls[MAX_COLLS] = {
      * its own send buffer receives. */
     {"scatter", 0, 1, INPLACE_REAL, factor_gather, sizes_reducescatter, buffers_reducescatter,
      launch_scatter, expect_scatter},
+    {"sendrecv", 0, 0, INPLACE_NONE, factor_one, sizes_plain, buffers_same, launch_sendrecv,
+     expect_sendrecv},
 };
 
 /* ---- Errors ---- */
@@ -944,7 +963,8 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: hccl_perf_test [options]\n"
-            "  -t COLL    allreduce|allgather|reducescatter|broadcast|reduce|alltoall|scatter|all\n"
+            "  -t COLL    "
+            "allreduce|allgather|reducescatter|broadcast|reduce|alltoall|scatter|sendrecv|all\n"
             "             (default allreduce)\n"
             "  -b MIN     smallest size in bytes, K/M/G suffixes allowed (default 8)\n"
             "  -e MAX     largest size in bytes (default 32M)\n"
