@@ -287,28 +287,39 @@ HcclResult HcclBarrier(HcclComm comm, HcclStream stream)
     return run(c, &o, stream);
 }
 
-static HcclResult p2p(uint8_t kind, void *buf, uint64_t count, HcclDataType dt, uint32_t peer,
-                      HcclComm comm, HcclStream stream)
+/* A send or receive as an op, after checking its arguments; op->count stays 0 for one that
+ * moves nothing. */
+static HcclResult p2p_op(uint8_t kind, void *buf, uint64_t count, HcclDataType dt, uint32_t peer,
+                         HcclComm comm, hc_comm_t **c_p, hc_op_t *op)
 {
-    hc_comm_t *c;
     uint64_t b;
-    HcclResult rc = check_common(comm, count, dt, &c, &b);
+    HcclResult rc = check_common(comm, count, dt, c_p, &b);
 
     if (rc == HCCL_SUCCESS)
-        rc = check_rank(c, peer, "peer rank");
+        rc = check_rank(*c_p, peer, "peer rank");
     if (rc != HCCL_SUCCESS || count == 0)
         return rc;
     if (buf == NULL)
         return HCCL_E_PTR;
-    hc_op_t o = {.kind = kind,
-                 .dtype = dt,
-                 .root = peer,
-                 .count = count,
-                 .send = buf,
-                 .send_stride = b,
-                 .recv = buf,
-                 .recv_stride = b};
-    return run(c, &o, stream);
+    *op = (hc_op_t){.kind = kind,
+                    .dtype = (uint8_t)dt,
+                    .root = peer,
+                    .count = count,
+                    .send = buf,
+                    .send_stride = b,
+                    .recv = buf,
+                    .recv_stride = b};
+    return HCCL_SUCCESS;
+}
+
+static HcclResult p2p(uint8_t kind, void *buf, uint64_t count, HcclDataType dt, uint32_t peer,
+                      HcclComm comm, HcclStream stream)
+{
+    hc_comm_t *c;
+    hc_op_t o = {0};
+    HcclResult rc = p2p_op(kind, buf, count, dt, peer, comm, &c, &o);
+
+    return rc != HCCL_SUCCESS || o.count == 0 ? rc : run(c, &o, stream);
 }
 
 HcclResult HcclSend(void *sendBuf, uint64_t count, HcclDataType dataType, uint32_t destRank,
@@ -321,35 +332,6 @@ HcclResult HcclRecv(void *recvBuf, uint64_t count, HcclDataType dataType, uint32
                     HcclComm comm, HcclStream stream)
 {
     return p2p(DESC_RECV, recvBuf, count, dataType, srcRank, comm, stream);
-}
-
-/* One item of a batch as an op; *op_p.count stays 0 for an item that moves nothing. */
-static HcclResult batch_item(const HcclSendRecvItem *it, uint32_t i, HcclComm comm, hc_op_t *op_p)
-{
-    hc_comm_t *c;
-    uint64_t b;
-    HcclResult rc = check_common(comm, it->count, it->dataType, &c, &b);
-
-    if (rc == HCCL_SUCCESS)
-        rc = check_rank(c, it->remoteRank, "batch item's remote rank");
-    if (rc == HCCL_SUCCESS && it->sendRecvType != HCCL_SEND && it->sendRecvType != HCCL_RECV) {
-        ERR("COLL", "batch item %u: type %d is neither HCCL_SEND nor HCCL_RECV", i,
-            (int)it->sendRecvType);
-        rc = HCCL_E_PARA;
-    }
-    if (rc != HCCL_SUCCESS || it->count == 0)
-        return rc;
-    if (it->buf == NULL)
-        return HCCL_E_PTR;
-    *op_p = (hc_op_t){.kind = it->sendRecvType == HCCL_SEND ? DESC_SEND : DESC_RECV,
-                      .dtype = (uint8_t)it->dataType,
-                      .root = it->remoteRank,
-                      .count = it->count,
-                      .send = it->buf,
-                      .send_stride = b,
-                      .recv = it->buf,
-                      .recv_stride = b};
-    return HCCL_SUCCESS;
 }
 
 HcclResult HcclBatchSendRecv(HcclSendRecvItem *sendRecvInfo, uint32_t itemNum, HcclComm comm,
@@ -371,7 +353,15 @@ HcclResult HcclBatchSendRecv(HcclSendRecvItem *sendRecvInfo, uint32_t itemNum, H
     if ((call.ops = calloc(itemNum, sizeof(*call.ops))) == NULL)
         return HCCL_E_MEMORY;
     for (uint32_t i = 0; i < itemNum && rc == HCCL_SUCCESS; i++) {
-        rc = batch_item(&sendRecvInfo[i], i, comm, &call.ops[call.nops]);
+        const HcclSendRecvItem *it = &sendRecvInfo[i];
+        if (it->sendRecvType != HCCL_SEND && it->sendRecvType != HCCL_RECV) {
+            ERR("COLL", "batch item %u: type %d is neither HCCL_SEND nor HCCL_RECV", i,
+                (int)it->sendRecvType);
+            rc = HCCL_E_PARA;
+            break;
+        }
+        rc = p2p_op(it->sendRecvType == HCCL_SEND ? DESC_SEND : DESC_RECV, it->buf, it->count,
+                    it->dataType, it->remoteRank, comm, &c, &call.ops[call.nops]);
         call.nops += rc == HCCL_SUCCESS && call.ops[call.nops].count > 0;
     }
     if (rc != HCCL_SUCCESS || call.nops == 0) {

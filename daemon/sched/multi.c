@@ -22,17 +22,17 @@
 
 /* Elements of one node block for the level-1 op of piece d, as if every node held as many
  * ranks as the fullest (exact with equal nodes): what the cost model and buffers go by. */
-static uint64_t node_count(const eng_multi_t *mu, const desc_t *d)
+static uint64_t node_count(const eng_multi_t *mu, int kind, uint64_t count)
 {
-    uint32_t L = mu->pl.L;
+    uint64_t L = mu->pl.L;
 
-    switch (d->kind) {
+    switch (kind) {
     case DESC_ALLGATHER:
     case DESC_REDUCE_SCATTER:
-    case DESC_SCATTER: return L * d->count;
-    case DESC_ALLTOALL: return (uint64_t)L * L * d->count;
+    case DESC_SCATTER: return L * count;
+    case DESC_ALLTOALL: return L * L * count;
     case DESC_BARRIER: return 0;
-    default: return d->count;
+    default: return count;
     }
 }
 
@@ -262,12 +262,12 @@ static int sched_prepare(eng_multi_t *mu, const sched_key_t *key)
     memset(&mu->sched, 0, sizeof(mu->sched));
     free(mu->fresh);
     mu->fresh = NULL;
+    uint64_t cnt = node_count(mu, key->kind, key->count);
     if (per_rank(key->kind) && !mu->pl.equal)
-        rc = algo_build_ranks(key->algo, key->kind, mu->nnodes, mu->me, key->root, key->unit,
+        rc = algo_build_ranks(key->algo, key->kind, mu->nnodes, mu->me, key->root, key->count,
                               mu->pl.count, &mu->sched);
     else
-        rc =
-            algo_build(key->algo, key->kind, mu->nnodes, mu->me, key->root, key->count, &mu->sched);
+        rc = algo_build(key->algo, key->kind, mu->nnodes, mu->me, key->root, cnt, &mu->sched);
     if (rc != 0)
         return rc;
     mu->sched_key = *key;
@@ -275,9 +275,8 @@ static int sched_prepare(eng_multi_t *mu, const sched_key_t *key)
     if (mu->pl.count[mu->me] != 1 || (key->kind != DESC_ALLREDUCE && key->kind != DESC_REDUCE))
         return 0;
     mu->fresh = malloc((size_t)mu->sched.nsteps + 1);
-    mu->fresh_rc = mu->fresh == NULL
-                       ? -ENOMEM
-                       : sched_fresh_reads(&mu->sched, key->count, mu->fresh, &mu->fresh_all);
+    mu->fresh_rc =
+        mu->fresh == NULL ? -ENOMEM : sched_fresh_reads(&mu->sched, cnt, mu->fresh, &mu->fresh_all);
     return 0;
 }
 
@@ -339,7 +338,7 @@ static int admit_round(void *ctx, uint64_t bytes)
 static int multi_start(engine_t *eng, eng_comm_t *c, const desc_t *d)
 {
     eng_multi_t *mu = c->multi;
-    uint64_t cnt = node_count(mu, d), es = dtype_size(d->dtype);
+    uint64_t cnt = node_count(mu, d->kind, d->count), es = dtype_size(d->dtype);
     const struct algo_pick *pick = pick_algo(mu, d->kind, cnt * es);
     int algo = pick->algo, rc;
 
@@ -347,8 +346,7 @@ static int multi_start(engine_t *eng, eng_comm_t *c, const desc_t *d)
     sched_key_t key = {.algo = algo,
                        .kind = d->kind,
                        .root = desc_is_rooted(d->kind) ? mu->pl.node[d->root] : 0,
-                       .count = cnt,
-                       .unit = d->count};
+                       .count = d->count};
     if ((rc = sched_prepare(mu, &key)) != 0)
         return rc;
     if (buf_reserve(&mu->out, &mu->out_cap, (mu->sched.out_elems + 1) * es) != 0 ||

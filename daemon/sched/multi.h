@@ -16,8 +16,7 @@
 typedef struct sched_key {
     int32_t algo, kind;
     uint32_t root, pad;
-    uint64_t count; /* elements of a node block (the most any node has) */
-    uint64_t unit;  /* elements of a rank's block, for node blocks of their own sizes */
+    uint64_t count; /* the op's count (a rank's block); node blocks follow (node_count) */
 } sched_key_t;
 
 /* A data connection to a peer daemon and how many comms use it: the children of a split
