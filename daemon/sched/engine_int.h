@@ -8,6 +8,7 @@
 #include "ring.h"
 #include "sched/engine.h"
 #include "sched/multi.h"
+#include "sched/probe_hist.h"
 #include "sched/qos_sched.h"
 
 typedef struct eng_session eng_session_t;
@@ -87,9 +88,10 @@ struct engine {
     uint64_t next_accept_ns;
     struct eng_accept *accepting;
     struct eng_expect *expects;
-    uint64_t beat_ns; /* atomic: the engine loop's last turn */
-    qos_sched_t qos;  /* classes: priority and cap of what goes to peer daemons */
-    uint64_t host;    /* engine_set_host */
+    uint64_t beat_ns;        /* atomic: the engine loop's last turn */
+    qos_sched_t qos;         /* classes: priority and cap of what goes to peer daemons */
+    uint64_t host;           /* engine_set_host */
+    probe_hist_t probe_hist; /* recent link measurements (multi_probe.c) */
 };
 
 /* Local member of global rank g, or UINT32_MAX when another node holds it. */

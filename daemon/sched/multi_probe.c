@@ -1,17 +1,19 @@
 /*
  * Measuring the links of a comm that spans daemons, once its data connections are up and
  * before its first collective: node 0 and node 1 exchange PROBE_PINGS small messages (latency:
- * half the median round trip) and one PROBE_BULK_BYTES message answered by a small one
- * (bandwidth); node 0 also times a reduction (gamma) and a fan-out (a small message to every
- * other node at once and their answers: what each message beyond the first adds is the
- * per-message overhead, which grows where daemons share processors or a link; the answers
- * name each node's host, by its kernel's boot id, and its cores, so node 0 also knows how many
- * daemons of the comm share a host's cores: the cost model's host_load). Node 0 then
- * sends the figures to every
- * node, so that all nodes feed the same numbers to the cost model and pick the same algorithm
- * for every op (they must: their schedules have to match). Probe messages carry the comm's
- * probe tags (multi_tag.h). A child of a split whose connections are all its parent's takes
- * the parent's figures instead (multi_conn.c): they describe the same links.
+ * half the median round trip) and PROBE_BULKS times a PROBE_BULK_BYTES message answered by a
+ * small one (bandwidth, from the median); node 0 also times a reduction (gamma) and
+ * PROBE_FANS fan-outs (a small message to every other node at once and their answers: what
+ * each message beyond the first adds to the median timed fan-out is the per-message
+ * overhead, which grows where daemons share processors or a link). The fan-out's answers name
+ * each node's host, by its kernel's boot id, and its cores, so node 0 also knows how many
+ * daemons of the comm share a host's cores: the cost model's host_load. Node 0 blends the
+ * figures with its recent measurements of the same daemons (probe_hist.h: one probe on a busy
+ * host scatters) and sends them to every node, so that all nodes feed the same numbers to the
+ * cost model and pick the same algorithm for every op (they must: their schedules have to
+ * match). Probe messages carry the comm's probe tags (multi_tag.h). A child of a split whose
+ * connections are all its parent's takes the parent's figures instead (multi_conn.c): they
+ * describe the same links.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -24,8 +26,13 @@
 #include "reduce.h"
 #include "sched/engine_int.h"
 #include "sched/multi_tag.h"
+#include "sched/probe_hist.h"
 
-#define PROBE_PINGS 5
+#define PROBE_PINGS 7
+#define PROBE_BULKS 3
+/* The first fan-out is not timed: it waits for every node to be in the probe (a node answers
+ * once all of its own connections are up, which may be after node 0's). */
+#define PROBE_FANS 6
 #define PROBE_BULK_BYTES (1u << 20)
 #define PROBE_REDUCE_BYTES (256u << 10)
 
@@ -33,11 +40,11 @@ enum probe_phase { PH_PING, PH_BULK, PH_FAN, PH_RESULT };
 
 struct multi_probe {
     int phase;
-    uint32_t k;        /* ping in progress */
+    uint32_t k;        /* exchange of the phase in progress (ping, bulk, fan-out) */
     int answering;     /* node 1: its answer to the message just received is going out */
     tp_req_t *rs, *rr; /* the send and the receive in progress, NULL when done */
     uint64_t t0;       /* when the exchange in progress started */
-    double rtt_us[PROBE_PINGS];
+    double rtt_us[PROBE_PINGS], bulk_us[PROBE_BULKS], fan_us[PROBE_FANS];
     /* alpha_us, beta_us_per_byte, gamma_us_per_byte, overhead_us, host_load */
     double figures[5];
     uint64_t host;   /* this node's host (engine_set_host; 0: unknown) */
@@ -46,6 +53,7 @@ struct multi_probe {
     uint8_t *bulk;
     uint32_t sent; /* node 0: results handed to the transport */
     int fan_posted;
+    uint32_t earlier; /* node 0: earlier measurements of these daemons blended in (probe_hist.h) */
     tp_req_t **result_reqs; /* node 0: one per other node (the fan-out's pings, the figures) */
     tp_req_t **fan_reqs;    /* node 0: the fan-out's answers */
 };
@@ -84,6 +92,22 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* The median of n timings (the upper middle one of an even count), v left as it was. */
+static double median_of(const double *v, uint32_t n)
+{
+    double s[PROBE_PINGS + PROBE_BULKS + PROBE_FANS];
+
+    memcpy(s, v, n * sizeof(*v));
+    qsort(s, n, sizeof(*s), cmp_double);
+    return s[n / 2];
+}
+
+/* How many exchanges each phase has (each side counts them alike). */
+static uint32_t phase_count(int phase)
+{
+    return phase == PH_PING ? PROBE_PINGS : phase == PH_BULK ? PROBE_BULKS : PROBE_FANS;
+}
+
 /* The most daemons of the comm per core on any one host (hosts unknown, 0, count as their
  * own). */
 static double host_load(const uint64_t *hosts, uint32_t n)
@@ -101,17 +125,15 @@ static double host_load(const uint64_t *hosts, uint32_t n)
 }
 
 /* Node 0 turns its timings into the figures. */
-static void probe_compute(struct multi_probe *p, double bulk_us)
+static void probe_compute(struct multi_probe *p)
 {
-    double rtt[PROBE_PINGS], t;
+    double rtt = median_of(p->rtt_us, PROBE_PINGS), bulk_us = median_of(p->bulk_us, PROBE_BULKS), t;
     float *v = (float *)p->bulk;
     const void *src[2] = {v, v + PROBE_REDUCE_BYTES / 4};
     uint64_t t0;
 
-    memcpy(rtt, p->rtt_us, sizeof(rtt));
-    qsort(rtt, PROBE_PINGS, sizeof(rtt[0]), cmp_double);
-    p->figures[0] = rtt[PROBE_PINGS / 2] / 2;
-    t = bulk_us - rtt[PROBE_PINGS / 2];
+    p->figures[0] = rtt / 2;
+    t = bulk_us - rtt;
     p->figures[1] = (t > 0 ? t : bulk_us / 2) / PROBE_BULK_BYTES;
     memset(p->bulk, 0, 2 * PROBE_REDUCE_BYTES);
     t0 = now_ns();
@@ -132,32 +154,38 @@ static int post_pair(tp_conn_t *c, struct multi_probe *p, const void *out, size_
     return rc;
 }
 
-/* Node 0: a small message to every other node at once, then all their answers. 1 done, 0
- * pending, <0 failed. */
+/* Node 0: a small message to every other node at once, then all their answers, PROBE_FANS
+ * times. 1 done, 0 pending, <0 failed. */
 static int fan_out(eng_multi_t *mu, struct multi_probe *p)
 {
     uint32_t n = mu->nnodes;
     int rc;
 
-    if (!p->fan_posted) {
-        p->t0 = now_ns();
-        for (uint32_t j = 1; j < n; j++) {
-            if ((rc = tp_isend(mu->conns[j], p->small_out, 8, NULL, tag_probe(mu->tag, 0x300),
-                               &p->result_reqs[j - 1])) != 0 ||
-                (rc = tp_irecv(mu->conns[j], &p->hosts[j], sizeof(p->hosts[j]), NULL,
-                               tag_probe(mu->tag, 0x301), &p->fan_reqs[j - 1])) != 0)
-                return rc;
+    while (p->k < PROBE_FANS) {
+        if (!p->fan_posted) {
+            p->t0 = now_ns();
+            for (uint32_t j = 1; j < n; j++) {
+                if ((rc = tp_isend(mu->conns[j], p->small_out, 8, NULL, tag_probe(mu->tag, 0x300),
+                                   &p->result_reqs[j - 1])) != 0 ||
+                    (rc = tp_irecv(mu->conns[j], &p->hosts[j], sizeof(p->hosts[j]), NULL,
+                                   tag_probe(mu->tag, 0x301), &p->fan_reqs[j - 1])) != 0)
+                    return rc;
+            }
+            p->fan_posted = 1;
         }
-        p->fan_posted = 1;
+        for (uint32_t j = 0; j + 1 < n; j++)
+            if ((rc = req_done(&p->result_reqs[j])) <= 0 || (rc = req_done(&p->fan_reqs[j])) <= 0)
+                return rc;
+        p->fan_us[p->k++] = (double)(now_ns() - p->t0) / 1000.0;
+        p->fan_posted = 0;
     }
-    for (uint32_t j = 0; j + 1 < n; j++)
-        if ((rc = req_done(&p->result_reqs[j])) <= 0 || (rc = req_done(&p->fan_reqs[j])) <= 0)
-            return rc;
     /* 2(n-1) messages where a ping-pong has 2: the rest is what each one costs. */
-    double fan = (double)(now_ns() - p->t0) / 1000.0, rtt = 2 * p->figures[0];
+    double fan = median_of(p->fan_us + 1, PROBE_FANS - 1), rtt = 2 * p->figures[0];
     p->figures[3] = n > 2 && fan > rtt ? (fan - rtt) / (2.0 * (n - 2)) : mu->lc.overhead_us;
     p->hosts[0] = p->host;
     p->figures[4] = host_load(p->hosts, n);
+    p->earlier = probe_hist_blend(
+        &mu->eng->probe_hist, probe_hist_key(mu->addrs[0], n, TP_ADDR_MAX), now_ns(), p->figures);
     p->phase = PH_RESULT;
     return 1;
 }
@@ -185,13 +213,15 @@ static int step_node0(eng_multi_t *mu, struct multi_probe *p)
         if ((rc = both_done(p)) <= 0)
             return rc;
         double us = (double)(now_ns() - p->t0) / 1000.0;
-        if (p->phase == PH_PING) {
-            p->rtt_us[p->k++] = us;
-            if (p->k == PROBE_PINGS)
-                p->phase = PH_BULK;
-        } else {
-            probe_compute(p, us);
-            p->phase = PH_FAN;
+        if (p->phase == PH_PING)
+            p->rtt_us[p->k] = us;
+        else
+            p->bulk_us[p->k] = us;
+        if (++p->k == phase_count(p->phase)) {
+            if (p->phase == PH_BULK)
+                probe_compute(p);
+            p->phase++;
+            p->k = 0;
         }
     }
     if (p->phase == PH_FAN && (rc = fan_out(mu, p)) <= 0)
@@ -222,8 +252,10 @@ static int step_other(eng_multi_t *mu, struct multi_probe *p)
             if (p->answering) {
                 /* The answer is out: next ping, or the bulk message, or the figures. */
                 p->answering = 0;
-                if (p->phase != PH_PING || ++p->k == PROBE_PINGS)
+                if (++p->k == phase_count(p->phase)) {
                     p->phase++;
+                    p->k = 0;
+                }
                 continue;
             }
             if (p->phase == PH_PING)
@@ -325,9 +357,11 @@ int multi_probe_progress(engine_t *eng, eng_comm_t *c)
     mu->lc.host_load = p->figures[4];
     INFO("COLL",
          "comm %u: links measured by node 0: latency %.1f us, %.2f GB/s, reduce %.2f GB/s, "
-         "%.1f us per extra message, %.2f daemons per core",
+         "%.1f us per extra message, %.2f daemons per core%s",
          c->id, mu->lc.alpha_us, 1e-3 / mu->lc.beta_us_per_byte, 1e-3 / mu->lc.gamma_us_per_byte,
-         mu->lc.overhead_us, mu->lc.host_load);
+         mu->lc.overhead_us, mu->lc.host_load,
+         mu->me == 0 && p->earlier > 0 ? " (medians with earlier measurements of these daemons)"
+                                       : "");
     mu->probed = 1;
     probe_free(mu);
     return 1;

@@ -91,8 +91,18 @@ static int on_hello(peer_t *p, const Hccld__PeerHello *h)
     Hccld__PeerChallenge c = HCCLD__PEER_CHALLENGE__INIT;
     uint8_t mac[AUTH_MAC_BYTES];
 
-    if (h->version != PROTO_VERSION || h->job_id.len != PEER_JOB_BYTES ||
-        h->nonce.len != AUTH_NONCE_BYTES) {
+    if (h->version != PEER_PROTO_VERSION) {
+        char why[160];
+        snprintf(why, sizeof(why),
+                 "daemon %s speaks peer protocol %u, not %u: run one hccld version on every "
+                 "node",
+                 p->srv->advertised, PEER_PROTO_VERSION, h->version);
+        WARN("NET", "daemon %.64s (%s) speaks peer protocol %u, this one %u: refused", h->addr,
+             p->ip, h->version, PEER_PROTO_VERSION);
+        send_result(p, HCCL_E_PARA, why);
+        return -EPROTO;
+    }
+    if (h->job_id.len != PEER_JOB_BYTES || h->nonce.len != AUTH_NONCE_BYTES) {
         send_result(p, HCCL_E_PARA, "malformed hello");
         return -EPROTO;
     }
@@ -312,7 +322,7 @@ static void on_connected(uv_connect_t *req, int status)
     uv_tcp_nodelay(&p->tcp, 1);
     uv_read_start((uv_stream_t *)&p->tcp, on_alloc, on_read);
     auth_nonce(p->nonce_c);
-    h.version = PROTO_VERSION;
+    h.version = PEER_PROTO_VERSION;
     set_bytes(&h.job_id, p->job_id, PEER_JOB_BYTES);
     set_bytes(&h.nonce, p->nonce_c, AUTH_NONCE_BYTES);
     h.addr = p->srv->advertised;

@@ -16,6 +16,11 @@
 
 #define PEER_ADDR_MAX 64
 #define PEER_JOB_BYTES 16
+/* What daemons speak among themselves (PeerHello.version): bumped whenever they would no longer
+ * understand a daemon of the version before, so that a node left behind by an upgrade is
+ * refused by name instead of stalling a comm. 3: the link probe repeats its exchanges
+ * (multi_probe.c). */
+#define PEER_PROTO_VERSION 3u
 
 typedef struct server server_t;
 typedef struct peer peer_t;

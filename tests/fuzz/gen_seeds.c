@@ -13,6 +13,7 @@
 #include "frame.h"
 #include "fuzz_common.h"
 #include "hccl/hccl.h"
+#include "server/peer.h"
 #include "shm.h"
 #include "transport/rdma_wire.h"
 #include "transport/tcp_wire.h"
@@ -274,7 +275,7 @@ static void peer_seeds(void)
     fuzz_rng_nonce(0, nonce_me);
     memset(nonce_peer, 0xa5, sizeof(nonce_peer));
 
-    hello.version = PROTO_VERSION;
+    hello.version = PEER_PROTO_VERSION;
     hello.job_id = bin(fuzz_job, FUZZ_JOB_BYTES);
     hello.nonce = bin(nonce_peer, FUZZ_NONCE_BYTES);
     hello.addr = "10.0.0.2:60000";

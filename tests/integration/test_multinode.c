@@ -4,10 +4,13 @@
  * refused with a clear error, a missing rank times out on every daemon; every collective and
  * Send/Recv run across daemons.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -16,6 +19,7 @@
 #include "rootinfo.h"
 #include "shm.h"
 #include "suites.h"
+#include "uds.h"
 
 #define MAXD 5
 /* Daemons a cluster may have (test_many_daemons_fullmesh). */
@@ -492,6 +496,44 @@ START_TEST(test_wrong_key_refused)
 }
 END_TEST
 
+/* A daemon of another version (its PeerHello says peer protocol 2) is refused by name at the
+ * first message, with HCCL_E_PARA and a reason that says what to do; the daemon carries on. */
+START_TEST(test_old_peer_protocol_refused)
+{
+    char addr[128], *colon;
+    uint8_t job[16] = {1, 2, 3}, nonce[16] = {4, 5, 6};
+    Hccld__Msg m = HCCLD__MSG__INIT, *resp = NULL;
+    Hccld__PeerHello h = HCCLD__PEER_HELLO__INIT;
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    uds_conn_t conn;
+
+    ck_assert_int_eq(harness_daemon_addr(harness_socket(), addr, sizeof(addr)), 0);
+    ck_assert_ptr_nonnull(colon = strrchr(addr, ':'));
+    *colon = '\0';
+    sa.sin_port = htons((uint16_t)atoi(colon + 1));
+    ck_assert_int_eq(inet_pton(AF_INET, addr, &sa.sin_addr), 1);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    uds_conn_init(&conn, fd);
+    h.version = 2;
+    h.job_id = (ProtobufCBinaryData){sizeof(job), job};
+    h.nonce = (ProtobufCBinaryData){sizeof(nonce), nonce};
+    h.addr = "127.0.0.1:1";
+    m.body_case = HCCLD__MSG__BODY_PEER_HELLO;
+    m.peer_hello = &h;
+    ck_assert_int_eq(uds_send(fd, &m, NULL, 0), 0);
+    ck_assert_int_eq(uds_recv(&conn, &resp, 5000), 0);
+    ck_assert_int_eq(resp->body_case, HCCLD__MSG__BODY_PEER_RESULT);
+    ck_assert_int_eq(resp->peer_result->result, HCCL_E_PARA);
+    ck_assert_ptr_nonnull(strstr(resp->peer_result->message, "speaks peer protocol 3, not 2"));
+    hccld__msg__free_unpacked(resp, NULL);
+    uds_conn_close(&conn);
+    /* The daemon still serves jobs. */
+    ck_assert_int_eq(harness_run_ranks(2, p2p_ring_case, NULL, 120), 0);
+}
+END_TEST
+
 START_TEST(test_unreachable_root)
 {
     cluster_t c;
@@ -863,6 +905,7 @@ Suite *multinode_suite(void)
     tcase_add_test(tc, test_uneven_moves_no_padding);
     tcase_add_test(tc, test_hccl_run_map_by);
     tcase_add_test(tc, test_wrong_key_refused);
+    tcase_add_test(tc, test_old_peer_protocol_refused);
     tcase_add_test(tc, test_unreachable_root);
     tcase_add_test(tc, test_missing_rank_times_out);
     suite_add_tcase(s, tc);

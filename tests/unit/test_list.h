@@ -17,6 +17,7 @@
     X(stripe)                                                                                      \
     X(qos)                                                                                         \
     X(qos_sched)                                                                                   \
+    X(probe_hist)                                                                                  \
     X(bootstrap)                                                                                   \
     X(l1)
 
