@@ -158,10 +158,13 @@ typedef struct op_plan {
     uint64_t npieces;
     uint64_t slot_bytes; /* staging bytes per piece */
     uint64_t stage_off;  /* nstage slots of slot_bytes */
+    unsigned nstage;     /* pieces in flight at once, each in its own slot */
     uint64_t next;       /* next piece to post */
 } op_plan_t;
 
 uint64_t hc_kind_max_blocks(uint8_t kind, uint32_t n);
+/* Plans op with nstage pieces in flight, each staged in its own slot; HCCL_E_MEMORY when the
+ * arena has no room for the slots (logged when nstage is 1: the caller may try fewer). */
 HcclResult hc_plan(hc_comm_t *comm, const hc_op_t *op, unsigned nstage, op_plan_t *p);
 void hc_plan_free(hc_comm_t *comm, op_plan_t *p);
 void hc_piece_prep(hc_comm_t *comm, op_plan_t *p, uint64_t piece, unsigned stage, desc_t *d);

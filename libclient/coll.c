@@ -62,12 +62,16 @@ HcclResult hc_plan(hc_comm_t *comm, const hc_op_t *op, unsigned nstage, op_plan_
     p->r_zc = p->r.nblocks == 0 || hc_in_arena(comm->c, op->recv, span, &p->r_off);
     p->slot_bytes = ((p->s_zc ? 0 : p->s.nblocks) + (p->r_zc ? 0 : p->r.nblocks)) * p->piece * es;
     p->slot_bytes = (p->slot_bytes + 63) / 64 * 64;
+    p->nstage = nstage;
     if (p->slot_bytes == 0)
         return HCCL_SUCCESS;
     p->stage_off = hc_arena_alloc(&comm->c->alloc, p->slot_bytes * nstage);
     if (p->stage_off == UINT64_MAX) {
-        ERR("COLL", "no room for %llu bytes of staging in the arena (HCCL_BUFFSIZE)",
-            (unsigned long long)(p->slot_bytes * nstage));
+        /* The caller may try again with fewer stages; one is the last resort. */
+        if (nstage == 1)
+            ERR("COLL", "no room for %llu bytes of staging in the arena (HCCL_BUFFSIZE)",
+                (unsigned long long)p->slot_bytes);
+        p->slot_bytes = 0;
         return HCCL_E_MEMORY;
     }
     return HCCL_SUCCESS;
@@ -161,7 +165,7 @@ static HcclResult retire(hc_comm_t *comm, inflight_t *f, uint64_t deadline)
     return rc;
 }
 
-/* Posts the pieces of all ops round-robin, at most HC_PIPELINE per op in flight (each owns one
+/* Posts the pieces of all ops round-robin, at most nstage per op in flight (each owns one
  * staging slot), and retires them in posting order. The whole call has one HCCL_EXEC_TIMEOUT;
  * after a failure nothing more is posted, so a stuck peer costs one timeout, not one per
  * piece. */
@@ -177,13 +181,13 @@ static HcclResult pipeline(hc_comm_t *comm, op_plan_t *plans, unsigned nops)
         int posted = 0;
         for (unsigned i = 0; i < nops && first_err == HCCL_SUCCESS; i++) {
             op_plan_t *p = &plans[i];
-            if (p->next >= p->npieces || busy[i] == HC_PIPELINE)
+            if (p->next >= p->npieces || busy[i] == p->nstage)
                 continue;
             inflight_t *f = &q[(head + n) % cap];
             desc_t d;
             f->p = p;
             f->piece = p->next++;
-            f->stage = stage_next[i]++ % HC_PIPELINE;
+            f->stage = stage_next[i]++ % p->nstage;
             hc_piece_prep(comm, p, f->piece, f->stage, &d);
             rc = hc_submit(comm->c, &d, &comm->aborted, &f->slot);
             if (rc != HCCL_SUCCESS)
@@ -224,8 +228,19 @@ HcclResult hc_ops_run(hc_comm_t *comm, const hc_op_t *ops, unsigned nops)
     if (comm->coop != NULL && nops == 1 && desc_is_collective(ops[0].kind))
         rc = hc_coop_run(comm, &ops[0]);
     else {
-        for (; planned < nops && rc == HCCL_SUCCESS; planned++)
-            rc = hc_plan(comm, &ops[planned], HC_PIPELINE, &plans[planned]);
+        /* A batch of many large ops, or a crowded arena, runs fewer pieces of each op at once
+         * (every op the same number) rather than failing. */
+        for (unsigned nstage = HC_PIPELINE;; nstage /= 2) {
+            rc = HCCL_SUCCESS;
+            for (planned = 0; planned < nops && rc == HCCL_SUCCESS; planned++)
+                rc = hc_plan(comm, &ops[planned], nstage, &plans[planned]);
+            if (rc != HCCL_E_MEMORY || nstage == 1)
+                break;
+            for (unsigned i = 0; i < planned; i++)
+                hc_plan_free(comm, &plans[i]);
+            INFO("COLL", "the arena is short: %u piece(s) of each op in flight instead of %u",
+                 nstage / 2, nstage);
+        }
         if (rc == HCCL_SUCCESS)
             rc = pipeline(comm, plans, nops);
         for (unsigned i = 0; i < planned; i++)

@@ -102,6 +102,38 @@ int p2p_batch_case(HcclComm comm, uint32_t r, uint32_t n, void *arg)
     return 0;
 }
 
+/* A batch whose staging does not fit the arena at full depth (16 items of 1 MiB from malloc
+ * want 32 MiB of slots; HCCL_BUFFSIZE is 12 MiB here) runs with fewer pieces in flight instead
+ * of failing with HCCL_E_MEMORY, and everything arrives. */
+static int p2p_batch_short_arena(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+{
+    enum { K = 8, CNT = 262147 };
+    uint32_t next = (r + 1) % n, prev = (r + n - 1) % n;
+    float *s[K], *o[K];
+    HcclSendRecvItem items[2 * K];
+    int bad = 0;
+
+    for (int k = 0; k < K; k++) {
+        s[k] = malloc(CNT * 4);
+        o[k] = malloc(CNT * 4);
+        ref_fill(HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, r, s[k], (uint64_t)k * CNT, CNT);
+        memset(o[k], 0xEE, CNT * 4);
+        items[k] = (HcclSendRecvItem){HCCL_SEND, s[k], CNT, HCCL_DATA_TYPE_FP32, next};
+        items[K + k] = (HcclSendRecvItem){HCCL_RECV, o[k], CNT, HCCL_DATA_TYPE_FP32, prev};
+    }
+    HcclResult rc = HcclBatchSendRecv(items, 2 * K, comm, NULL);
+    if (rc != HCCL_SUCCESS) {
+        fprintf(stderr, "rank %u: batch in a short arena: %s\n", r, HcclGetErrorString(rc));
+        bad = 1;
+    }
+    for (int k = 0; k < K; k++) {
+        bad = bad || batch_check(o[k], CNT, prev, (uint64_t)k * CNT, r, "in a short arena");
+        free(s[k]);
+        free(o[k]);
+    }
+    return bad;
+}
+
 /* Bad batches fail with the exact error before anything moves; many small items in one batch
  * (the most a batch takes) all arrive; on a stream the batch runs as one call. */
 static int p2p_batch_edges(HcclComm comm, uint32_t r, uint32_t n, void *arg)
@@ -222,6 +254,17 @@ START_TEST(test_batch)
 }
 END_TEST
 
+START_TEST(test_batch_short_arena)
+{
+    setenv("HCCL_BUFFSIZE", "12", 1);
+    for (uint32_t n = 2; n <= 3; n++) {
+        int rc = harness_run_ranks(n, p2p_batch_short_arena, NULL, 120);
+        ck_assert_msg(rc == 0, "batch in a short arena, %u ranks", n);
+    }
+    unsetenv("HCCL_BUFFSIZE");
+}
+END_TEST
+
 Suite *p2p_suite(void)
 {
     Suite *s = suite_create("p2p");
@@ -231,6 +274,7 @@ Suite *p2p_suite(void)
     tcase_add_test(tc, test_ring);
     tcase_add_test(tc, test_alltoallv);
     tcase_add_test(tc, test_batch);
+    tcase_add_test(tc, test_batch_short_arena);
     suite_add_tcase(s, tc);
     return s;
 }
