@@ -92,11 +92,11 @@ static int on_hello(peer_t *p, const Hccld__PeerHello *h)
     uint8_t mac[AUTH_MAC_BYTES];
 
     if (h->version != PEER_PROTO_VERSION) {
-        char why[160];
+        char why[128];
         snprintf(why, sizeof(why),
-                 "daemon %s speaks peer protocol %u, not %u: run one hccld version on every "
+                 "this daemon speaks peer protocol %u, not %u: run one hccld version on every "
                  "node",
-                 p->srv->advertised, PEER_PROTO_VERSION, h->version);
+                 PEER_PROTO_VERSION, h->version);
         WARN("NET", "daemon %.64s (%s) speaks peer protocol %u, this one %u: refused", h->addr,
              p->ip, h->version, PEER_PROTO_VERSION);
         send_result(p, HCCL_E_PARA, why);
