@@ -101,14 +101,21 @@ static json_t *status_json(const Hccld__StatusResp *r)
         }
         for (size_t k = 0; k < c->n_links; k++)
             json_array_append_new(links, c->links[k][0] ? json_string(c->links[k]) : json_null());
+        const Hccld__LinkFigures *f = c->link_figures;
+        json_t *figs =
+            f == NULL ? json_null()
+                      : json_pack("{s:f, s:f, s:f, s:f, s:f}", "latency_us", f->latency_us, "gbps",
+                                  f->gbps, "reduce_gbps", f->reduce_gbps, "msg_overhead_us",
+                                  f->msg_overhead_us, "daemons_per_core", f->daemons_per_core);
         json_array_append_new(
             comms,
-            json_pack("{s:i, s:s, s:i, s:i, s:i, s:s, s:s, s:s, s:I, s:i, s:i, s:o, s:o, s:b, s:o}",
-                      "id", (int)c->comm_id, "job", c->job_id, "nranks", (int)c->nranks, "joined",
-                      (int)c->joined, "nnodes", (int)c->nnodes, "level0", c->level0, "class",
-                      c->qos_class, "algo", c->algo, "ops_done", (json_int_t)c->ops_done,
-                      "ops_in_flight", (int)c->ops_in_flight, "rank0", (int)c->rank0, "ranks",
-                      ranks, "posted", posted, "on_wire", (int)c->on_wire, "links", links));
+            json_pack(
+                "{s:i, s:s, s:i, s:i, s:i, s:s, s:s, s:s, s:I, s:i, s:i, s:o, s:o, s:b, s:o, s:o}",
+                "id", (int)c->comm_id, "job", c->job_id, "nranks", (int)c->nranks, "joined",
+                (int)c->joined, "nnodes", (int)c->nnodes, "level0", c->level0, "class",
+                c->qos_class, "algo", c->algo, "ops_done", (json_int_t)c->ops_done, "ops_in_flight",
+                (int)c->ops_in_flight, "rank0", (int)c->rank0, "ranks", ranks, "posted", posted,
+                "on_wire", (int)c->on_wire, "links", links, "link_figures", figs));
     }
     o = json_pack("{s:s, s:I, s:s, s:i, s:s, s:I, s:I, s:I, s:I, s:o, s:o}", "version", r->version,
                   "uptime_ms", (json_int_t)r->uptime_ms, "socket", r->socket, "workers",
@@ -170,6 +177,12 @@ static void print_comms(const Hccld__StatusResp *r)
             for (size_t k = 0; k < c->n_links; k++)
                 printf(" %zu:%s", k, c->links[k][0] ? c->links[k] : "-");
             printf("\n");
+        }
+        if (c->link_figures != NULL) {
+            const Hccld__LinkFigures *f = c->link_figures;
+            printf("    links measured: latency %.1f us, %.2f GB/s, reduce %.2f GB/s, %.1f us per "
+                   "extra message, %.2f daemons per core\n",
+                   f->latency_us, f->gbps, f->reduce_gbps, f->msg_overhead_us, f->daemons_per_core);
         }
         print_waiting(c);
     }

@@ -468,6 +468,15 @@ int engine_get_comm_stats(engine_t *eng, uint32_t comm_id, engine_comm_stats_t *
                 tp_describe(conn, st_p->link[i], sizeof(st_p->link[i]));
             st_p->nnodes = i + 1;
         }
+        st_p->measured = c->multi != NULL && c->multi->probed && c->multi->nnodes > 1;
+        if (st_p->measured) {
+            const link_cost_t *lc = &c->multi->lc;
+            st_p->alpha_us = lc->alpha_us;
+            st_p->gbps = lc->beta_us_per_byte > 0 ? 1e-3 / lc->beta_us_per_byte : 0;
+            st_p->reduce_gbps = lc->gamma_us_per_byte > 0 ? 1e-3 / lc->gamma_us_per_byte : 0;
+            st_p->overhead_us = lc->overhead_us;
+            st_p->host_load = lc->host_load;
+        }
         rc = 0;
     }
     pthread_mutex_unlock(&eng->lock);

@@ -52,6 +52,9 @@ typedef struct engine_comm_stats {
      * or this node), for the first ENGINE_STATS_RANKS nodes. */
     uint32_t nnodes;
     char link[ENGINE_STATS_RANKS][ENGINE_LINK_MAX];
+    /* The cost model's figures for its links, once measured (multi_probe.c). */
+    int measured;
+    double alpha_us, gbps, reduce_gbps, overhead_us, host_load;
 } engine_comm_stats_t;
 
 typedef struct engine_session_stats {

@@ -65,7 +65,7 @@ static void coop_posted_all(const coop_ctl_t *ctl, engine_comm_stats_t *st)
  * per-rank progress and per-node connections. */
 static void fill_comms(server_t *srv, Hccld__StatusResp *r, Hccld__CommStatus *cm,
                        Hccld__CommStatus **cmp, uint64_t *posted, uint32_t *ranks, char **links,
-                       char (*link_txt)[ENGINE_LINK_MAX])
+                       char (*link_txt)[ENGINE_LINK_MAX], Hccld__LinkFigures *lf)
 {
     size_t n = 0;
 
@@ -104,6 +104,15 @@ static void fill_comms(server_t *srv, Hccld__StatusResp *r, Hccld__CommStatus *c
         }
         cm[n].links = links + n * ENGINE_STATS_RANKS;
         cm[n].n_links = st.nnodes;
+        if (st.measured) {
+            hccld__link_figures__init(&lf[n]);
+            lf[n].latency_us = st.alpha_us;
+            lf[n].gbps = st.gbps;
+            lf[n].reduce_gbps = st.reduce_gbps;
+            lf[n].msg_overhead_us = st.overhead_us;
+            lf[n].daemons_per_core = st.host_load;
+            cm[n].link_figures = &lf[n];
+        }
         cmp[n] = &cm[n];
         n++;
     }
@@ -128,8 +137,9 @@ static void send_status(server_t *srv, session_t *s, uint64_t req_id)
     uint32_t *ranks = calloc(nc * ENGINE_STATS_RANKS, sizeof(*ranks));
     char **links = calloc(nc * ENGINE_STATS_RANKS, sizeof(*links));
     char(*link_txt)[ENGINE_LINK_MAX] = calloc(nc * ENGINE_STATS_RANKS, sizeof(*link_txt));
+    Hccld__LinkFigures *lf = calloc(nc, sizeof(*lf));
     if (cs == NULL || csp == NULL || cm == NULL || cmp == NULL || posted == NULL || ranks == NULL ||
-        links == NULL || link_txt == NULL)
+        links == NULL || link_txt == NULL || lf == NULL)
         goto out;
     engine_get_stats(srv->eng, &st);
     r.version = HCCLD_VERSION;
@@ -148,7 +158,7 @@ static void send_status(server_t *srv, session_t *s, uint64_t req_id)
     r.simd = (char *)reduce_isa();
     r.advertised = srv->advertised;
     fill_clients(srv, &r, cs, csp);
-    fill_comms(srv, &r, cm, cmp, posted, ranks, links, link_txt);
+    fill_comms(srv, &r, cm, cmp, posted, ranks, links, link_txt, lf);
     m.req_id = req_id;
     m.body_case = HCCLD__MSG__BODY_STATUS_RESP;
     m.status_resp = &r;
@@ -166,6 +176,7 @@ out:
     free(ranks);
     free(links);
     free(link_txt);
+    free(lf);
 }
 
 static void send_topology(server_t *srv, session_t *s, uint64_t req_id)

@@ -823,8 +823,9 @@ START_TEST(test_split_shares_some_connections)
 }
 END_TEST
 
-/* Rank 0 (on daemon 0) finds its data connections striped in hccld-ctl comms; the others
- * wait for it in a barrier, so the comm lives while it looks. */
+/* Rank 0 (on daemon 0) finds its data connections striped in hccld-ctl comms, and the link
+ * figures the cost model works with (measured before the first collective, which formed()
+ * ran); the others wait for it in a barrier, so the comm lives while it looks. */
 static int striped_seen(HcclComm comm, uint32_t r, uint32_t n, void *arg)
 {
     char out[8192] = "";
@@ -832,8 +833,16 @@ static int striped_seen(HcclComm comm, uint32_t r, uint32_t n, void *arg)
 
     (void)arg;
     if (r == 0 &&
-        (harness_ctl(0, out, sizeof(out), "comms") != 0 || strstr(out, "tcp x3") == NULL)) {
-        fprintf(stderr, "hccld-ctl comms shows no striped connection:\n%s\n", out);
+        (harness_ctl(0, out, sizeof(out), "comms") != 0 || strstr(out, "tcp x3") == NULL ||
+         strstr(out, "links measured: latency ") == NULL ||
+         strstr(out, " daemons per core") == NULL)) {
+        fprintf(stderr, "hccld-ctl comms shows no striped connection or no link figures:\n%s\n",
+                out);
+        bad = 1;
+    }
+    if (r == 0 && (harness_ctl(0, out, sizeof(out), "--json comms") != 0 ||
+                   strstr(out, "\"msg_overhead_us\"") == NULL)) {
+        fprintf(stderr, "hccld-ctl --json comms has no link figures:\n%s\n", out);
         bad = 1;
     }
     return bad | (HcclBarrier(comm, NULL) != HCCL_SUCCESS);
