@@ -32,7 +32,14 @@
 # Environment (defaults in brackets; about 30 minutes in all on a 2-core machine: bw and hier
 # 7, sel 14, selns 8):
 #   BENCH_PARTS            parts to run, any of "bw sel selns hier" [bw sel selns hier]
-#   BENCH_ITERS            bw: timed iterations per size [5]
+#   BENCH_ITERS            bw: timed iterations per size from BENCH_BW_SPLIT on [5]
+#   BENCH_BW_SPLIT         bw: sizes below it run BENCH_BW_SMALL_ITERS timed iterations after
+#                          BENCH_BW_SMALL_WARMUP, in a run of their own [32M]; at 5 iterations
+#                          after 1 warm-up a 1 MiB size was one 15 ms sample, which one hiccup
+#                          of this machine could halve, and hcclD's first ops at a new size
+#                          (several times slower than the next ones) weighed in; nccl-tests
+#                          takes 20 after 5 (the same counts for every contender)
+#   BENCH_BW_SMALL_ITERS, BENCH_BW_SMALL_WARMUP [40, 5]
 #   BENCH_WARMUP           bw and sel: warm-up iterations per size [1]
 #   BENCH_BW_MAX           bw: largest size [256M]
 #   BENCH_BW_ROUNDS        bw: hcclD, hcclD-z and Open MPI take turns this many times; each
@@ -70,6 +77,9 @@ PARTS=${BENCH_PARTS:-bw sel selns hier}
 ITERS=${BENCH_ITERS:-5}
 WARMUP=${BENCH_WARMUP:-1}
 BW_MIN=1M
+BW_SPLIT=${BENCH_BW_SPLIT:-32M}
+BW_SMALL_ITERS=${BENCH_BW_SMALL_ITERS:-40}
+BW_SMALL_WARMUP=${BENCH_BW_SMALL_WARMUP:-5}
 BW_MAX=${BENCH_BW_MAX:-256M}
 BW_DAEMONS=4
 BW_ROUNDS=${BENCH_BW_ROUNDS:-3}
@@ -385,7 +395,7 @@ iperf_streams() {
 }
 
 part_bw() {
-    local sweep arena_mib round
+    local sweep arena_mib round split min max part tag lo hi n w ranges=()
     echo "bench: compiling bench/mpi_allreduce.c for Open MPI"
     mpicc.openmpi -O2 -std=gnu11 -o "$RES/mpi_allreduce.openmpi" "$SRC_DIR/mpi_allreduce.c" \
         "-I$SRC_DIR/../common" -D_GNU_SOURCE "$SRC_DIR/../common/env.c" \
@@ -399,21 +409,35 @@ part_bw() {
         failures=$((failures + 1))
     fi
 
-    sweep=(-t allreduce -d float -o sum -b "$BW_MIN" -e "$BW_MAX" -f 2 -n "$ITERS" -w "$WARMUP")
+    # Two runs per contender and round: the small sizes with many iterations, the large ones
+    # with ITERS. Each size comes from exactly one of them.
+    split=$(bytes "$BW_SPLIT")
+    min=$(bytes "$BW_MIN")
+    max=$(bytes "$BW_MAX")
+    if [ "$split" -gt "$min" ]; then
+        hi=$((split / 2 > max ? max : split / 2))
+        ranges+=("small:$min:$hi:$BW_SMALL_ITERS:$BW_SMALL_WARMUP")
+    fi
+    if [ "$split" -le "$max" ]; then
+        ranges+=("large:$((split > min ? split : min)):$max:$ITERS:$WARMUP")
+    fi
     # -z: both buffers come from the arena (HCCL_BUFFSIZE MiB, 200 by default).
-    arena_mib=$(($(bytes "$BW_MAX") * 2 / (1 << 20) + 64))
+    arena_mib=$((max * 2 / (1 << 20) + 64))
     # The three take turns, BW_ROUNDS times: one run of each differs from the next by 10-30%
     # on this machine, and load from elsewhere then spoils one round, not one contender.
     for ((round = 1; round <= BW_ROUNDS; round++)); do
-        run_on "bw_hccld_r$round" "$BW_DAEMONS" "$BW_DAEMONS" "" "${sweep[@]}"
-        run_on "bw_hccld-z_r$round" "$BW_DAEMONS" "$BW_DAEMONS" "HCCL_BUFFSIZE=$arena_mib" \
-            "${sweep[@]}" -z
-        # pml ob1: the TCP BTL really carries the data (UCX's pml would go through shared
-        # memory).
-        run "bw_openmpi_r$round" mpirun.openmpi --allow-run-as-root --oversubscribe \
-            -np "$BW_DAEMONS" --mca pml ob1 --mca btl self,tcp --mca btl_tcp_if_include lo \
-            "$RES/mpi_allreduce.openmpi" -b "$BW_MIN" -e "$BW_MAX" -f 2 -n "$ITERS" \
-            -w "$WARMUP" -l 0
+        for part in "${ranges[@]}"; do
+            IFS=: read -r tag lo hi n w <<<"$part"
+            sweep=(-t allreduce -d float -o sum -b "$lo" -e "$hi" -f 2 -n "$n" -w "$w")
+            run_on "bw_hccld_r${round}_$tag" "$BW_DAEMONS" "$BW_DAEMONS" "" "${sweep[@]}"
+            run_on "bw_hccld-z_r${round}_$tag" "$BW_DAEMONS" "$BW_DAEMONS" \
+                "HCCL_BUFFSIZE=$arena_mib" "${sweep[@]}" -z
+            # pml ob1: the TCP BTL really carries the data (UCX's pml would go through shared
+            # memory).
+            run "bw_openmpi_r${round}_$tag" mpirun.openmpi --allow-run-as-root --oversubscribe \
+                -np "$BW_DAEMONS" --mca pml ob1 --mca btl self,tcp --mca btl_tcp_if_include lo \
+                "$RES/mpi_allreduce.openmpi" -b "$lo" -e "$hi" -f 2 -n "$n" -w "$w" -l 0
+        done
     done
 }
 
