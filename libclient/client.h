@@ -84,6 +84,7 @@ typedef struct hc_comm {
     uint64_t prof_colls; /* collectives profiled so far: their sequence in the records */
     int aborted;         /* HcclCommAbort began (atomic) */
     int culprit_logged;  /* the rank at fault was named in the log */
+    int short_logged;    /* a call ran fewer pieces at once for want of arena (coll.c) */
     int users;           /* calls running or queued on streams (atomic) */
 } hc_comm_t;
 

@@ -230,7 +230,8 @@ HcclResult hc_ops_run(hc_comm_t *comm, const hc_op_t *ops, unsigned nops)
     else {
         /* A batch of many large ops, or a crowded arena, runs fewer pieces of each op at once
          * (every op the same number) rather than failing. */
-        for (unsigned nstage = HC_PIPELINE;; nstage /= 2) {
+        unsigned nstage = HC_PIPELINE;
+        for (;; nstage /= 2) {
             rc = HCCL_SUCCESS;
             for (planned = 0; planned < nops && rc == HCCL_SUCCESS; planned++)
                 rc = hc_plan(comm, &ops[planned], nstage, &plans[planned]);
@@ -238,8 +239,13 @@ HcclResult hc_ops_run(hc_comm_t *comm, const hc_op_t *ops, unsigned nops)
                 break;
             for (unsigned i = 0; i < planned; i++)
                 hc_plan_free(comm, &plans[i]);
-            INFO("COLL", "the arena is short: %u piece(s) of each op in flight instead of %u",
-                 nstage / 2, nstage);
+        }
+        if (rc == HCCL_SUCCESS && nstage < HC_PIPELINE && !comm->short_logged) {
+            comm->short_logged = 1;
+            INFO("COLL",
+                 "comm %u: the arena is short (HCCL_BUFFSIZE): %u piece(s) of each op in flight "
+                 "instead of %u (logged once per comm)",
+                 comm->id, nstage, HC_PIPELINE);
         }
         if (rc == HCCL_SUCCESS)
             rc = pipeline(comm, plans, nops);

@@ -34,6 +34,8 @@
  * once all of its own connections are up, which may be after node 0's). */
 #define PROBE_FANS 6
 #define PROBE_BULK_BYTES (1u << 20)
+_Static_assert(PROBE_PINGS <= PROBE_MEDIAN_MAX && PROBE_FANS <= PROBE_MEDIAN_MAX,
+               "probe_median() takes at most PROBE_MEDIAN_MAX values");
 #define PROBE_REDUCE_BYTES (256u << 10)
 
 enum probe_phase { PH_PING, PH_BULK, PH_FAN, PH_RESULT };
@@ -85,23 +87,6 @@ static int both_done(struct multi_probe *p)
     return a < 0 ? a : b < 0 ? b : a && b;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-
-    return x < y ? -1 : x > y;
-}
-
-/* The median of n timings (the upper middle one of an even count), v left as it was. */
-static double median_of(const double *v, uint32_t n)
-{
-    double s[PROBE_PINGS + PROBE_BULKS + PROBE_FANS];
-
-    memcpy(s, v, n * sizeof(*v));
-    qsort(s, n, sizeof(*s), cmp_double);
-    return s[n / 2];
-}
-
 /* How many exchanges each phase has (each side counts them alike). */
 static uint32_t phase_count(int phase)
 {
@@ -127,7 +112,8 @@ static double host_load(const uint64_t *hosts, uint32_t n)
 /* Node 0 turns its timings into the figures. */
 static void probe_compute(struct multi_probe *p)
 {
-    double rtt = median_of(p->rtt_us, PROBE_PINGS), bulk_us = median_of(p->bulk_us, PROBE_BULKS), t;
+    double rtt = probe_median(p->rtt_us, PROBE_PINGS),
+           bulk_us = probe_median(p->bulk_us, PROBE_BULKS), t;
     float *v = (float *)p->bulk;
     const void *src[2] = {v, v + PROBE_REDUCE_BYTES / 4};
     uint64_t t0;
@@ -180,7 +166,7 @@ static int fan_out(eng_multi_t *mu, struct multi_probe *p)
         p->fan_posted = 0;
     }
     /* 2(n-1) messages where a ping-pong has 2: the rest is what each one costs. */
-    double fan = median_of(p->fan_us + 1, PROBE_FANS - 1), rtt = 2 * p->figures[0];
+    double fan = probe_median(p->fan_us + 1, PROBE_FANS - 1), rtt = 2 * p->figures[0];
     p->figures[3] = n > 2 && fan > rtt ? (fan - rtt) / (2.0 * (n - 2)) : mu->lc.overhead_us;
     p->hosts[0] = p->host;
     p->figures[4] = host_load(p->hosts, n);

@@ -24,10 +24,18 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static double median(double *v, uint32_t n)
+_Static_assert(PROBE_HIST_USE + 1 <= PROBE_MEDIAN_MAX, "a blend's medians fit probe_median()");
+
+double probe_median(const double *v, uint32_t n)
 {
-    qsort(v, n, sizeof(*v), cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    double s[PROBE_MEDIAN_MAX];
+
+    if (n == 0)
+        return 0;
+    n = n < PROBE_MEDIAN_MAX ? n : PROBE_MEDIAN_MAX;
+    memcpy(s, v, n * sizeof(*v));
+    qsort(s, n, sizeof(*s), cmp_double);
+    return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
 }
 
 /* The slot a new measurement takes: an empty one, else the oldest. */
@@ -70,7 +78,7 @@ uint32_t probe_hist_blend(probe_hist_t *h, uint64_t key, uint64_t now, double fi
         v[0] = fresh[f];
         for (uint32_t k = 0; k < n; k++)
             v[k + 1] = use[k]->fig[f];
-        fig[f] = median(v, n + 1);
+        fig[f] = probe_median(v, n + 1);
     }
     /* Last: the slot taken may be one of those just read. */
     struct probe_hist_entry *s = slot_for(h);

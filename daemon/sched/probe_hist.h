@@ -25,6 +25,11 @@ typedef struct probe_hist {
     } e[PROBE_HIST_SLOTS];
 } probe_hist_t;
 
+/* The median of n values (n <= PROBE_MEDIAN_MAX; of an even count, the mean of the middle
+ * two), v left as it was: the probe's timings and the blend both go by it. */
+#define PROBE_MEDIAN_MAX 16
+double probe_median(const double *v, uint32_t n);
+
 /* The key of a set of daemons: their data addresses in node order. */
 uint64_t probe_hist_key(const char *addrs, uint32_t n, uint32_t stride);
 

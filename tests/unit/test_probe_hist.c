@@ -112,6 +112,20 @@ START_TEST(test_full_table_evicts_the_oldest)
 }
 END_TEST
 
+START_TEST(test_median)
+{
+    double odd[] = {5, 1, 9, 3, 7}, even[] = {4, 1, 3, 2};
+
+    ck_assert_double_eq(probe_median(odd, 5), 5);
+    ck_assert_double_eq(probe_median(even, 4), 2.5);
+    ck_assert_double_eq(probe_median(odd, 1), 5);
+    /* The input keeps its order. */
+    ck_assert_double_eq(odd[0], 5);
+    ck_assert_double_eq(odd[1], 1);
+    ck_assert_double_eq(even[0], 4);
+}
+END_TEST
+
 START_TEST(test_key)
 {
     char a[3][16] = {"10.0.0.1:1", "10.0.0.2:1", "10.0.0.3:1"};
@@ -136,6 +150,7 @@ Suite *probe_hist_suite(void)
     tcase_add_test(tc, test_most_recent_only);
     tcase_add_test(tc, test_other_daemons_and_old_ones_stay_out);
     tcase_add_test(tc, test_full_table_evicts_the_oldest);
+    tcase_add_test(tc, test_median);
     tcase_add_test(tc, test_key);
     suite_add_tcase(s, tc);
     return s;
