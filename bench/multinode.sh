@@ -40,14 +40,20 @@
 #                          (several times slower than the next ones) weighed in; nccl-tests
 #                          takes 20 after 5 (the same counts for every contender)
 #   BENCH_BW_SMALL_ITERS, BENCH_BW_SMALL_WARMUP [40, 5]
-#   BENCH_WARMUP           bw and sel: warm-up iterations per size [1]
+#   BENCH_WARMUP           bw: warm-up iterations per size from BENCH_BW_SPLIT on [1]
 #   BENCH_BW_MAX           bw: largest size [256M]
 #   BENCH_BW_ROUNDS        bw: hcclD, hcclD-z and Open MPI take turns this many times; each
 #                          cell is the median of its rounds [3]
 #   BENCH_IPERF_SECS       bw: seconds each iperf3 stream runs [5]
 #   BENCH_IPERF_PORT       bw: first port tried for the iperf3 servers [5301]
-#   BENCH_SEL_ITERS        sel: timed iterations for sizes >= BENCH_SEL_SPLIT [3]
-#   BENCH_SEL_SMALL_ITERS  sel: timed iterations for smaller sizes (latency-bound, cheap) [20]
+#   BENCH_SEL_ITERS        sel: timed iterations for sizes >= BENCH_SEL_SPLIT [7]
+#   BENCH_SEL_SMALL_ITERS  sel: timed iterations for smaller sizes (latency-bound, cheap) [25]
+#   BENCH_SEL_WARMUP       sel: warm-up iterations per size [3]; a run's time is its median
+#                          iteration (hccl_perf_test -m): the variants differ by 10-30%
+#                          between two runs of the same algorithm when one hiccup of this
+#                          machine lands in a mean (a 5 ms stall in 20 iterations of 400 us
+#                          adds 250 us); a median is what the algorithm controls, and the
+#                          first ops at a new size (slower, see BENCH_BW_SPLIT) stay out
 #   BENCH_SEL_SPLIT        sel: see above [64K]
 #   BENCH_SEL_MIN, BENCH_SEL_MAX, BENCH_SEL_FACTOR
 #                          sel: sizes MIN, MIN*F, ... up to MAX [8, 64M, 4]; with the
@@ -56,9 +62,8 @@
 #   BENCH_SEL_DAEMONS      sel: daemon counts [4 8]
 #   BENCH_SEL_ROUNDS       sel: every variant runs this many times, the variants taking turns
 #                          (each round starting at the next one); each time is the median of
-#                          its rounds [5] (one round's times of the same algorithm, auto and
-#                          forced, differ by 10-30% on this machine; 3 rounds left the counts
-#                          at the mercy of one bad run)
+#                          its rounds [3] (with means of iterations 5 rounds were too few to
+#                          tame the load spikes; with medians 3 keep one bad run out)
 #   BENCH_SELNS_RATE       selns: the tbf rate of every veth end [1gbit]
 #   BENCH_HIER_ITERS, BENCH_HIER_WARMUP
 #                          hier: iterations and warm-up of the 16 MiB allreduce [5, 1]
@@ -86,9 +91,10 @@ BW_ROUNDS=${BENCH_BW_ROUNDS:-3}
 IPERF_SECS=${BENCH_IPERF_SECS:-5}
 IPERF_PORT=${BENCH_IPERF_PORT:-5301}
 IPERF_STREAMS=4
-SEL_ITERS=${BENCH_SEL_ITERS:-3}
-SEL_SMALL_ITERS=${BENCH_SEL_SMALL_ITERS:-20}
-SEL_ROUNDS=${BENCH_SEL_ROUNDS:-5}
+SEL_ITERS=${BENCH_SEL_ITERS:-7}
+SEL_SMALL_ITERS=${BENCH_SEL_SMALL_ITERS:-25}
+SEL_WARMUP=${BENCH_SEL_WARMUP:-3}
+SEL_ROUNDS=${BENCH_SEL_ROUNDS:-3}
 SEL_SPLIT=${BENCH_SEL_SPLIT:-64K}
 SEL_MIN=${BENCH_SEL_MIN:-8}
 SEL_MAX=${BENCH_SEL_MAX:-64M}
@@ -564,7 +570,7 @@ part_sel() {
                         # shellcheck disable=SC2086
                         run "${name}_${v}_${sweep}_r$round" env "${env[@]}" "$RUN" -n "$n" \
                             --daemons "$SOCKS" -- "$PERF" -t "$coll" -d float -o sum $sizes \
-                            -f "$SEL_FACTOR" -n "$iters" -w "$WARMUP"
+                            -f "$SEL_FACTOR" -n "$iters" -w "$SEL_WARMUP" -m
                         [ "$RUN_OK" = 1 ] || DAEMONS_OK=0
                     done
                 done
@@ -673,7 +679,7 @@ print_sel() {
         BEGIN { na = split(algos, name, " ") }
         END {
             where = tag == "selns" ? "in namespaces, tbf on every veth" : "on loopback"
-            printf "\n== %s fp32, %d daemons x 1 rank %s: time (us), best of out of place and in place, median of %d rounds; auto = the cost model ==\n", coll, n, where, rounds
+            printf "\n== %s fp32, %d daemons x 1 rank %s: median iteration time (us), best of out of place and in place, median of %d rounds; auto = the cost model ==\n", coll, n, where, rounds
             printf "%10s %9s", "size", "auto"
             for (a = 1; a <= na; a++) printf " %9s", name[a]
             printf " %9s %9s %10s %11s\n", "best", "chose", "best/auto", "best/chosen"

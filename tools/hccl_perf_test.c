@@ -128,6 +128,7 @@ struct perf_opts {
     int check;
     int zero_copy;
     int use_stream;
+    int median; /* the time column is the median iteration, not the mean */
     const char *json_path;
 };
 
@@ -176,6 +177,7 @@ struct bench {
     uint64_t pattern_mod; /* input values are in [0, pattern_mod) */
     FILE *json;
     int json_records;
+    double *iter_us; /* -m: each timed iteration's time, opt.iters of them */
 };
 
 /* The input value of element j on rank r: small integers, exact in every dtype. */
@@ -466,10 +468,16 @@ static double now_us(void)
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
 }
 
-static int run_iters(struct bench *b, const struct coll_size *cs, void *send, void *recv, int iters)
+/* Runs ITERS launches; with PER, times each one (blocking launches only) into PER[i]. */
+static int run_iters(struct bench *b, const struct coll_size *cs, void *send, void *recv, int iters,
+                     double *per)
 {
     for (int i = 0; i < iters; i++) {
+        double t0 = per != NULL ? now_us() : 0;
         TRY(b, b->coll->launch(b, cs, send, recv, b->stream));
+        if (per != NULL) {
+            per[i] = now_us() - t0;
+        }
     }
     if (b->stream != NULL) {
         TRY(b, HcclStreamSynchronize(b->stream));
@@ -477,19 +485,36 @@ static int run_iters(struct bench *b, const struct coll_size *cs, void *send, vo
     return 0;
 }
 
-/* Warms up, lines the ranks up with a barrier, and times ITERS runs: average us per run. */
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The middle one of N values (the mean of the two middle ones of an even N); sorts V. */
+static double median_of(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(*v), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/*
+ * Warms up, lines the ranks up with a barrier, and times ITERS runs: the average us per run,
+ * or with -m the median run (one slow iteration, a hiccup of a loaded machine, moves a mean
+ * of 20 by 5% of its size, and a median not at all).
+ */
 static int time_runs(struct bench *b, const struct coll_size *cs, void *send, void *recv,
                      double *us)
 {
-    if (run_iters(b, cs, send, recv, b->opt.warmup) != 0) {
+    if (run_iters(b, cs, send, recv, b->opt.warmup, NULL) != 0) {
         return -1;
     }
     TRY(b, HcclBarrier(b->comm, NULL));
     double t0 = now_us();
-    if (run_iters(b, cs, send, recv, b->opt.iters) != 0) {
+    if (run_iters(b, cs, send, recv, b->opt.iters, b->iter_us) != 0) {
         return -1;
     }
-    *us = (now_us() - t0) / b->opt.iters;
+    *us = b->iter_us != NULL ? median_of(b->iter_us, b->opt.iters) : (now_us() - t0) / b->opt.iters;
     return 0;
 }
 
@@ -555,7 +580,8 @@ static void print_header(const struct bench *b)
     } else {
         printf("# minBytes %zu maxBytes %zu step: %zu(bytes)", o->min_bytes, o->max_bytes, o->step);
     }
-    printf(" warmup iters: %d iters: %d validation: %d\n", o->warmup, o->iters, o->check);
+    printf(" warmup iters: %d iters: %d validation: %d%s\n", o->warmup, o->iters, o->check,
+           o->median ? " time: median iteration" : "");
     printf("# buffers: %s, launch: %s, rank 0: pid %d on %s\n#\n",
            o->zero_copy ? "HcclMemAlloc" : "malloc", o->use_stream ? "stream" : "blocking",
            (int)getpid(), host);
@@ -597,8 +623,10 @@ static void json_mode(FILE *f, const struct bench *b, const struct mode_result *
         fprintf(f, "null");
         return;
     }
-    fprintf(f, "{\"time_us\": %.3f, \"algbw\": %.4f, \"busbw\": %.4f, \"wrong\": ", r->time_us,
-            r->algbw, r->busbw);
+    fprintf(f,
+            "{\"time_us\": %.3f, \"time_stat\": \"%s\", \"algbw\": %.4f, \"busbw\": %.4f, "
+            "\"wrong\": ",
+            r->time_us, b->opt.median ? "median" : "mean", r->algbw, r->busbw);
     if (b->opt.check) {
         fprintf(f, "%llu}", (unsigned long long)r->wrong);
     } else {
@@ -725,7 +753,11 @@ static int buffers_alloc(struct bench *b)
         b->recvbuf = malloc(b->buf_bytes);
     }
     b->expected = malloc(b->buf_bytes);
-    if (b->sendbuf == NULL || b->recvbuf == NULL || b->expected == NULL) {
+    if (b->opt.median) {
+        b->iter_us = malloc((size_t)b->opt.iters * sizeof(*b->iter_us));
+    }
+    if (b->sendbuf == NULL || b->recvbuf == NULL || b->expected == NULL ||
+        (b->opt.median && b->iter_us == NULL)) {
         fprintf(stderr, "hccl_perf_test: rank %u: out of memory (%zu bytes)\n", b->rank,
                 b->buf_bytes);
         return -1;
@@ -750,7 +782,9 @@ static void buffers_free(struct bench *b)
         free(b->recvbuf);
     }
     free(b->expected);
+    free(b->iter_us);
     b->sendbuf = b->recvbuf = b->expected = NULL;
+    b->iter_us = NULL;
 }
 
 /* ---- One rank ---- */
@@ -980,6 +1014,8 @@ static void usage(FILE *out)
             "  -c 0|1     check results (default 1)\n"
             "  -z         use HcclMemAlloc buffers (zero copy) instead of malloc\n"
             "  -S         issue the timed iterations on an HcclStream, synchronize once\n"
+            "  -m         time column: the median iteration (of the slowest rank) instead\n"
+            "             of the mean; not with -S\n"
             "  -J FILE    also write the results to FILE as JSON\n"
             "  -h         this help\n");
 }
@@ -1040,6 +1076,7 @@ static int parse_opt(int c, const char *arg, struct perf_opts *o)
     case 'c': return arg_int(arg, 0, 1, &o->check);
     case 'z': o->zero_copy = 1; return 1;
     case 'S': o->use_stream = 1; return 1;
+    case 'm': o->median = 1; return 1;
     case 'J': o->json_path = arg; return 1;
     default: return 0;
     }
@@ -1060,7 +1097,7 @@ static int parse_args(int argc, char **argv, struct perf_opts *o)
                             .dtype = HCCL_DATA_TYPE_FP32,
                             .op = HCCL_REDUCE_SUM,
                             .check = 1};
-    while ((c = getopt(argc, argv, "t:b:e:f:i:g:n:w:d:o:r:c:zSJ:h")) != -1) {
+    while ((c = getopt(argc, argv, "t:b:e:f:i:g:n:w:d:o:r:c:zSmJ:h")) != -1) {
         if (c == 'h') {
             usage(stdout);
             return 1;
@@ -1072,6 +1109,10 @@ static int parse_args(int argc, char **argv, struct perf_opts *o)
             usage(stderr);
             return -1;
         }
+    }
+    if (o->median && o->use_stream) {
+        fprintf(stderr, "hccl_perf_test: -m times every launch, -S only the whole batch\n");
+        return -1;
     }
     if (optind < argc || o->min_bytes == 0 || o->min_bytes > o->max_bytes) {
         fprintf(stderr, "hccl_perf_test: need 0 < MIN <= MAX and no extra arguments\n");

@@ -445,6 +445,35 @@ static void check_map_by(const cluster_t *c, const char *map, const uint8_t *wan
     ck_assert_uint_eq(seen, n);
 }
 
+/* hccl_perf_test -m: the time column is the median iteration, and -J says so; with -S (one
+ * synchronize for the whole batch, no iteration times) it is a usage error. */
+static void check_perf_median(const cluster_t *c, const char *run, const char *perf)
+{
+    char cmd[2048], json[] = "/tmp/hccld-perf-median-XXXXXX", buf[4096];
+    size_t n;
+    FILE *f;
+    int fd = mkstemp(json);
+
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    snprintf(cmd, sizeof(cmd),
+             "%s -n 3 --daemons %s,%s -- %s -t allreduce -b 4K -e 4K -n 5 -w 1 -m -J %s "
+             ">/dev/null",
+             run, c->socks[0], c->socks[1], perf, json);
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_ptr_nonnull(f = fopen(json, "r"));
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    unlink(json);
+    ck_assert_msg(strstr(buf, "\"oop\": {\"time_us\": ") != NULL &&
+                      strstr(buf, "\"time_stat\": \"median\"") != NULL &&
+                      strstr(buf, "\"wrong\": 0") != NULL,
+                  "hccl_perf_test -m -J wrote: %s", buf);
+    snprintf(cmd, sizeof(cmd), "%s -m -S 2>/dev/null", perf);
+    ck_assert_int_eq(WEXITSTATUS(system(cmd)), 2);
+}
+
 /* hccl-run --map-by slot (blocks, the first daemons one rank more) and node (round robin),
  * and a real job placed round robin, checked by hccl_perf_test. */
 START_TEST(test_hccl_run_map_by)
@@ -465,6 +494,7 @@ START_TEST(test_hccl_run_map_by)
     ck_assert_int_eq(system(cmd), 0);
     snprintf(cmd, sizeof(cmd), "%s -n 2 --map-by row -- true 2>/dev/null", run);
     ck_assert_int_eq(WEXITSTATUS(system(cmd)), 2);
+    check_perf_median(&c, run, perf);
     cluster_stop(&c);
 }
 END_TEST
