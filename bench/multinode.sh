@@ -13,7 +13,9 @@
 #         "comm C seq S: allreduce, B B per node, N nodes: ALGO (predicted: ...)"; "-" when
 #         not found), and best_forced_time / the chosen algorithm's own forced time (the
 #         choice judged without the spread between an auto run and a forced run of the same
-#         algorithm). The variants of a sweep run back to back on one set of daemons.
+#         algorithm). One hccl_perf_test -A run per round times all variants on one set of
+#         daemons, each in a comm of its own (split off the world comm under its HCCL_ALGO),
+#         their iterations interleaved, out of place.
 #   selns the same selection sweep on 4 daemons, each in a network namespace of its own with
 #         a veth to a bridge and a 1 Gbit/s tc tbf on both ends of every veth (needs root;
 #         the namespaces are created here and removed at exit; addresses 10.214.0.x only
@@ -27,7 +29,7 @@
 # Needs mpicc.openmpi, mpirun.openmpi and iperf3 (HCCLD_DEPS_BENCH=1 scripts/install-deps.sh)
 # and python3 or jq. Raw outputs (benchmark outputs, daemon logs, iperf3 JSON, status JSON,
 # summary.txt) go to BUILD/bench/multinode/. Bandwidths are out of place, as in bench/run.sh;
-# selection times are the better of out of place and in place (less exposed to load spikes).
+# so are selection times.
 #
 # Environment (defaults in brackets; about 32 minutes in all on a 2-core machine: bw and hier
 # 9, sel 14, selns 8):
@@ -46,15 +48,18 @@
 #                          cell is the median of its rounds [3]
 #   BENCH_IPERF_SECS       bw: seconds each iperf3 stream runs [5]
 #   BENCH_IPERF_PORT       bw: first port tried for the iperf3 servers [5301]
-#   BENCH_SEL_ITERS        sel: timed iterations for sizes >= BENCH_SEL_SPLIT [7]
-#   BENCH_SEL_SMALL_ITERS  sel: timed iterations for smaller sizes (latency-bound, cheap) [25]
-#   BENCH_SEL_WARMUP       sel: warm-up iterations per size [3]; a run's time is its median
-#                          iteration (hccl_perf_test -m): the variants differ by 10-30%
-#                          between two runs of the same algorithm when one hiccup of this
-#                          machine lands in a mean (a 5 ms stall in 20 iterations of 400 us
-#                          adds 250 us); a median is what the algorithm controls, and the
-#                          first ops at a new size (slower, see BENCH_BW_SPLIT) stay out
-#   BENCH_SEL_SPLIT        sel: see above [64K]
+#   BENCH_SEL_ITERS        sel: timed iterations of each variant for sizes >= BENCH_SEL_SPLIT [11]
+#   BENCH_SEL_SMALL_ITERS  sel: the same for smaller sizes (cheap) [101]; two comms of the
+#                          same algorithm in one run differ by up to 10% at 41 iterations
+#                          and by up to 7% at 201
+#   BENCH_SEL_WARMUP       sel: warm-up iterations per size and variant [3]; a time is the
+#                          variant's median iteration: on this machine two runs of one
+#                          algorithm differed by 10-30% when each variant ran in a process
+#                          of its own and was timed by its mean (one 5 ms stall in 20
+#                          iterations of 400 us adds 250 us); interleaved iterations share
+#                          the load, a median is what the algorithm controls, and the first
+#                          ops at a new size (slower, see BENCH_BW_SPLIT) stay out
+#   BENCH_SEL_SPLIT        sel: see above [1M]
 #   BENCH_SEL_MIN, BENCH_SEL_MAX, BENCH_SEL_FACTOR
 #                          sel: sizes MIN, MIN*F, ... up to MAX [8, 64M, 4]; with the
 #                          defaults the last size is 32 MiB (8 x 4^11): BENCH_SEL_FACTOR=2
@@ -91,11 +96,11 @@ BW_ROUNDS=${BENCH_BW_ROUNDS:-3}
 IPERF_SECS=${BENCH_IPERF_SECS:-5}
 IPERF_PORT=${BENCH_IPERF_PORT:-5301}
 IPERF_STREAMS=4
-SEL_ITERS=${BENCH_SEL_ITERS:-7}
-SEL_SMALL_ITERS=${BENCH_SEL_SMALL_ITERS:-25}
+SEL_ITERS=${BENCH_SEL_ITERS:-11}
+SEL_SMALL_ITERS=${BENCH_SEL_SMALL_ITERS:-101}
 SEL_WARMUP=${BENCH_SEL_WARMUP:-3}
 SEL_ROUNDS=${BENCH_SEL_ROUNDS:-3}
-SEL_SPLIT=${BENCH_SEL_SPLIT:-64K}
+SEL_SPLIT=${BENCH_SEL_SPLIT:-1M}
 SEL_MIN=${BENCH_SEL_MIN:-8}
 SEL_MAX=${BENCH_SEL_MAX:-64M}
 SEL_FACTOR=${BENCH_SEL_FACTOR:-4}
@@ -523,19 +528,8 @@ sel_sweeps() {
     SEL_LARGE=${first_large:+-b $first_large -e $max}
 }
 
-# rotate K WORD...: the words from the K-th (mod their count) on, then the ones before it.
-rotate() {
-    local k=$1 i
-    shift
-    local n=$#
-    local a=("$@")
-    for ((i = 0; i < n; i++)); do
-        echo "${a[$(((i + k) % n))]}"
-    done
-}
-
 part_sel() {
-    local coll n v sweep name iters sizes env round
+    local coll n sweep name iters sizes round
     # Sizes are small here: a run that stops printing is hung, not slow.
     local STALL=$SEL_STALL
     sel_sweeps
@@ -554,25 +548,21 @@ part_sel() {
                         sizes=$SEL_LARGE iters=$SEL_ITERS
                     fi
                     [ -n "$sizes" ] || continue
-                    # Each round starts the turn at another variant: the first run after a
-                    # sweep of another size range should not always be the same one.
-                    # shellcheck disable=SC2086
-                    for v in $(rotate $((round - 1)) auto $SEL_ALGOS); do
-                        if [ "$DAEMONS_OK" = 0 ]; then
-                            if ! start_daemons "$name" "$n" info; then
-                                failures=$((failures + 1))
-                                continue
-                            fi
-                            DAEMONS_OK=1
+                    if [ "$DAEMONS_OK" = 0 ]; then
+                        if ! start_daemons "$name" "$n" info; then
+                            failures=$((failures + 1))
+                            continue
                         fi
-                        env=()
-                        [ "$v" = auto ] || env=("HCCL_ALGO=level0:NA;level1:$v")
-                        # shellcheck disable=SC2086
-                        run "${name}_${v}_${sweep}_r$round" env "${env[@]}" "$RUN" -n "$n" \
-                            --daemons "$SOCKS" -- "$PERF" -t "$coll" -d float -o sum $sizes \
-                            -f "$SEL_FACTOR" -n "$iters" -w "$SEL_WARMUP" -m
-                        [ "$RUN_OK" = 1 ] || DAEMONS_OK=0
-                    done
+                        DAEMONS_OK=1
+                    fi
+                    # One run times every variant, each in a comm of its own, their
+                    # iterations interleaved (hccl_perf_test -A): a stretch of load from
+                    # elsewhere falls on all of them alike.
+                    # shellcheck disable=SC2086
+                    run "${name}_cmp_${sweep}_r$round" env "$RUN" -n "$n" --daemons "$SOCKS" -- \
+                        "$PERF" -t "$coll" -d float -o sum $sizes -f "$SEL_FACTOR" -n "$iters" \
+                        -w "$SEL_WARMUP" -A "auto,${SEL_ALGOS// /,}"
+                    [ "$RUN_OK" = 1 ] || DAEMONS_OK=0
                 done
             done
             stop_daemons
@@ -621,11 +611,15 @@ part_selns() {
 
 # print_sel COLL N [TAG]: one table; its last line starts with "summary:".
 print_sel() {
-    local coll=$1 n=$2 tag=${3:-sel} v i=0
+    local coll=$1 n=$2 tag=${3:-sel} f
     {
-        for v in auto $SEL_ALGOS; do
-            i=$((i + 1))
-            extract "$i" "$RES/${tag}_${coll}_${n}d_${v}"_{small,large}_r*.txt
+        # hccl_perf_test -A rows: size, count, a median time per variant (auto first), the
+        # best, #wrong; as extract's lines: variant, size, -, time, count, -.
+        for f in "$RES/${tag}_${coll}_${n}d_cmp"_{small,large}_r*.txt; do
+            [ -s "$f" ] || continue
+            awk '/^#/ || NF < 5 { next }
+                { for (i = 3; i < NF - 1; i++)
+                      print i - 2, $1, "-", $NF + 0 != 0 ? "wrong" : $i, $2, "-" }' "$f"
         done
         # What daemon 0 logged for the automatic runs (not "forced by HCCL_ALGO"): "choice
         # ~BUCKET ALGO" from lines "COLL: allreduce of ~BUCKET bytes per block on N daemons:
@@ -644,10 +638,8 @@ print_sel() {
             next
         }
         {
-            # The faster of out of place and in place: the same algorithm twice, so a burst
-            # of load from elsewhere rarely spoils both. One such time per round.
+            # One time per variant, size and round.
             x = $4
-            if (num($6) && (!num($4) || $6 + 0 < $4 + 0)) x = $6
             if (num(x)) v[$1, $2, ++nv[$1, $2]] = x + 0
             else if (!(($1, $2) in nv)) bad[$1, $2] = x
             if ($5 != "-") cnt[$2] = $5
@@ -679,7 +671,7 @@ print_sel() {
         BEGIN { na = split(algos, name, " ") }
         END {
             where = tag == "selns" ? "in namespaces, tbf on every veth" : "on loopback"
-            printf "\n== %s fp32, %d daemons x 1 rank %s: median iteration time (us), best of out of place and in place, median of %d rounds; auto = the cost model ==\n", coll, n, where, rounds
+            printf "\n== %s fp32, %d daemons x 1 rank %s: median iteration time (us), out of place, iterations of the variants interleaved, median of %d rounds; auto = the cost model ==\n", coll, n, where, rounds
             printf "%10s %9s", "size", "auto"
             for (a = 1; a <= na; a++) printf " %9s", name[a]
             printf " %9s %9s %10s %11s\n", "best", "chose", "best/auto", "best/chosen"

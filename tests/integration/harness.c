@@ -69,7 +69,12 @@ static void spawned_remove(pid_t pid)
 {
     for (int i = 0; i < SPAWNED_MAX; i++)
         if (spawned[i].pid == pid) {
-            /* The daemon removed its sockets; an empty directory is left. */
+            /* A daemon that stopped removed its sockets; one that was killed did not. */
+            char path[64];
+            snprintf(path, sizeof(path), "%s/hccld.sock", spawned[i].dir);
+            unlink(path);
+            snprintf(path, sizeof(path), "%s/hccld-admin.sock", spawned[i].dir);
+            unlink(path);
             if (rmdir(spawned[i].dir) != 0)
                 fprintf(stderr, "harness: rmdir(%s): %s\n", spawned[i].dir, strerror(errno));
             spawned[i].pid = 0;
@@ -335,21 +340,26 @@ pid_t harness_daemon_spawn_opts(const harness_daemon_opts_t *o, char *sock, size
 
 int harness_daemon_stop_within(pid_t pid, unsigned timeout_s)
 {
-    int st;
+    int st, rc = -1;
 
     if (pid <= 0 || kill(pid, SIGTERM) != 0)
         return -1;
     for (unsigned i = 0; i < timeout_s * 100; i++) {
         pid_t got = waitpid(pid, &st, WNOHANG);
-        if (got == pid)
-            return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        if (got == pid) {
+            rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+            break;
+        }
         if (got < 0)
             return -1;
         usleep(10000);
     }
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    return -1;
+    if (rc == -1 && waitpid(pid, &st, WNOHANG) == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+    spawned_remove(pid);
+    return rc;
 }
 
 void harness_proc_usage(pid_t pid, long *rss_anon_kb, int *fds)

@@ -411,6 +411,7 @@ START_TEST(test_daemon_dies_and_returns)
     ck_assert_int_eq(harness_run_ranks(2, still_serves, NULL, 60), 0);
     setenv("HCCLD_SOCKET", harness_socket(), 1);
     harness_daemon_stop(d);
+    ck_assert_int_eq(rmdir(dir), 0); /* the daemon took its sockets with it */
 }
 END_TEST
 

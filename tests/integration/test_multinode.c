@@ -474,6 +474,44 @@ static void check_perf_median(const cluster_t *c, const char *run, const char *p
     ck_assert_int_eq(WEXITSTATUS(system(cmd)), 2);
 }
 
+/* hccl_perf_test -A: a comm per level-1 algorithm, each checked element by element, a median
+ * per algorithm and size; an unknown algorithm fails its comm, as HCCL_ALGO does at init. */
+static void check_perf_compare(const cluster_t *c, const char *run, const char *perf)
+{
+    char cmd[2048], line[512];
+    unsigned rows = 0, header = 0;
+    double t[3];
+    char best[32];
+    unsigned long long bytes, count, wrong;
+    FILE *f;
+
+    snprintf(cmd, sizeof(cmd),
+             "%s -n 3 --daemons %s,%s -- %s -t allgather -b 1K -e 64K -f 8 -n 5 -w 1 "
+             "-A auto,ring,tree",
+             run, c->socks[0], c->socks[1], perf);
+    ck_assert_ptr_nonnull(f = popen(cmd, "r"));
+    while (fgets(line, sizeof(line), f) != NULL) {
+        header += strstr(line, "auto      ring      tree      best  #wrong") != NULL;
+        if (sscanf(line, "%llu %llu %lf %lf %lf %31s %llu", &bytes, &count, &t[0], &t[1], &t[2],
+                   best, &wrong) == 7) {
+            ck_assert_msg(t[0] > 0 && t[1] > 0 && t[2] > 0 && wrong == 0, "row: %s", line);
+            ck_assert_msg(strcmp(best, "auto") == 0 || strcmp(best, "ring") == 0 ||
+                              strcmp(best, "tree") == 0,
+                          "row: %s", line);
+            rows++;
+        }
+    }
+    ck_assert_int_eq(pclose(f), 0);
+    ck_assert_uint_eq(header, 1);
+    ck_assert_uint_eq(rows, 3); /* 1K, 8K, 64K */
+    snprintf(cmd, sizeof(cmd),
+             "%s -n 2 --daemons %s,%s -- %s -b 1K -e 1K -n 1 -A auto,nosuch >/dev/null 2>&1", run,
+             c->socks[0], c->socks[1], perf);
+    ck_assert_int_ne(system(cmd), 0);
+    snprintf(cmd, sizeof(cmd), "%s -A ring -S 2>/dev/null", perf);
+    ck_assert_int_eq(WEXITSTATUS(system(cmd)), 2);
+}
+
 /* hccl-run --map-by slot (blocks, the first daemons one rank more) and node (round robin),
  * and a real job placed round robin, checked by hccl_perf_test. */
 START_TEST(test_hccl_run_map_by)
@@ -495,6 +533,7 @@ START_TEST(test_hccl_run_map_by)
     snprintf(cmd, sizeof(cmd), "%s -n 2 --map-by row -- true 2>/dev/null", run);
     ck_assert_int_eq(WEXITSTATUS(system(cmd)), 2);
     check_perf_median(&c, run, perf);
+    check_perf_compare(&c, run, perf);
     cluster_stop(&c);
 }
 END_TEST
