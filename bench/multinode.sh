@@ -15,7 +15,7 @@
 #         choice judged without the spread between an auto run and a forced run of the same
 #         algorithm). One hccl_perf_test -A run per round times all variants on one set of
 #         daemons, each in a comm of its own (split off the world comm under its HCCL_ALGO),
-#         their iterations interleaved, out of place.
+#         their iterations interleaved, each after a barrier, out of place.
 #   selns the same selection sweep on 4 daemons, each in a network namespace of its own with
 #         a veth to a bridge and a 1 Gbit/s tc tbf on both ends of every veth (needs root;
 #         the namespaces are created here and removed at exit; addresses 10.214.0.x only
@@ -671,7 +671,7 @@ print_sel() {
         BEGIN { na = split(algos, name, " ") }
         END {
             where = tag == "selns" ? "in namespaces, tbf on every veth" : "on loopback"
-            printf "\n== %s fp32, %d daemons x 1 rank %s: median iteration time (us), out of place, iterations of the variants interleaved, median of %d rounds; auto = the cost model ==\n", coll, n, where, rounds
+            printf "\n== %s fp32, %d daemons x 1 rank %s: median iteration time (us), out of place, iterations of the variants interleaved after barriers, median of %d rounds; auto = the cost model ==\n", coll, n, where, rounds
             printf "%10s %9s", "size", "auto"
             for (a = 1; a <= na; a++) printf " %9s", name[a]
             printf " %9s %9s %10s %11s\n", "best", "chose", "best/auto", "best/chosen"

@@ -801,8 +801,8 @@ static void variants_free(struct bench *b, struct variants *v)
 }
 
 /* One size: each variant checked (if asked) and warmed up, then ITERS rounds in which every
- * variant runs once, the first one of a round taking turns. us[i] gets variant i's median,
- * the slowest rank's. */
+ * variant runs once after a barrier, the first one of a round taking turns. us[i] gets
+ * variant i's median, the slowest rank's. */
 static int compare_size(struct bench *b, struct variants *v, const struct coll_size *cs, double *us,
                         uint64_t *wrong)
 {
@@ -824,10 +824,13 @@ static int compare_size(struct bench *b, struct variants *v, const struct coll_s
     if (rc != 0) {
         return -1;
     }
-    TRY(b, HcclBarrier(world, NULL));
     for (int it = 0; it < b->opt.iters; it++) {
         for (int k = 0; k < v->n; k++) {
             int i = (it + k) % v->n;
+            /* Each run starts from a barrier: otherwise it would pay for the tail of the run
+             * before it (daemons still forwarding a tree's blocks when the ranks are done),
+             * always the same other algorithm's. */
+            TRY(b, HcclBarrier(world, NULL));
             b->comm = v->comm[i];
             double t0 = now_us();
             HcclResult r = b->coll->launch(b, cs, send, recv, NULL);
@@ -853,7 +856,7 @@ static void compare_header(const struct bench *b, const struct variants *v)
     printf("# level-1 algorithms compared: %s; warmup iters: %d iters: %d validation: %d\n",
            b->opt.algos, b->opt.warmup, b->opt.iters, b->opt.check);
     printf("# time: median iteration (us) of the slowest rank, out of place, iterations of the "
-           "algorithms interleaved\n#\n");
+           "algorithms interleaved, each after a barrier\n#\n");
     printf("# %10s %12s", "size", "count");
     for (int i = 0; i < v->n; i++) {
         printf(" %9s", v->name[i]);
@@ -1189,7 +1192,8 @@ static void usage(FILE *out)
             "  -A LIST    compare level-1 algorithms (comma-separated: auto, ring, H-D_R,\n"
             "             fullmesh, tree, ...): one comm each (HcclCommSplit under HCCL_ALGO\n"
             "             level1:NAME; auto keeps the caller's HCCL_ALGO), their iterations\n"
-            "             interleaved; prints each one's median iteration, out of place\n"
+            "             interleaved, each after a barrier; prints each one's median\n"
+            "             iteration, out of place\n"
             "  -h         this help\n");
 }
 
