@@ -31,8 +31,8 @@
 # summary.txt) go to BUILD/bench/multinode/. Bandwidths are out of place, as in bench/run.sh;
 # so are selection times.
 #
-# Environment (defaults in brackets; about 32 minutes in all on a 2-core machine: bw and hier
-# 9, sel 14, selns 8):
+# Environment (defaults in brackets; about 26 minutes in all on a 2-core machine: bw and hier
+# 9, sel 10, selns 7):
 #   BENCH_PARTS            parts to run, any of "bw sel selns hier" [bw sel selns hier]
 #   BENCH_ITERS            bw: timed iterations per size from BENCH_BW_SPLIT on [5]
 #   BENCH_BW_SPLIT         bw: sizes below it run BENCH_BW_SMALL_ITERS timed iterations after
