@@ -113,14 +113,13 @@ static double host_load(const uint64_t *hosts, uint32_t n)
 static void probe_compute(struct multi_probe *p)
 {
     double rtt = probe_median(p->rtt_us, PROBE_PINGS),
-           bulk_us = probe_median(p->bulk_us, PROBE_BULKS), t;
+           bulk_us = probe_median(p->bulk_us, PROBE_BULKS);
     float *v = (float *)p->bulk;
     const void *src[2] = {v, v + PROBE_REDUCE_BYTES / 4};
     uint64_t t0;
 
     p->figures[0] = rtt / 2;
-    t = bulk_us - rtt;
-    p->figures[1] = (t > 0 ? t : bulk_us / 2) / PROBE_BULK_BYTES;
+    p->figures[1] = probe_beta(bulk_us, p->rtt_us, PROBE_PINGS, PROBE_BULK_BYTES);
     memset(p->bulk, 0, 2 * PROBE_REDUCE_BYTES);
     t0 = now_ns();
     reduce_n(HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, v, src, 2, PROBE_REDUCE_BYTES / 4);

@@ -38,6 +38,16 @@ double probe_median(const double *v, uint32_t n)
     return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
 }
 
+double probe_beta(double exchange_us, const double *rtt_us, uint32_t npings, uint32_t bytes)
+{
+    double quickest = npings ? rtt_us[0] : 0, t;
+
+    for (uint32_t i = 1; i < npings; i++)
+        quickest = rtt_us[i] < quickest ? rtt_us[i] : quickest;
+    t = exchange_us - quickest;
+    return (t > 0 ? t : exchange_us / 2) / bytes;
+}
+
 /* The slot a new measurement takes: an empty one, else the oldest. */
 static struct probe_hist_entry *slot_for(probe_hist_t *h)
 {

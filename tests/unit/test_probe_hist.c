@@ -126,6 +126,20 @@ START_TEST(test_median)
 }
 END_TEST
 
+/* The exchange less the quickest round trip, not the median one; half the exchange when the
+ * round trip is as long as the exchange. */
+START_TEST(test_beta)
+{
+    const double mib = 1 << 20;
+    double loaded[] = {432, 40, 450, 431, 433, 45, 500}, slow[] = {900, 800, 1000};
+
+    /* The median round trip (432 us) would leave 8 us: 131 GB/s. */
+    ck_assert_double_eq_tol(probe_beta(440, loaded, 7, 1u << 20), 400 / mib, 1e-15);
+    ck_assert_double_eq_tol(probe_beta(440, slow, 3, 1u << 20), 220 / mib, 1e-15);
+    ck_assert_double_eq_tol(probe_beta(440, slow, 0, 1u << 20), 440 / mib, 1e-15);
+}
+END_TEST
+
 START_TEST(test_key)
 {
     char a[3][16] = {"10.0.0.1:1", "10.0.0.2:1", "10.0.0.3:1"};
@@ -151,6 +165,7 @@ Suite *probe_hist_suite(void)
     tcase_add_test(tc, test_other_daemons_and_old_ones_stay_out);
     tcase_add_test(tc, test_full_table_evicts_the_oldest);
     tcase_add_test(tc, test_median);
+    tcase_add_test(tc, test_beta);
     tcase_add_test(tc, test_key);
     suite_add_tcase(s, tc);
     return s;
