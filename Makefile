@@ -121,6 +121,7 @@ $(BIN_HCCLD): $(DAEMON_OBJ) $(BUILD)/lib/libhcclcommon.a
 	$(CC) -o $@ $^ $(ALLLDFLAGS) $(call pc_libs,$(PKGS_CORE)) -lm
 
 # Tools link the client library statically so that they run from the build tree.
+$(BUILD)/bin/hccl_perf_test: $(BUILD)/obj/tools/perf_compare.o
 $(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(LIB_A)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(ALLLDFLAGS) $(call pc_libs,$(PKGS_CLIENT)) -lm

@@ -22,10 +22,7 @@
 #include "dtype.h"
 #include "env.h"
 #include "hccl/hccl.h"
-
-#define EXIT_WRONG 1
-#define EXIT_ERROR 2
-#define MAX_COLLS 8
+#include "perf_test.h"
 
 /* ---- Data types and reduction operators ---- */
 
@@ -112,74 +109,7 @@ static void dtype_store(HcclDataType dt, void *buf, size_t idx, double v)
 
 /* ---- Options ---- */
 
-struct perf_opts {
-    int colls[MAX_COLLS]; /* indexes into g_colls, in run order */
-    int ncolls;
-    size_t min_bytes;
-    size_t max_bytes;
-    double factor; /* > 1: multiply; otherwise add step */
-    size_t step;
-    int nranks;
-    int iters;
-    int warmup;
-    HcclDataType dtype;
-    HcclReduceOp op;
-    int root;
-    int check;
-    int zero_copy;
-    int use_stream;
-    int median;        /* the time column is the median iteration, not the mean */
-    const char *algos; /* -A: level-1 algorithms to compare, comma-separated */
-    const char *json_path;
-};
-
 /* ---- Collectives ---- */
-
-/* Element counts of one test size, as nccl-tests defines them per collective. */
-struct coll_size {
-    size_t bytes;      /* the printed size: the larger of the send and receive sizes */
-    size_t count;      /* the printed count: the count argument of the call */
-    size_t send_count; /* elements this rank sends (input) */
-    size_t recv_count; /* elements this rank receives (output) */
-};
-
-struct bench;
-
-enum inplace_kind { INPLACE_REAL, INPLACE_SAME, INPLACE_NONE };
-
-struct coll_ops {
-    const char *name;
-    int reduces; /* takes a reduction operator */
-    int rooted;  /* takes a root */
-    enum inplace_kind inplace;
-    double (*bus_factor)(uint32_t n);
-    void (*sizes)(size_t bytes, size_t esize, uint32_t n, struct coll_size *cs);
-    /* Points send and recv at this run's buffers; in-place layouts follow HCCL. */
-    void (*buffers)(const struct bench *b, const struct coll_size *cs, int inplace, void **send,
-                    void **recv);
-    HcclResult (*launch)(const struct bench *b, const struct coll_size *cs, void *send, void *recv,
-                         HcclStream stream);
-    /* The value output element k must hold on this rank; NAN means "not checked". */
-    double (*expect)(const struct bench *b, const struct coll_size *cs, size_t k);
-};
-
-struct bench {
-    struct perf_opts opt;
-    const struct coll_ops *coll;
-    HcclComm comm;
-    HcclStream stream;
-    uint32_t rank;
-    uint32_t nranks;
-    size_t esize;
-    size_t buf_bytes;
-    void *sendbuf;
-    void *recvbuf;
-    void *expected;       /* scratch for the expected output, malloc'ed */
-    uint64_t pattern_mod; /* input values are in [0, pattern_mod) */
-    FILE *json;
-    int json_records;
-    double *iter_us; /* -m: each timed iteration's time, opt.iters of them */
-};
 
 /* The input value of element j on rank r: small integers, exact in every dtype. */
 static double input_value(const struct bench *b, uint32_t r, size_t j)
@@ -398,7 +328,7 @@ static const struct coll_ops g_colls[MAX_COLLS] = {
 
 /* ---- Errors ---- */
 
-static int hccl_failed(const struct bench *b, const char *call, HcclResult rc)
+int perf_hccl_failed(const struct bench *b, const char *call, HcclResult rc)
 {
     if (rc == HCCL_SUCCESS) {
         return 0;
@@ -407,13 +337,6 @@ static int hccl_failed(const struct bench *b, const char *call, HcclResult rc)
             HcclGetErrorString(rc), (int)rc);
     return 1;
 }
-
-#define TRY(b, call)                                                                               \
-    do {                                                                                           \
-        if (hccl_failed((b), #call, (call))) {                                                     \
-            return -1;                                                                             \
-        }                                                                                          \
-    } while (0)
 
 /* ---- Checking ---- */
 
@@ -451,8 +374,8 @@ static uint64_t count_wrong(const struct bench *b, const struct coll_size *cs, c
 }
 
 /* One checked run, synchronous, with fresh inputs. Returns -1 on an HCCL error. */
-static int check_once(struct bench *b, const struct coll_size *cs, void *send, void *recv,
-                      uint64_t *wrong)
+int perf_check_once(struct bench *b, const struct coll_size *cs, void *send, void *recv,
+                    uint64_t *wrong)
 {
     fill_inputs(b, cs, send, recv);
     TRY(b, b->coll->launch(b, cs, send, recv, NULL));
@@ -462,7 +385,7 @@ static int check_once(struct bench *b, const struct coll_size *cs, void *send, v
 
 /* ---- Timing ---- */
 
-static double now_us(void)
+double perf_now_us(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -470,14 +393,14 @@ static double now_us(void)
 }
 
 /* Runs ITERS launches; with PER, times each one (blocking launches only) into PER[i]. */
-static int run_iters(struct bench *b, const struct coll_size *cs, void *send, void *recv, int iters,
-                     double *per)
+int perf_run_iters(struct bench *b, const struct coll_size *cs, void *send, void *recv, int iters,
+                   double *per)
 {
     for (int i = 0; i < iters; i++) {
-        double t0 = per != NULL ? now_us() : 0;
+        double t0 = per != NULL ? perf_now_us() : 0;
         TRY(b, b->coll->launch(b, cs, send, recv, b->stream));
         if (per != NULL) {
-            per[i] = now_us() - t0;
+            per[i] = perf_now_us() - t0;
         }
     }
     if (b->stream != NULL) {
@@ -493,7 +416,7 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* The middle one of N values (the mean of the two middle ones of an even N); sorts V. */
-static double median_of(double *v, int n)
+double perf_median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof(*v), cmp_double);
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
@@ -507,15 +430,16 @@ static double median_of(double *v, int n)
 static int time_runs(struct bench *b, const struct coll_size *cs, void *send, void *recv,
                      double *us)
 {
-    if (run_iters(b, cs, send, recv, b->opt.warmup, NULL) != 0) {
+    if (perf_run_iters(b, cs, send, recv, b->opt.warmup, NULL) != 0) {
         return -1;
     }
     TRY(b, HcclBarrier(b->comm, NULL));
-    double t0 = now_us();
-    if (run_iters(b, cs, send, recv, b->opt.iters, b->iter_us) != 0) {
+    double t0 = perf_now_us();
+    if (perf_run_iters(b, cs, send, recv, b->opt.iters, b->iter_us) != 0) {
         return -1;
     }
-    *us = b->iter_us != NULL ? median_of(b->iter_us, b->opt.iters) : (now_us() - t0) / b->opt.iters;
+    *us = b->iter_us != NULL ? perf_median(b->iter_us, b->opt.iters)
+                             : (perf_now_us() - t0) / b->opt.iters;
     return 0;
 }
 
@@ -534,7 +458,7 @@ static int run_mode(struct bench *b, const struct coll_size *cs, int inplace, do
     void *send, *recv;
     b->coll->buffers(b, cs, inplace, &send, &recv);
     *wrong = 0;
-    if (b->opt.check && check_once(b, cs, send, recv, wrong) != 0) {
+    if (b->opt.check && perf_check_once(b, cs, send, recv, wrong) != 0) {
         return -1;
     }
     return time_runs(b, cs, send, recv, us);
@@ -656,7 +580,7 @@ static void json_record(struct bench *b, const struct coll_size *cs,
 
 /* ---- The sweep ---- */
 
-static size_t next_size(const struct perf_opts *o, size_t bytes)
+size_t perf_next_size(const struct perf_opts *o, size_t bytes)
 {
     if (o->factor > 1.0) {
         size_t next = (size_t)((double)bytes * o->factor);
@@ -666,7 +590,7 @@ static size_t next_size(const struct perf_opts *o, size_t bytes)
 }
 
 /* Values stay below pattern_mod so that a reduction over all ranks stays exact. */
-static void pattern_setup(struct bench *b)
+void perf_pattern_setup(struct bench *b)
 {
     double limit = dtype_exact_limit(b->opt.dtype);
     if (limit > 1000003) {
@@ -708,12 +632,12 @@ static int run_collective(struct bench *b, const struct coll_ops *coll, uint64_t
 {
     struct sweep_totals totals = {0, 0, 0};
     b->coll = coll;
-    pattern_setup(b);
+    perf_pattern_setup(b);
     if (b->rank == 0) {
         print_header(b);
     }
     for (size_t bytes = b->opt.min_bytes; bytes <= b->opt.max_bytes;
-         bytes = next_size(&b->opt, bytes)) {
+         bytes = perf_next_size(&b->opt, bytes)) {
         struct coll_size cs;
         struct mode_result res[2];
         coll->sizes(bytes, b->esize, b->nranks, &cs);
@@ -734,176 +658,6 @@ static int run_collective(struct bench *b, const struct coll_ops *coll, uint64_t
     }
     *wrong += totals.wrong;
     return 0;
-}
-
-/* ---- Comparing level-1 algorithms (-A) ---- */
-
-#define MAX_VARIANTS 8
-
-struct variants {
-    int n;
-    char name[MAX_VARIANTS][32];
-    HcclComm comm[MAX_VARIANTS];
-    double *us[MAX_VARIANTS]; /* each timed iteration */
-};
-
-/* One comm per name of opt.algos, split off the world comm while HCCL_ALGO names it ("auto":
- * the caller's HCCL_ALGO, or none). The caller's HCCL_ALGO is restored. */
-static int variants_make(struct bench *b, struct variants *v)
-{
-    const char *saved = getenv("HCCL_ALGO");
-    char *keep = saved != NULL ? strdup(saved) : NULL, list[256], *save = NULL, env[64];
-    int rc = 0;
-
-    snprintf(list, sizeof(list), "%s", b->opt.algos);
-    for (char *t = strtok_r(list, ",", &save); t != NULL && rc == 0;
-         t = strtok_r(NULL, ",", &save)) {
-        if (v->n == MAX_VARIANTS || strlen(t) >= sizeof(v->name[0])) {
-            fprintf(stderr, "hccl_perf_test: -A takes up to %d names of up to %zu characters\n",
-                    MAX_VARIANTS, sizeof(v->name[0]) - 1);
-            rc = -1;
-            break;
-        }
-        snprintf(env, sizeof(env), "level0:NA;level1:%s", t);
-        if (strcmp(t, "auto") == 0 && keep == NULL) {
-            unsetenv("HCCL_ALGO");
-        } else {
-            setenv("HCCL_ALGO", strcmp(t, "auto") == 0 ? keep : env, 1);
-        }
-        HcclResult r = HcclCommSplit(b->comm, 0, b->rank, &v->comm[v->n]);
-        if (r != HCCL_SUCCESS) {
-            fprintf(stderr, "hccl_perf_test: rank %u: comm for -A %s: %s (%d)\n", b->rank, t,
-                    HcclGetErrorString(r), (int)r);
-            rc = -1;
-            break;
-        }
-        snprintf(v->name[v->n], sizeof(v->name[0]), "%s", t);
-        v->us[v->n] = malloc((size_t)b->opt.iters * sizeof(double));
-        if (v->us[v->n++] == NULL) {
-            rc = -1;
-        }
-    }
-    if (keep != NULL) {
-        setenv("HCCL_ALGO", keep, 1);
-    } else {
-        unsetenv("HCCL_ALGO");
-    }
-    free(keep);
-    return v->n == 0 ? -1 : rc;
-}
-
-static void variants_free(struct bench *b, struct variants *v)
-{
-    for (int i = 0; i < v->n; i++) {
-        hccl_failed(b, "HcclCommDestroy", HcclCommDestroy(v->comm[i]));
-        free(v->us[i]);
-    }
-}
-
-/* One size: each variant checked (if asked) and warmed up, then ITERS rounds in which every
- * variant runs once after a barrier, the first one of a round taking turns. us[i] gets
- * variant i's median, the slowest rank's. */
-static int compare_size(struct bench *b, struct variants *v, const struct coll_size *cs, double *us,
-                        uint64_t *wrong)
-{
-    HcclComm world = b->comm;
-    double med[MAX_VARIANTS];
-    uint64_t bad = 0;
-    void *send, *recv;
-    int rc = 0;
-
-    b->coll->buffers(b, cs, 0, &send, &recv);
-    for (int i = 0; i < v->n && rc == 0; i++) {
-        uint64_t w = 0;
-        b->comm = v->comm[i];
-        rc = (b->opt.check && check_once(b, cs, send, recv, &w) != 0) ||
-             run_iters(b, cs, send, recv, b->opt.warmup, NULL) != 0;
-        bad += w;
-    }
-    b->comm = world;
-    if (rc != 0) {
-        return -1;
-    }
-    for (int it = 0; it < b->opt.iters; it++) {
-        for (int k = 0; k < v->n; k++) {
-            int i = (it + k) % v->n;
-            /* Each run starts from a barrier: otherwise it would pay for the tail of the run
-             * before it (daemons still forwarding a tree's blocks when the ranks are done),
-             * always the same other algorithm's. */
-            TRY(b, HcclBarrier(world, NULL));
-            b->comm = v->comm[i];
-            double t0 = now_us();
-            HcclResult r = b->coll->launch(b, cs, send, recv, NULL);
-            v->us[i][it] = now_us() - t0;
-            b->comm = world;
-            TRY(b, r);
-        }
-    }
-    for (int i = 0; i < v->n; i++) {
-        med[i] = median_of(v->us[i], b->opt.iters);
-    }
-    TRY(b,
-        HcclAllReduce(med, us, (uint64_t)v->n, HCCL_DATA_TYPE_FP64, HCCL_REDUCE_MAX, world, NULL));
-    TRY(b, HcclAllReduce(&bad, wrong, 1, HCCL_DATA_TYPE_UINT64, HCCL_REDUCE_SUM, world, NULL));
-    return 0;
-}
-
-static void compare_header(const struct bench *b, const struct variants *v)
-{
-    printf("# hccl_perf_test: collective %s, nranks %u, dtype %s, redop %s, root %d\n",
-           b->coll->name, b->nranks, dtype_name(b->opt.dtype),
-           b->coll->reduces ? redop_name(b->opt.op) : "none", b->coll->rooted ? b->opt.root : -1);
-    printf("# level-1 algorithms compared: %s; warmup iters: %d iters: %d validation: %d\n",
-           b->opt.algos, b->opt.warmup, b->opt.iters, b->opt.check);
-    printf("# time: median iteration (us) of the slowest rank, out of place, iterations of the "
-           "algorithms interleaved, each after a barrier\n#\n");
-    printf("# %10s %12s", "size", "count");
-    for (int i = 0; i < v->n; i++) {
-        printf(" %9s", v->name[i]);
-    }
-    printf(" %9s %7s\n", "best", "#wrong");
-}
-
-/* Every size of one collective under each variant of -A; *wrong gets the total. */
-static int compare_collective(struct bench *b, const struct coll_ops *coll, uint64_t *wrong)
-{
-    struct variants v = {0};
-    int rc = 0;
-
-    b->coll = coll;
-    pattern_setup(b);
-    if (variants_make(b, &v) != 0) {
-        variants_free(b, &v);
-        return -1;
-    }
-    if (b->rank == 0) {
-        compare_header(b, &v);
-    }
-    for (size_t bytes = b->opt.min_bytes; rc == 0 && bytes <= b->opt.max_bytes;
-         bytes = next_size(&b->opt, bytes)) {
-        struct coll_size cs;
-        double us[MAX_VARIANTS];
-        uint64_t bad = 0;
-        coll->sizes(bytes, b->esize, b->nranks, &cs);
-        if (cs.count == 0) {
-            continue;
-        }
-        rc = compare_size(b, &v, &cs, us, &bad);
-        *wrong += bad;
-        if (rc != 0 || b->rank != 0) {
-            continue;
-        }
-        int best = 0;
-        printf("  %10zu %12zu", cs.bytes, cs.count);
-        for (int i = 0; i < v.n; i++) {
-            printf(" %9.2f", us[i]);
-            best = us[i] < us[best] ? i : best;
-        }
-        printf(" %9s %7llu\n", v.name[best], (unsigned long long)bad);
-        fflush(stdout);
-    }
-    variants_free(b, &v);
-    return rc;
 }
 
 /* ---- Buffers ---- */
@@ -1026,14 +780,14 @@ static int bench_rank(const struct perf_opts *opt, HcclComm comm)
         if (b.rank == 0 && opt->ncolls > 1) {
             printf("# Collective: %s\n", g_colls[opt->colls[i]].name);
         }
-        rc = opt->algos != NULL ? compare_collective(&b, &g_colls[opt->colls[i]], &wrong)
+        rc = opt->algos != NULL ? perf_compare_collective(&b, &g_colls[opt->colls[i]], &wrong)
                                 : run_collective(&b, &g_colls[opt->colls[i]], &wrong);
     }
     if (json_close(&b) != 0) {
         rc = -1;
     }
     bench_teardown(&b);
-    if (hccl_failed(&b, "HcclCommDestroy", HcclCommDestroy(comm))) {
+    if (perf_hccl_failed(&b, "HcclCommDestroy", HcclCommDestroy(comm))) {
         rc = -1;
     }
     if (rc != 0) {
@@ -1105,7 +859,7 @@ static int wait_children(pid_t *pids, int n)
             break;
         }
         if (pid == 0) {
-            if (now_us() > deadline) {
+            if (perf_now_us() > deadline) {
                 kill_others(pids, n);
                 killed = 1;
                 deadline = 0;
@@ -1124,7 +878,7 @@ static int wait_children(pid_t *pids, int n)
         int code = status_code(status);
         worst = code > worst ? code : worst;
         if (code > EXIT_WRONG && deadline == 0 && !killed) {
-            deadline = now_us() + 10e6;
+            deadline = perf_now_us() + 10e6;
         }
     }
     return worst;
