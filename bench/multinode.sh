@@ -65,10 +65,8 @@
 #                          defaults the last size is 32 MiB (8 x 4^11): BENCH_SEL_FACTOR=2
 #                          reaches 64 MiB at about twice the time
 #   BENCH_SEL_DAEMONS      sel: daemon counts [4 8]
-#   BENCH_SEL_ROUNDS       sel: every variant runs this many times, the variants taking turns
-#                          (each round starting at the next one); each time is the median of
-#                          its rounds [3] (with means of iterations 5 rounds were too few to
-#                          tame the load spikes; with medians 3 keep one bad run out)
+#   BENCH_SEL_ROUNDS       sel: -A runs per case and size range; each time is the median of
+#                          its rounds [3] (one bad run stays out)
 #   BENCH_SELNS_RATE       selns: the tbf rate of every veth end [1gbit]
 #   BENCH_HIER_ITERS, BENCH_HIER_WARMUP
 #                          hier: iterations and warm-up of the 16 MiB allreduce [5, 1]
@@ -559,7 +557,7 @@ part_sel() {
                     # iterations interleaved (hccl_perf_test -A): a stretch of load from
                     # elsewhere falls on all of them alike.
                     # shellcheck disable=SC2086
-                    run "${name}_cmp_${sweep}_r$round" env "$RUN" -n "$n" --daemons "$SOCKS" -- \
+                    run "${name}_cmp_${sweep}_r$round" "$RUN" -n "$n" --daemons "$SOCKS" -- \
                         "$PERF" -t "$coll" -d float -o sum $sizes -f "$SEL_FACTOR" -n "$iters" \
                         -w "$SEL_WARMUP" -A "auto,${SEL_ALGOS// /,}"
                     [ "$RUN_OK" = 1 ] || DAEMONS_OK=0
@@ -614,12 +612,11 @@ print_sel() {
     local coll=$1 n=$2 tag=${3:-sel} f
     {
         # hccl_perf_test -A rows: size, count, a median time per variant (auto first), the
-        # best, #wrong; as extract's lines: variant, size, -, time, count, -.
+        # best, #wrong; one line "variant size time count" per variant.
         for f in "$RES/${tag}_${coll}_${n}d_cmp"_{small,large}_r*.txt; do
             [ -s "$f" ] || continue
             awk '/^#/ || NF < 5 { next }
-                { for (i = 3; i < NF - 1; i++)
-                      print i - 2, $1, "-", $NF + 0 != 0 ? "wrong" : $i, $2, "-" }' "$f"
+                { for (i = 3; i < NF - 1; i++) print i - 2, $1, $NF + 0 != 0 ? "wrong" : $i, $2 }' "$f"
         done
         # What daemon 0 logged for the automatic runs (not "forced by HCCL_ALGO"): "choice
         # ~BUCKET ALGO" from lines "COLL: allreduce of ~BUCKET bytes per block on N daemons:
@@ -639,10 +636,10 @@ print_sel() {
         }
         {
             # One time per variant, size and round.
-            x = $4
+            x = $3
             if (num(x)) v[$1, $2, ++nv[$1, $2]] = x + 0
             else if (!(($1, $2) in nv)) bad[$1, $2] = x
-            if ($5 != "-") cnt[$2] = $5
+            cnt[$2] = $4
             if (!($2 in seen)) { seen[$2] = 1; sizes[++ns] = $2 }
         }
         # The median of the rounds (the lower middle one of an even count).

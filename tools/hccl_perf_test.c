@@ -107,8 +107,6 @@ static void dtype_store(HcclDataType dt, void *buf, size_t idx, double v)
     }
 }
 
-/* ---- Options ---- */
-
 /* ---- Collectives ---- */
 
 /* The input value of element j on rank r: small integers, exact in every dtype. */

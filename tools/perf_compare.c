@@ -24,11 +24,11 @@ struct variants {
 static int variants_make(struct bench *b, struct variants *v)
 {
     const char *saved = getenv("HCCL_ALGO");
-    char *keep = saved != NULL ? strdup(saved) : NULL, list[256], *save = NULL, env[64];
-    int rc = 0;
+    char *keep = saved != NULL ? strdup(saved) : NULL, *list = strdup(b->opt.algos), *save = NULL,
+         env[64];
+    int rc = list == NULL || (saved != NULL && keep == NULL) ? -1 : 0;
 
-    snprintf(list, sizeof(list), "%s", b->opt.algos);
-    for (char *t = strtok_r(list, ",", &save); t != NULL && rc == 0;
+    for (char *t = rc == 0 ? strtok_r(list, ",", &save) : NULL; t != NULL && rc == 0;
          t = strtok_r(NULL, ",", &save)) {
         if (v->n == MAX_VARIANTS || strlen(t) >= sizeof(v->name[0])) {
             fprintf(stderr, "hccl_perf_test: -A takes up to %d names of up to %zu characters\n",
@@ -61,6 +61,7 @@ static int variants_make(struct bench *b, struct variants *v)
         unsetenv("HCCL_ALGO");
     }
     free(keep);
+    free(list);
     return v->n == 0 ? -1 : rc;
 }
 

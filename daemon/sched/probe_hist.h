@@ -6,7 +6,8 @@
  * choice. Node 0 blends each new measurement with the recent ones of the same daemons, in the
  * same order: every figure becomes the median of this one and up to PROBE_HIST_USE earlier
  * ones no older than PROBE_HIST_MAX_AGE_NS. The comm's nodes all receive node 0's figures, so
- * they still agree. The engine thread owns it; no locking.
+ * they still agree. The engine thread owns it; no locking. The probe's arithmetic that the
+ * history shares, or that tests want apart (medians, the bandwidth), is here too.
  */
 #ifndef HCCLD_SCHED_PROBE_HIST_H
 #define HCCLD_SCHED_PROBE_HIST_H

@@ -340,21 +340,19 @@ pid_t harness_daemon_spawn_opts(const harness_daemon_opts_t *o, char *sock, size
 
 int harness_daemon_stop_within(pid_t pid, unsigned timeout_s)
 {
-    int st, rc = -1;
+    int st, rc = -1, reaped = 0;
 
     if (pid <= 0 || kill(pid, SIGTERM) != 0)
         return -1;
-    for (unsigned i = 0; i < timeout_s * 100; i++) {
+    for (unsigned i = 0; i < timeout_s * 100 && !reaped; i++) {
         pid_t got = waitpid(pid, &st, WNOHANG);
-        if (got == pid) {
-            rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-            break;
-        }
-        if (got < 0)
-            return -1;
-        usleep(10000);
+        if (got != 0) { /* it exited, or is not ours to wait for */
+            reaped = 1;
+            rc = got == pid && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        } else
+            usleep(10000);
     }
-    if (rc == -1 && waitpid(pid, &st, WNOHANG) == 0) {
+    if (!reaped) {
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
     }
