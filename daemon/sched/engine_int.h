@@ -37,8 +37,10 @@ typedef struct eng_member {
 struct eng_comm {
     uint32_t id;
     uint32_t nranks;
-    uint32_t left; /* ranks that left */
-    int broken;    /* a rank died or misbehaved: every op fails with HCCL_E_REMOTE */
+    uint32_t left;     /* ranks that left */
+    int broken;        /* a rank died or misbehaved: every op fails, with broken_status */
+    int broken_status; /* the first break's: HCCL_E_REMOTE, HCCL_E_PARA (ranks posted
+                        * different collectives) or HCCL_E_TIMEOUT */
     /* A rank left: collectives from this sequence on (pieces it took no part in) fail,
      * transfers among the others go on. UINT64_MAX: every rank is here. */
     uint64_t coll_limit;

@@ -184,6 +184,10 @@ void comm_break_status(engine_t *eng, eng_comm_t *c, int status, const char *why
                                       : "HCCL_E_REMOTE");
     else if (!c->broken)
         INFO("COLL", "comm %u: %s", c->id, why);
+    /* Ops posted later fail the same way: a rank that posts its part of a mismatched
+     * collective after the mismatch was found learns it as the others did. */
+    if (!c->broken)
+        c->broken_status = status;
     c->broken = 1;
 }
 
@@ -279,7 +283,11 @@ void comm_route(engine_t *eng, eng_session_t *s, const desc_t *d)
         eng->st.descs_rejected++;
         return;
     }
-    if (c->broken || (desc_is_collective(d->kind) && d->seq >= c->coll_limit) ||
+    if (c->broken) {
+        fail_desc(eng, c, s, d->tag, c->broken_status);
+        return;
+    }
+    if ((desc_is_collective(d->kind) && d->seq >= c->coll_limit) ||
         (!desc_is_collective(d->kind) && comm_local(c, d->root) != UINT32_MAX &&
          c->m[comm_local(c, d->root)].s == NULL)) {
         fail_desc(eng, c, s, d->tag, HCCL_E_REMOTE);

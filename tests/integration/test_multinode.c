@@ -151,10 +151,13 @@ END_TEST
 
 /* The last rank posts a collective that disagrees with the others' (another kind, count or
  * root): every rank, on every daemon, gets HCCL_E_PARA and the same async error, none hangs.
- * With 3 daemons the middle one agrees with its neighbour and learns it from a notice. */
+ * With 3 daemons the middle one agrees with its neighbour and learns it from a notice. With
+ * late_ms, rank 0 posts only after the others' daemons may have found the mismatch: its op
+ * fails the same way, not as one on a broken comm. */
 typedef struct mism {
     int kind1;       /* what the last rank posts: 0 allreduce, 1 allgather, 2 reduce */
     uint64_t count1; /* and with how many elements */
+    unsigned late_ms;
 } mism_t;
 
 static int coll_mismatch(HcclComm comm, uint32_t r, uint32_t n, void *arg)
@@ -166,6 +169,8 @@ static int coll_mismatch(HcclComm comm, uint32_t r, uint32_t n, void *arg)
     int kind = r == n - 1 ? m->kind1 : 0;
     uint64_t cnt = r == n - 1 ? m->count1 : CNT;
 
+    if (r == 0 && m->late_ms > 0)
+        usleep(m->late_ms * 1000);
     if (kind == 0)
         rc = HcclAllReduce(a, b, cnt, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, NULL);
     else if (kind == 1)
@@ -183,7 +188,7 @@ static int coll_mismatch(HcclComm comm, uint32_t r, uint32_t n, void *arg)
 
 START_TEST(test_collective_mismatch_across_daemons)
 {
-    mism_t cases[] = {{0, 4095}, {1, 4096}, {0, 8192}, {2, 4096}};
+    mism_t cases[] = {{0, 4095, 0}, {1, 4096, 0}, {0, 8192, 0}, {2, 4096, 0}, {0, 4095, 200}};
 
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         for (unsigned nd = 2; nd <= 3; nd++)
