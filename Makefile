@@ -121,10 +121,10 @@ $(BIN_HCCLD): $(DAEMON_OBJ) $(BUILD)/lib/libhcclcommon.a
 	$(CC) -o $@ $^ $(ALLLDFLAGS) $(call pc_libs,$(PKGS_CORE)) -lm
 
 # Tools link the client library statically so that they run from the build tree.
-$(BUILD)/bin/hccl_perf_test: $(BUILD)/obj/tools/perf_compare.o
+$(BUILD)/bin/hccl_perf_test: $(addprefix $(BUILD)/obj/tools/,perf_colls.o perf_compare.o perf_procs.o)
 $(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(LIB_A)
 	@mkdir -p $(@D)
-	$(CC) -o $@ $^ $(ALLLDFLAGS) $(call pc_libs,$(PKGS_CLIENT)) -lm
+	$(CC) -o $@ $(filter %.o,$^) $(filter %.a,$^) $(ALLLDFLAGS) $(call pc_libs,$(PKGS_CLIENT)) -lm
 
 $(UNIT_BIN): $(call obj,$(UNIT_SRC) $(TP_TEST_SRC) $(ALGO_SRC) $(TP_SRC) daemon/exec/l1.c daemon/server/qos_conf.c daemon/server/daemon_conf.c daemon/sched/qos_sched.c daemon/sched/probe_hist.c daemon/sched/multi_place.c tests/sim/sim.c) $(BUILD)/lib/libhcclcommon.a
 	@mkdir -p $(@D)

@@ -3,326 +3,24 @@
  * nccl-tests (same sizes, counts, columns and bus-bandwidth factors), written against the
  * public HCCL API only.
  *
- * Ranks: under hccl-run (HCCL_RANK set) this process is one rank; otherwise it forks -g N
- * children that join one job made with HcclGetRootInfo, and exits with the worst status.
- * Only rank 0 prints. Exit status: 0 ok, 1 wrong values, 2 usage or HCCL error.
+ * This file: the command line, the sweep over sizes, timing, buffers and output. The
+ * collectives are in perf_colls.c, the -A comparison in perf_compare.c, and the processes
+ * (one rank under hccl-run, or -g N forked ranks) in perf_procs.c. Only rank 0 prints. Exit
+ * status: 0 ok, 1 wrong values, 2 usage or HCCL error.
  */
 #include <errno.h>
 #include <math.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "bind.h"
 #include "dtype.h"
 #include "env.h"
 #include "hccl/hccl.h"
 #include "perf_test.h"
-
-/* ---- Data types and reduction operators ---- */
-
-/*
- * The largest value below which every integer is exact in the dtype and no sum of inputs
- * wraps; inputs are kept under it so results can be checked bit for bit.
- */
-static double dtype_exact_limit(HcclDataType dt)
-{
-    switch (dt) {
-    case HCCL_DATA_TYPE_INT8: return 127;
-    case HCCL_DATA_TYPE_UINT8: return 255;
-    case HCCL_DATA_TYPE_INT16: return 32767;
-    case HCCL_DATA_TYPE_UINT16: return 65535;
-    case HCCL_DATA_TYPE_FP16: return 2048;
-    case HCCL_DATA_TYPE_BFP16: return 256;
-    case HCCL_DATA_TYPE_FP32: return 16777216.0;
-    default: return 2147483647.0;
-    }
-}
-
-/* Rounds a float to IEEE half, nearest-even; only needs to be right for the values we store. */
-static uint16_t float_to_half(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, sizeof(x));
-    uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
-    int32_t exp = (int32_t)((x >> 23) & 0xff) - 127 + 15;
-    uint32_t mant = x & 0x7fffff;
-    if (((x >> 23) & 0xff) == 0xff) {
-        return (uint16_t)(sign | 0x7c00 | (mant ? 0x200 : 0));
-    }
-    if (exp >= 31) {
-        return (uint16_t)(sign | 0x7c00);
-    }
-    if (exp <= 0) {
-        if (exp < -10) {
-            return sign;
-        }
-        mant |= 0x800000;
-        uint32_t shift = (uint32_t)(14 - exp);
-        uint32_t half = mant >> shift;
-        uint32_t rem = mant & ((1u << shift) - 1);
-        uint32_t mid = 1u << (shift - 1);
-        half += rem > mid || (rem == mid && (half & 1));
-        return (uint16_t)(sign | half);
-    }
-    uint32_t half = ((uint32_t)exp << 10) | (mant >> 13);
-    uint32_t rem = mant & 0x1fff;
-    half += rem > 0x1000 || (rem == 0x1000 && (half & 1));
-    return (uint16_t)(sign | half);
-}
-
-static uint16_t float_to_bf16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, sizeof(x));
-    if ((x & 0x7fffffff) > 0x7f800000) {
-        return (uint16_t)((x >> 16) | 0x40);
-    }
-    x += 0x7fff + ((x >> 16) & 1);
-    return (uint16_t)(x >> 16);
-}
-
-/* Stores v (an integer-valued double in range) as element idx of a dtype array. */
-static void dtype_store(HcclDataType dt, void *buf, size_t idx, double v)
-{
-    switch (dt) {
-    case HCCL_DATA_TYPE_INT8: ((int8_t *)buf)[idx] = (int8_t)v; break;
-    case HCCL_DATA_TYPE_UINT8: ((uint8_t *)buf)[idx] = (uint8_t)v; break;
-    case HCCL_DATA_TYPE_INT16: ((int16_t *)buf)[idx] = (int16_t)v; break;
-    case HCCL_DATA_TYPE_UINT16: ((uint16_t *)buf)[idx] = (uint16_t)v; break;
-    case HCCL_DATA_TYPE_INT32: ((int32_t *)buf)[idx] = (int32_t)v; break;
-    case HCCL_DATA_TYPE_UINT32: ((uint32_t *)buf)[idx] = (uint32_t)v; break;
-    case HCCL_DATA_TYPE_INT64: ((int64_t *)buf)[idx] = (int64_t)v; break;
-    case HCCL_DATA_TYPE_UINT64: ((uint64_t *)buf)[idx] = (uint64_t)v; break;
-    case HCCL_DATA_TYPE_FP16: ((uint16_t *)buf)[idx] = float_to_half((float)v); break;
-    case HCCL_DATA_TYPE_BFP16: ((uint16_t *)buf)[idx] = float_to_bf16((float)v); break;
-    case HCCL_DATA_TYPE_FP32: ((float *)buf)[idx] = (float)v; break;
-    case HCCL_DATA_TYPE_FP64: ((double *)buf)[idx] = v; break;
-    default: break;
-    }
-}
-
-/* ---- Collectives ---- */
-
-/* The input value of element j on rank r: small integers, exact in every dtype. */
-static double input_value(const struct bench *b, uint32_t r, size_t j)
-{
-    if (b->coll->reduces && b->opt.op == HCCL_REDUCE_PROD) {
-        /* At most one rank holds a 2 for any j, so products stay at 1 or 2. */
-        return ((j * 3 + r) % (b->nranks + 1)) == 0 ? 2.0 : 1.0;
-    }
-    return (double)(((uint64_t)r * 31 + (uint64_t)j * 7) % b->pattern_mod);
-}
-
-/* The reduction over all ranks of element j's inputs, computed exactly in double. */
-static double reduced_value(const struct bench *b, size_t j)
-{
-    double acc = input_value(b, 0, j);
-    for (uint32_t r = 1; r < b->nranks; r++) {
-        double v = input_value(b, r, j);
-        switch (b->opt.op) {
-        case HCCL_REDUCE_SUM: acc += v; break;
-        case HCCL_REDUCE_PROD: acc *= v; break;
-        case HCCL_REDUCE_MAX: acc = v > acc ? v : acc; break;
-        case HCCL_REDUCE_MIN: acc = v < acc ? v : acc; break;
-        default: break;
-        }
-    }
-    return acc;
-}
-
-static double factor_allreduce(uint32_t n)
-{
-    return 2.0 * (n - 1) / n;
-}
-static double factor_gather(uint32_t n)
-{
-    return (double)(n - 1) / n;
-}
-static double factor_one(uint32_t n)
-{
-    return 1.0;
-}
-
-static void sizes_plain(size_t bytes, size_t esize, uint32_t n, struct coll_size *cs)
-{
-    size_t count = bytes / esize;
-    *cs = (struct coll_size){count * esize, count, count, count};
-}
-
-/* Allgather: -b/-e give the gathered size, so each rank sends 1/n of it. */
-static void sizes_allgather(size_t bytes, size_t esize, uint32_t n, struct coll_size *cs)
-{
-    size_t per_rank = bytes / esize / n;
-    *cs = (struct coll_size){per_rank * n * esize, per_rank, per_rank, per_rank * n};
-}
-
-static void sizes_reducescatter(size_t bytes, size_t esize, uint32_t n, struct coll_size *cs)
-{
-    size_t per_rank = bytes / esize / n;
-    *cs = (struct coll_size){per_rank * n * esize, per_rank, per_rank * n, per_rank};
-}
-
-/* Alltoall: the count is what goes to each peer. */
-static void sizes_alltoall(size_t bytes, size_t esize, uint32_t n, struct coll_size *cs)
-{
-    size_t per_peer = bytes / esize / n;
-    *cs = (struct coll_size){per_peer * n * esize, per_peer, per_peer * n, per_peer * n};
-}
-
-static void buffers_same(const struct bench *b, const struct coll_size *cs, int inplace,
-                         void **send, void **recv)
-{
-    *recv = b->recvbuf;
-    *send = inplace ? b->recvbuf : b->sendbuf;
-}
-
-static void buffers_allgather(const struct bench *b, const struct coll_size *cs, int inplace,
-                              void **send, void **recv)
-{
-    *recv = b->recvbuf;
-    *send = inplace ? (char *)b->recvbuf + b->rank * cs->send_count * b->esize : b->sendbuf;
-}
-
-static void buffers_reducescatter(const struct bench *b, const struct coll_size *cs, int inplace,
-                                  void **send, void **recv)
-{
-    *send = b->sendbuf;
-    *recv = inplace ? (char *)b->sendbuf + b->rank * cs->recv_count * b->esize : b->recvbuf;
-}
-
-/* Broadcast has one buffer; the receive buffer serves every mode. */
-static void buffers_broadcast(const struct bench *b, const struct coll_size *cs, int inplace,
-                              void **send, void **recv)
-{
-    *send = b->rank == (uint32_t)b->opt.root ? b->recvbuf : NULL;
-    *recv = b->recvbuf;
-}
-
-static HcclResult launch_allreduce(const struct bench *b, const struct coll_size *cs, void *send,
-                                   void *recv, HcclStream stream)
-{
-    return HcclAllReduce(send, recv, cs->count, b->opt.dtype, b->opt.op, b->comm, stream);
-}
-
-static HcclResult launch_allgather(const struct bench *b, const struct coll_size *cs, void *send,
-                                   void *recv, HcclStream stream)
-{
-    return HcclAllGather(send, recv, cs->count, b->opt.dtype, b->comm, stream);
-}
-
-static HcclResult launch_reducescatter(const struct bench *b, const struct coll_size *cs,
-                                       void *send, void *recv, HcclStream stream)
-{
-    return HcclReduceScatter(send, recv, cs->count, b->opt.dtype, b->opt.op, b->comm, stream);
-}
-
-static HcclResult launch_broadcast(const struct bench *b, const struct coll_size *cs, void *send,
-                                   void *recv, HcclStream stream)
-{
-    return HcclBroadcast(recv, cs->count, b->opt.dtype, (uint32_t)b->opt.root, b->comm, stream);
-}
-
-static HcclResult launch_reduce(const struct bench *b, const struct coll_size *cs, void *send,
-                                void *recv, HcclStream stream)
-{
-    return HcclReduce(send, recv, cs->count, b->opt.dtype, b->opt.op, (uint32_t)b->opt.root,
-                      b->comm, stream);
-}
-
-static HcclResult launch_alltoall(const struct bench *b, const struct coll_size *cs, void *send,
-                                  void *recv, HcclStream stream)
-{
-    return HcclAlltoAll(send, cs->count, b->opt.dtype, recv, cs->count, b->opt.dtype, b->comm,
-                        stream);
-}
-
-static HcclResult launch_scatter(const struct bench *b, const struct coll_size *cs, void *send,
-                                 void *recv, HcclStream stream)
-{
-    return HcclScatter(send, recv, cs->count, b->opt.dtype, (uint32_t)b->opt.root, b->comm, stream);
-}
-
-/* nccl-tests' sendrecv: every rank sends to the next and receives from the previous, both in
- * one HcclBatchSendRecv. */
-static HcclResult launch_sendrecv(const struct bench *b, const struct coll_size *cs, void *send,
-                                  void *recv, HcclStream stream)
-{
-    HcclSendRecvItem items[2] = {
-        {HCCL_SEND, send, cs->count, b->opt.dtype, (b->rank + 1) % b->nranks},
-        {HCCL_RECV, recv, cs->count, b->opt.dtype, (b->rank + b->nranks - 1) % b->nranks}};
-
-    return HcclBatchSendRecv(items, 2, b->comm, stream);
-}
-
-static double expect_allreduce(const struct bench *b, const struct coll_size *cs, size_t k)
-{
-    return reduced_value(b, k);
-}
-
-static double expect_allgather(const struct bench *b, const struct coll_size *cs, size_t k)
-{
-    return input_value(b, (uint32_t)(k / cs->send_count), k % cs->send_count);
-}
-
-static double expect_reducescatter(const struct bench *b, const struct coll_size *cs, size_t k)
-{
-    return reduced_value(b, b->rank * cs->recv_count + k);
-}
-
-static double expect_broadcast(const struct bench *b, const struct coll_size *cs, size_t k)
-{
-    return input_value(b, (uint32_t)b->opt.root, k);
-}
-
-static double expect_reduce(const struct bench *b, const struct coll_size *cs, size_t k)
-{
-    return b->rank == (uint32_t)b->opt.root ? reduced_value(b, k) : NAN;
-}
-
-/* Rank p's block for this rank starts at element rank*count of p's input. */
-static double expect_alltoall(const struct bench *b, const struct coll_size *cs, size_t k)
-{
-    size_t peer = k / cs->count;
-    return input_value(b, (uint32_t)peer, b->rank * cs->count + k % cs->count);
-}
-
-/* This rank's block of the root's input. */
-static double expect_scatter(const struct bench *b, const struct coll_size *cs, size_t k)
-{
-    return input_value(b, (uint32_t)b->opt.root, b->rank * cs->recv_count + k);
-}
-
-static double expect_sendrecv(const struct bench *b, const struct coll_size *cs, size_t k)
-{
-    return input_value(b, (b->rank + b->nranks - 1) % b->nranks, k);
-}
-
-static const struct coll_ops g_colls[MAX_COLLS] = {
-    {"allreduce", 1, 0, INPLACE_REAL, factor_allreduce, sizes_plain, buffers_same, launch_allreduce,
-     expect_allreduce},
-    {"allgather", 0, 0, INPLACE_REAL, factor_gather, sizes_allgather, buffers_allgather,
-     launch_allgather, expect_allgather},
-    {"reducescatter", 1, 0, INPLACE_REAL, factor_gather, sizes_reducescatter, buffers_reducescatter,
-     launch_reducescatter, expect_reducescatter},
-    {"broadcast", 0, 1, INPLACE_SAME, factor_one, sizes_plain, buffers_broadcast, launch_broadcast,
-     expect_broadcast},
-    {"reduce", 1, 1, INPLACE_REAL, factor_one, sizes_plain, buffers_same, launch_reduce,
-     expect_reduce},
-    {"alltoall", 0, 0, INPLACE_NONE, factor_gather, sizes_alltoall, buffers_same, launch_alltoall,
-     expect_alltoall},
-    /* -b/-e give the root's whole input, as for reducescatter; in place, this rank's block of
-     * its own send buffer receives. */
-    {"scatter", 0, 1, INPLACE_REAL, factor_gather, sizes_reducescatter, buffers_reducescatter,
-     launch_scatter, expect_scatter},
-    {"sendrecv", 0, 0, INPLACE_NONE, factor_one, sizes_plain, buffers_same, launch_sendrecv,
-     expect_sendrecv},
-};
 
 /* ---- Errors ---- */
 
@@ -334,51 +32,6 @@ int perf_hccl_failed(const struct bench *b, const char *call, HcclResult rc)
     fprintf(stderr, "hccl_perf_test: rank %u: %s failed: %s (%d)\n", b->rank, call,
             HcclGetErrorString(rc), (int)rc);
     return 1;
-}
-
-/* ---- Checking ---- */
-
-/*
- * Writes this rank's inputs for one run. The output region is poisoned first (0xff bytes are
- * NaN or -1 in every dtype, never a value we expect), so an element the collective failed to
- * write shows up as wrong.
- */
-static void fill_inputs(const struct bench *b, const struct coll_size *cs, void *send, void *recv)
-{
-    memset(recv, 0xff, cs->recv_count * b->esize);
-    if (send == NULL) {
-        return;
-    }
-    for (size_t j = 0; j < cs->send_count; j++) {
-        dtype_store(b->opt.dtype, send, j, input_value(b, b->rank, j));
-    }
-}
-
-/* Counts output elements that differ, bit for bit, from the expected values. */
-static uint64_t count_wrong(const struct bench *b, const struct coll_size *cs, const void *recv)
-{
-    uint64_t wrong = 0;
-    const char *got = recv;
-    char *want = b->expected;
-    for (size_t k = 0; k < cs->recv_count; k++) {
-        double v = b->coll->expect(b, cs, k);
-        if (isnan(v)) {
-            return 0;
-        }
-        dtype_store(b->opt.dtype, want, k, v);
-        wrong += memcmp(got + k * b->esize, want + k * b->esize, b->esize) != 0;
-    }
-    return wrong;
-}
-
-/* One checked run, synchronous, with fresh inputs. Returns -1 on an HCCL error. */
-int perf_check_once(struct bench *b, const struct coll_size *cs, void *send, void *recv,
-                    uint64_t *wrong)
-{
-    fill_inputs(b, cs, send, recv);
-    TRY(b, b->coll->launch(b, cs, send, recv, NULL));
-    *wrong = count_wrong(b, cs, recv);
-    return 0;
 }
 
 /* ---- Timing ---- */
@@ -587,17 +240,6 @@ size_t perf_next_size(const struct perf_opts *o, size_t bytes)
     return bytes + o->step;
 }
 
-/* Values stay below pattern_mod so that a reduction over all ranks stays exact. */
-void perf_pattern_setup(struct bench *b)
-{
-    double limit = dtype_exact_limit(b->opt.dtype);
-    if (limit > 1000003) {
-        limit = 1000003;
-    }
-    double mod = b->coll->reduces ? floor(limit / b->nranks) + 1 : limit;
-    b->pattern_mod = mod < 2 ? 2 : (uint64_t)mod;
-}
-
 struct sweep_totals {
     uint64_t wrong;
     double busbw_sum;
@@ -769,17 +411,17 @@ static void bench_teardown(struct bench *b)
 }
 
 /* Runs the whole benchmark on an initialised communicator; returns an exit status. */
-static int bench_rank(const struct perf_opts *opt, HcclComm comm)
+int perf_bench_rank(const struct perf_opts *opt, HcclComm comm)
 {
     struct bench b = {.opt = *opt, .comm = comm, .esize = dtype_size(opt->dtype)};
     uint64_t wrong = 0;
     int rc = bench_setup(&b);
     for (int i = 0; rc == 0 && i < opt->ncolls; i++) {
         if (b.rank == 0 && opt->ncolls > 1) {
-            printf("# Collective: %s\n", g_colls[opt->colls[i]].name);
+            printf("# Collective: %s\n", perf_colls[opt->colls[i]].name);
         }
-        rc = opt->algos != NULL ? perf_compare_collective(&b, &g_colls[opt->colls[i]], &wrong)
-                                : run_collective(&b, &g_colls[opt->colls[i]], &wrong);
+        rc = opt->algos != NULL ? perf_compare_collective(&b, &perf_colls[opt->colls[i]], &wrong)
+                                : run_collective(&b, &perf_colls[opt->colls[i]], &wrong);
     }
     if (json_close(&b) != 0) {
         rc = -1;
@@ -792,127 +434,6 @@ static int bench_rank(const struct perf_opts *opt, HcclComm comm)
         return EXIT_ERROR;
     }
     return wrong != 0 ? EXIT_WRONG : 0;
-}
-
-/* ---- Processes ---- */
-
-static int run_from_env(const struct perf_opts *opt)
-{
-    HcclComm comm;
-    HcclResult rc = HcclCommInitFromEnv(&comm);
-    if (rc != HCCL_SUCCESS) {
-        fprintf(stderr, "hccl_perf_test: HcclCommInitFromEnv failed: %s (%d)\n",
-                HcclGetErrorString(rc), (int)rc);
-        return EXIT_ERROR;
-    }
-    return bench_rank(opt, comm);
-}
-
-static int child_main(const struct perf_opts *opt, const HcclRootInfo *root, uint32_t rank)
-{
-    HcclComm comm;
-    HcclResult rc = HcclCommInitRootInfo((uint32_t)opt->nranks, root, rank, &comm);
-    if (rc != HCCL_SUCCESS) {
-        fprintf(stderr, "hccl_perf_test: rank %u: HcclCommInitRootInfo failed: %s (%d)\n", rank,
-                HcclGetErrorString(rc), (int)rc);
-        return EXIT_ERROR;
-    }
-    return bench_rank(opt, comm);
-}
-
-static int status_code(int status)
-{
-    if (WIFEXITED(status)) {
-        return WEXITSTATUS(status);
-    }
-    return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : EXIT_ERROR;
-}
-
-/* The remaining ranks would wait for a dead peer until HCCL's timeouts; stop them sooner. */
-static void kill_others(const pid_t *pids, int n)
-{
-    for (int i = 0; i < n; i++) {
-        if (pids[i] > 0) {
-            kill(pids[i], SIGTERM);
-        }
-    }
-}
-
-/*
- * Waits for all children and returns the worst status. A child that failed by anything but
- * wrong values (which every rank sees and reports alike) leaves its peers stuck, so after a
- * grace period the others are terminated; their SIGTERM deaths do not mask the real cause.
- */
-static int wait_children(pid_t *pids, int n)
-{
-    int worst = 0, alive = n, killed = 0;
-    double deadline = 0;
-    while (alive > 0) {
-        int status;
-        pid_t pid = waitpid(-1, &status, deadline > 0 ? WNOHANG : 0);
-        if (pid < 0 && errno == EINTR) {
-            continue;
-        }
-        if (pid < 0) {
-            break;
-        }
-        if (pid == 0) {
-            if (perf_now_us() > deadline) {
-                kill_others(pids, n);
-                killed = 1;
-                deadline = 0;
-            } else {
-                usleep(10000);
-            }
-            continue;
-        }
-        for (int i = 0; i < n; i++) {
-            pids[i] = pids[i] == pid ? 0 : pids[i];
-        }
-        alive--;
-        if (killed && WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) {
-            continue;
-        }
-        int code = status_code(status);
-        worst = code > worst ? code : worst;
-        if (code > EXIT_WRONG && deadline == 0 && !killed) {
-            deadline = perf_now_us() + 10e6;
-        }
-    }
-    return worst;
-}
-
-static int run_forked(const struct perf_opts *opt)
-{
-    HcclRootInfo root;
-    HcclResult hrc = HcclGetRootInfo(&root);
-    if (hrc != HCCL_SUCCESS) {
-        fprintf(stderr, "hccl_perf_test: HcclGetRootInfo failed: %s (%d)\n",
-                HcclGetErrorString(hrc), (int)hrc);
-        return EXIT_ERROR;
-    }
-    pid_t *pids = calloc((size_t)opt->nranks, sizeof(*pids));
-    if (pids == NULL) {
-        return EXIT_ERROR;
-    }
-    fflush(NULL); /* Children must not inherit and repeat buffered output. */
-    int started = 0;
-    for (; started < opt->nranks; started++) {
-        pid_t pid = fork();
-        if (pid == 0) {
-            bind_local_rank((unsigned)started, (unsigned)opt->nranks);
-            exit(child_main(opt, &root, (uint32_t)started));
-        }
-        if (pid < 0) {
-            fprintf(stderr, "hccl_perf_test: fork: %s\n", strerror(errno));
-            kill_others(pids, started);
-            break;
-        }
-        pids[started] = pid;
-    }
-    int worst = wait_children(pids, started);
-    free(pids);
-    return started < opt->nranks ? EXIT_ERROR : worst;
 }
 
 /* ---- Command line ---- */
@@ -979,7 +500,7 @@ static int parse_colls(const char *s, struct perf_opts *o)
         return 1;
     }
     for (int i = 0; i < MAX_COLLS; i++) {
-        if (strcmp(s, g_colls[i].name) == 0) {
+        if (strcmp(s, perf_colls[i].name) == 0) {
             o->colls[0] = i;
             o->ncolls = 1;
             return 1;
@@ -1068,7 +589,7 @@ int main(int argc, char **argv)
         if (opt.nranks != 1 && strcmp(env_rank, "0") == 0) {
             fprintf(stderr, "hccl_perf_test: started by a launcher, -g %d ignored\n", opt.nranks);
         }
-        return run_from_env(&opt);
+        return perf_run_from_env(&opt);
     }
-    return run_forked(&opt);
+    return perf_run_forked(&opt);
 }

@@ -1,7 +1,8 @@
 /*
  * hccl_perf_test's pieces shared between its files: the options, a collective's description
- * (sizes, buffers, launch, expected values), one rank's benchmark state, and the helpers the
- * -A comparison (perf_compare.c) uses from the main sweep (hccl_perf_test.c).
+ * (sizes, buffers, launch, expected values; perf_colls.c), one rank's benchmark state, the
+ * helpers the -A comparison (perf_compare.c) uses from the main sweep (hccl_perf_test.c), and
+ * the processes that run the ranks (perf_procs.c).
  */
 #ifndef HCCLD_TOOLS_PERF_TEST_H
 #define HCCLD_TOOLS_PERF_TEST_H
@@ -19,7 +20,7 @@
 /* ---- Options ---- */
 
 struct perf_opts {
-    int colls[MAX_COLLS]; /* indexes into g_colls, in run order */
+    int colls[MAX_COLLS]; /* indexes into perf_colls, in run order */
     int ncolls;
     size_t min_bytes;
     size_t max_bytes;
@@ -87,6 +88,17 @@ struct bench {
     double *iter_us; /* -m: each timed iteration's time, opt.iters of them */
 };
 
+/* ---- The collectives (perf_colls.c) ---- */
+
+/* allreduce, allgather, reducescatter, broadcast, reduce, alltoall, scatter, sendrecv. */
+extern const struct coll_ops perf_colls[MAX_COLLS];
+
+/* One checked run, synchronous, with fresh inputs; -1 on an HCCL error. */
+int perf_check_once(struct bench *b, const struct coll_size *cs, void *send, void *recv,
+                    uint64_t *wrong);
+/* Input values for the collective in b->coll, kept small enough to check bit for bit. */
+void perf_pattern_setup(struct bench *b);
+
 /* ---- Helpers (hccl_perf_test.c) ---- */
 
 /* Reports a failed HCCL call on stderr; 1 if it failed. */
@@ -100,22 +112,27 @@ int perf_hccl_failed(const struct bench *b, const char *call, HcclResult rc);
     } while (0)
 
 double perf_now_us(void);
-/* One checked run, synchronous, with fresh inputs; -1 on an HCCL error. */
-int perf_check_once(struct bench *b, const struct coll_size *cs, void *send, void *recv,
-                    uint64_t *wrong);
 /* ITERS launches; with PER, each one timed (blocking launches only) into PER[i]. */
 int perf_run_iters(struct bench *b, const struct coll_size *cs, void *send, void *recv, int iters,
                    double *per);
 /* The middle one of N values (the mean of the two middle ones of an even N); sorts V. */
 double perf_median(double *v, int n);
 size_t perf_next_size(const struct perf_opts *o, size_t bytes);
-/* Input values for the collective in b->coll, kept small enough to check bit for bit. */
-void perf_pattern_setup(struct bench *b);
+/* Runs the whole benchmark on an initialised communicator, which it destroys; returns an
+ * exit status. */
+int perf_bench_rank(const struct perf_opts *opt, HcclComm comm);
 
 /* ---- The -A comparison (perf_compare.c) ---- */
 
 /* Every size of one collective under each level-1 algorithm of opt.algos; *wrong gets the
  * total of wrong elements. */
 int perf_compare_collective(struct bench *b, const struct coll_ops *coll, uint64_t *wrong);
+
+/* ---- Processes (perf_procs.c): each returns the exit status ---- */
+
+/* This process is one rank of a job started by hccl-run (or another launcher). */
+int perf_run_from_env(const struct perf_opts *opt);
+/* Forks opt->nranks ranks that join one new root info; the worst of their statuses. */
+int perf_run_forked(const struct perf_opts *opt);
 
 #endif
