@@ -1,19 +1,15 @@
 /*
- * Jobs and communicators. HcclGetRootInfo opens a job (random id and key); ranks join it with
- * HcclCommInitRootInfo; when all nranks joined, the communicator forms and every rank gets its
- * answer. A job that does not fill up within its timeout fails every joined rank with
- * HCCL_E_TIMEOUT, naming the ranks that never arrived.
+ * Jobs. HcclGetRootInfo opens a job (random id and key); ranks join it with
+ * HcclCommInitRootInfo; when all nranks joined, the communicator forms (scomm.c; across
+ * daemons, after the root sent every daemon the membership) and every rank gets its answer. A
+ * job that does not fill up within its timeout fails every joined rank with HCCL_E_TIMEOUT,
+ * naming the ranks that never arrived.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/random.h>
-#include <unistd.h>
-
-#include "coop.h"
-#include "futex.h"
 
 #include "algo/algo_env.h"
 #include "env.h"
@@ -60,46 +56,6 @@ static void job_free(job_t *j)
 {
     job_unlink(j->srv, j);
     uv_close((uv_handle_t *)&j->timer, job_freed);
-}
-
-/* The answer to a rank of a comm that spans several daemons. */
-void send_multinode_resp(session_t *s, uint64_t req_id, const scomm_t *c, uint32_t rank,
-                         uint32_t nnodes, uint64_t chunk)
-{
-    Hccld__Msg m = HCCLD__MSG__INIT;
-    Hccld__CommInitResp r = HCCLD__COMM_INIT_RESP__INIT;
-
-    r.result = c != NULL ? HCCL_SUCCESS : HCCL_E_MEMORY;
-    r.message = "";
-    r.comm_id = c != NULL ? c->id : 0;
-    r.nranks = c != NULL ? c->nranks : 0;
-    r.rank = rank;
-    r.chunk_bytes = chunk;
-    r.nnodes = nnodes;
-    if (c != NULL)
-        r.qos_class = s->srv->qos.cls[c->qos_class].name;
-    m.req_id = req_id;
-    m.body_case = HCCLD__MSG__BODY_COMM_INIT_RESP;
-    m.comm_init_resp = &r;
-    session_send(s, &m);
-}
-
-void send_init_resp(session_t *s, uint64_t req_id, int result, const char *why, uint32_t comm_id,
-                    uint32_t nranks, uint32_t rank, uint64_t chunk)
-{
-    Hccld__Msg m = HCCLD__MSG__INIT;
-    Hccld__CommInitResp r = HCCLD__COMM_INIT_RESP__INIT;
-
-    r.result = result;
-    r.message = (char *)(why ? why : "");
-    r.comm_id = comm_id;
-    r.nranks = nranks;
-    r.rank = rank;
-    r.chunk_bytes = chunk;
-    m.req_id = req_id;
-    m.body_case = HCCLD__MSG__BODY_COMM_INIT_RESP;
-    m.comm_init_resp = &r;
-    session_send(s, &m);
 }
 
 static void missing_ranks(const job_t *j, char *buf, size_t cap)
@@ -216,181 +172,6 @@ static int key_equal(const uint8_t *a, const uint8_t *b)
     for (int i = 0; i < ROOTINFO_KEY_BYTES; i++)
         diff |= (uint8_t)(a[i] ^ b[i]);
     return diff == 0;
-}
-
-static uint64_t comm_chunk(server_t *srv, uint32_t n, const join_t *ranks)
-{
-    uint64_t chunk = srv->cfg.chunk_bytes;
-
-    /* Four chunks in flight must fit in the smallest arena of the comm. */
-    for (uint32_t r = 0; r < n; r++) {
-        if (ranks[r].s == NULL)
-            continue;
-        uint64_t cap = ranks[r].s->layout.arena_bytes / 4 / 4096 * 4096;
-        if (cap < chunk)
-            chunk = cap;
-    }
-    return chunk < 4096 ? 4096 : chunk;
-}
-
-/* Cooperative level 0 needs one tenant: the ranks see each other's arenas. Measured on 2 cores,
- * it beats the daemon's executor even with 4 and 8 ranks (their waits yield the core, then
- * sleep), so it is the default up to COOP_MAX_RANKS; HCCLD_L0_MODE or the ranks' HCCL_L0_MODE
- * can choose the daemon. */
-static int comm_mode(server_t *srv, uint32_t n, const join_t *ranks)
-{
-    uint32_t asked = ranks[0].l0_mode;
-
-    if (srv->cfg.l0_mode == L0_DAEMON)
-        return L0_DAEMON;
-    for (uint32_t r = 1; r < n; r++) {
-        const session_t *a = ranks[0].s, *b = ranks[r].s;
-        if (a->uid != b->uid || strcmp(a->job_name, b->job_name) != 0)
-            return L0_DAEMON;
-        if (ranks[r].l0_mode != asked)
-            asked = L0_AUTO;
-    }
-    if (asked != L0_AUTO)
-        return (int)asked;
-    return n <= COOP_MAX_RANKS ? L0_COOP : L0_DAEMON;
-}
-
-static int coop_create(scomm_t *c)
-{
-    c->coop_bytes = coop_ctl_bytes(c->nranks);
-    c->coop_fd = server_memfd_map("hccld-coop", c->coop_bytes, (void **)&c->coop);
-    if (c->coop_fd < 0) {
-        c->coop = NULL;
-        return c->coop_fd;
-    }
-    c->coop->magic = COOP_MAGIC;
-    c->coop->nranks = c->nranks;
-    return 0;
-}
-
-static void scomm_free(scomm_t *c)
-{
-    if (c->coop != NULL) {
-        munmap(c->coop, c->coop_bytes);
-        close(c->coop_fd);
-    }
-    free(c->sids);
-    free(c);
-}
-
-/* Wakes every rank waiting in the control block and tells it the comm is gone. */
-static void scomm_abort(scomm_t *c)
-{
-    if (c->coop == NULL)
-        return;
-    __atomic_store_n(&c->coop->abort, 1, __ATOMIC_RELEASE);
-    __atomic_add_fetch(&c->coop->bell, 1, __ATOMIC_ACQ_REL);
-    futex_wake(&c->coop->bell, INT32_MAX);
-}
-
-/* Answers every rank; coop ranks also get the control block and all arenas. */
-static void answer_ranks(server_t *srv, uint32_t n, const join_t *ranks, scomm_t *c, uint64_t chunk)
-{
-    Hccld__Msg m = HCCLD__MSG__INIT;
-    Hccld__CommInitResp r = HCCLD__COMM_INIT_RESP__INIT;
-    uint64_t arenas[SERVER_MAX_LOCAL_RANKS];
-    int fds[SERVER_MAX_LOCAL_RANKS + 1];
-
-    m.body_case = HCCLD__MSG__BODY_COMM_INIT_RESP;
-    m.comm_init_resp = &r;
-    r.message = "";
-    r.comm_id = c->id;
-    r.nranks = n;
-    r.chunk_bytes = chunk;
-    r.qos_class = srv->qos.cls[c->qos_class].name;
-    if (c->coop != NULL) {
-        fds[0] = c->coop_fd;
-        for (uint32_t q = 0; q < n; q++) {
-            arenas[q] = ranks[q].s->layout.arena_bytes;
-            fds[q + 1] = ranks[q].s->arena_fd;
-        }
-        r.l0_mode = L0_COOP;
-        r.n_arena_bytes = n;
-        r.arena_bytes = arenas;
-        r.ctl_bytes = c->coop_bytes;
-    }
-    for (uint32_t q = 0; q < n; q++) {
-        session_t *s = ranks[q].s;
-        m.req_id = ranks[q].req_id;
-        r.rank = q;
-        if (c->coop == NULL) {
-            session_send(s, &m);
-        } else if (session_send_fds(s, &m, fds, (int)n + 1) != 0) {
-            ERR("INIT", "comm %u: could not pass the shared segments to rank %u", c->id, q);
-            send_init_resp(s, m.req_id, HCCL_E_INTERNAL, "could not pass shared segments", 0, n, q,
-                           0);
-            scomm_abort(c);
-        }
-    }
-}
-
-scomm_t *scomm_add(server_t *srv, uint32_t nranks, uint32_t nnodes, const char *job_hex)
-{
-    scomm_t *c = calloc(1, sizeof(*c));
-
-    if (c == NULL || (c->sids = calloc(nranks, sizeof(*c->sids))) == NULL) {
-        free(c);
-        return NULL;
-    }
-    c->id = ++srv->next_comm_id;
-    c->nranks = nranks;
-    c->nnodes = nnodes;
-    c->coop_fd = -1;
-    c->qos_class = srv->qos.default_cls;
-    snprintf(c->job_hex, sizeof(c->job_hex), "%s", job_hex);
-    c->next = srv->comms;
-    srv->comms = c;
-    return c;
-}
-
-static void scomm_unlink(server_t *srv, scomm_t *c)
-{
-    for (scomm_t **pp = &srv->comms; *pp != NULL; pp = &(*pp)->next)
-        if (*pp == c) {
-            *pp = c->next;
-            return;
-        }
-}
-
-int comm_form(server_t *srv, uint32_t n, const join_t *ranks, const char *hex)
-{
-    scomm_t *c = scomm_add(srv, n, 1, hex);
-    uint64_t chunk = comm_chunk(srv, n, ranks);
-    int rc = -ENOMEM, mode = comm_mode(srv, n, ranks);
-
-    if (c != NULL) {
-        c->nlocal = n;
-        for (uint32_t r = 0; r < n; r++) {
-            c->sids[r] = ranks[r].s->sid;
-            /* The least favoured class of its ranks (one node: no traffic to cap yet). */
-            if (r == 0 ||
-                srv->qos.cls[ranks[r].s->qos_class].priority > srv->qos.cls[c->qos_class].priority)
-                c->qos_class = ranks[r].s->qos_class;
-        }
-        rc = mode == L0_COOP ? coop_create(c) : 0;
-        if (rc == 0)
-            rc = engine_comm_create(srv->eng, c->id, c->nranks, c->sids);
-    }
-    if (rc != 0) {
-        ERR("INIT", "job %s: creating the communicator failed (%d)", hex, rc);
-        for (uint32_t r = 0; r < n; r++)
-            send_init_resp(ranks[r].s, ranks[r].req_id, HCCL_E_INTERNAL,
-                           "the daemon could not create the communicator", 0, n, r, 0);
-        if (c != NULL) {
-            scomm_unlink(srv, c);
-            scomm_free(c);
-        }
-        return rc;
-    }
-    INFO("INIT", "job %s: comm %u formed with %u ranks, level 0 %s, chunk %llu KiB", hex, c->id,
-         c->nranks, c->coop ? "cooperative" : "by the daemon", (unsigned long long)(chunk >> 10));
-    answer_ranks(srv, n, ranks, c, chunk);
-    return 0;
 }
 
 static void job_complete(server_t *srv, job_t *j)
@@ -740,49 +521,6 @@ int jobs_key_for(server_t *srv, const uint8_t *job_id, uint8_t *key)
     return rjobs_key_for(srv, job_id, key);
 }
 
-scomm_t *scomm_lookup(server_t *srv, uint32_t id)
-{
-    for (scomm_t *c = srv->comms; c != NULL; c = c->next)
-        if (c->id == id)
-            return c;
-    return NULL;
-}
-
-static void scomm_leave(server_t *srv, scomm_t *c, uint32_t rank)
-{
-    c->sids[rank] = 0;
-    c->left++;
-    scomm_abort(c);
-    engine_comm_leave(srv->eng, c->id, rank);
-    if (c->left < c->nlocal)
-        return;
-    for (scomm_t **pp = &srv->comms; *pp != NULL; pp = &(*pp)->next)
-        if (*pp == c) {
-            *pp = c->next;
-            break;
-        }
-    scomm_free(c);
-}
-
-void jobs_comm_destroy(server_t *srv, session_t *s, uint64_t req_id,
-                       const Hccld__CommDestroyReq *req)
-{
-    Hccld__Msg m = HCCLD__MSG__INIT;
-    Hccld__CommDestroyResp r = HCCLD__COMM_DESTROY_RESP__INIT;
-    scomm_t *c = scomm_lookup(srv, req->comm_id);
-
-    if (c == NULL || req->rank >= c->nranks || c->sids[req->rank] != s->sid) {
-        r.result = HCCL_E_PARA;
-    } else {
-        scomm_leave(srv, c, req->rank);
-        r.result = HCCL_SUCCESS;
-    }
-    m.req_id = req_id;
-    m.body_case = HCCLD__MSG__BODY_COMM_DESTROY_RESP;
-    m.comm_destroy_resp = &r;
-    session_send(s, &m);
-}
-
 void jobs_session_gone(server_t *srv, session_t *s)
 {
     rjobs_session_gone(srv, s);
@@ -793,134 +531,14 @@ void jobs_session_gone(server_t *srv, session_t *s)
                 j->ranks[r].s = NULL;
                 j->joined--;
             }
-    for (scomm_t *c = srv->comms, *next; c != NULL; c = next) {
-        next = c->next;
-        for (uint32_t r = 0; r < c->nranks; r++)
-            if (c->sids[r] == s->sid) {
-                WARN("COLL", "comm %u: rank %u (pid %d) went away", c->id, r, (int)s->pid);
-                c->sids[r] = 0;
-                c->left++;
-                scomm_abort(c);
-            }
-        if (c->left == c->nlocal) {
-            /* The engine frees its half when the last session leaves; forget ours. */
-            for (scomm_t **pp = &srv->comms; *pp != NULL; pp = &(*pp)->next)
-                if (*pp == c) {
-                    *pp = c->next;
-                    break;
-                }
-            scomm_free(c);
-        }
-    }
+    scomms_session_gone(srv, s);
 }
 
 void jobs_stop(server_t *srv)
 {
     while (srv->jobs != NULL)
         job_free(srv->jobs);
-    while (srv->comms != NULL) {
-        scomm_t *c = srv->comms;
-        srv->comms = c->next;
-        scomm_abort(c);
-        scomm_free(c);
-    }
-}
-
-/* This daemon's node in the membership: the node of its ranks (those with a session here),
- * which must all be one node's, of exactly c->nlocal ranks, while every node holds some. Their
- * sessions go to members in rank order; held (nnodes, zeroed) counts. UINT32_MAX if the
- * membership does not add up (a peer daemon's word is checked, not trusted). */
-static uint32_t my_node(const scomm_t *c, const uint32_t *rank_node, uint32_t nnodes,
-                        uint32_t *held, uint64_t *members)
-{
-    uint32_t me = UINT32_MAX, here = 0;
-    int bad = 0;
-
-    for (uint32_t g = 0; g < c->nranks && !bad; g++) {
-        bad = rank_node[g] >= nnodes;
-        if (!bad && c->sids[g] != 0) {
-            me = me == UINT32_MAX ? rank_node[g] : me;
-            bad = rank_node[g] != me;
-        }
-        if (!bad)
-            held[rank_node[g]]++;
-    }
-    for (uint32_t i = 0; i < nnodes && !bad; i++)
-        bad = held[i] == 0;
-    for (uint32_t g = 0; g < c->nranks && !bad && me != UINT32_MAX; g++)
-        if (rank_node[g] == me)
-            members[here++] = c->sids[g];
-    return bad || me == UINT32_MAX || here != c->nlocal ? UINT32_MAX : me;
-}
-
-int multinode_engine_comm(server_t *srv, scomm_t *c, const char *const *data_nodes,
-                          const uint32_t *rank_node, uint32_t nnodes, const uint8_t *job_id,
-                          const uint8_t *key, const multinode_opts_t *o, const char **why)
-{
-    uint32_t me, *held = calloc(nnodes, sizeof(*held));
-    uint64_t *members = calloc(c->nranks, sizeof(*members));
-    algo_env_t env;
-    char err[160];
-    int rc;
-
-    if (algo_env_parse(o->algo, &env, err, sizeof(err)) != 0 || held == NULL || members == NULL) {
-        rc = held == NULL || members == NULL;
-        free(held);
-        free(members);
-        *why = rc ? "out of memory" : "HCCL_ALGO is invalid";
-        return rc ? HCCL_E_MEMORY : HCCL_E_PARA;
-    }
-    me = my_node(c, rank_node, nnodes, held, members);
-    free(held);
-    if (me == UINT32_MAX) {
-        free(members);
-        *why = "the membership does not place this daemon's ranks on one node";
-        return HCCL_E_INTERNAL;
-    }
-    c->qos_class = o->qos_class;
-    c->has_job = 1;
-    memcpy(c->job_id, job_id, SHARE_JOB_BYTES);
-    uint8_t *share = calloc(nnodes, 1);
-    uint32_t parent_comm = 0;
-    int inherit = 0;
-    if (share == NULL) {
-        free(members);
-        *why = "out of memory";
-        return HCCL_E_MEMORY;
-    }
-    if (share_spec(srv, c, o->plan, me, share, &parent_comm, &inherit) != 0) {
-        free(share);
-        free(members);
-        *why = "the root daemon says this daemon shares its parent's data connections, which "
-               "are gone here";
-        return HCCL_E_INTERNAL;
-    }
-    engine_multi_spec_t sp = {.comm_id = c->id,
-                              .nnodes = nnodes,
-                              .me = me,
-                              .local = c->nlocal,
-                              .nglobal = c->nranks,
-                              .members = members,
-                              .rank_node = rank_node,
-                              .addrs = data_nodes,
-                              .rdma_addrs = o->rdma_nodes,
-                              .job_id = job_id,
-                              .key = key,
-                              .level1 = env.level1,
-                              .log_ops = o->log_ops,
-                              .qos_class = o->qos_class,
-                              .parent_comm_id = parent_comm,
-                              .share = share,
-                              .inherit_links = inherit,
-                              .connect_timeout_s = o->connect_timeout_s};
-    rc = engine_comm_create_multi(srv->eng, &sp);
-    free(share);
-    free(members);
-    if (rc != 0) {
-        *why = "the daemon could not set up the communicator";
-        return HCCL_E_INTERNAL;
-    }
-    return HCCL_SUCCESS;
+    scomms_stop(srv);
 }
 
 int algo_check(const char *algo, char *err, size_t cap)

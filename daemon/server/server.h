@@ -154,8 +154,6 @@ void session_close(session_t *s);
 /* jobs.c */
 void jobs_root_info(server_t *srv, session_t *s, uint64_t req_id, const Hccld__RootInfoReq *req);
 void jobs_comm_init(server_t *srv, session_t *s, uint64_t req_id, const Hccld__CommInitReq *req);
-void jobs_comm_destroy(server_t *srv, session_t *s, uint64_t req_id,
-                       const Hccld__CommDestroyReq *req);
 /* The session is going away: leave pending joins and communicators. */
 void jobs_session_gone(server_t *srv, session_t *s);
 void jobs_stop(server_t *srv);
@@ -163,6 +161,16 @@ void jobs_stop(server_t *srv);
 int jobs_key_for(server_t *srv, const uint8_t *job_id, uint8_t *key);
 void jobs_peer_msg(peer_t *p, const Hccld__Msg *m);
 void jobs_peer_gone(peer_t *p);
+/* Checks a rank's HCCL_ALGO: 0, or -EINVAL with the reason in err. */
+int algo_check(const char *algo, char *err, size_t cap);
+
+/* scomm.c: this daemon's communicators */
+void jobs_comm_destroy(server_t *srv, session_t *s, uint64_t req_id,
+                       const Hccld__CommDestroyReq *req);
+/* The session's ranks leave every comm; a comm none of whose local ranks is left goes. */
+void scomms_session_gone(server_t *srv, session_t *s);
+/* The daemon stops: every comm goes, its cooperative ranks woken and told. */
+void scomms_stop(server_t *srv);
 void send_init_resp(session_t *s, uint64_t req_id, int result, const char *why, uint32_t comm_id,
                     uint32_t nranks, uint32_t rank, uint64_t chunk);
 /* chunk: the piece size the root daemon decided (Membership.chunk_bytes). */
@@ -185,8 +193,6 @@ typedef struct multinode_opts {
 int multinode_engine_comm(server_t *srv, scomm_t *c, const char *const *data_nodes,
                           const uint32_t *rank_node, uint32_t nnodes, const uint8_t *job_id,
                           const uint8_t *key, const multinode_opts_t *o, const char **why);
-/* Checks a rank's HCCL_ALGO: 0, or -EINVAL with the reason in err. */
-int algo_check(const char *algo, char *err, size_t cap);
 /* A communicator record for ranks of this node; sids[r] for local ranks, 0 for others. */
 scomm_t *scomm_add(server_t *srv, uint32_t nranks, uint32_t nnodes, const char *job_hex);
 
