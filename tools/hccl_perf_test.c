@@ -24,14 +24,24 @@
 
 /* ---- Errors ---- */
 
-int perf_hccl_failed(const struct bench *b, const char *call, HcclResult rc)
+int perf_hccl_error(int rank, const char *call, HcclResult rc)
 {
     if (rc == HCCL_SUCCESS) {
         return 0;
     }
-    fprintf(stderr, "hccl_perf_test: rank %u: %s failed: %s (%d)\n", b->rank, call,
-            HcclGetErrorString(rc), (int)rc);
+    if (rank >= 0) {
+        fprintf(stderr, "hccl_perf_test: rank %d: %s failed: %s (%d)\n", rank, call,
+                HcclGetErrorString(rc), (int)rc);
+    } else {
+        fprintf(stderr, "hccl_perf_test: %s failed: %s (%d)\n", call, HcclGetErrorString(rc),
+                (int)rc);
+    }
     return 1;
+}
+
+int perf_hccl_failed(const struct bench *b, const char *call, HcclResult rc)
+{
+    return perf_hccl_error((int)b->rank, call, rc);
 }
 
 /* ---- Timing ---- */

@@ -26,9 +26,14 @@ static int variants_make(struct bench *b, struct variants *v)
     const char *saved = getenv("HCCL_ALGO");
     char *keep = saved != NULL ? strdup(saved) : NULL, *list = strdup(b->opt.algos), *save = NULL,
          env[64];
-    int rc = list == NULL || (saved != NULL && keep == NULL) ? -1 : 0;
+    int rc = 0;
 
-    for (char *t = rc == 0 ? strtok_r(list, ",", &save) : NULL; t != NULL && rc == 0;
+    if (list == NULL || (saved != NULL && keep == NULL)) {
+        free(list);
+        free(keep);
+        return -1;
+    }
+    for (char *t = strtok_r(list, ",", &save); t != NULL && rc == 0;
          t = strtok_r(NULL, ",", &save)) {
         if (v->n == MAX_VARIANTS || strlen(t) >= sizeof(v->name[0])) {
             fprintf(stderr, "hccl_perf_test: -A takes up to %d names of up to %zu characters\n",

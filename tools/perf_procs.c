@@ -18,10 +18,8 @@
 int perf_run_from_env(const struct perf_opts *opt)
 {
     HcclComm comm;
-    HcclResult rc = HcclCommInitFromEnv(&comm);
-    if (rc != HCCL_SUCCESS) {
-        fprintf(stderr, "hccl_perf_test: HcclCommInitFromEnv failed: %s (%d)\n",
-                HcclGetErrorString(rc), (int)rc);
+
+    if (perf_hccl_error(-1, "HcclCommInitFromEnv", HcclCommInitFromEnv(&comm))) {
         return EXIT_ERROR;
     }
     return perf_bench_rank(opt, comm);
@@ -30,10 +28,9 @@ int perf_run_from_env(const struct perf_opts *opt)
 static int child_main(const struct perf_opts *opt, const HcclRootInfo *root, uint32_t rank)
 {
     HcclComm comm;
-    HcclResult rc = HcclCommInitRootInfo((uint32_t)opt->nranks, root, rank, &comm);
-    if (rc != HCCL_SUCCESS) {
-        fprintf(stderr, "hccl_perf_test: rank %u: HcclCommInitRootInfo failed: %s (%d)\n", rank,
-                HcclGetErrorString(rc), (int)rc);
+
+    if (perf_hccl_error((int)rank, "HcclCommInitRootInfo",
+                        HcclCommInitRootInfo((uint32_t)opt->nranks, root, rank, &comm))) {
         return EXIT_ERROR;
     }
     return perf_bench_rank(opt, comm);
@@ -104,10 +101,7 @@ static int wait_children(pid_t *pids, int n)
 int perf_run_forked(const struct perf_opts *opt)
 {
     HcclRootInfo root;
-    HcclResult hrc = HcclGetRootInfo(&root);
-    if (hrc != HCCL_SUCCESS) {
-        fprintf(stderr, "hccl_perf_test: HcclGetRootInfo failed: %s (%d)\n",
-                HcclGetErrorString(hrc), (int)hrc);
+    if (perf_hccl_error(-1, "HcclGetRootInfo", HcclGetRootInfo(&root))) {
         return EXIT_ERROR;
     }
     pid_t *pids = calloc((size_t)opt->nranks, sizeof(*pids));

@@ -101,7 +101,9 @@ void perf_pattern_setup(struct bench *b);
 
 /* ---- Helpers (hccl_perf_test.c) ---- */
 
-/* Reports a failed HCCL call on stderr; 1 if it failed. */
+/* Reports a failed HCCL call on stderr, with the rank unless it is negative; 1 if it failed. */
+int perf_hccl_error(int rank, const char *call, HcclResult rc);
+/* The same for this rank's calls. */
 int perf_hccl_failed(const struct bench *b, const char *call, HcclResult rc);
 
 #define TRY(b, call)                                                                               \

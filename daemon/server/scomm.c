@@ -19,11 +19,20 @@
 #include "log.h"
 #include "server/server.h"
 
+static void init_resp_send(session_t *s, uint64_t req_id, Hccld__CommInitResp *r)
+{
+    Hccld__Msg m = HCCLD__MSG__INIT;
+
+    m.req_id = req_id;
+    m.body_case = HCCLD__MSG__BODY_COMM_INIT_RESP;
+    m.comm_init_resp = r;
+    session_send(s, &m);
+}
+
 /* The answer to a rank of a comm that spans several daemons. */
 void send_multinode_resp(session_t *s, uint64_t req_id, const scomm_t *c, uint32_t rank,
                          uint32_t nnodes, uint64_t chunk)
 {
-    Hccld__Msg m = HCCLD__MSG__INIT;
     Hccld__CommInitResp r = HCCLD__COMM_INIT_RESP__INIT;
 
     r.result = c != NULL ? HCCL_SUCCESS : HCCL_E_MEMORY;
@@ -35,16 +44,12 @@ void send_multinode_resp(session_t *s, uint64_t req_id, const scomm_t *c, uint32
     r.nnodes = nnodes;
     if (c != NULL)
         r.qos_class = s->srv->qos.cls[c->qos_class].name;
-    m.req_id = req_id;
-    m.body_case = HCCLD__MSG__BODY_COMM_INIT_RESP;
-    m.comm_init_resp = &r;
-    session_send(s, &m);
+    init_resp_send(s, req_id, &r);
 }
 
 void send_init_resp(session_t *s, uint64_t req_id, int result, const char *why, uint32_t comm_id,
                     uint32_t nranks, uint32_t rank, uint64_t chunk)
 {
-    Hccld__Msg m = HCCLD__MSG__INIT;
     Hccld__CommInitResp r = HCCLD__COMM_INIT_RESP__INIT;
 
     r.result = result;
@@ -53,10 +58,7 @@ void send_init_resp(session_t *s, uint64_t req_id, int result, const char *why, 
     r.nranks = nranks;
     r.rank = rank;
     r.chunk_bytes = chunk;
-    m.req_id = req_id;
-    m.body_case = HCCLD__MSG__BODY_COMM_INIT_RESP;
-    m.comm_init_resp = &r;
-    session_send(s, &m);
+    init_resp_send(s, req_id, &r);
 }
 
 static uint64_t comm_chunk(server_t *srv, uint32_t n, const join_t *ranks)

@@ -3,8 +3,6 @@
  * test's own, the root), ranks placed on it in any way, and a few rank functions.
  */
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "multinode.h"
 
@@ -92,13 +90,4 @@ int run_on_cluster(unsigned nd, unsigned per, rank_fn fn, void *arg)
     failed = run_ranks(&c, per, fn, arg);
     cluster_stop(&c);
     return failed;
-}
-
-/* A tool next to the daemon under test (build/bin/NAME). */
-void tool_path(const char *name, char *out, size_t cap)
-{
-    const char *bin = getenv("HCCLD_BIN") ? getenv("HCCLD_BIN") : "build/bin/hccld";
-    const char *slash = strrchr(bin, '/');
-
-    snprintf(out, cap, "%.*s%s", slash ? (int)(slash - bin + 1) : 0, bin, name);
 }

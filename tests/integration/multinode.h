@@ -37,9 +37,6 @@ int rank_formed(HcclComm comm, uint32_t r, uint32_t n, void *arg);
 /* Rank 0 sends 10 elements to the last rank, which expects 12: HCCL_E_PARA there. */
 int rank_p2p_mismatch(HcclComm comm, uint32_t r, uint32_t n, void *arg);
 
-/* A tool next to the daemon under test (build/bin/NAME). */
-void tool_path(const char *name, char *out, size_t cap);
-
 /* test_multinode_tools.c: hccl-run's placements and hccl_perf_test's -m and -A, into tc. */
 void multinode_add_tools(TCase *tc);
 /* test_multinode_share.c: the "tuning" and "share" test cases. */

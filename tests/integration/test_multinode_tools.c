@@ -9,6 +9,15 @@
 
 #include "multinode.h"
 
+/* A tool next to the daemon under test (build/bin/NAME). */
+static void tool_path(const char *name, char *out, size_t cap)
+{
+    const char *bin = getenv("HCCLD_BIN") ? getenv("HCCLD_BIN") : "build/bin/hccld";
+    const char *slash = strrchr(bin, '/');
+
+    snprintf(out, cap, "%.*s%s", slash ? (int)(slash - bin + 1) : 0, bin, name);
+}
+
 /* hccl-run places rank r on daemon want[r] with the local rank and size that go with it. */
 static void check_map_by(const cluster_t *c, const char *map, const uint8_t *want, unsigned n)
 {
