@@ -242,6 +242,7 @@ HcclResult HcclCommSplit(HcclComm comm, uint32_t color, uint32_t key, HcclComm *
     req.seq = parent->split_seq++;
     req.l0_mode = l0_mode_wanted();
     req.timeout_s = (uint32_t)timeout_s;
+    req.algo = getenv("HCCL_ALGO") != NULL ? getenv("HCCL_ALGO") : "";
     m.body_case = HCCLD__MSG__BODY_COMM_SPLIT_REQ;
     m.comm_split_req = &req;
     rc = comm_call(parent->c, &m, "comm split", parent->rank, timeout_s, child);

@@ -133,9 +133,12 @@ void jobs_comm_split(server_t *srv, session_t *s, uint64_t req_id, const Hccld__
     const char *why = NULL;
     int result = HCCL_E_PARA;
     split_t *sp = NULL;
+    char err[160];
 
     if (c == NULL || req->rank >= c->nranks || c->sids[req->rank] != s->sid)
         why = "not a rank of that communicator";
+    else if (algo_check(req->algo, err, sizeof(err)) != 0)
+        why = err; /* an unknown HCCL_ALGO fails a split as it fails an init */
     else if (c->nnodes > 1)
         why = "a communicator that spans daemons is split by its ranks (libhccl), not here",
         result = HCCL_E_NOT_SUPPORT;

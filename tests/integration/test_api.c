@@ -311,6 +311,12 @@ static int split_grid(HcclComm comm, uint32_t r, uint32_t n, void *arg)
     HcclCommDestroy(col);
     if (none != NULL)
         HcclCommDestroy(none);
+    /* An unknown level-1 name fails the split as it fails an init, even on one daemon. */
+    setenv("HCCL_ALGO", "level0:NA;level1:bogus", 1);
+    HcclResult bad = HcclCommSplit(comm, 0, r, &row);
+    unsetenv("HCCL_ALGO");
+    if (bad != HCCL_E_PARA)
+        return 7;
     return HcclCommSplit(NULL, 0, 0, &row) == HCCL_E_PTR ? 0 : 6;
 }
 
