@@ -3,7 +3,9 @@
 # Safe to run again: apt-get skips what is already installed.
 set -eu
 
-PKGS="build-essential gcc clang clang-format pkg-config make git
+# clang's runtimes (libFuzzer, ASan) are only a recommendation of clang: name them, since
+# --no-install-recommends skips them and the fuzz targets of `make test` link against them.
+PKGS="build-essential gcc clang libclang-rt-14-dev clang-format pkg-config make git
 libuv1-dev libprotobuf-c-dev protobuf-c-compiler libhwloc-dev check
 libibverbs-dev librdmacm-dev libsystemd-dev libjansson-dev libinih-dev libsodium-dev
 iproute2 procps iptables iperf3 systemd"
