@@ -23,3 +23,16 @@ int algo_from_name(const char *s)
             return a;
     return -1;
 }
+
+const char *algo_src_name(int src)
+{
+    static const char *const srcs[ALGO_SRC_COUNT] = {
+        [ALGO_SRC_MODEL] = "model",
+        [ALGO_SRC_HCCL_ALGO] = "HCCL_ALGO",
+        [ALGO_SRC_CONFIG] = "hcclAlgo",
+        [ALGO_SRC_HCCL_ALGORITHM] = "HCCL_ALGORITHM",
+        [ALGO_SRC_DETERMINISTIC] = "HCCL_DETERMINISTIC",
+    };
+
+    return src >= 0 && src < ALGO_SRC_COUNT ? srcs[src] : "?";
+}

@@ -12,9 +12,22 @@ enum algo_id {
     ALGO_COUNT
 };
 
+/* What chose a collective's level-1 algorithm: the cost model on measured links, a setting, or
+ * the fixed model of HCCL_DETERMINISTIC (profiles and logs name it). */
+enum algo_src {
+    ALGO_SRC_MODEL = 0,
+    ALGO_SRC_HCCL_ALGO,      /* the HCCL_ALGO variable */
+    ALGO_SRC_CONFIG,         /* HcclCommConfig.hcclAlgo (HCCL_ALGO's syntax, per comm) */
+    ALGO_SRC_HCCL_ALGORITHM, /* the HCCL_ALGORITHM shorthand */
+    ALGO_SRC_DETERMINISTIC,  /* the cost model on fixed link figures (HCCL_DETERMINISTIC) */
+    ALGO_SRC_COUNT
+};
+
 /* The HCCL_ALGO name of algo, "?" for an unknown id. */
 const char *algo_name(int algo);
 /* The id of an HCCL_ALGO name, any case; -1 if there is none. */
 int algo_from_name(const char *s);
+/* "model", "HCCL_ALGO", "hcclAlgo", "HCCL_ALGORITHM" or "HCCL_DETERMINISTIC"; "?" otherwise. */
+const char *algo_src_name(int src);
 
 #endif

@@ -7,6 +7,11 @@
 
 /* Reads an unsigned integer in [min, max]; unset or empty gives def. 0, or -EINVAL (logged). */
 int env_u64(const char *name, uint64_t def, uint64_t min, uint64_t max, uint64_t *val_p);
+/* A size in MB (HCCL_BUFFSIZE's unit), 1..max: 0, or -EINVAL with a reason in why that names
+ * the unit and, for what looks like a byte count, the MB value meant. what names the setting. */
+int mb_check(const char *what, const char *s, uint64_t max, uint64_t *mb_p, char *why, size_t cap);
+/* An MB variable: def when unset or empty; else as mb_check, logging the reason. */
+int env_mb(const char *name, uint64_t def, uint64_t max, uint64_t *mb_p);
 /* Parses "123", "4K", "16M", "1G" (binary units); -EINVAL if malformed or overflowing. */
 int parse_size(const char *s, uint64_t *val_p);
 /* A rate in bits/s: "40Gbit", "10G", "2.5Gbit/s" (K/M/G/T prefixes; "bit", "bps", "/s"

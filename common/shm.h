@@ -65,7 +65,8 @@ typedef struct cqe {
     int32_t status;   /* HcclResult */
     uint32_t culprit; /* HCCL_E_REMOTE: 1 + the comm rank that died or left, 0 if unknown */
     int8_t algo;      /* level-1 algorithm (daemon/algo/algo.h ids), -1: none (inside the node) */
-    uint8_t pad[7];
+    uint8_t algo_src; /* enum algo_src (algo_id.h): what chose it */
+    uint8_t pad[6];
     uint64_t queued_ns;   /* from intake until its op started: peers posting, earlier ops */
     uint64_t qos_wait_ns; /* part of l1_ns: rounds held back by QoS (higher class, cap) */
     uint64_t l0_ns;       /* executing inside the node */

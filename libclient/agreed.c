@@ -117,7 +117,8 @@ void hc_split_derive(const uint8_t *parent_id, const uint8_t *parent_key, uint64
 }
 
 HcclResult hc_init_agreed(hc_client_t *c, const uint8_t *id, const uint8_t *key, const char *root,
-                          uint32_t n, uint32_t rank, const uint8_t *parent_job, HcclComm *comm)
+                          uint32_t n, uint32_t rank, const uint8_t *parent_job,
+                          const hc_comm_cfg_t *cfg, HcclComm *comm)
 {
     Hccld__RootInfo ri = HCCLD__ROOT_INFO__INIT;
     char hex[2 * HC_JOB_BYTES + 1];
@@ -132,5 +133,5 @@ HcclResult hc_init_agreed(hc_client_t *c, const uint8_t *id, const uint8_t *key,
     hex_encode(id, HC_JOB_BYTES, hex);
     INFO("INIT", "rank %u of %u: agreed job %s, root daemon %s", rank, n, hex,
          root[0] ? root : "(this one)");
-    return hc_comm_init(c, &ri, n, rank, 1, parent_job, comm);
+    return hc_comm_init(c, &ri, n, rank, 1, parent_job, cfg, comm);
 }

@@ -39,9 +39,10 @@ void hc_split_derive(const uint8_t *parent_id, const uint8_t *parent_key, uint64
 
 /* Joins rank `rank` of n to the agreed job whose root daemon advertises root ("IP:PORT"; ""
  * when every rank is on this daemon and it does not listen). parent_job: a split child's
- * parent's job id (HC_JOB_BYTES), or NULL. */
+ * parent's job id (HC_JOB_BYTES), or NULL; cfg: the comm's settings, or NULL. */
 HcclResult hc_init_agreed(hc_client_t *c, const uint8_t *id, const uint8_t *key, const char *root,
-                          uint32_t n, uint32_t rank, const uint8_t *parent_job, HcclComm *comm);
+                          uint32_t n, uint32_t rank, const uint8_t *parent_job,
+                          const hc_comm_cfg_t *cfg, HcclComm *comm);
 
 /* launcher.c: HcclCommInitFromEnv without HCCL_ROOT_INFO. */
 HcclResult hc_launcher_init(HcclComm *comm);

@@ -65,6 +65,21 @@ typedef struct hc_client {
 
 typedef struct hc_coop hc_coop_t;
 
+/* A comm's settings from its HcclCommConfig (comm_cfg.c); a split's child inherits them. */
+typedef struct hc_comm_cfg {
+    char name[COMM_NAME_MAX_LENGTH];      /* "": hcclD names the comm (HcclGetCommName) */
+    char algo[HCCL_COMM_ALGO_MAX_LENGTH]; /* hcclAlgo; "": the HCCL_ALGO variable */
+    int deterministic;                    /* 0, 1, or -1: HCCL_DETERMINISTIC */
+    uint32_t buff_mb;                     /* 0: HCCL_BUFFSIZE */
+} hc_comm_cfg_t;
+
+/* What a comm init or split request says of the level-1 algorithms. */
+typedef struct hc_algo_req {
+    const char *algo, *algorithm; /* HCCL_ALGO (or hcclAlgo), HCCL_ALGORITHM; "" none */
+    int by_config;                /* algo is hcclAlgo */
+    int deterministic;
+} hc_algo_req_t;
+
 typedef struct hc_comm {
     uint32_t magic;
     hc_client_t *c;
@@ -86,6 +101,7 @@ typedef struct hc_comm {
     int culprit_logged;  /* the rank at fault was named in the log */
     int short_logged;    /* a call ran fewer pieces at once for want of arena (coll.c) */
     int users;           /* calls running or queued on streams (atomic) */
+    hc_comm_cfg_t cfg;   /* its settings; cfg.name is its name */
 } hc_comm_t;
 
 /* One collective or point-to-point transfer as the user described it. */
@@ -104,6 +120,10 @@ typedef struct hc_op {
 /* conn.c */
 /* The process's client, connecting on first use; NULL and *err_p when the daemon is away. */
 hc_client_t *hc_client_get(HcclResult *err_p);
+/* The same; a first connection gets an arena of mb MB (0: HCCL_BUFFSIZE's). */
+hc_client_t *hc_client_get_mb(uint64_t mb, HcclResult *err_p);
+#define HC_BUFFSIZE_DEFAULT_MB 200
+#define HC_BUFFSIZE_MAX_MB 16384
 /* Sends req and waits for the answer with the same id; HCCL_E_TIMEOUT or HCCL_E_UNAVAIL. */
 HcclResult hc_ctl_call(hc_client_t *c, Hccld__Msg *req, Hccld__Msg **resp_p, int timeout_ms);
 int hc_daemon_gone(hc_client_t *c);
@@ -183,8 +203,23 @@ HcclResult hc_coop_run(hc_comm_t *comm, const hc_op_t *op);
 HcclResult hc_comm_check(HcclComm comm, hc_comm_t **c_p);
 void hc_comm_set_error(hc_comm_t *comm, HcclResult rc);
 /* Joins rank `rank` of n to the job ri names (agreed: computed by the ranks, see agreed.c) and
- * returns the new communicator in *comm. parent_job: a split child's parent's job id, or NULL. */
+ * returns the new communicator in *comm. parent_job: a split child's parent's job id, or NULL;
+ * cfg: its settings (NULL: none; an empty name becomes "hccl-" and the job id). */
 HcclResult hc_comm_init(hc_client_t *c, const Hccld__RootInfo *ri, uint32_t n, uint32_t rank,
-                        int agreed, const uint8_t *parent_job, HcclComm *comm);
+                        int agreed, const uint8_t *parent_job, const hc_comm_cfg_t *cfg,
+                        HcclComm *comm);
+
+/* HcclCommInitRootInfo with settings (NULL: none). */
+HcclResult hc_comm_init_root(uint32_t nRanks, const HcclRootInfo *rootInfo, uint32_t rank,
+                             const hc_comm_cfg_t *cfg, HcclComm *comm);
+
+/* comm_cfg.c */
+/* Checks a user's HcclCommConfig and takes the fields its size covers into *out. */
+HcclResult hc_comm_cfg_from(const HcclCommConfig *config, hc_comm_cfg_t *out);
+/* The level-1 fields of a request for a comm with cfg, from cfg and the environment
+ * (HCCL_ALGO, HCCL_ALGORITHM, HCCL_DETERMINISTIC); HCCL_E_PARA for a bad HCCL_DETERMINISTIC. */
+HcclResult hc_algo_req(const hc_comm_cfg_t *cfg, hc_algo_req_t *r);
+/* A split child's name: "<parent>_split<seq>_c<color>", the parent's part shortened to fit. */
+void hc_comm_name_child(const char *parent, uint64_t seq, uint32_t color, char *out);
 
 #endif

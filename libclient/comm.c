@@ -113,6 +113,8 @@ static HcclResult comm_call(hc_client_t *c, Hccld__Msg *m, const char *what, uin
         ERR("INIT", "rank %u: %s failed: %s (%s)", rank, what, resp->comm_init_resp->message,
             HcclGetErrorString(rc));
     } else if (resp->comm_init_resp->comm_id != 0) {
+        if (resp->comm_init_resp->notice != NULL && resp->comm_init_resp->notice[0] != '\0')
+            WARN("INIT", "rank %u: %s", rank, resp->comm_init_resp->notice);
         comm->nranks = resp->comm_init_resp->nranks;
         comm->rank = resp->comm_init_resp->rank;
         comm->c = c;
@@ -128,6 +130,11 @@ static HcclResult init_call(hc_client_t *c, const Hccld__RootInfo *ri, uint32_t 
     Hccld__Msg m = HCCLD__MSG__INIT;
     Hccld__CommInitReq req = HCCLD__COMM_INIT_REQ__INIT;
     uint64_t timeout_s = hc_env_connect_timeout_s();
+    hc_algo_req_t ar;
+    HcclResult rc = hc_algo_req(&comm->cfg, &ar);
+
+    if (rc != HCCL_SUCCESS)
+        return rc;
 
     req.info = (Hccld__RootInfo *)ri;
     req.agreed = agreed != 0;
@@ -135,7 +142,10 @@ static HcclResult init_call(hc_client_t *c, const Hccld__RootInfo *ri, uint32_t 
     req.rank = rank;
     req.timeout_s = (uint32_t)timeout_s;
     req.l0_mode = l0_mode_wanted();
-    req.algo = getenv("HCCL_ALGO") != NULL ? getenv("HCCL_ALGO") : "";
+    req.algo = (char *)ar.algo;
+    req.algorithm = (char *)ar.algorithm;
+    req.algo_by_config = ar.by_config;
+    req.deterministic = ar.deterministic;
     req.log_ops = log_level_cur >= LOG_INFO;
     if (parent_job != NULL) {
         req.parent_job_id.data = (uint8_t *)parent_job;
@@ -147,13 +157,17 @@ static HcclResult init_call(hc_client_t *c, const Hccld__RootInfo *ri, uint32_t 
 }
 
 HcclResult hc_comm_init(hc_client_t *c, const Hccld__RootInfo *ri, uint32_t n, uint32_t rank,
-                        int agreed, const uint8_t *parent_job, HcclComm *comm)
+                        int agreed, const uint8_t *parent_job, const hc_comm_cfg_t *cfg,
+                        HcclComm *comm)
 {
     hc_comm_t *hc = calloc(1, sizeof(*hc));
     HcclResult rc;
 
     if (hc == NULL)
         return HCCL_E_MEMORY;
+    hc->cfg.deterministic = -1;
+    if (cfg != NULL)
+        hc->cfg = *cfg;
     rc = init_call(c, ri, n, rank, agreed, parent_job, hc);
     if (rc != HCCL_SUCCESS) {
         free(hc);
@@ -167,15 +181,21 @@ HcclResult hc_comm_init(hc_client_t *c, const Hccld__RootInfo *ri, uint32_t n, u
     hc->has_job = 1;
     memcpy(hc->job_id, ri->job_id.data, sizeof(hc->job_id));
     memcpy(hc->job_key, ri->job_key.data, sizeof(hc->job_key));
+    if (hc->cfg.name[0] == '\0') {
+        char hex[2 * sizeof(hc->job_id) + 1];
+        hex_encode(hc->job_id, sizeof(hc->job_id), hex);
+        snprintf(hc->cfg.name, sizeof(hc->cfg.name), "hccl-%s", hex);
+    }
     *comm = hc;
-    INFO("INIT", "rank %u of %u: comm %u ready on %u daemon(s), level 0 %s", rank, n, hc->id,
-         hc->nnodes, hc->coop ? "cooperative" : "by the daemon");
+    INFO("INIT", "rank %u of %u: comm %u (%s) ready on %u daemon(s), level 0 %s", rank, n, hc->id,
+         hc->cfg.name, hc->nnodes, hc->coop ? "cooperative" : "by the daemon");
     return HCCL_SUCCESS;
 }
 
-HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *rootInfo, uint32_t rank,
-                                HcclComm *comm)
+HcclResult hc_comm_init_root(uint32_t nRanks, const HcclRootInfo *rootInfo, uint32_t rank,
+                             const hc_comm_cfg_t *cfg, HcclComm *comm)
 {
+    uint32_t mb = cfg != NULL ? cfg->buff_mb : 0;
     Hccld__RootInfo *ri;
     hc_client_t *c;
     HcclResult rc;
@@ -190,10 +210,22 @@ HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *rootInfo, u
         ERR("INIT", "the root info is malformed (not from HcclGetRootInfo?)");
         return HCCL_E_PARA;
     }
-    if ((c = hc_client_get(&rc)) != NULL)
-        rc = hc_comm_init(c, ri, nRanks, rank, 0, NULL, comm);
+    if ((c = hc_client_get_mb(mb, &rc)) != NULL) {
+        if (c->l.arena_bytes < ((uint64_t)mb << 20))
+            WARN("INIT",
+                 "hcclBufferSize %u MB: this process's arena is %llu MB already (set by "
+                 "its first comm or HCCL_BUFFSIZE) and stays so",
+                 mb, (unsigned long long)(c->l.arena_bytes >> 20));
+        rc = hc_comm_init(c, ri, nRanks, rank, 0, NULL, cfg, comm);
+    }
     hccld__root_info__free_unpacked(ri, NULL);
     return rc;
+}
+
+HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *rootInfo, uint32_t rank,
+                                HcclComm *comm)
+{
+    return hc_comm_init_root(nRanks, rootInfo, rank, NULL, comm);
 }
 
 /* HCCL_ROOT_INFO (hccl-run) first; then a rank table or a launcher's environment. */
@@ -224,10 +256,13 @@ HcclResult HcclCommSplit(HcclComm comm, uint32_t color, uint32_t key, HcclComm *
     Hccld__CommSplitReq req = HCCLD__COMM_SPLIT_REQ__INIT;
     uint64_t timeout_s = hc_env_connect_timeout_s();
     hc_comm_t *parent, *child;
+    hc_algo_req_t ar;
     HcclResult rc = hc_comm_check(comm, &parent);
 
     if (rc == HCCL_SUCCESS && newComm == NULL)
         rc = HCCL_E_PTR;
+    if (rc == HCCL_SUCCESS)
+        rc = hc_algo_req(&parent->cfg, &ar);
     if (rc != HCCL_SUCCESS)
         return rc;
     /* A comm on one daemon splits there; one across daemons splits among its ranks. */
@@ -235,6 +270,8 @@ HcclResult HcclCommSplit(HcclComm comm, uint32_t color, uint32_t key, HcclComm *
         return hc_split_multinode(parent, color, key, parent->split_seq++, newComm);
     if ((child = calloc(1, sizeof(*child))) == NULL)
         return HCCL_E_MEMORY;
+    child->cfg = parent->cfg;
+    hc_comm_name_child(parent->cfg.name, parent->split_seq, color, child->cfg.name);
     req.comm_id = parent->id;
     req.rank = parent->rank;
     req.color = color;
@@ -242,7 +279,10 @@ HcclResult HcclCommSplit(HcclComm comm, uint32_t color, uint32_t key, HcclComm *
     req.seq = parent->split_seq++;
     req.l0_mode = l0_mode_wanted();
     req.timeout_s = (uint32_t)timeout_s;
-    req.algo = getenv("HCCL_ALGO") != NULL ? getenv("HCCL_ALGO") : "";
+    req.algo = (char *)ar.algo;
+    req.algorithm = (char *)ar.algorithm;
+    req.algo_by_config = ar.by_config;
+    req.deterministic = ar.deterministic;
     m.body_case = HCCLD__MSG__BODY_COMM_SPLIT_REQ;
     m.comm_split_req = &req;
     rc = comm_call(parent->c, &m, "comm split", parent->rank, timeout_s, child);
@@ -254,8 +294,8 @@ HcclResult HcclCommSplit(HcclComm comm, uint32_t color, uint32_t key, HcclComm *
     }
     child->magic = HC_COMM_MAGIC;
     *newComm = child;
-    INFO("INIT", "rank %u split (color %u, key %u): comm %u, rank %u of %u", parent->rank, color,
-         key, child->id, child->rank, child->nranks);
+    INFO("INIT", "rank %u split (color %u, key %u): comm %u (%s), rank %u of %u", parent->rank,
+         color, key, child->id, child->cfg.name, child->rank, child->nranks);
     return HCCL_SUCCESS;
 }
 

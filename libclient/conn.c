@@ -73,14 +73,14 @@ static int welcome_apply(hc_client_t *c, const Hccld__Welcome *w)
     return 0;
 }
 
-static HcclResult hello(hc_client_t *c)
+/* mb: the arena's size in MB, 0 for HCCL_BUFFSIZE's. */
+static HcclResult hello(hc_client_t *c, uint64_t mb)
 {
     Hccld__Msg m = HCCLD__MSG__INIT, *resp = NULL;
     Hccld__Hello h = HCCLD__HELLO__INIT;
-    uint64_t mb;
     HcclResult rc;
 
-    if (env_u64("HCCL_BUFFSIZE", 200, 1, 16384, &mb) != 0)
+    if (mb == 0 && env_mb("HCCL_BUFFSIZE", HC_BUFFSIZE_DEFAULT_MB, HC_BUFFSIZE_MAX_MB, &mb) != 0)
         return HCCL_E_PARA;
     h.version = PROTO_VERSION;
     h.pid = (uint32_t)getpid();
@@ -126,7 +126,7 @@ static void client_free(hc_client_t *c)
     free(c);
 }
 
-static HcclResult client_open(hc_client_t **c_p)
+static HcclResult client_open(uint64_t mb, hc_client_t **c_p)
 {
     const char *path = getenv("HCCLD_SOCKET");
     hc_client_t *c = calloc(1, sizeof(*c));
@@ -160,7 +160,7 @@ static HcclResult client_open(hc_client_t **c_p)
         return HCCL_E_UNAVAIL;
     }
     c->conn.fd = fd;
-    rc = hello(c);
+    rc = hello(c, mb);
     if (rc == HCCL_SUCCESS &&
         (hc_slots_init(c) != 0 || hc_arena_init(&c->alloc, c->l.arena_bytes) != 0))
         rc = HCCL_E_MEMORY;
@@ -176,6 +176,11 @@ static HcclResult client_open(hc_client_t **c_p)
 
 hc_client_t *hc_client_get(HcclResult *err_p)
 {
+    return hc_client_get_mb(0, err_p);
+}
+
+hc_client_t *hc_client_get_mb(uint64_t mb, HcclResult *err_p)
+{
     hc_client_t *c;
     HcclResult rc = HCCL_SUCCESS;
 
@@ -188,7 +193,7 @@ hc_client_t *hc_client_get(HcclResult *err_p)
     }
     if (c == NULL) {
         log_setup();
-        rc = client_open(&c);
+        rc = client_open(mb, &c);
         client_cur = rc == HCCL_SUCCESS ? c : NULL;
     }
     pthread_mutex_unlock(&client_lock);

@@ -196,7 +196,7 @@ static HcclResult launcher_join(const launch_t *l, HcclComm *comm)
     if ((rc = hc_job_derive(&f, "the launcher's job id, root address and world size", id, key)) !=
         HCCL_SUCCESS)
         return rc;
-    return hc_init_agreed(c, id, key, root, (uint32_t)l->size, (uint32_t)l->rank, NULL, comm);
+    return hc_init_agreed(c, id, key, root, (uint32_t)l->size, (uint32_t)l->rank, NULL, NULL, comm);
 }
 
 /* RANK_TABLE_FILE: the rank is RANK_ID (HCCL's name), else the launcher's. */

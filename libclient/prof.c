@@ -126,8 +126,10 @@ void hc_prof_piece(const cqe_t *e)
     a->qos_wait_ns += e->qos_wait_ns;
     a->l0_ns += e->l0_ns;
     a->l1_ns += e->l1_ns;
-    if (e->algo >= 0)
+    if (e->algo >= 0) {
         a->algo = e->algo;
+        a->algo_src = e->algo_src;
+    }
 }
 
 /* Bytes the way nccl-tests counts them (the larger side), and the bus bandwidth factor. */
@@ -195,6 +197,9 @@ void hc_prof_end(hc_prof_acc_t *acc, const hc_call_t *call, int result)
     /* Collectives line up across ranks by sequence; transfers by peer. */
     if (collective)
         json_object_set_new(o, "seq", json_integer((json_int_t)acc->seq));
+    if (acc->algo >= 0)
+        json_object_set_new(o, "algo_by", json_string(algo_src_name(acc->algo_src)));
+    json_object_set_new(o, "comm_name", json_string(comm->cfg.name));
     if (!collective)
         json_object_set_new(o, "peer", json_integer(call->op.root));
     else if (call->op.kind == DESC_BROADCAST || call->op.kind == DESC_REDUCE ||

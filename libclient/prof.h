@@ -17,7 +17,8 @@ typedef struct hc_prof_acc {
     uint64_t queued_ns; /* the first piece's wait in the daemon */
     uint64_t qos_wait_ns, l0_ns, l1_ns; /* summed over pieces */
     uint32_t pieces;
-    int algo; /* the last piece's level-1 algorithm, -1: none */
+    int algo;     /* the last piece's level-1 algorithm, -1: none */
+    int algo_src; /* enum algo_src: what chose it */
 } hc_prof_acc_t;
 
 /* Whether HCCL_PROF_ENABLE asks for records (read once). */

@@ -100,7 +100,7 @@ static HcclResult cluster_init(const char *path, const char *text, size_t len,
         return rc;
     /* One server and a daemon that does not listen: the job stays on this daemon. */
     const char *root = c->advertised[0] != '\0' ? rt->servers[rt->rank_server[0]] : "";
-    return hc_init_agreed(c, id, key, root, rt->nranks, rank, NULL, comm);
+    return hc_init_agreed(c, id, key, root, rt->nranks, rank, NULL, NULL, comm);
 }
 
 HcclResult HcclCommInitClusterInfo(const char *rankTableFile, uint32_t rank, HcclComm *comm)

@@ -207,6 +207,7 @@ int algo_env_parse(const char *s, algo_env_t *out, char *err, size_t errlen)
     char *copy;
     int rc;
 
+    memset(out->src, ALGO_SRC_MODEL, sizeof(out->src));
     for (int k = 0; k < DESC_KIND_MAX; k++)
         out->level1[k] = -1;
     if (err != NULL && errlen > 0)
@@ -217,8 +218,10 @@ int algo_env_parse(const char *s, algo_env_t *out, char *err, size_t errlen)
         return perr(&p, "HCCL_ALGO: out of memory");
     rc = parse_all(&p, copy, out);
     free(copy);
-    if (rc != 0)
-        for (int k = 0; k < DESC_KIND_MAX; k++)
+    for (int k = 0; k < DESC_KIND_MAX; k++) {
+        if (rc != 0)
             out->level1[k] = -1;
+        out->src[k] = out->level1[k] >= 0 ? ALGO_SRC_HCCL_ALGO : ALGO_SRC_MODEL;
+    }
     return rc;
 }

@@ -15,15 +15,18 @@
 #define HCCLD_ALGO_ALGO_ENV_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "shm.h"
 
 typedef struct algo_env {
-    int level1[DESC_KIND_MAX]; /* enum algo_id by enum desc_kind; -1 = automatic */
+    int level1[DESC_KIND_MAX];  /* enum algo_id by enum desc_kind; -1 = automatic */
+    uint8_t src[DESC_KIND_MAX]; /* enum algo_src (algo_id.h): the setting behind level1[k] */
 } algo_env_t;
 
-/* Parses s into *out (all automatic for NULL or blank s). Returns 0, or -EINVAL with a
- * message naming the bad token in err; *out is then all automatic. */
+/* Parses s into *out (all automatic for NULL or blank s); a forced kind's src is
+ * ALGO_SRC_HCCL_ALGO, the others' ALGO_SRC_MODEL. Returns 0, or -EINVAL with a message naming
+ * the bad token in err; *out is then all automatic. */
 int algo_env_parse(const char *s, algo_env_t *out, char *err, size_t errlen);
 /* The collective name HCCL_ALGO uses for a kind ("allreduce", ...), or NULL. */
 const char *algo_env_op_name(int kind);

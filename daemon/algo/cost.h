@@ -38,6 +38,11 @@ typedef struct link_cost {
  * forms of the same schedules. */
 #define ALGO_COST_REPLAY_MAX 64
 
+/* TCP-like figures (25 us, 10 Gbit/s, 10 GB/s reductions, 5 us per message, one NIC per
+ * node): what a comm assumes until it has measured its links, and what HCCL_DETERMINISTIC
+ * chooses with always, so that the choice depends on nothing a run measures. */
+link_cost_t algo_cost_fixed(void);
+
 /* Predicted microseconds for the whole collective, or -1 if algo does not serve kind. */
 double algo_cost(int algo, int kind, uint32_t nnodes, uint64_t bytes, const link_cost_t *lc);
 /* The two ways algo_cost works, for tests: the timed replay of all nodes' schedules (any

@@ -53,6 +53,7 @@ void prof_cqe(cqe_t *e, const op_prof_t *p, uint64_t t_in)
     if (p == NULL || p->t_start == 0)
         return;
     e->algo = (int8_t)p->algo;
+    e->algo_src = p->src;
     e->queued_ns = p->t_start > t_in ? p->t_start - t_in : 0;
     e->qos_wait_ns = p->qos_wait_ns;
     e->l0_ns = p->l0_ns;

@@ -95,9 +95,13 @@ typedef struct engine_multi_spec {
      * have one connect over RDMA (unless HCCL_TRANSPORT=tcp). */
     const char *const *rdma_addrs;
     const uint8_t *job_id, *key;
-    const int *level1; /* [DESC_KIND_MAX]: forced algorithm per kind, -1: chosen per op */
-    int log_ops;       /* log every op's algorithm choice, whatever the daemon's log level */
-    int qos_class;     /* index of its class (engine_set_class), or -1 */
+    const int *level1;         /* [DESC_KIND_MAX]: forced algorithm per kind, -1: chosen per op */
+    const uint8_t *level1_src; /* [DESC_KIND_MAX]: enum algo_src of each forced one, or NULL */
+    /* HCCL_DETERMINISTIC: the kinds chosen per op are chosen on fixed link figures, so every
+     * run of a job picks the same algorithms (and so sums in the same order). */
+    int deterministic;
+    int log_ops;   /* log every op's algorithm choice, whatever the daemon's log level */
+    int qos_class; /* index of its class (engine_set_class), or -1 */
     /* A child of a split: share[i] set takes the parent comm's connection to node i (the node
      * with the same data address) instead of connecting or accepting one. Both ends of every
      * pair must decide alike (the root daemon decides for all, see Membership). */

@@ -25,7 +25,8 @@ typedef struct dq {
 typedef struct op_prof {
     uint64_t t_start; /* when it started executing; 0: never did */
     uint64_t l0_ns, l1_ns, qos_wait_ns;
-    int algo; /* level 1, or -1 */
+    int algo;    /* level 1, or -1 */
+    uint8_t src; /* enum algo_src: what chose algo */
 } op_prof_t;
 
 typedef struct eng_member {

@@ -147,8 +147,9 @@ static void scatter_out(eng_comm_t *c, const desc_t *d)
     }
 }
 
-/* HCCL_ALGO's choice, else the cost model's, cached per kind and power-of-two size. The
- * figures come from the links measured at init (multi_probe.c), the same on every node. */
+/* The settings' choice, else the cost model's, cached per kind and power-of-two size. The
+ * figures come from the links measured at init (multi_probe.c), the same on every node; under
+ * HCCL_DETERMINISTIC from algo_cost_fixed(), the same in every run. */
 static const struct algo_pick *pick_algo(eng_multi_t *mu, int kind, uint64_t bytes)
 {
     unsigned bucket = bytes ? 64 - (unsigned)__builtin_clzll(bytes) : 0;
@@ -157,10 +158,14 @@ static const struct algo_pick *pick_algo(eng_multi_t *mu, int kind, uint64_t byt
 
     if (p->algo >= 0)
         return p;
+    const link_cost_t fixed = algo_cost_fixed(), *lc = mu->deterministic ? &fixed : &mu->lc;
     p->algo = (int8_t)mu->forced[kind];
+    p->src = mu->forced[kind] >= 0 ? mu->forced_src[kind]
+             : mu->deterministic   ? ALGO_SRC_DETERMINISTIC
+                                   : ALGO_SRC_MODEL;
     double best = -1;
     for (int a = 0; a < ALGO_COUNT; a++) {
-        double c = algo_serves(a, kind) ? algo_cost(a, kind, mu->nnodes, size, &mu->lc) : -1;
+        double c = algo_serves(a, kind) ? algo_cost(a, kind, mu->nnodes, size, lc) : -1;
         p->cost_us[a] = (float)c;
         /* Ties go to the lower algo_id, as algo_select does. */
         if (mu->forced[kind] < 0 && c >= 0 && (best < 0 || c < best)) {
@@ -363,7 +368,8 @@ static int multi_start(engine_t *eng, eng_comm_t *c, const desc_t *d)
     mu->t_l1_ns = now_ns();
     mu->qos_since_ns = mu->qos_wait_ns = 0;
     op_check_fill(d, mu->check);
-    c->prof = (op_prof_t){.t_start = mu->t0_ns, .l0_ns = mu->t_l1_ns - mu->t0_ns, .algo = algo};
+    c->prof = (op_prof_t){
+        .t_start = mu->t0_ns, .l0_ns = mu->t_l1_ns - mu->t0_ns, .algo = algo, .src = pick->src};
     l1_args_t a = {.sched = &mu->sched,
                    .conns = mu->conns,
                    .me = mu->me,
@@ -389,10 +395,13 @@ static int multi_start(engine_t *eng, eng_comm_t *c, const desc_t *d)
     if (log_level_cur >= LOG_INFO || mu->log_ops) {
         char why[256];
         costs_text(pick, why, sizeof(why));
-        log_msg(LOG_INFO, "COLL", "comm %u seq %llu: %s, %llu B per node, %u nodes: %s (%s: %s)",
+        log_msg(LOG_INFO, "COLL", "comm %u seq %llu: %s, %llu B per node, %u nodes: %s (%s%s: %s)",
                 c->id, (unsigned long long)d->seq, desc_kind_name(d->kind),
                 (unsigned long long)(cnt * es), mu->nnodes, algo_name(algo),
-                mu->forced[d->kind] >= 0 ? "forced by HCCL_ALGO" : "predicted", why);
+                pick->src == ALGO_SRC_MODEL           ? "predicted"
+                : pick->src == ALGO_SRC_DETERMINISTIC ? "predicted on fixed link figures, "
+                                                      : "forced by ",
+                pick->src == ALGO_SRC_MODEL ? "" : algo_src_name(pick->src), why);
     }
     return 0;
 }

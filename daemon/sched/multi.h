@@ -39,11 +39,14 @@ typedef struct eng_multi {
     engine_t *eng;
     uint32_t nready;
     uint8_t *conn_ready;       /* [nnodes]: the connection to node i is ready (outgoing ones) */
-    int forced[DESC_KIND_MAX]; /* HCCL_ALGO's level-1 choice per kind, or -1 */
+    int forced[DESC_KIND_MAX]; /* the level-1 choice settings force per kind, or -1 */
+    uint8_t forced_src[DESC_KIND_MAX]; /* enum algo_src: which setting forced it */
+    int deterministic;                 /* choose on algo_cost_fixed(), not measured links */
     /* The cost model's verdict by kind and log2 of the block size: the choice (-1: not yet)
      * and every candidate's predicted microseconds (-1: does not serve the kind). */
     struct algo_pick {
         int8_t algo;
+        uint8_t src; /* enum algo_src */
         float cost_us[ALGO_COUNT];
     } picks[DESC_KIND_MAX][64];
     link_cost_t lc;

@@ -436,18 +436,15 @@ static eng_multi_t *multi_new(const engine_multi_spec_t *sp)
     mu->qos_class = sp->qos_class;
     mu->ready_by_ns =
         now_ns() + (uint64_t)(sp->connect_timeout_s ? sp->connect_timeout_s : 120) * 1000000000ull;
-    for (int k = 0; k < DESC_KIND_MAX; k++)
+    mu->deterministic = sp->deterministic;
+    for (int k = 0; k < DESC_KIND_MAX; k++) {
         mu->forced[k] = sp->level1 != NULL ? sp->level1[k] : -1;
+        mu->forced_src[k] = sp->level1_src != NULL ? sp->level1_src[k] : ALGO_SRC_HCCL_ALGO;
+    }
     for (int k = 0; k < DESC_KIND_MAX; k++)
         for (int b = 0; b < 64; b++)
             mu->picks[k][b].algo = -1;
-    /* Until links are measured at init: TCP-like defaults (25 us, 10 Gbit/s, 5 us per
-     * message, one NIC per node). */
-    mu->lc = (link_cost_t){.alpha_us = 25,
-                           .beta_us_per_byte = 1.0 / 1250,
-                           .gamma_us_per_byte = 1.0 / 10000,
-                           .overhead_us = 5,
-                           .shared_nic = 1};
+    mu->lc = algo_cost_fixed(); /* until links are measured at init */
     memcpy(mu->job_id, sp->job_id, AUTH_JOB_BYTES);
     memcpy(mu->key, sp->key, AUTH_KEY_BYTES);
     mu->tag = tag_comm(sp->job_id);

@@ -309,18 +309,18 @@ static void job_complete_multinode(server_t *srv, job_t *j)
             c->sids[r] = j->ranks[r].s->sid;
             c->nlocal++;
         }
-    const char *algo = "";
+    const algo_want_t *want = NULL;
     int log_ops = 0;
     for (uint32_t r = 0; r < j->nranks; r++)
         if (j->ranks[r].s != NULL) {
-            if (algo[0] == '\0')
-                algo = j->ranks[r].algo;
+            if (want == NULL)
+                want = &j->ranks[r].want;
             log_ops |= j->ranks[r].log_ops;
         }
     if (c != NULL)
         result =
             multinode_engine_comm(srv, c, (const char *const *)data, rank_node, nn, j->id, j->key,
-                                  &(multinode_opts_t){.algo = algo,
+                                  &(multinode_opts_t){.want = want,
                                                       .log_ops = log_ops,
                                                       .qos_class = cls,
                                                       .plan = &plan,
@@ -332,7 +332,8 @@ static void job_complete_multinode(server_t *srv, job_t *j)
 out:
     for (uint32_t r = 0; r < j->nranks; r++)
         if (j->ranks[r].s != NULL && result == HCCL_SUCCESS)
-            send_multinode_resp(j->ranks[r].s, j->ranks[r].req_id, c, r, nn, chunk);
+            send_multinode_resp(j->ranks[r].s, j->ranks[r].req_id, c, r, nn, chunk,
+                                j->ranks[r].notice);
         else if (j->ranks[r].s != NULL)
             send_init_resp(j->ranks[r].s, j->ranks[r].req_id, result, why ? why : "out of memory",
                            0, j->nranks, r, 0);
@@ -439,10 +440,11 @@ void jobs_comm_init(server_t *srv, session_t *s, uint64_t req_id, const Hccld__C
         why = join_refusal(j, req->nranks, req->rank);
     }
     char err[160];
-    if (why == NULL && algo_check(req->algo, err, sizeof(err)) != 0)
-        why = err;
     join_t join = {.s = s, .req_id = req_id, .l0_mode = req->l0_mode, .log_ops = req->log_ops};
-    snprintf(join.algo, sizeof(join.algo), "%s", req->algo);
+    if (why == NULL &&
+        algo_check(&join.want, req->algo, req->algorithm, req->algo_by_config, req->deterministic,
+                   err, sizeof(err), join.notice, sizeof(join.notice)) != 0)
+        why = err;
     if (req->parent_job_id.len == SHARE_JOB_BYTES) {
         join.has_parent = 1;
         memcpy(join.parent, req->parent_job_id.data, SHARE_JOB_BYTES);
@@ -541,12 +543,23 @@ void jobs_stop(server_t *srv)
     scomms_stop(srv);
 }
 
-int algo_check(const char *algo, char *err, size_t cap)
+int algo_check(algo_want_t *w, const char *algo, const char *algorithm, int by_config,
+               int deterministic, char *err, size_t cap, char *notice, size_t ncap)
 {
     algo_env_t env;
+    char said[200];
 
-    if (algo == NULL || algo_env_parse(algo, &env, err, cap) == 0)
-        return 0;
-    WARN("INIT", "HCCL_ALGO=\"%s\" refused: %s", algo, err);
-    return -EINVAL;
+    notice[0] = '\0';
+    if (algo_want_set(w, algo, algorithm, by_config, deterministic, err, cap) != 0 ||
+        algo_want_resolve(w, &env, err, cap, said, sizeof(said)) != 0) {
+        WARN("INIT", "%s=\"%s\" HCCL_ALGORITHM=\"%s\" refused: %s",
+             by_config ? "hcclAlgo" : "HCCL_ALGO", algo ? algo : "", algorithm ? algorithm : "",
+             err);
+        return -EINVAL;
+    }
+    if (said[0] != '\0') {
+        snprintf(notice, ncap, "HCCL_ALGO and HCCL_ALGORITHM disagree on %s", said);
+        WARN("INIT", "%s", notice);
+    }
+    return 0;
 }

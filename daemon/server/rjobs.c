@@ -21,6 +21,7 @@ typedef struct rjoin {
     uint32_t rank;
     int has_parent; /* a split's child: its parent's job id follows */
     uint8_t parent[SHARE_JOB_BYTES];
+    char notice[256]; /* a warning its answer carries */
 } rjoin_t;
 
 struct rjob {
@@ -30,10 +31,10 @@ struct rjob {
     char hex[33];
     char root[PEER_ADDR_MAX];
     uint32_t nranks;
-    char algo[128]; /* the first local rank's HCCL_ALGO */
-    int log_ops;    /* a local rank runs at HCCL_DEBUG=INFO */
-    peer_t *link;   /* to the root daemon */
-    int ready;      /* link authenticated: joins go out at once */
+    algo_want_t want; /* the first local rank's level-1 settings */
+    int log_ops;      /* a local rank runs at HCCL_DEBUG=INFO */
+    peer_t *link;     /* to the root daemon */
+    int ready;        /* link authenticated: joins go out at once */
     rjoin_t *joins;
     uint32_t njoins, cap;
     uv_timer_t timer; /* the root never answering still ends in an answer */
@@ -202,7 +203,7 @@ static void on_rjob_timeout(uv_timer_t *t)
     rjob_fail(t->data, HCCL_E_TIMEOUT, "no membership from the root daemon in time");
 }
 
-static rjob_t *rjob_open(server_t *srv, const Hccld__CommInitReq *req)
+static rjob_t *rjob_open(server_t *srv, const Hccld__CommInitReq *req, const algo_want_t *want)
 {
     rjob_t *r = calloc(1, sizeof(*r));
     uint32_t timeout_s = req->timeout_s ? req->timeout_s : 120;
@@ -216,7 +217,7 @@ static rjob_t *rjob_open(server_t *srv, const Hccld__CommInitReq *req)
     snprintf(r->root, sizeof(r->root), "%s", req->info->root_addr);
     r->nranks = req->nranks;
     r->agreed = req->agreed;
-    snprintf(r->algo, sizeof(r->algo), "%s", req->algo);
+    r->want = *want;
     uv_timer_init(srv->loop, &r->timer);
     uv_timer_init(srv->loop, &r->retry);
     r->handles_open = 2;
@@ -237,9 +238,11 @@ static rjob_t *rjob_open(server_t *srv, const Hccld__CommInitReq *req)
 void rjobs_join(server_t *srv, session_t *s, uint64_t req_id, const Hccld__CommInitReq *req)
 {
     rjob_t *r = rjob_find(srv, req->info->job_id.data);
-    char err[160];
+    char err[160], notice[256];
+    algo_want_t want;
 
-    if (algo_check(req->algo, err, sizeof(err)) != 0) {
+    if (algo_check(&want, req->algo, req->algorithm, req->algo_by_config, req->deterministic, err,
+                   sizeof(err), notice, sizeof(notice)) != 0) {
         send_init_resp(s, req_id, HCCL_E_PARA, err, 0, req->nranks, req->rank, 0);
         return;
     }
@@ -249,7 +252,7 @@ void rjobs_join(server_t *srv, session_t *s, uint64_t req_id, const Hccld__CommI
                        req->rank, 0);
         return;
     }
-    if (r == NULL && (r = rjob_open(srv, req)) == NULL)
+    if (r == NULL && (r = rjob_open(srv, req, &want)) == NULL)
         return;
     if (r->njoins == r->cap) {
         uint32_t cap = r->cap ? 2 * r->cap : 4;
@@ -262,6 +265,7 @@ void rjobs_join(server_t *srv, session_t *s, uint64_t req_id, const Hccld__CommI
         r->cap = cap;
     }
     r->joins[r->njoins] = (rjoin_t){.s = s, .req_id = req_id, .rank = req->rank};
+    snprintf(r->joins[r->njoins].notice, sizeof(r->joins[r->njoins].notice), "%s", notice);
     if (req->parent_job_id.len == SHARE_JOB_BYTES) {
         r->joins[r->njoins].has_parent = 1;
         memcpy(r->joins[r->njoins].parent, req->parent_job_id.data, SHARE_JOB_BYTES);
@@ -331,7 +335,7 @@ void rjobs_membership(server_t *srv, peer_t *p, const Hccld__Membership *m)
     if (c != NULL && m->n_data_nodes == m->n_nodes)
         result = multinode_engine_comm(srv, c, (const char *const *)m->data_nodes, m->rank_node,
                                        (uint32_t)m->n_nodes, r->id, r->key,
-                                       &(multinode_opts_t){.algo = r->algo,
+                                       &(multinode_opts_t){.want = &r->want,
                                                            .log_ops = r->log_ops,
                                                            .qos_class = membership_class(srv, m),
                                                            .plan = &plan,
@@ -343,7 +347,7 @@ void rjobs_membership(server_t *srv, peer_t *p, const Hccld__Membership *m)
     for (uint32_t i = 0; i < r->njoins; i++)
         if (r->joins[i].s != NULL && result == HCCL_SUCCESS)
             send_multinode_resp(r->joins[i].s, r->joins[i].req_id, c, r->joins[i].rank,
-                                (uint32_t)m->n_nodes, chunk);
+                                (uint32_t)m->n_nodes, chunk, r->joins[i].notice);
         else if (r->joins[i].s != NULL)
             send_init_resp(r->joins[i].s, r->joins[i].req_id, result, why, 0, m->nranks,
                            r->joins[i].rank, 0);

@@ -31,7 +31,7 @@ static void init_resp_send(session_t *s, uint64_t req_id, Hccld__CommInitResp *r
 
 /* The answer to a rank of a comm that spans several daemons. */
 void send_multinode_resp(session_t *s, uint64_t req_id, const scomm_t *c, uint32_t rank,
-                         uint32_t nnodes, uint64_t chunk)
+                         uint32_t nnodes, uint64_t chunk, const char *notice)
 {
     Hccld__CommInitResp r = HCCLD__COMM_INIT_RESP__INIT;
 
@@ -42,6 +42,7 @@ void send_multinode_resp(session_t *s, uint64_t req_id, const scomm_t *c, uint32
     r.rank = rank;
     r.chunk_bytes = chunk;
     r.nnodes = nnodes;
+    r.notice = (char *)(notice != NULL ? notice : "");
     if (c != NULL)
         r.qos_class = s->srv->qos.cls[c->qos_class].name;
     init_resp_send(s, req_id, &r);
@@ -161,6 +162,7 @@ static void answer_ranks(server_t *srv, uint32_t n, const join_t *ranks, scomm_t
         session_t *s = ranks[q].s;
         m.req_id = ranks[q].req_id;
         r.rank = q;
+        r.notice = (char *)ranks[q].notice;
         if (c->coop == NULL) {
             session_send(s, &m);
         } else if (session_send_fds(s, &m, fds, (int)n + 1) != 0) {
@@ -312,11 +314,14 @@ int multinode_engine_comm(server_t *srv, scomm_t *c, const char *const *data_nod
     char err[160];
     int rc;
 
-    if (algo_env_parse(o->algo, &env, err, sizeof(err)) != 0 || held == NULL || members == NULL) {
+    /* Checked when the rank asked (algo_check); without a local rank's, all automatic. */
+    int bad = o->want != NULL ? algo_want_resolve(o->want, &env, err, sizeof(err), NULL, 0)
+                              : algo_env_parse(NULL, &env, err, sizeof(err));
+    if (bad != 0 || held == NULL || members == NULL) {
         rc = held == NULL || members == NULL;
         free(held);
         free(members);
-        *why = rc ? "out of memory" : "HCCL_ALGO is invalid";
+        *why = rc ? "out of memory" : "the level-1 algorithm settings are invalid";
         return rc ? HCCL_E_MEMORY : HCCL_E_PARA;
     }
     me = my_node(c, rank_node, nnodes, held, members);
@@ -356,6 +361,8 @@ int multinode_engine_comm(server_t *srv, scomm_t *c, const char *const *data_nod
                               .job_id = job_id,
                               .key = key,
                               .level1 = env.level1,
+                              .level1_src = env.src,
+                              .deterministic = o->want != NULL && o->want->deterministic,
                               .log_ops = o->log_ops,
                               .qos_class = o->qos_class,
                               .parent_comm_id = parent_comm,

@@ -10,6 +10,7 @@
 #include <sys/types.h>
 #include <uv.h>
 
+#include "algo/algo_want.h"
 #include "frame.h"
 #include "sched/engine.h"
 #include "server/peer.h"
@@ -46,7 +47,8 @@ typedef struct join {
     peer_t *p;    /* the daemon of a remote rank; both NULL: not joined */
     uint64_t req_id;
     uint32_t l0_mode; /* what the rank asked for */
-    char algo[128];   /* its HCCL_ALGO (checked) */
+    algo_want_t want; /* its level-1 settings (checked) */
+    char notice[256]; /* a warning its init answer carries ("" none) */
     int log_ops;      /* it runs at HCCL_DEBUG=INFO: log each op's algorithm choice */
     int has_parent;   /* a split's child: the parent's job id follows */
     uint8_t parent[SHARE_JOB_BYTES];
@@ -161,8 +163,11 @@ void jobs_stop(server_t *srv);
 int jobs_key_for(server_t *srv, const uint8_t *job_id, uint8_t *key);
 void jobs_peer_msg(peer_t *p, const Hccld__Msg *m);
 void jobs_peer_gone(peer_t *p);
-/* Checks a rank's HCCL_ALGO: 0, or -EINVAL with the reason in err. */
-int algo_check(const char *algo, char *err, size_t cap);
+/* Takes a rank's level-1 settings (HCCL_ALGO or hcclAlgo, HCCL_ALGORITHM, deterministic) into
+ * *w and checks them: 0, or -EINVAL with the reason in err (logged). notice gets "" or the
+ * warning for the rank when HCCL_ALGO and HCCL_ALGORITHM disagree (also logged). */
+int algo_check(algo_want_t *w, const char *algo, const char *algorithm, int by_config,
+               int deterministic, char *err, size_t cap, char *notice, size_t ncap);
 
 /* scomm.c: this daemon's communicators */
 void jobs_comm_destroy(server_t *srv, session_t *s, uint64_t req_id,
@@ -175,7 +180,7 @@ void send_init_resp(session_t *s, uint64_t req_id, int result, const char *why, 
                     uint32_t nranks, uint32_t rank, uint64_t chunk);
 /* chunk: the piece size the root daemon decided (Membership.chunk_bytes). */
 void send_multinode_resp(session_t *s, uint64_t req_id, const scomm_t *c, uint32_t rank,
-                         uint32_t nnodes, uint64_t chunk);
+                         uint32_t nnodes, uint64_t chunk, const char *notice);
 /* Forms a communicator of n ranks of this node (ranks[r] in comm rank order) and answers each;
  * job_hex names it in logs and status. 0, or a negative errno after answering with an error. */
 int comm_form(server_t *srv, uint32_t n, const join_t *ranks, const char *hex);
@@ -183,7 +188,7 @@ int comm_form(server_t *srv, uint32_t n, const join_t *ranks, const char *hex);
  * rank's node, placed in any way; this daemon's ranks, those with sids set, must be exactly one
  * node's). 0, or an HcclResult with *why set. */
 typedef struct multinode_opts {
-    const char *algo;         /* a local rank's HCCL_ALGO */
+    const algo_want_t *want;  /* a local rank's level-1 settings */
     int log_ops;              /* a local rank asked for each op's algorithm choice in the log */
     int qos_class;            /* index into srv->qos.cls, as the root decided */
     const share_plan_t *plan; /* a split's child: the connections it shares, or NULL */

@@ -134,10 +134,13 @@ void jobs_comm_split(server_t *srv, session_t *s, uint64_t req_id, const Hccld__
     int result = HCCL_E_PARA;
     split_t *sp = NULL;
     char err[160];
+    join_t join = {.s = s, .req_id = req_id, .l0_mode = req->l0_mode};
 
     if (c == NULL || req->rank >= c->nranks || c->sids[req->rank] != s->sid)
         why = "not a rank of that communicator";
-    else if (algo_check(req->algo, err, sizeof(err)) != 0)
+    else if (algo_check(&join.want, req->algo, req->algorithm, req->algo_by_config,
+                        req->deterministic, err, sizeof(err), join.notice,
+                        sizeof(join.notice)) != 0)
         why = err; /* an unknown HCCL_ALGO fails a split as it fails an init */
     else if (c->nnodes > 1)
         why = "a communicator that spans daemons is split by its ranks (libhccl), not here",
@@ -151,9 +154,7 @@ void jobs_comm_split(server_t *srv, session_t *s, uint64_t req_id, const Hccld__
         send_init_resp(s, req_id, result, why, 0, 0, 0, 0);
         return;
     }
-    sp->r[req->rank] = (split_rank_t){.join = {.s = s, .req_id = req_id, .l0_mode = req->l0_mode},
-                                      .color = req->color,
-                                      .key = req->key};
+    sp->r[req->rank] = (split_rank_t){.join = join, .color = req->color, .key = req->key};
     if (++sp->called == sp->nranks)
         split_complete(sp);
 }

@@ -204,6 +204,12 @@ void harness_daemon_stop(pid_t pid)
 int harness_spawn_ranks_on(uint32_t n, char *const *socks, rank_fn fn, void *arg,
                            unsigned timeout_s, pid_t *pids)
 {
+    return harness_spawn_ranks_cfg(n, socks, NULL, fn, arg, timeout_s, pids);
+}
+
+int harness_spawn_ranks_cfg(uint32_t n, char *const *socks, const HcclCommConfig *cfg, rank_fn fn,
+                            void *arg, unsigned timeout_s, pid_t *pids)
+{
     HcclRootInfo ri;
     HcclResult rc = HcclGetRootInfo(&ri);
 
@@ -218,7 +224,8 @@ int harness_spawn_ranks_on(uint32_t n, char *const *socks, rank_fn fn, void *arg
             alarm(timeout_s);
             if (socks != NULL && socks[r] != NULL)
                 setenv("HCCLD_SOCKET", socks[r], 1);
-            rc = HcclCommInitRootInfo(n, &ri, r, &comm);
+            rc = cfg != NULL ? HcclCommInitRootInfoConfig(n, &ri, r, cfg, &comm)
+                             : HcclCommInitRootInfo(n, &ri, r, &comm);
             if (rc != HCCL_SUCCESS) {
                 fprintf(stderr, "rank %u: init: %s\n", r, HcclGetErrorString(rc));
                 _exit(3);
@@ -429,4 +436,43 @@ int harness_ctl(uid_t uid, char *out, size_t cap, const char *args)
     if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
         return -1;
     return WEXITSTATUS(status);
+}
+
+/* Sends this process's stderr (and its children's) to a fresh file; returns the old stderr. */
+int harness_stderr_to(char *path, size_t cap)
+{
+    int fd, saved;
+
+    snprintf(path, cap, "/tmp/hccld-cfg-log-XXXXXX");
+    fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    fflush(stderr);
+    saved = dup(STDERR_FILENO);
+    ck_assert_int_ge(saved, 0);
+    ck_assert_int_ge(dup2(fd, STDERR_FILENO), 0);
+    close(fd);
+    return saved;
+}
+
+/* Puts stderr back; says whether the file holds needle; removes it. */
+int harness_stderr_back_has(int saved, const char *path, const char *needle)
+{
+    char buf[16384];
+    FILE *f;
+    size_t n;
+
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    unlink(path);
+    if (strstr(buf, needle) == NULL) {
+        fprintf(stderr, "log lacks \"%s\"; it holds:\n%s\n", needle, buf);
+        return 0;
+    }
+    return 1;
 }

@@ -53,6 +53,9 @@ pid_t harness_daemon_spawn(char *sock, size_t cap);
  * The root info comes from the daemon of HCCLD_SOCKET in the caller. */
 int harness_spawn_ranks_on(uint32_t n, char *const *socks, rank_fn fn, void *arg,
                            unsigned timeout_s, pid_t *pids);
+/* The same, the ranks' comms made with HcclCommInitRootInfoConfig(cfg) (NULL: without). */
+int harness_spawn_ranks_cfg(uint32_t n, char *const *socks, const HcclCommConfig *cfg, rank_fn fn,
+                            void *arg, unsigned timeout_s, pid_t *pids);
 /* The "IP:PORT" that the daemon listening on client socket sock advertises to peer daemons,
  * asked over its admin socket (hccld-admin.sock beside sock). 0, or -1. */
 int harness_daemon_addr(const char *sock, char *out, size_t cap);
@@ -69,6 +72,11 @@ void harness_proc_usage(pid_t pid, long *rss_anon_kb, int *fds);
 int harness_ctl(uid_t uid, char *out, size_t cap, const char *args);
 /* Waits for the given children; returns how many failed. */
 int harness_wait(pid_t *pids, uint32_t n, unsigned timeout_s);
+/* Sends this process's stderr (and its children's, from now on) to a new file named in path;
+ * returns the old stderr for harness_stderr_back_has. */
+int harness_stderr_to(char *path, size_t cap);
+/* Puts stderr back; whether the file held needle (if not, prints what it held); removes it. */
+int harness_stderr_back_has(int saved, const char *path, const char *needle);
 
 /* test_colls.c: every dtype/op/count/placement of one collective (quick: a subset), checked
  * element by element; a rank_fn. */

@@ -8,9 +8,11 @@
     X(colls)                                                                                       \
     X(p2p)                                                                                         \
     X(api)                                                                                         \
+    X(config)                                                                                      \
     X(hostile)                                                                                     \
     X(bootstrap)                                                                                   \
     X(multinode)                                                                                   \
+    X(determinism)                                                                                 \
     X(service)                                                                                     \
     X(qos)                                                                                         \
     X(prof)                                                                                        \

@@ -195,18 +195,46 @@ END_TEST
 
 /* Two daemons, one rank each, level 1 forced to H-D_R: the records name it and show level-1
  * time. */
-/* Two ranks running fn, one on the test's daemon and one on a second daemon of their own. */
+/* nd ranks running fn, one on the test's daemon and one on each of nd - 1 daemons of their
+ * own. */
+static void on_daemons(unsigned nd, rank_fn fn)
+{
+    char sock[4][256];
+    char *socks[4] = {NULL, sock[1], sock[2], sock[3]};
+    pid_t d[4], pids[4];
+
+    ck_assert_uint_le(nd, 4);
+    for (unsigned i = 1; i < nd; i++) {
+        d[i] = harness_daemon_spawn(sock[i], sizeof(sock[i]));
+        ck_assert_int_gt(d[i], 0);
+    }
+    ck_assert_int_eq(harness_spawn_ranks_on(nd, socks, fn, NULL, 60, pids), 0);
+    ck_assert_int_eq(harness_wait(pids, nd, 60), 0);
+    for (unsigned i = 1; i < nd; i++)
+        harness_daemon_stop(d[i]);
+}
+
 static void on_two_daemons(rank_fn fn)
 {
-    char sock2[256];
-    char *socks[2] = {NULL, sock2};
-    pid_t d2, pids[2];
+    on_daemons(2, fn);
+}
 
-    d2 = harness_daemon_spawn(sock2, sizeof(sock2));
-    ck_assert_int_gt(d2, 0);
-    ck_assert_int_eq(harness_spawn_ranks_on(2, socks, fn, NULL, 60, pids), 0);
-    ck_assert_int_eq(harness_wait(pids, 2, 60), 0);
-    harness_daemon_stop(d2);
+/* Every record of rank r with a level-1 algorithm says what chose it: by, or, for the op named
+ * `op`, op_by. */
+static void check_algo_by(uint32_t r, const char *by, const char *op, const char *op_by)
+{
+    json_t *all = records(r);
+    size_t n = 0;
+
+    for (size_t i = 0; i < json_array_size(all); i++) {
+        json_t *o = json_array_get(all, i);
+        if (strcmp(str(o, "algo"), "none") == 0)
+            continue;
+        n++;
+        ck_assert_str_eq(str(o, "algo_by"), op && strcmp(str(o, "op"), op) == 0 ? op_by : by);
+    }
+    ck_assert_uint_ge(n, 3);
+    json_decref(all);
 }
 
 START_TEST(test_prof_two_daemons)
@@ -216,6 +244,76 @@ START_TEST(test_prof_two_daemons)
     on_two_daemons(prof_ops);
     for (uint32_t r = 0; r < 2; r++)
         check_rank(r, 2, 2, "daemon", "H-D_R");
+    prof_cleanup();
+}
+END_TEST
+
+/* HCCL_ALGORITHM, the tuning guides' shorthand, in any case, on 2 and 3 daemons: the records
+ * name the algorithm that ran and the variable that chose it. */
+START_TEST(test_prof_algorithm_var)
+{
+    static const struct {
+        const char *value, *algo;
+        unsigned nd;
+    } cases[] = {
+        {"RING", "ring", 3}, {"mesh", "fullmesh", 3}, {"RHD", "H-D_R", 2}, {"Tree", "tree", 3}};
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        prof_env("auto");
+        setenv("HCCL_ALGORITHM", cases[i].value, 1);
+        on_daemons(cases[i].nd, prof_ops);
+        for (uint32_t r = 0; r < cases[i].nd; r++) {
+            check_rank(r, cases[i].nd, cases[i].nd, "daemon", cases[i].algo);
+            check_algo_by(r, "HCCL_ALGORITHM", NULL, NULL);
+        }
+        prof_cleanup();
+    }
+    unsetenv("HCCL_ALGORITHM");
+}
+END_TEST
+
+/* HCCL_ALGO and HCCL_ALGORITHM disagree on allreduce: HCCL_ALGO's ring runs it, the shorthand's
+ * fullmesh the rest, and each rank's log says which won. */
+static int disagree_ops(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+{
+    float a[1000], b[1000];
+    int32_t g[10], h[10 * 4];
+
+    for (int i = 0; i < 1000; i++)
+        a[i] = (float)(r + i);
+    for (int i = 0; i < 10; i++)
+        g[i] = (int32_t)i;
+    if (HcclAllReduce(a, b, 1000, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, NULL) != 0 ||
+        HcclAllGather(g, h, 10, HCCL_DATA_TYPE_INT32, comm, NULL) != 0 ||
+        HcclBroadcast(a, 1000, HCCL_DATA_TYPE_FP32, 0, comm, NULL) != 0)
+        return 1;
+    return b[7] != (float)(n * 7 + n * (n - 1) / 2);
+}
+
+START_TEST(test_prof_algo_vars_disagree)
+{
+    char log[64];
+    int saved;
+
+    prof_env("auto");
+    setenv("HCCL_ALGO", "allreduce=level1:ring", 1);
+    setenv("HCCL_ALGORITHM", "MESH", 1);
+    saved = harness_stderr_to(log, sizeof(log));
+    on_two_daemons(disagree_ops);
+    ck_assert(harness_stderr_back_has(
+        saved, log,
+        "WARN INIT: rank 1: HCCL_ALGO and HCCL_ALGORITHM disagree on allreduce (ring, not "
+        "fullmesh): HCCL_ALGO=\"allreduce=level1:ring\" wins over HCCL_ALGORITHM=MESH"));
+    unsetenv("HCCL_ALGO");
+    unsetenv("HCCL_ALGORITHM");
+    for (uint32_t r = 0; r < 2; r++) {
+        json_t *all = records(r);
+        ck_assert_str_eq(str(json_array_get(all, 0), "algo"), "ring");
+        ck_assert_str_eq(str(json_array_get(all, 1), "algo"), "fullmesh");
+        ck_assert_str_eq(str(json_array_get(all, 2), "algo"), "fullmesh");
+        json_decref(all);
+        check_algo_by(r, "HCCL_ALGORITHM", "allreduce", "HCCL_ALGO");
+    }
     prof_cleanup();
 }
 END_TEST
@@ -289,6 +387,8 @@ Suite *prof_suite(void)
     tcase_add_test(tc, test_prof_daemon);
     tcase_add_test(tc, test_prof_coop);
     tcase_add_test(tc, test_prof_two_daemons);
+    tcase_add_test(tc, test_prof_algorithm_var);
+    tcase_add_test(tc, test_prof_algo_vars_disagree);
     tcase_add_test(tc, test_low_class_pieces);
     tcase_add_test(tc, test_prof_off_and_unwritable);
     suite_add_tcase(s, tc);

@@ -1,3 +1,4 @@
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,6 +60,33 @@ START_TEST(test_hex)
 }
 END_TEST
 
+/* HCCL_BUFFSIZE's unit in every reason, and the MB meant by what looks like a byte count. */
+START_TEST(test_mb)
+{
+    char why[256];
+    uint64_t mb;
+
+    ck_assert_int_eq(mb_check("HCCL_BUFFSIZE", "200", 16384, &mb, why, sizeof(why)), 0);
+    ck_assert_uint_eq(mb, 200);
+    ck_assert_int_eq(mb_check("HCCL_BUFFSIZE", "209715200", 16384, &mb, why, sizeof(why)), -EINVAL);
+    ck_assert_str_eq(why, "HCCL_BUFFSIZE=\"209715200\" is invalid: the unit is MB, an integer in "
+                          "[1, 16384]; 209715200 looks like a byte count: that is 200 MB, "
+                          "HCCL_BUFFSIZE=200");
+    ck_assert_int_eq(mb_check("HCCL_BUFFSIZE", "100000000", 16384, &mb, why, sizeof(why)), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(why, "that is about 96 MB, HCCL_BUFFSIZE=96"));
+    ck_assert_int_eq(mb_check("HCCL_BUFFSIZE", "200MB", 16384, &mb, why, sizeof(why)), -EINVAL);
+    ck_assert_str_eq(why, "HCCL_BUFFSIZE=\"200MB\" is invalid: the unit is MB, an integer in "
+                          "[1, 16384]; write the number of MB alone, e.g. HCCL_BUFFSIZE=200");
+    /* Out of range, but no byte count: the unit and the range alone. */
+    ck_assert_int_eq(mb_check("hcclBufferSize", "0", 16384, &mb, why, sizeof(why)), -EINVAL);
+    ck_assert_str_eq(why, "hcclBufferSize=\"0\" is invalid: the unit is MB, an integer in [1, "
+                          "16384]");
+    ck_assert_int_eq(mb_check("HCCL_BUFFSIZE", "20000", 16384, &mb, why, sizeof(why)), -EINVAL);
+    ck_assert_ptr_null(strstr(why, "byte count"));
+    ck_assert_int_eq(mb_check("HCCL_BUFFSIZE", "-5", 16384, &mb, why, sizeof(why)), -EINVAL);
+}
+END_TEST
+
 Suite *env_suite(void)
 {
     Suite *s = suite_create("env");
@@ -67,6 +95,7 @@ Suite *env_suite(void)
     tcase_add_test(tc, test_sizes);
     tcase_add_test(tc, test_env_u64);
     tcase_add_test(tc, test_hex);
+    tcase_add_test(tc, test_mb);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -13,6 +13,7 @@
     X(l0)                                                                                          \
     X(env)                                                                                         \
     X(algo)                                                                                        \
+    X(algo_want)                                                                                   \
     X(tcp)                                                                                         \
     X(stripe)                                                                                      \
     X(qos)                                                                                         \

@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -79,6 +80,80 @@ typedef struct HcclRootInfoDef {
 } HcclRootInfo;
 
 /*
+ * A communicator's configuration, laid out as HCCL's hccl_types.h lays it out: a 24-byte info
+ * header (its size, magic word and version, written by HcclCommConfigInit), then HCCL's fields.
+ * The library reads a field only if the size the header records covers it, so a config built
+ * with an older (smaller) or newer (larger) HCCL header works for the fields both know; a wrong
+ * magic word is HCCL_E_PARA. A field left NOT_SET follows its environment variable; a set one
+ * wins over it.
+ *   hcclBufferSize     MB of the process's arena (HCCL_BUFFSIZE), 1..16384: it takes effect when
+ *                      this comm is the process's first contact with its daemon; later, a
+ *                      smaller arena is kept (with a WARN).
+ *   hcclDeterministic  0 or 1 (HCCL_DETERMINISTIC): the level-1 choice on fixed link figures.
+ *   hcclCommName       the comm's name ("": hcclD names it; see HcclGetCommName).
+ *   hcclAlgo           HCCL_ALGO's syntax, for this comm only ("": the HCCL_ALGO variable).
+ *   hcclRdmaTrafficClass (0..255), hcclRdmaServiceLevel (0..7): checked, not applied per comm;
+ *                      the daemon's HCCL_RDMA_TC / HCCL_RDMA_SL and QoS classes set them.
+ *   hcclUdi, hcclOpExpansionMode, hcclWorldRankID, hcclJobID, aclGraphZeroCopyEnable,
+ *   hcclExecTimeOut:   accepted and ignored (device-side settings; HCCL_EXEC_TIMEOUT applies).
+ */
+#define HCCL_COMM_CONFIG_INFO_BYTES 24
+#define HCCL_COMM_CONFIG_MAGIC_WORD 0xf0f0f0f0u
+#define HCCL_COMM_CONFIG_VERSION 6
+#define HCCL_COMM_DEFAULT_BUFFSIZE 200
+#define HCCL_COMM_DEFAULT_DETERMINISTIC 0
+#define HCCL_COMM_BUFFSIZE_CONFIG_NOT_SET 0xffffffffu
+#define HCCL_COMM_DETERMINISTIC_CONFIG_NOT_SET 0xffffffffu
+#define HCCL_COMM_TRAFFIC_CLASS_CONFIG_NOT_SET 0xffffffffu
+#define HCCL_COMM_SERVICE_LEVEL_CONFIG_NOT_SET 0xffffffffu
+#define HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET (-1)
+#define COMM_NAME_MAX_LENGTH 128
+#define UDI_MAX_LENGTH 128
+#define HCCL_COMM_ALGO_MAX_LENGTH 1600
+
+typedef struct HcclCommConfigDef {
+    char reserved[HCCL_COMM_CONFIG_INFO_BYTES]; /* size_t size, magic, version, 8 reserved */
+    uint32_t hcclBufferSize;
+    uint32_t hcclDeterministic;
+    char hcclCommName[COMM_NAME_MAX_LENGTH];
+    char hcclUdi[UDI_MAX_LENGTH];
+    uint32_t hcclOpExpansionMode;
+    uint32_t hcclRdmaTrafficClass;
+    uint32_t hcclRdmaServiceLevel;
+    uint32_t hcclWorldRankID;
+    uint64_t hcclJobID;
+    uint8_t aclGraphZeroCopyEnable;
+    int32_t hcclExecTimeOut;
+    char hcclAlgo[HCCL_COMM_ALGO_MAX_LENGTH];
+} HcclCommConfig;
+
+/* Fills config with "not set" everywhere and the info header, as HCCL's inline function does:
+ * inline, so that the size recorded is that of the caller's header. */
+typedef struct HcclCommConfigInfoDef {
+    size_t size;
+    uint32_t magicWord;
+    uint32_t version;
+    uint64_t reserved;
+} HcclCommConfigInfo;
+
+static inline void HcclCommConfigInit(HcclCommConfig *config)
+{
+    HcclCommConfigInfo *info = (HcclCommConfigInfo *)(void *)config;
+
+    if (config == NULL)
+        return;
+    memset(config, 0, sizeof(*config));
+    info->size = sizeof(HcclCommConfig);
+    info->magicWord = HCCL_COMM_CONFIG_MAGIC_WORD;
+    info->version = HCCL_COMM_CONFIG_VERSION;
+    config->hcclBufferSize = HCCL_COMM_BUFFSIZE_CONFIG_NOT_SET;
+    config->hcclDeterministic = HCCL_COMM_DETERMINISTIC_CONFIG_NOT_SET;
+    config->hcclRdmaTrafficClass = HCCL_COMM_TRAFFIC_CLASS_CONFIG_NOT_SET;
+    config->hcclRdmaServiceLevel = HCCL_COMM_SERVICE_LEVEL_CONFIG_NOT_SET;
+    config->hcclExecTimeOut = HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET;
+}
+
+/*
  * A stream orders asynchronous operations. NULL means "synchronous": the call returns when the
  * operation is complete on this rank. With a stream from HcclStreamCreate the call returns at
  * once; operations on one stream complete in issue order.
@@ -91,6 +166,15 @@ HCCL_API HcclResult HcclGetRootInfo(HcclRootInfo *rootInfo);
  * HCCL_CONNECT_TIMEOUT seconds passed (HCCL_E_TIMEOUT). */
 HCCL_API HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *rootInfo,
                                          uint32_t rank, HcclComm *comm);
+/* HcclCommInitRootInfo with a configuration from HcclCommConfigInit (see HcclCommConfig):
+ * HCCL_E_PTR for a NULL config, HCCL_E_PARA for a bad magic word or a field out of range. */
+HCCL_API HcclResult HcclCommInitRootInfoConfig(uint32_t nRanks, const HcclRootInfo *rootInfo,
+                                               uint32_t rank, const HcclCommConfig *config,
+                                               HcclComm *comm);
+/* The comm's name into commName (COMM_NAME_MAX_LENGTH bytes): its config's hcclCommName, else
+ * "hccl-" and its job id in hex, the same on every rank and unique to the job; a child of
+ * HcclCommSplit is "<parent>_split<N>_c<color>" (N: the parent's N-th split, from 0). */
+HCCL_API HcclResult HcclGetCommName(HcclComm comm, char *commName);
 /*
  * Joins rank `rank` to the communicator HCCL's rank table describes (version 1.0 JSON: every
  * server's server_id is its hccld's address, "IP" for port 60000 or "IP:PORT", with its devices'

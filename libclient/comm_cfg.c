@@ -1,0 +1,183 @@
+/* Communicator settings: HcclCommConfig read as far as its header says, the environment's
+ * level-1 settings, and comm names. */
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "client.h"
+#include "env.h"
+#include "log.h"
+
+/* Whether a config of `size` bytes holds field f whole. */
+#define CFG_HAS(size, f) ((size) >= offsetof(HcclCommConfig, f) + sizeof(((HcclCommConfig *)0)->f))
+
+/* A string field: NUL-terminated inside it (empty is fine). */
+static HcclResult cfg_string(const char *what, const char *v, size_t cap, char *out, size_t outcap)
+{
+    size_t n = strnlen(v, cap);
+
+    if (n == cap || n >= outcap) {
+        ERR("INIT", "HcclCommConfig: %s is not a string of fewer than %zu characters", what,
+            n == cap ? cap : outcap);
+        return HCCL_E_PARA;
+    }
+    memcpy(out, v, n);
+    out[n] = '\0';
+    return HCCL_SUCCESS;
+}
+
+static HcclResult cfg_buffsize(uint32_t v, hc_comm_cfg_t *out)
+{
+    char s[16], why[256];
+    uint64_t mb;
+
+    if (v == HCCL_COMM_BUFFSIZE_CONFIG_NOT_SET)
+        return HCCL_SUCCESS;
+    snprintf(s, sizeof(s), "%u", v);
+    if (mb_check("hcclBufferSize", s, HC_BUFFSIZE_MAX_MB, &mb, why, sizeof(why)) != 0) {
+        ERR("INIT", "HcclCommConfig: %s", why);
+        return HCCL_E_PARA;
+    }
+    out->buff_mb = (uint32_t)mb;
+    return HCCL_SUCCESS;
+}
+
+static HcclResult cfg_range(const char *what, uint32_t v, uint32_t not_set, uint32_t max)
+{
+    if (v == not_set || v <= max)
+        return HCCL_SUCCESS;
+    ERR("INIT", "HcclCommConfig: %s=%u is out of range [0, %u]", what, v, max);
+    return HCCL_E_PARA;
+}
+
+/* The fields that a config of `size` bytes holds (the rest stay as out has them). */
+static HcclResult cfg_fields(const HcclCommConfig *k, size_t size, hc_comm_cfg_t *out)
+{
+    HcclResult rc = HCCL_SUCCESS;
+
+    if (CFG_HAS(size, hcclBufferSize))
+        rc = cfg_buffsize(k->hcclBufferSize, out);
+    if (rc == HCCL_SUCCESS && CFG_HAS(size, hcclDeterministic)) {
+        if (k->hcclDeterministic == 0 || k->hcclDeterministic == 1)
+            out->deterministic = (int)k->hcclDeterministic;
+        else if (k->hcclDeterministic != HCCL_COMM_DETERMINISTIC_CONFIG_NOT_SET)
+            rc = cfg_range("hcclDeterministic", k->hcclDeterministic, 0, 1);
+    }
+    if (rc == HCCL_SUCCESS && CFG_HAS(size, hcclCommName))
+        rc = cfg_string("hcclCommName", k->hcclCommName, sizeof(k->hcclCommName), out->name,
+                        sizeof(out->name));
+    if (rc == HCCL_SUCCESS && CFG_HAS(size, hcclRdmaTrafficClass))
+        rc = cfg_range("hcclRdmaTrafficClass", k->hcclRdmaTrafficClass,
+                       HCCL_COMM_TRAFFIC_CLASS_CONFIG_NOT_SET, 255);
+    if (rc == HCCL_SUCCESS && CFG_HAS(size, hcclRdmaServiceLevel))
+        rc = cfg_range("hcclRdmaServiceLevel", k->hcclRdmaServiceLevel,
+                       HCCL_COMM_SERVICE_LEVEL_CONFIG_NOT_SET, 7);
+    if (rc == HCCL_SUCCESS && CFG_HAS(size, hcclAlgo))
+        rc = cfg_string("hcclAlgo", k->hcclAlgo, sizeof(k->hcclAlgo), out->algo, sizeof(out->algo));
+    return rc;
+}
+
+HcclResult hc_comm_cfg_from(const HcclCommConfig *config, hc_comm_cfg_t *out)
+{
+    HcclCommConfigInfo info;
+    HcclCommConfig *k;
+    HcclResult rc;
+
+    memset(out, 0, sizeof(*out));
+    out->deterministic = -1;
+    if (config == NULL)
+        return HCCL_E_PTR;
+    memcpy(&info, config, sizeof(info));
+    if (info.magicWord != HCCL_COMM_CONFIG_MAGIC_WORD) {
+        ERR("INIT",
+            "HcclCommConfig: magic word 0x%08x, not 0x%08x (call HcclCommConfigInit "
+            "before setting fields)",
+            info.magicWord, HCCL_COMM_CONFIG_MAGIC_WORD);
+        return HCCL_E_PARA;
+    }
+    if (info.size < HCCL_COMM_CONFIG_INFO_BYTES) {
+        ERR("INIT", "HcclCommConfig: size %zu is smaller than its own header", info.size);
+        return HCCL_E_PARA;
+    }
+    if (info.version != HCCL_COMM_CONFIG_VERSION || info.size != sizeof(HcclCommConfig))
+        INFO("INIT",
+             "HcclCommConfig of version %u, %zu bytes (ours: %u, %zu): using the fields "
+             "both know",
+             info.version, info.size, HCCL_COMM_CONFIG_VERSION, sizeof(HcclCommConfig));
+    /* Read no further than the caller's header says: an older one is smaller than ours. */
+    if ((k = calloc(1, sizeof(*k))) == NULL)
+        return HCCL_E_MEMORY;
+    memcpy(k, config, info.size < sizeof(*k) ? info.size : sizeof(*k));
+    rc = cfg_fields(k, info.size, out);
+    free(k);
+    return rc;
+}
+
+/* HCCL_DETERMINISTIC: true/false, 1/0 (any case; "strict", HCCL's stricter mode, is true). */
+static HcclResult deterministic_env(int *det)
+{
+    const char *s = getenv("HCCL_DETERMINISTIC");
+
+    *det = 0;
+    if (s == NULL || *s == '\0' || strcasecmp(s, "false") == 0 || strcmp(s, "0") == 0)
+        return HCCL_SUCCESS;
+    if (strcasecmp(s, "true") == 0 || strcmp(s, "1") == 0 || strcasecmp(s, "strict") == 0) {
+        *det = 1;
+        return HCCL_SUCCESS;
+    }
+    ERR("INIT", "HCCL_DETERMINISTIC=\"%s\" is invalid: expected true or false", s);
+    return HCCL_E_PARA;
+}
+
+HcclResult hc_algo_req(const hc_comm_cfg_t *cfg, hc_algo_req_t *r)
+{
+    const char *algo = getenv("HCCL_ALGO"), *algorithm = getenv("HCCL_ALGORITHM");
+    HcclResult rc = HCCL_SUCCESS;
+
+    r->by_config = cfg->algo[0] != '\0';
+    r->algo = r->by_config ? cfg->algo : algo != NULL ? algo : "";
+    r->algorithm = algorithm != NULL ? algorithm : "";
+    if (cfg->deterministic >= 0)
+        r->deterministic = cfg->deterministic;
+    else
+        rc = deterministic_env(&r->deterministic);
+    return rc;
+}
+
+void hc_comm_name_child(const char *parent, uint64_t seq, uint32_t color, char *out)
+{
+    char tail[48];
+    int n = snprintf(tail, sizeof(tail), "_split%llu_c%u", (unsigned long long)seq, color);
+    int keep = COMM_NAME_MAX_LENGTH - 1 - n;
+
+    snprintf(out, COMM_NAME_MAX_LENGTH, "%.*s%s", keep, parent, tail);
+}
+
+HcclResult HcclCommInitRootInfoConfig(uint32_t nRanks, const HcclRootInfo *rootInfo, uint32_t rank,
+                                      const HcclCommConfig *config, HcclComm *comm)
+{
+    hc_comm_cfg_t *cfg = malloc(sizeof(*cfg));
+    HcclResult rc;
+
+    if (cfg == NULL)
+        return HCCL_E_MEMORY;
+    rc = hc_comm_cfg_from(config, cfg);
+    if (rc == HCCL_SUCCESS)
+        rc = hc_comm_init_root(nRanks, rootInfo, rank, cfg, comm);
+    free(cfg);
+    return rc;
+}
+
+HcclResult HcclGetCommName(HcclComm comm, char *commName)
+{
+    hc_comm_t *c;
+    HcclResult rc = hc_comm_check(comm, &c);
+
+    if (rc == HCCL_SUCCESS && commName == NULL)
+        rc = HCCL_E_PTR;
+    if (rc == HCCL_SUCCESS)
+        snprintf(commName, COMM_NAME_MAX_LENGTH, "%s", c->cfg.name);
+    return rc;
+}

@@ -1,0 +1,251 @@
+/*
+ * HCCL_DETERMINISTIC: the level-1 algorithm no longer follows link figures measured when a comm
+ * forms, so the same job repeated on freshly started daemons gives bit-identical fp32 sums on
+ * every rank; one node gives the same bits through the daemon and cooperatively. And why it is
+ * needed: on 3 daemons the algorithms add in different orders, so a choice that moved with the
+ * measured figures would move the sums' last bits. (On 2 daemons it cannot show: a sum of two
+ * node partials is the same whichever node adds it, x + y == y + x in IEEE arithmetic.)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "suites.h"
+
+/* Sizes from one element to several pieces (the daemon cuts 1 MiB pieces). */
+static const uint64_t det_counts[] = {1, 1000, 65536 + 3, (1u << 20) + 17};
+#define NCOUNTS (sizeof(det_counts) / sizeof(det_counts[0]))
+
+static char det_dir[64];
+
+/* Values of many magnitudes and both signs: their sum's last bits depend on the order. */
+static float det_value(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    float m = (float)(*s % 2000001) / 1e6f - 1.0f;
+    return m * (float)(1u << (*s >> 40) % 24);
+}
+
+static void out_path(char *p, size_t cap, const char *tag, uint32_t r, size_t c)
+{
+    snprintf(p, cap, "%s/%s.r%u.c%zu", det_dir, tag, r, c);
+}
+
+/* Every size's allreduce of this rank's values; each result to a file named by tag (arg). */
+static int det_rank(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+{
+    const char *tag = arg;
+    int bad = 0;
+
+    for (size_t c = 0; c < NCOUNTS && !bad; c++) {
+        uint64_t cnt = det_counts[c], seed = 0x9e3779b97f4a7c15ull ^ (r * 1000003ull + c);
+        float *in = malloc(cnt * sizeof(float)), *out = malloc(cnt * sizeof(float));
+        char path[128];
+        FILE *f;
+
+        bad = in == NULL || out == NULL;
+        for (uint64_t i = 0; !bad && i < cnt; i++)
+            in[i] = det_value(&seed);
+        bad = bad || HcclAllReduce(in, out, cnt, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm,
+                                   NULL) != HCCL_SUCCESS;
+        out_path(path, sizeof(path), tag, r, c);
+        if (!bad && ((f = fopen(path, "w")) == NULL || fwrite(out, sizeof(float), cnt, f) != cnt))
+            bad = 1;
+        if (!bad)
+            fclose(f);
+        free(in);
+        free(out);
+    }
+    (void)n;
+    return bad;
+}
+
+/* nd daemons started for this run alone, per ranks on each (in blocks), run fn(tag); the root
+ * info comes from the first of them, so nothing of an earlier run is remembered. */
+static void run_fresh(unsigned nd, unsigned per, const char *tag)
+{
+    char sock[4][256], *socks[8];
+    pid_t d[4], pid;
+    int st;
+
+    ck_assert_uint_le(nd, 4);
+    ck_assert_uint_le(nd * per, 8);
+    for (unsigned i = 0; i < nd; i++) {
+        d[i] = harness_daemon_spawn(sock[i], sizeof(sock[i]));
+        ck_assert_int_gt(d[i], 0);
+    }
+    for (unsigned r = 0; r < nd * per; r++)
+        socks[r] = sock[r / per];
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        pid_t pids[8];
+        setenv("HCCLD_SOCKET", sock[0], 1);
+        if (harness_spawn_ranks_on(nd * per, socks, det_rank, (void *)tag, 120, pids) != 0)
+            _exit(1);
+        _exit(harness_wait(pids, nd * per, 120) != 0);
+    }
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "run %s failed", tag);
+    for (unsigned i = 0; i < nd; i++)
+        harness_daemon_stop(d[i]);
+}
+
+/* Bytes of a result file; its length in *len. */
+static char *slurp(const char *tag, uint32_t r, size_t c, size_t *len)
+{
+    char path[128];
+    FILE *f;
+    char *buf;
+
+    out_path(path, sizeof(path), tag, r, c);
+    f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "no result %s", path);
+    fseek(f, 0, SEEK_END);
+    *len = (size_t)ftell(f);
+    rewind(f);
+    buf = malloc(*len + 1);
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_uint_eq(fread(buf, 1, *len, f), *len);
+    fclose(f);
+    return buf;
+}
+
+/* Elements of size c in which rank ra of run a and rank rb of run b differ. */
+static size_t differ(const char *a, uint32_t ra, const char *b, uint32_t rb, size_t c)
+{
+    size_t la, lb, n = 0;
+    char *x = slurp(a, ra, c, &la), *y = slurp(b, rb, c, &lb);
+
+    ck_assert_uint_eq(la, det_counts[c] * sizeof(float));
+    ck_assert_uint_eq(lb, la);
+    for (size_t i = 0; i < la; i += sizeof(float))
+        n += memcmp(x + i, y + i, sizeof(float)) != 0;
+    free(x);
+    free(y);
+    return n;
+}
+
+static void det_setup(void)
+{
+    snprintf(det_dir, sizeof(det_dir), "/tmp/hccld-det-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(det_dir));
+}
+
+static void det_cleanup(void)
+{
+    char cmd[128];
+
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", det_dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+/* The case: 5 runs of 2 daemons x 2 ranks, fresh daemons each time, bit for bit. */
+START_TEST(test_repeat_runs_identical)
+{
+    char tag[16], prof[128];
+
+    det_setup();
+    setenv("HCCL_DETERMINISTIC", "true", 1);
+    snprintf(prof, sizeof(prof), "%s/prof.%%r.json", det_dir);
+    setenv("HCCL_PROF_ENABLE", "1", 1);
+    setenv("HCCL_PROF_FILE", prof, 1);
+    for (int run = 0; run < 5; run++) {
+        snprintf(tag, sizeof(tag), "run%d", run);
+        run_fresh(2, 2, tag);
+    }
+    unsetenv("HCCL_PROF_ENABLE");
+    unsetenv("HCCL_PROF_FILE");
+    unsetenv("HCCL_DETERMINISTIC");
+    for (int run = 0; run < 5; run++)
+        for (uint32_t r = 0; r < 4; r++)
+            for (size_t c = 0; c < NCOUNTS; c++) {
+                snprintf(tag, sizeof(tag), "run%d", run);
+                ck_assert_msg(differ("run0", 0, tag, r, c) == 0, "run %d rank %u count %llu", run,
+                              r, (unsigned long long)det_counts[c]);
+            }
+    /* Rank 0's records (every run appends) say what chose each algorithm. */
+    char line[4096];
+    size_t nrec = 0;
+    snprintf(prof, sizeof(prof), "%s/prof.0.json", det_dir);
+    FILE *f = fopen(prof, "r");
+    ck_assert_ptr_nonnull(f);
+    while (fgets(line, sizeof(line), f) != NULL) {
+        ck_assert_msg(strstr(line, "\"algo_by\":\"HCCL_DETERMINISTIC\"") != NULL, "record: %s",
+                      line);
+        nrec++;
+    }
+    fclose(f);
+    ck_assert_uint_eq(nrec, 5 * NCOUNTS);
+    det_cleanup();
+}
+END_TEST
+
+/* On 3 daemons ring, H-D_R and fullmesh sum in different orders: at least two of them give
+ * different bits. With HCCL_DETERMINISTIC three fresh runs still agree. */
+START_TEST(test_order_matters_on_three)
+{
+    static const char *const algos[] = {"ring", "H-D_R", "fullmesh"};
+    char env[64];
+    size_t diffs = 0;
+
+    det_setup();
+    for (size_t a = 0; a < 3; a++) {
+        snprintf(env, sizeof(env), "level0:NA;level1:%s", algos[a]);
+        setenv("HCCL_ALGO", env, 1);
+        run_fresh(3, 1, algos[a]);
+    }
+    unsetenv("HCCL_ALGO");
+    for (size_t a = 1; a < 3; a++)
+        diffs += differ(algos[0], 0, algos[a], 0, 3);
+    ck_assert_msg(diffs > 0, "ring, H-D_R and fullmesh gave the same bits");
+    setenv("HCCL_DETERMINISTIC", "1", 1);
+    run_fresh(3, 1, "d0");
+    run_fresh(3, 1, "d1");
+    run_fresh(3, 1, "d2");
+    unsetenv("HCCL_DETERMINISTIC");
+    for (uint32_t r = 0; r < 3; r++)
+        for (size_t c = 0; c < NCOUNTS; c++) {
+            ck_assert_uint_eq(differ("d0", 0, "d1", r, c), 0);
+            ck_assert_uint_eq(differ("d0", 0, "d2", r, c), 0);
+        }
+    det_cleanup();
+}
+END_TEST
+
+/* One node, 4 ranks: the daemon's level 0 and the ranks' own (coop) add alike. */
+START_TEST(test_coop_and_daemon_alike)
+{
+    det_setup();
+    setenv("HCCL_DETERMINISTIC", "true", 1);
+    setenv("HCCL_L0_MODE", "daemon", 1);
+    ck_assert_int_eq(harness_run_ranks(4, det_rank, "daemon", 120), 0);
+    setenv("HCCL_L0_MODE", "coop", 1);
+    ck_assert_int_eq(harness_run_ranks(4, det_rank, "coop", 120), 0);
+    unsetenv("HCCL_L0_MODE");
+    unsetenv("HCCL_DETERMINISTIC");
+    for (uint32_t r = 0; r < 4; r++)
+        for (size_t c = 0; c < NCOUNTS; c++)
+            ck_assert_msg(differ("daemon", 0, "coop", r, c) == 0, "rank %u count %llu", r,
+                          (unsigned long long)det_counts[c]);
+    det_cleanup();
+}
+END_TEST
+
+Suite *determinism_suite(void)
+{
+    Suite *s = suite_create("determinism");
+    TCase *tc = tcase_create("determinism");
+
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_repeat_runs_identical);
+    tcase_add_test(tc, test_order_matters_on_three);
+    tcase_add_test(tc, test_coop_and_daemon_alike);
+    suite_add_tcase(s, tc);
+    return s;
+}
