@@ -1,5 +1,5 @@
 # hcclD: one Makefile, every library through pkg-config, all output under build/.
-#   make [all] | test | test-rdma | test-tsan | demo | bench | install [PREFIX=/usr/local DESTDIR=] | clean
+#   make [all] | test | test-rdma | test-tsan | demo | bench | bench-determinism | install [PREFIX=/usr/local DESTDIR=] | clean
 #   make test SANITIZE=address,undefined
 
 SANITIZE ?=
@@ -77,7 +77,7 @@ SIM_BIN    := $(BUILD)/tests/sim_all
 NETNS_SRC  := $(wildcard tests/netns/*.c)
 NETNS_BIN  := $(BUILD)/tests/netns_tests
 
-.PHONY: all test test-unit test-integration test-netns test-rdma test-tsan soak demo bench bench-multinode bench-qos bench-stripes \
+.PHONY: all test test-unit test-integration test-netns test-rdma test-tsan soak demo bench bench-multinode bench-qos bench-stripes bench-determinism \
 	install clean \
 	format-check
 all: $(BIN_HCCLD) $(BIN_TOOLS) $(LIB_SO) $(LIB_A) $(LIB_PC)
@@ -201,6 +201,9 @@ bench-qos: all
 
 bench-stripes: all
 	./bench/stripes.sh $(BUILD)
+
+bench-determinism: all
+	./bench/determinism.sh $(BUILD)
 
 bench-multinode: all
 	HCCLD_DEPS_BENCH=1 ./scripts/install-deps.sh

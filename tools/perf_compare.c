@@ -19,18 +19,30 @@ struct variants {
     double *us[MAX_VARIANTS]; /* each timed iteration */
 };
 
+/* Sets name to val, or unsets it for NULL. */
+static void env_put(const char *name, const char *val)
+{
+    if (val != NULL)
+        setenv(name, val, 1);
+    else
+        unsetenv(name);
+}
+
 /* One comm per name of opt.algos, split off the world comm while HCCL_ALGO names it ("auto":
- * the caller's HCCL_ALGO, or none). The caller's HCCL_ALGO is restored. */
+ * the caller's HCCL_ALGO and HCCL_ALGORITHM, or none; the forced ones without the caller's
+ * HCCL_ALGORITHM, which would only disagree). The caller's settings are restored. */
 static int variants_make(struct bench *b, struct variants *v)
 {
-    const char *saved = getenv("HCCL_ALGO");
+    const char *saved = getenv("HCCL_ALGO"), *saved_short = getenv("HCCL_ALGORITHM");
     char *keep = saved != NULL ? strdup(saved) : NULL, *list = strdup(b->opt.algos), *save = NULL,
-         env[64];
+         *keep_short = saved_short != NULL ? strdup(saved_short) : NULL, env[64];
     int rc = 0;
 
-    if (list == NULL || (saved != NULL && keep == NULL)) {
+    if (list == NULL || (saved != NULL && keep == NULL) ||
+        (saved_short != NULL && keep_short == NULL)) {
         free(list);
         free(keep);
+        free(keep_short);
         return -1;
     }
     for (char *t = strtok_r(list, ",", &save); t != NULL && rc == 0;
@@ -42,11 +54,9 @@ static int variants_make(struct bench *b, struct variants *v)
             break;
         }
         snprintf(env, sizeof(env), "level0:NA;level1:%s", t);
-        if (strcmp(t, "auto") == 0 && keep == NULL) {
-            unsetenv("HCCL_ALGO");
-        } else {
-            setenv("HCCL_ALGO", strcmp(t, "auto") == 0 ? keep : env, 1);
-        }
+        int is_auto = strcmp(t, "auto") == 0;
+        env_put("HCCL_ALGO", is_auto ? keep : env);
+        env_put("HCCL_ALGORITHM", is_auto ? keep_short : NULL);
         HcclResult r = HcclCommSplit(b->comm, 0, b->rank, &v->comm[v->n]);
         if (r != HCCL_SUCCESS) {
             fprintf(stderr, "hccl_perf_test: rank %u: comm for -A %s: %s (%d)\n", b->rank, t,
@@ -60,12 +70,10 @@ static int variants_make(struct bench *b, struct variants *v)
             rc = -1;
         }
     }
-    if (keep != NULL) {
-        setenv("HCCL_ALGO", keep, 1);
-    } else {
-        unsetenv("HCCL_ALGO");
-    }
+    env_put("HCCL_ALGO", keep);
+    env_put("HCCL_ALGORITHM", keep_short);
     free(keep);
+    free(keep_short);
     free(list);
     return v->n == 0 ? -1 : rc;
 }

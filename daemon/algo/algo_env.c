@@ -207,7 +207,7 @@ int algo_env_parse(const char *s, algo_env_t *out, char *err, size_t errlen)
     char *copy;
     int rc;
 
-    memset(out->src, ALGO_SRC_MODEL, sizeof(out->src));
+    memset(out, 0, sizeof(*out)); /* src: ALGO_SRC_MODEL; padding too, for memcmp */
     for (int k = 0; k < DESC_KIND_MAX; k++)
         out->level1[k] = -1;
     if (err != NULL && errlen > 0)
