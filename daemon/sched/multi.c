@@ -285,11 +285,13 @@ static int sched_prepare(eng_multi_t *mu, const sched_key_t *key)
     return 0;
 }
 
-/* The op check (l1_args_t.check): what every node must agree on for piece d. Fields a kind
- * does not use stay 0, whatever the ranks left in them. */
-static void op_check_fill(const desc_t *d, uint64_t out[4])
+/* The op check (l1_args_t.check): what every node must agree on for piece d, its level-1
+ * algorithm included (nodes whose HCCL_ALGO, HCCL_ALGORITHM or HCCL_DETERMINISTIC differ would
+ * run schedules that do not fit together: they fail as a mismatch instead of waiting on each
+ * other). Fields a kind does not use stay 0, whatever the ranks left in them. */
+static void op_check_fill(const desc_t *d, int algo, uint64_t out[4])
 {
-    out[0] = 0x48434f50ull << 32 | (uint64_t)d->kind << 16 |
+    out[0] = 0x48434f50ull << 32 | (uint64_t)(uint8_t)(algo + 1) << 24 | (uint64_t)d->kind << 16 |
              (uint64_t)(d->kind == DESC_BARRIER ? 0 : d->dtype) << 8 |
              (desc_is_reduction(d->kind) ? d->redop : 0);
     out[1] = desc_is_rooted(d->kind) ? d->root : 0;
@@ -316,7 +318,9 @@ static void op_check_text(const uint64_t c[4], char *buf, size_t cap)
     if (n > 0 && (size_t)n < cap && desc_is_reduction((uint8_t)kind))
         n += snprintf(buf + n, cap - (size_t)n, " (%s)", redop_name(op));
     if (n > 0 && (size_t)n < cap && desc_is_rooted((uint8_t)kind))
-        snprintf(buf + n, cap - (size_t)n, " rooted at rank %llu", (unsigned long long)c[1]);
+        n += snprintf(buf + n, cap - (size_t)n, " rooted at rank %llu", (unsigned long long)c[1]);
+    if (n > 0 && (size_t)n < cap && (c[0] >> 24 & 0xff) != 0)
+        snprintf(buf + n, cap - (size_t)n, " by %s", algo_name((int)(c[0] >> 24 & 0xff) - 1));
 }
 
 /* QoS: may this comm's next round put `bytes` on the wire now? Counts the time it may not. */
@@ -367,7 +371,7 @@ static int multi_start(engine_t *eng, eng_comm_t *c, const desc_t *d)
         gather_in(c, d);
     mu->t_l1_ns = now_ns();
     mu->qos_since_ns = mu->qos_wait_ns = 0;
-    op_check_fill(d, mu->check);
+    op_check_fill(d, algo, mu->check);
     c->prof = (op_prof_t){
         .t_start = mu->t0_ns, .l0_ns = mu->t_l1_ns - mu->t0_ns, .algo = algo, .src = pick->src};
     l1_args_t a = {.sched = &mu->sched,

@@ -237,6 +237,44 @@ START_TEST(test_coop_and_daemon_alike)
 }
 END_TEST
 
+/* Ranks of one comm whose settings differ choose different algorithms on their daemons: the
+ * op fails as a mismatch (HCCL_E_PARA) on every rank. Nodes that run different schedules
+ * disagree on the order of the sum at best (on 2 nodes ring and H-D_R happen to fit together,
+ * and the daemon without this check returned success) and wait on each other at worst. The
+ * child of a split is formed under each rank's own HCCL_ALGO. */
+static int differing_algo(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+{
+    float in[4096], out[4096];
+    HcclComm child;
+    HcclResult rc;
+
+    setenv("HCCL_ALGO", r == 0 ? "level0:NA;level1:ring" : "level0:NA;level1:H-D_R", 1);
+    if (HcclCommSplit(comm, 0, r, &child) != HCCL_SUCCESS)
+        return 1;
+    for (int i = 0; i < 4096; i++)
+        in[i] = (float)i;
+    rc = HcclAllReduce(in, out, 4096, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, child, NULL);
+    HcclCommDestroy(child);
+    if (rc != HCCL_E_PARA)
+        fprintf(stderr, "rank %u: allreduce under differing HCCL_ALGO gave %d\n", r, (int)rc);
+    (void)n;
+    (void)arg;
+    return rc != HCCL_E_PARA;
+}
+
+START_TEST(test_settings_differ_across_daemons)
+{
+    char sock[256], *socks[2] = {NULL, sock};
+    pid_t d = harness_daemon_spawn(sock, sizeof(sock)), pids[2];
+
+    ck_assert_int_gt(d, 0);
+    ck_assert_int_eq(harness_spawn_ranks_on(2, socks, differing_algo, NULL, 60, pids), 0);
+    ck_assert_int_eq(harness_wait(pids, 2, 60), 0);
+    ck_assert(harness_alive(d));
+    harness_daemon_stop(d);
+}
+END_TEST
+
 Suite *determinism_suite(void)
 {
     Suite *s = suite_create("determinism");
@@ -246,6 +284,7 @@ Suite *determinism_suite(void)
     tcase_add_test(tc, test_repeat_runs_identical);
     tcase_add_test(tc, test_order_matters_on_three);
     tcase_add_test(tc, test_coop_and_daemon_alike);
+    tcase_add_test(tc, test_settings_differ_across_daemons);
     suite_add_tcase(s, tc);
     return s;
 }
