@@ -272,6 +272,45 @@ START_TEST(test_prof_algorithm_var)
 }
 END_TEST
 
+/* An alltoall, then an allreduce, checked. */
+static int alltoall_ops(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+{
+    int32_t in[4 * 8], out[4 * 8];
+    float a = (float)r, b = 0;
+
+    for (uint32_t i = 0; i < 8 * n; i++)
+        in[i] = (int32_t)(r * 1000 + i);
+    if (HcclAlltoAll(in, 8, HCCL_DATA_TYPE_INT32, out, 8, HCCL_DATA_TYPE_INT32, comm, NULL) != 0 ||
+        HcclAllReduce(&a, &b, 1, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, NULL) != 0)
+        return 1;
+    for (uint32_t q = 0; q < n; q++)
+        for (uint32_t i = 0; i < 8; i++)
+            if (out[q * 8 + i] != (int32_t)(q * 1000 + r * 8 + i))
+                return 1;
+    (void)arg;
+    return b != (float)(n * (n - 1) / 2);
+}
+
+/* HCCL_ALGORITHM=PAIRWISE forces alltoall only; allreduce stays the cost model's. */
+START_TEST(test_prof_algorithm_pairwise)
+{
+    prof_env("auto");
+    setenv("HCCL_ALGORITHM", "PAIRWISE", 1);
+    on_daemons(3, alltoall_ops);
+    unsetenv("HCCL_ALGORITHM");
+    for (uint32_t r = 0; r < 3; r++) {
+        json_t *all = records(r);
+        ck_assert_str_eq(str(json_array_get(all, 0), "op"), "alltoall");
+        ck_assert_str_eq(str(json_array_get(all, 0), "algo"), "pairwise");
+        ck_assert_str_eq(str(json_array_get(all, 0), "algo_by"), "HCCL_ALGORITHM");
+        ck_assert_str_eq(str(json_array_get(all, 1), "op"), "allreduce");
+        ck_assert_str_eq(str(json_array_get(all, 1), "algo_by"), "model");
+        json_decref(all);
+    }
+    prof_cleanup();
+}
+END_TEST
+
 /* HCCL_ALGO and HCCL_ALGORITHM disagree on allreduce: HCCL_ALGO's ring runs it, the shorthand's
  * fullmesh the rest, and each rank's log says which won. */
 static int disagree_ops(HcclComm comm, uint32_t r, uint32_t n, void *arg)
@@ -388,6 +427,7 @@ Suite *prof_suite(void)
     tcase_add_test(tc, test_prof_coop);
     tcase_add_test(tc, test_prof_two_daemons);
     tcase_add_test(tc, test_prof_algorithm_var);
+    tcase_add_test(tc, test_prof_algorithm_pairwise);
     tcase_add_test(tc, test_prof_algo_vars_disagree);
     tcase_add_test(tc, test_low_class_pieces);
     tcase_add_test(tc, test_prof_off_and_unwritable);
