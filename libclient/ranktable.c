@@ -85,14 +85,16 @@ static HcclResult check_server(const hc_client_t *c, const ranktable_t *rt, uint
 }
 
 static HcclResult cluster_init(const char *path, const char *text, size_t len,
-                               const ranktable_t *rt, uint32_t rank, HcclComm *comm)
+                               const ranktable_t *rt, uint32_t rank, const hc_comm_cfg_t *cfg,
+                               HcclComm *comm)
 {
     uint8_t id[HC_JOB_BYTES], key[HC_JOB_BYTES];
     hc_facts_t f;
     hc_client_t *c;
     HcclResult rc;
 
-    if ((c = hc_client_get(&rc)) == NULL || (rc = check_server(c, rt, rank, path)) != HCCL_SUCCESS)
+    c = hc_client_get_mb(cfg != NULL ? cfg->buff_mb : 0, &rc);
+    if (c == NULL || (rc = check_server(c, rt, rank, path)) != HCCL_SUCCESS)
         return rc;
     hc_facts_init(&f, "ranktable");
     hc_facts_add(&f, text, len);
@@ -100,10 +102,11 @@ static HcclResult cluster_init(const char *path, const char *text, size_t len,
         return rc;
     /* One server and a daemon that does not listen: the job stays on this daemon. */
     const char *root = c->advertised[0] != '\0' ? rt->servers[rt->rank_server[0]] : "";
-    return hc_init_agreed(c, id, key, root, rt->nranks, rank, NULL, NULL, comm);
+    return hc_init_agreed(c, id, key, root, rt->nranks, rank, NULL, cfg, comm);
 }
 
-HcclResult HcclCommInitClusterInfo(const char *rankTableFile, uint32_t rank, HcclComm *comm)
+static HcclResult cluster_info(const char *rankTableFile, uint32_t rank, const hc_comm_cfg_t *cfg,
+                               HcclComm *comm)
 {
     ranktable_t rt;
     char *text, err[256];
@@ -125,9 +128,29 @@ HcclResult HcclCommInitClusterInfo(const char *rankTableFile, uint32_t rank, Hcc
             rt.nranks - 1);
         rc = HCCL_E_PARA;
     } else {
-        rc = cluster_init(rankTableFile, text, len, &rt, rank, comm);
+        rc = cluster_init(rankTableFile, text, len, &rt, rank, cfg, comm);
     }
     ranktable_free(&rt);
     free(text);
+    return rc;
+}
+
+HcclResult HcclCommInitClusterInfo(const char *rankTableFile, uint32_t rank, HcclComm *comm)
+{
+    return cluster_info(rankTableFile, rank, NULL, comm);
+}
+
+HcclResult HcclCommInitClusterInfoConfig(const char *rankTableFile, uint32_t rank,
+                                         const HcclCommConfig *config, HcclComm *comm)
+{
+    hc_comm_cfg_t *cfg = malloc(sizeof(*cfg));
+    HcclResult rc;
+
+    if (cfg == NULL)
+        return HCCL_E_MEMORY;
+    rc = hc_comm_cfg_from(config, cfg);
+    if (rc == HCCL_SUCCESS)
+        rc = cluster_info(rankTableFile, rank, cfg, comm);
+    free(cfg);
     return rc;
 }

@@ -213,6 +213,44 @@ START_TEST(test_ranktable_allreduce)
 }
 END_TEST
 
+/* HcclCommInitClusterInfoConfig: the config's name and hcclAlgo count, a bad magic word is
+ * HCCL_E_PARA before anything is asked of the daemon. */
+static int table_config_child(uint32_t r, uint32_t n, void *arg)
+{
+    const char *path = arg;
+    char name[COMM_NAME_MAX_LENGTH];
+    HcclCommConfig cfg;
+    HcclComm a = NULL;
+    int st;
+
+    HcclCommConfigInit(&cfg);
+    memset(&cfg, 0, 8 + 4); /* size and magic word */
+    if (expect_rc("bad magic", r, HcclCommInitClusterInfoConfig(path, r, &cfg, &a), HCCL_E_PARA))
+        return 10;
+    HcclCommConfigInit(&cfg);
+    snprintf(cfg.hcclCommName, sizeof(cfg.hcclCommName), "rt_comm");
+    snprintf(cfg.hcclAlgo, sizeof(cfg.hcclAlgo), "level0:NA;level1:ring");
+    if (expect_rc("HcclCommInitClusterInfoConfig", r,
+                  HcclCommInitClusterInfoConfig(path, r, &cfg, &a), HCCL_SUCCESS) != 0)
+        return 11;
+    if ((st = comm_works(a, r, n)) != 0)
+        return st;
+    if (HcclGetCommName(a, name) != HCCL_SUCCESS || strcmp(name, "rt_comm") != 0)
+        return 12;
+    return HcclCommDestroy(a) == HCCL_SUCCESS ? 0 : 13;
+}
+
+START_TEST(test_ranktable_config)
+{
+    cluster_t c;
+
+    cluster_start(&c, 2);
+    write_table(&c, 1, 0, 0);
+    ck_assert_int_eq(run_table(&c, 1, 0, table_config_child, 60), 0);
+    cluster_stop(&c);
+}
+END_TEST
+
 static const char *const good_head = "{\"version\":\"1.0\",\"server_count\":\"1\",\"status\":"
                                      "\"completed\",\"server_list\":[{\"server_id\":\"127.0.0.1\","
                                      "\"device\":[";
@@ -629,6 +667,7 @@ Suite *bootstrap_suite(void)
 
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_ranktable_allreduce);
+    tcase_add_test(tc, test_ranktable_config);
     tcase_add_test(tc, test_ranktable_invalid);
     tcase_add_test(tc, test_ranktable_wrong_server);
     tcase_add_test(tc, test_member_before_root);

@@ -189,6 +189,10 @@ HCCL_API HcclResult HcclGetCommName(HcclComm comm, char *commName);
  */
 HCCL_API HcclResult HcclCommInitClusterInfo(const char *rankTableFile, uint32_t rank,
                                             HcclComm *comm);
+/* HcclCommInitClusterInfo with a configuration (see HcclCommConfig), as torch_npu calls it when
+ * a rank table is set. */
+HCCL_API HcclResult HcclCommInitClusterInfoConfig(const char *rankTableFile, uint32_t rank,
+                                                  const HcclCommConfig *config, HcclComm *comm);
 /* A communicator from the environment: HCCL_ROOT_INFO (hex), HCCL_RANK and HCCL_WORLD_SIZE (set
  * by hccl-run); else RANK_TABLE_FILE with RANK_ID (as HcclCommInitClusterInfo); else torchrun
  * (RANK, WORLD_SIZE, MASTER_ADDR), Open MPI (OMPI_COMM_WORLD_RANK/SIZE, with HCCL_ROOT_ADDR) or
