@@ -82,8 +82,7 @@ static HcclResult cfg_fields(const HcclCommConfig *k, size_t size, hc_comm_cfg_t
 HcclResult hc_comm_cfg_from(const HcclCommConfig *config, hc_comm_cfg_t *out)
 {
     HcclCommConfigInfo info;
-    HcclCommConfig *k;
-    HcclResult rc;
+    HcclCommConfig k;
 
     memset(out, 0, sizeof(*out));
     out->deterministic = -1;
@@ -107,12 +106,9 @@ HcclResult hc_comm_cfg_from(const HcclCommConfig *config, hc_comm_cfg_t *out)
              "both know",
              info.version, info.size, HCCL_COMM_CONFIG_VERSION, sizeof(HcclCommConfig));
     /* Read no further than the caller's header says: an older one is smaller than ours. */
-    if ((k = calloc(1, sizeof(*k))) == NULL)
-        return HCCL_E_MEMORY;
-    memcpy(k, config, info.size < sizeof(*k) ? info.size : sizeof(*k));
-    rc = cfg_fields(k, info.size, out);
-    free(k);
-    return rc;
+    memset(&k, 0, sizeof(k));
+    memcpy(&k, config, info.size < sizeof(k) ? info.size : sizeof(k));
+    return cfg_fields(&k, info.size, out);
 }
 
 /* HCCL_DETERMINISTIC: true/false, 1/0 (any case; "strict", HCCL's stricter mode, is true). */
@@ -158,16 +154,10 @@ void hc_comm_name_child(const char *parent, uint64_t seq, uint32_t color, char *
 HcclResult HcclCommInitRootInfoConfig(uint32_t nRanks, const HcclRootInfo *rootInfo, uint32_t rank,
                                       const HcclCommConfig *config, HcclComm *comm)
 {
-    hc_comm_cfg_t *cfg = malloc(sizeof(*cfg));
-    HcclResult rc;
+    hc_comm_cfg_t cfg;
+    HcclResult rc = hc_comm_cfg_from(config, &cfg);
 
-    if (cfg == NULL)
-        return HCCL_E_MEMORY;
-    rc = hc_comm_cfg_from(config, cfg);
-    if (rc == HCCL_SUCCESS)
-        rc = hc_comm_init_root(nRanks, rootInfo, rank, cfg, comm);
-    free(cfg);
-    return rc;
+    return rc != HCCL_SUCCESS ? rc : hc_comm_init_root(nRanks, rootInfo, rank, &cfg, comm);
 }
 
 HcclResult HcclGetCommName(HcclComm comm, char *commName)

@@ -143,14 +143,8 @@ HcclResult HcclCommInitClusterInfo(const char *rankTableFile, uint32_t rank, Hcc
 HcclResult HcclCommInitClusterInfoConfig(const char *rankTableFile, uint32_t rank,
                                          const HcclCommConfig *config, HcclComm *comm)
 {
-    hc_comm_cfg_t *cfg = malloc(sizeof(*cfg));
-    HcclResult rc;
+    hc_comm_cfg_t cfg;
+    HcclResult rc = hc_comm_cfg_from(config, &cfg);
 
-    if (cfg == NULL)
-        return HCCL_E_MEMORY;
-    rc = hc_comm_cfg_from(config, cfg);
-    if (rc == HCCL_SUCCESS)
-        rc = cluster_info(rankTableFile, rank, cfg, comm);
-    free(cfg);
-    return rc;
+    return rc != HCCL_SUCCESS ? rc : cluster_info(rankTableFile, rank, &cfg, comm);
 }

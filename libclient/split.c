@@ -72,17 +72,13 @@ static HcclResult split_join(hc_comm_t *p, uint8_t *all, uint32_t color, uint64_
     while (me < cn && order[me] != p->rank)
         me++;
     rc = me < cn ? HCCL_SUCCESS : HCCL_E_INTERNAL;
-    hc_comm_cfg_t *cfg = malloc(sizeof(*cfg));
-    if (rc == HCCL_SUCCESS && cfg == NULL)
-        rc = HCCL_E_MEMORY;
     if (rc == HCCL_SUCCESS) {
-        *cfg = p->cfg;
-        hc_comm_name_child(p->cfg.name, seq, color, cfg->name);
+        hc_comm_cfg_t cfg = p->cfg; /* the child's settings are its parent's, its name its own */
+        hc_comm_name_child(p->cfg.name, seq, color, cfg.name);
         hc_split_derive(p->job_id, p->job_key, seq, color, id, key);
-        rc = hc_init_agreed(p->c, id, key, entry_addr(all, order[0]), cn, me, p->job_id, cfg,
+        rc = hc_init_agreed(p->c, id, key, entry_addr(all, order[0]), cn, me, p->job_id, &cfg,
                             newComm);
     }
-    free(cfg);
     free(order);
     return rc;
 }

@@ -213,6 +213,15 @@ START_TEST(test_comm_names)
     snprintf(cfg.hcclCommName, sizeof(cfg.hcclCommName), "tp_group");
     ck_assert_int_eq(harness_spawn_ranks_cfg(2, NULL, &cfg, names_rank, "tp_group", 60, pids), 0);
     ck_assert_int_eq(harness_wait(pids, 2, 60), 0);
+    /* Across two daemons the ranks split among themselves: the same names. */
+    char sock[256], *socks[2] = {NULL, sock};
+    pid_t d = harness_daemon_spawn(sock, sizeof(sock));
+    ck_assert_int_gt(d, 0);
+    ck_assert_int_eq(harness_spawn_ranks_cfg(2, socks, NULL, names_rank, "", 60, pids), 0);
+    ck_assert_int_eq(harness_wait(pids, 2, 60), 0);
+    ck_assert_int_eq(harness_spawn_ranks_cfg(2, socks, &cfg, names_rank, "tp_group", 60, pids), 0);
+    ck_assert_int_eq(harness_wait(pids, 2, 60), 0);
+    harness_daemon_stop(d);
 }
 END_TEST
 
