@@ -1,5 +1,6 @@
 # hcclD: one Makefile, every library through pkg-config, all output under build/.
-#   make [all] | test | test-rdma | test-tsan | demo | bench | bench-determinism | install [PREFIX=/usr/local DESTDIR=] | clean
+#   make [all] | test | test-rdma | test-tsan | demo | bench | bench-determinism | clean
+#   make install [PREFIX=/usr/local DESTDIR= PYDIR=]
 #   make test SANITIZE=address,undefined
 
 SANITIZE ?=
@@ -11,6 +12,9 @@ else
 BUILD    ?= build/sanitize-$(subst $(comma),-,$(SANITIZE))
 endif
 PREFIX   ?= /usr/local
+# Where Debian's python3 finds packages installed under PREFIX (/usr/local/lib/python3.X/...).
+PYVER    := $(shell /usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
+PYDIR    ?= $(PREFIX)/lib/python$(or $(PYVER),3)/dist-packages
 VERSION  := 0.1.0
 
 PKGS_CORE   := libuv libprotobuf-c hwloc libsystemd inih libsodium jansson libibverbs librdmacm
@@ -25,6 +29,7 @@ $(DEPS_STAMP): scripts/install-deps.sh
 	@if ! command -v protoc-c >/dev/null 2>&1 || ! command -v pkg-config >/dev/null 2>&1 || \
 	    ! command -v clang-format >/dev/null 2>&1 || ! command -v systemd-analyze >/dev/null 2>&1 || \
 	    ! [ -e "$$(clang -print-runtime-dir 2>/dev/null)/libclang_rt.fuzzer-x86_64.a" ] || \
+	    ! /usr/bin/python3 -c 'import numpy' 2>/dev/null || \
 	    ! pkg-config --exists $(PKGS_CORE) $(PKGS_TEST); then \
 	    echo "hcclD: installing missing dependencies (scripts/install-deps.sh)"; \
 	    ./scripts/install-deps.sh; fi
@@ -224,6 +229,9 @@ install: all
 	install -D -m 0644 systemd/hccld.sysusers $(DESTDIR)/usr/lib/sysusers.d/hccld.conf
 	[ -n "$(DESTDIR)" ] || ! command -v systemd-sysusers >/dev/null || \
 	    systemd-sysusers /usr/lib/sysusers.d/hccld.conf
+	install -d $(DESTDIR)$(PYDIR)/hccl
+	install -m 0644 python/hccl/*.py $(DESTDIR)$(PYDIR)/hccl/
+	[ -n "$(DESTDIR)" ] || ldconfig
 
 FORMAT_SRC = $(wildcard common/*.[ch] libclient/*.[ch] libclient/include/hccl/*.h daemon/*.c \
              daemon/*/*.[ch] tools/*.c tests/*/*.[ch] bench/*.c)

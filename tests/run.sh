@@ -1,6 +1,6 @@
 #!/bin/bash
 # Runs every test suite (Check unit tests, multi-process integration tests against a private
-# daemon, then daemons in network namespaces) and ends with one summary line:
+# daemon, the Python package's unittest suites, then daemons in network namespaces) and ends with one summary line:
 # "tests: N passed, N failed".
 set -uo pipefail
 
@@ -22,6 +22,12 @@ run() {
 run unit "$BUILD/tests/unit_tests"
 run sim "$BUILD/tests/sim_all"
 HCCLD_BIN="$BUILD/bin/hccld" run integration "$BUILD/tests/integration_tests"
+# The Python package (python/hccl) on Debian's python3, against this build's libhccl.so. Not in
+# instrumented builds: the sanitizers' runtimes would have to be preloaded into python3.
+if [ -z "$SANITIZE" ]; then
+    HCCLD_BIN="$BUILD/bin/hccld" HCCL_LIB="$BUILD/lib/libhccl.so.0" \
+        run python /usr/bin/python3 tests/python/run.py
+fi
 # Daemons in separate network namespaces (needs root; prints SKIP without it, fails under CI).
 HCCLD_BIN="$BUILD/bin/hccld" run netns "$BUILD/tests/netns_tests"
 # The RDMA transport inside a QEMU guest with two soft-RoCE devices (tests/rdma-vm): its suite,
@@ -38,7 +44,8 @@ fi
 # shellcheck disable=SC2046
 run fuzz ./tests/fuzz/run.sh "$BUILD" "${FUZZ_SMOKE_SECS:-15}" smoke $(ls tests/fuzz/corpus)
 
-# Check prints "NN%: Checks: C, Failures: F, Errors: E" per runner; add them up.
+# Check prints "NN%: Checks: C, Failures: F, Errors: E" per runner (tests/python/run.py the
+# same for its unittest suites); add them up.
 read -r checks bad < <(grep -hoE 'Checks: [0-9]+, Failures: [0-9]+, Errors: [0-9]+' "$LOG"/*.out |
     awk -F'[:,] *' '{c += $2; b += $4 + $6} END {print c + 0, b + 0}')
 [ "${checks:-0}" -gt 0 ] || status=1

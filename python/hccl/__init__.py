@@ -1,0 +1,33 @@
+"""hccl: Python over libhccl.so, hcclD's HCCL API (docs: README, "Python").
+
+    import hccl, numpy as np
+    root = hccl.get_root_info()              # one process; send root.raw to every rank
+    comm = hccl.Comm(nranks, root, rank)     # or hccl.Comm.from_env() under hccl-run/torchrun
+    out = comm.all_reduce(np.ones(4, np.float32))
+"""
+from .comm import RECV, SEND, SPLIT_NOCOLOR, Comm, RootInfo, get_root_info
+from .mem import mem_alloc
+from .stream import Stream
+from .types import DataType, HcclError, ReduceOp, Result, data_type
+
+SUM, PROD, MAX, MIN = ReduceOp.SUM, ReduceOp.PROD, ReduceOp.MAX, ReduceOp.MIN
+
+__all__ = [
+    "Comm",
+    "DataType",
+    "HcclError",
+    "MAX",
+    "MIN",
+    "PROD",
+    "RECV",
+    "ReduceOp",
+    "Result",
+    "RootInfo",
+    "SEND",
+    "SPLIT_NOCOLOR",
+    "SUM",
+    "Stream",
+    "data_type",
+    "get_root_info",
+    "mem_alloc",
+]

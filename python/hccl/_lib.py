@@ -1,0 +1,91 @@
+"""libhccl.so through ctypes: finding the library and declaring the C functions it exports."""
+import ctypes
+import os
+
+ROOT_INFO_BYTES = 4108
+COMM_NAME_MAX_LENGTH = 128
+
+
+def _candidates():
+    env = os.environ.get("HCCL_LIB")
+    if env:
+        yield env
+    here = os.path.dirname(os.path.abspath(__file__))
+    # A source tree: python/hccl/ beside build/lib/.
+    yield os.path.join(here, "..", "..", "build", "lib", "libhccl.so.0")
+    # make install: PREFIX/lib/python3.X/dist-packages/hccl/ under PREFIX/lib/.
+    yield os.path.join(here, "..", "..", "..", "libhccl.so.0")
+    yield "libhccl.so.0"
+
+
+def _load():
+    errors = []
+    for path in _candidates():
+        if os.sep in path and not os.path.exists(path):
+            continue
+        try:
+            return ctypes.CDLL(path)
+        except OSError as e:
+            errors.append(f"{path}: {e}")
+    raise ImportError("hccl: cannot load libhccl.so.0 (set HCCL_LIB): " + "; ".join(errors))
+
+
+lib = _load()
+
+_p = ctypes.c_void_p
+_u32 = ctypes.c_uint32
+_u64 = ctypes.c_uint64
+_i = ctypes.c_int
+
+# name: (argument types); every one returns an HcclResult.
+_SIGNATURES = {
+    "HcclGetRootInfo": [_p],
+    "HcclCommInitRootInfo": [_u32, _p, _u32, ctypes.POINTER(_p)],
+    "HcclCommInitClusterInfo": [ctypes.c_char_p, _u32, ctypes.POINTER(_p)],
+    "HcclCommInitFromEnv": [ctypes.POINTER(_p)],
+    "HcclCommDestroy": [_p],
+    "HcclCommAbort": [_p],
+    "HcclCommSplit": [_p, _u32, _u32, ctypes.POINTER(_p)],
+    "HcclGetRankSize": [_p, ctypes.POINTER(_u32)],
+    "HcclGetRankId": [_p, ctypes.POINTER(_u32)],
+    "HcclGetCommName": [_p, ctypes.c_char_p],
+    "HcclGetCommAsyncError": [_p, ctypes.POINTER(_i)],
+    "HcclAllReduce": [_p, _p, _u64, _i, _i, _p, _p],
+    "HcclBroadcast": [_p, _u64, _i, _u32, _p, _p],
+    "HcclAllGather": [_p, _p, _u64, _i, _p, _p],
+    "HcclReduceScatter": [_p, _p, _u64, _i, _i, _p, _p],
+    "HcclAlltoAll": [_p, _u64, _i, _p, _u64, _i, _p, _p],
+    "HcclAlltoAllV": [_p, _p, _p, _i, _p, _p, _p, _i, _p, _p],
+    "HcclReduce": [_p, _p, _u64, _i, _i, _u32, _p, _p],
+    "HcclScatter": [_p, _p, _u64, _i, _u32, _p, _p],
+    "HcclBarrier": [_p, _p],
+    "HcclSend": [_p, _u64, _i, _u32, _p, _p],
+    "HcclRecv": [_p, _u64, _i, _u32, _p, _p],
+    "HcclBatchSendRecv": [_p, _u32, _p, _p],
+    "HcclStreamCreate": [ctypes.POINTER(_p)],
+    "HcclStreamSynchronize": [_p],
+    "HcclStreamQuery": [_p],
+    "HcclStreamDestroy": [_p],
+    "HcclMemAlloc": [ctypes.POINTER(_p), ctypes.c_size_t],
+    "HcclMemFree": [_p],
+}
+
+for _name, _args in _SIGNATURES.items():
+    _f = getattr(lib, _name)
+    _f.argtypes = _args
+    _f.restype = _i
+
+lib.HcclGetErrorString.argtypes = [_i]
+lib.HcclGetErrorString.restype = ctypes.c_char_p
+
+
+class SendRecvItem(ctypes.Structure):
+    """HcclSendRecvItem."""
+
+    _fields_ = [
+        ("sendRecvType", _i),
+        ("buf", _p),
+        ("count", _u64),
+        ("dataType", _i),
+        ("remoteRank", _u32),
+    ]

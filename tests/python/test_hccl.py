@@ -1,0 +1,235 @@
+"""The hccl Python package against a private hccld: every collective on numpy arrays, every data
+type and reduce op, compared element by element with numpy's result on the same inputs; streams,
+HcclMemAlloc arrays, buffer-protocol objects, splits, the launcher environment, and the errors
+(HcclError with the exact HcclResult, ValueError/TypeError for buffers that cannot work)."""
+import array
+import os
+import subprocess
+import sys
+import unittest
+
+import numpy as np
+
+from ranks import TOP, Daemon, hccl, run_ranks
+
+DAEMON = None
+DTYPES = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64,
+          np.float16, np.float32, np.float64]
+OPS = {hccl.SUM: np.add, hccl.PROD: np.multiply, hccl.MAX: np.maximum, hccl.MIN: np.minimum}
+COUNT = 1000
+
+
+def setUpModule():
+    global DAEMON
+    DAEMON = Daemon()
+    os.environ["HCCLD_SOCKET"] = DAEMON.sock
+
+
+def tearDownModule():
+    DAEMON.stop()
+
+
+def values(rank, dtype, count=COUNT, seed=0):
+    """Small integers (exact in every type, so any order of reduction gives the same result);
+    1..3 so that products stay small."""
+    rng = np.random.default_rng(seed * 1000 + rank * 31 + np.dtype(dtype).num)
+    return rng.integers(1, 4, size=count).astype(dtype)
+
+
+def reference(n, dtype, op, count=COUNT, seed=0):
+    out = values(0, dtype, count, seed)
+    for r in range(1, n):
+        out = OPS[op](out, values(r, dtype, count, seed)).astype(dtype)
+    return out
+
+
+def every_reduction(comm, r, n):
+    return {(np.dtype(d).name, int(op)): comm.all_reduce(values(r, d), op=op)
+            for d in DTYPES for op in OPS}
+
+
+class TestReductions(unittest.TestCase):
+    def test_all_reduce_every_dtype_and_op(self):
+        for n in (2, 3):
+            for r, got in enumerate(run_ranks(n, every_reduction)):
+                for d in DTYPES:
+                    for op in OPS:
+                        want = reference(n, d, op)
+                        have = got[(np.dtype(d).name, int(op))]
+                        self.assertEqual(have.dtype, np.dtype(d))
+                        np.testing.assert_array_equal(have, want, err_msg=f"n {n} rank {r} {d} {op}")
+
+    def test_bfloat16_on_uint16_storage(self):
+        def bf16(x):
+            return (np.asarray(x, np.float32).view(np.uint32) >> 16).astype(np.uint16)
+
+        def fn(comm, r, n):
+            return comm.all_reduce(bf16(values(r, np.float32)), dtype=hccl.DataType.BFP16)
+
+        for got in run_ranks(3, fn):
+            np.testing.assert_array_equal(got, bf16(reference(3, np.float32, hccl.SUM)))
+
+    def test_reduce_and_reduce_scatter(self):
+        def fn(comm, r, n):
+            red = comm.reduce(values(r, np.float32), op=hccl.MAX, root=n - 1)
+            rs = comm.reduce_scatter(values(r, np.int32, count=n * 7))
+            return red, rs
+
+        n = 3
+        for r, (red, rs) in enumerate(run_ranks(n, fn)):
+            if r == n - 1:
+                np.testing.assert_array_equal(red, reference(n, np.float32, hccl.MAX))
+            want = reference(n, np.int32, hccl.SUM, count=n * 7)[r * 7:(r + 1) * 7]
+            np.testing.assert_array_equal(rs, want)
+
+
+def movers(comm, r, n):
+    out = {}
+    b = values(r, np.int64)
+    out["broadcast"] = comm.broadcast(b, root=1).copy()
+    out["all_gather"] = comm.all_gather(values(r, np.float64, count=5))
+    out["all_to_all"] = comm.all_to_all(np.arange(n * 4, dtype=np.int32) + 100 * r)
+    sc = np.array([q + 1 for q in range(n)], np.uint64)  # send q + 1 elements to rank q
+    sd = np.concatenate([[0], np.cumsum(sc)[:-1]]).astype(np.uint64)
+    rc = np.full(n, r + 1, np.uint64)  # receive r + 1 from everyone
+    rd = np.arange(n, dtype=np.uint64) * (r + 1)
+    recv = np.zeros(n * (r + 1), np.float32)
+    comm.all_to_all_v(np.arange(int(sc.sum()), dtype=np.float32) + 1000 * r, sc, sd, recv, rc,
+                      rd)
+    out["all_to_all_v"] = recv
+    s = np.zeros(3, np.uint8)
+    comm.scatter(np.arange(3 * n, dtype=np.uint8) if r == 0 else None, s, root=0)
+    out["scatter"] = s
+    comm.barrier()
+    if r == 0:
+        comm.send(np.arange(6, dtype=np.int16), n - 1)
+    if r == n - 1:
+        out["recv"] = comm.recv(np.zeros(6, np.int16), 0)
+    right, left = (r + 1) % n, (r - 1) % n
+    got = np.zeros(4, np.int32)
+    comm.batch_send_recv([(hccl.SEND, np.full(4, r, np.int32), right), (hccl.RECV, got, left)])
+    out["batch"] = got
+    return out
+
+
+class TestMovers(unittest.TestCase):
+    def test_every_other_collective(self):
+        for n in (2, 3):
+            for r, o in enumerate(run_ranks(n, movers)):
+                np.testing.assert_array_equal(o["broadcast"], values(1, np.int64))
+                np.testing.assert_array_equal(
+                    o["all_gather"],
+                    np.concatenate([values(q, np.float64, count=5) for q in range(n)]))
+                np.testing.assert_array_equal(
+                    o["all_to_all"],
+                    np.concatenate([np.arange(r * 4, r * 4 + 4) + 100 * q for q in range(n)]))
+                # From rank q: its block for r starts at sum(1..r) and has r + 1 elements.
+                start = r * (r + 1) // 2
+                np.testing.assert_array_equal(
+                    o["all_to_all_v"],
+                    np.concatenate([np.arange(start, start + r + 1) + 1000 * q
+                                    for q in range(n)]).astype(np.float32))
+                np.testing.assert_array_equal(o["scatter"], np.arange(3 * r, 3 * r + 3))
+                if r == n - 1:
+                    np.testing.assert_array_equal(o["recv"], np.arange(6))
+                np.testing.assert_array_equal(o["batch"], np.full(4, (r - 1) % n))
+
+
+class TestBuffers(unittest.TestCase):
+    def test_stream_and_zero_copy_and_buffer_protocol(self):
+        def fn(comm, r, n):
+            with hccl.Stream() as s:
+                outs = [comm.all_reduce(values(r, np.float32, seed=k), stream=s) for k in range(4)]
+                s.synchronize()
+                done = s.query()
+            m = hccl.mem_alloc((2, 500), np.float32)
+            m[:] = values(r, np.float32).reshape(2, 500)
+            comm.all_reduce(m, m)  # in place, in the arena
+            a = array.array("i", range(10))
+            ba = comm.all_reduce(a)
+            return outs, done, m.copy(), ba
+
+        for outs, done, m, ba in run_ranks(2, fn):
+            self.assertTrue(done)
+            for k, o in enumerate(outs):
+                np.testing.assert_array_equal(o, reference(2, np.float32, hccl.SUM, seed=k))
+            np.testing.assert_array_equal(m.ravel(), reference(2, np.float32, hccl.SUM))
+            np.testing.assert_array_equal(ba, np.arange(10, dtype=np.int32) * 2)
+
+    def test_errors(self):
+        def fn(comm, r, n):
+            caught = {}
+            try:
+                comm.broadcast(np.zeros(4, np.float32), root=n + 5)
+            except hccl.HcclError as e:
+                caught["root"] = (e.result, e.name, e.call)
+            for what, call in (
+                    ("noncontig", lambda: comm.broadcast(np.zeros((4, 4), np.float32)[:, 0], 0)),
+                    ("readonly", lambda: comm.recv(np.zeros(4, np.float32).setflags(write=False)
+                                                   or np.frombuffer(b"abcd", np.uint8), 0)),
+                    ("complex", lambda: comm.all_reduce(np.zeros(4, np.complex64))),
+                    ("short", lambda: comm.all_reduce(np.zeros(4, np.int32), np.zeros(3, np.int32)))):
+                try:
+                    call()
+                except (ValueError, TypeError) as e:
+                    caught[what] = type(e).__name__
+            return caught
+
+        for caught in run_ranks(2, fn):
+            self.assertEqual(caught["root"], (hccl.Result.E_PARA, "HCCL_E_PARA", "HcclBroadcast"))
+            self.assertEqual(caught["noncontig"], "ValueError")
+            self.assertEqual(caught["readonly"], "ValueError")
+            self.assertEqual(caught["complex"], "TypeError")
+            self.assertEqual(caught["short"], "ValueError")
+        with self.assertRaises(hccl.HcclError) as cm:
+            hccl.Comm(2, hccl.get_root_info(), 2)
+        self.assertEqual(cm.exception.result, hccl.Result.E_PARA)
+        with self.assertRaises(ValueError):
+            hccl.RootInfo(b"short")
+
+
+class TestComms(unittest.TestCase):
+    def test_split_and_names(self):
+        def fn(comm, r, n):
+            child = comm.split(r % 2 if r < 3 else hccl.SPLIT_NOCOLOR, key=r)
+            if child is None:
+                return None
+            with child:
+                return (child.rank, child.size, child.name, comm.name,
+                        child.all_reduce(np.array([r], np.int32))[0])
+
+        res = run_ranks(4, fn)
+        self.assertIsNone(res[3])
+        for r in range(3):
+            rank, size, name, parent, total = res[r]
+            self.assertEqual((rank, size), ({0: 0, 1: 0, 2: 1}[r], {0: 2, 1: 1, 2: 2}[r]))
+            self.assertEqual(name, f"{parent}_split0_c{r % 2}")
+            self.assertEqual(total, {0: 2, 1: 1, 2: 2}[r])
+
+    def test_from_env_under_hccl_run(self):
+        prog = ("import numpy as np, hccl\n"
+                "c = hccl.Comm.from_env()\n"
+                "print(c.rank, c.size, int(c.all_reduce(np.array([c.rank + 1], np.int64))[0]))\n")
+        env = dict(os.environ, PYTHONPATH=os.path.join(TOP, "python"))
+        out = subprocess.run(
+            [os.path.join(os.path.dirname(os.environ.get("HCCLD_BIN", os.path.join(
+                TOP, "build", "bin", "hccld"))), "hccl-run"), "-n", "3", "--", sys.executable,
+             "-c", prog], env=env, capture_output=True, text=True, timeout=60, check=True)
+        lines = sorted(out.stdout.split("\n")[:-1])
+        self.assertEqual(lines, ["0 3 6", "1 3 6", "2 3 6"])
+
+    def test_across_two_daemons(self):
+        other = Daemon()
+        try:
+            res = run_ranks(4, every_reduction, socks=[DAEMON.sock, DAEMON.sock, other.sock,
+                                                       other.sock])
+        finally:
+            other.stop()
+        for got in res:
+            for d in (np.float32, np.int64, np.float16):
+                np.testing.assert_array_equal(got[(np.dtype(d).name, int(hccl.SUM))],
+                                              reference(4, d, hccl.SUM))
+
+
+if __name__ == "__main__":
+    unittest.main()
