@@ -29,7 +29,7 @@ $(DEPS_STAMP): scripts/install-deps.sh
 	@if ! command -v protoc-c >/dev/null 2>&1 || ! command -v pkg-config >/dev/null 2>&1 || \
 	    ! command -v clang-format >/dev/null 2>&1 || ! command -v systemd-analyze >/dev/null 2>&1 || \
 	    ! [ -e "$$(clang -print-runtime-dir 2>/dev/null)/libclang_rt.fuzzer-x86_64.a" ] || \
-	    ! /usr/bin/python3 -c 'import numpy' 2>/dev/null || \
+	    ! /usr/bin/python3 -c 'import numpy, torch' 2>/dev/null || \
 	    ! pkg-config --exists $(PKGS_CORE) $(PKGS_TEST); then \
 	    echo "hcclD: installing missing dependencies (scripts/install-deps.sh)"; \
 	    ./scripts/install-deps.sh; fi

@@ -9,7 +9,7 @@ PKGS="build-essential gcc clang libclang-rt-14-dev clang-format pkg-config make 
 libuv1-dev libprotobuf-c-dev protobuf-c-compiler libhwloc-dev check
 libibverbs-dev librdmacm-dev libsystemd-dev libjansson-dev libinih-dev libsodium-dev
 iproute2 procps iptables iperf3 systemd
-python3 python3-numpy"
+python3 python3-numpy python3-torch"
 
 # The soft-RoCE guest (tests/rdma-vm) boots Debian's own kernel under QEMU and runs the host's
 # rdma-core tools in it: this machine's kernel has no rdma_rxe and there is no RDMA hardware.

@@ -1,0 +1,323 @@
+"""import hccl.torch: the torch.distributed backend "hccl" (torch 1.13, CPU tensors).
+
+    import hccl.torch, torch.distributed as dist
+    dist.init_process_group("hccl")            # torchrun, init_method="tcp://...", or a store
+
+Each process group is one hccl.Comm (its root info travels through the group's c10d store;
+every rank uses its node's daemon, HCCLD_SOCKET). Operations run in issue order on the group's
+worker thread, which waits inside libhccl without the GIL, so an op issued with async_op=True
+(DDP's gradient buckets) proceeds while the caller computes. Works come from futures
+(torch._C._distributed_c10d._create_work_from_future): wait(), is_completed(), get_future().
+p2p: send and recv run in issue order like collectives (a blocking send waits for its
+receive, as HCCL's does); batch_isend_irecv is one HcclBatchSendRecv (all in flight at once).
+"""
+import queue
+import threading
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch._C._distributed_c10d import _create_work_from_future
+
+from . import comm as _comm
+from .comm import RECV, SEND, Comm, RootInfo
+from .torch_tensors import Staged, finish_avg, reduce_op
+
+_STORE_KEY = "hccl/root_info"
+
+
+class _Op:
+    __slots__ = ("run", "fut", "outputs", "what")
+
+    def __init__(self, run, outputs, what):
+        self.run, self.outputs, self.what = run, outputs, what
+        self.fut = torch.futures.Future()
+
+
+class ProcessGroupHCCL(dist.ProcessGroup):
+    """A torch ProcessGroup over one hccl.Comm."""
+
+    def __init__(self, store, rank, size, timeout):
+        super().__init__(rank, size)
+        self._rank, self._size, self.timeout = rank, size, timeout
+        if rank == 0:
+            root = _comm.get_root_info()
+            store.set(_STORE_KEY, root.raw)
+        else:
+            store.wait([_STORE_KEY], timeout)
+            root = RootInfo(store.get(_STORE_KEY))
+        self.comm = Comm(size, root, rank)
+        self._queue = queue.Queue()
+        self._coalescing = None
+        self._worker = threading.Thread(target=self._serve, name="hccl-pg", daemon=True)
+        self._worker.start()
+
+    # --- the worker ---------------------------------------------------------------------
+    def _serve(self):
+        while True:
+            op = self._queue.get()
+            if op is None:
+                return
+            try:
+                op.run()
+                op.fut.set_result(op.outputs)
+            except Exception as e:  # pylint: disable=broad-except
+                op.fut.set_exception(RuntimeError(f"hccl {op.what}: {e}"))
+
+    def _submit(self, what, run, outputs):
+        op = _Op(run, outputs, what)
+        self._queue.put(op)
+        return _create_work_from_future(op.fut)
+
+    # --- what torch asks of a process group ----------------------------------------------
+    def getBackendName(self):  # noqa: N802 (torch's name)
+        return "hccl"
+
+    def rank(self):
+        return self._rank
+
+    def size(self):
+        return self._size
+
+    def allreduce(self, tensors, opts=None):
+        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        staged = [Staged(t, "allreduce") for t in tensors]
+        rop = reduce_op(op, tensors[0].dtype, "allreduce")
+
+        def run():
+            for s in staged:
+                self.comm.all_reduce(s.array, s.array, rop, dtype=s.hccl_dtype)
+                s.done()
+            finish_avg(op, tensors, self._size)
+
+        return self._submit("allreduce", run, tensors)
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        if len({t.dtype for t in tensors}) > 1:
+            raise RuntimeError("hccl allreduce_coalesced: the tensors must share one dtype")
+        rop = reduce_op(op, tensors[0].dtype, "allreduce_coalesced")
+        flat = torch.cat([t.detach().reshape(-1) for t in tensors])
+        staged = Staged(flat, "allreduce_coalesced")
+
+        def run():
+            self.comm.all_reduce(staged.array, staged.array, rop, dtype=staged.hccl_dtype)
+            at = 0
+            for t in tensors:
+                t.copy_(flat[at:at + t.numel()].view_as(t))
+                at += t.numel()
+            finish_avg(op, tensors, self._size)
+
+        return self._submit("allreduce_coalesced", run, tensors)
+
+    def broadcast(self, tensors, opts=None):
+        root = opts.rootRank if opts is not None else 0
+        staged = [Staged(t, "broadcast") for t in tensors]
+
+        def run():
+            for s in staged:
+                self.comm.broadcast(s.array, root, dtype=s.hccl_dtype)
+                s.done()
+
+        return self._submit("broadcast", run, tensors)
+
+    def reduce(self, tensors, opts=None):
+        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        root = opts.rootRank if opts is not None else 0
+        staged = [Staged(t, "reduce") for t in tensors]
+        rop = reduce_op(op, tensors[0].dtype, "reduce")
+
+        def run():
+            for s in staged:
+                out = np.empty_like(s.array)
+                self.comm.reduce(s.array, out, rop, root, dtype=s.hccl_dtype)
+                if self._rank == root:
+                    s.array[...] = out
+                    s.done()
+            if self._rank == root:
+                finish_avg(op, tensors, self._size)
+
+        return self._submit("reduce", run, tensors)
+
+    def _gather_into(self, out_flat, inp, what):
+        staged = Staged(inp, what)
+        dst = Staged(out_flat, what)
+        if dst.array.size != staged.array.size * self._size:
+            raise RuntimeError(f"hccl {what}: the output holds {out_flat.numel()} elements, "
+                               f"{inp.numel() * self._size} needed")
+        return staged, dst
+
+    def _allgather_base(self, output, input, opts=None):  # noqa: A002 (torch's names)
+        src, dst = self._gather_into(output, input, "all_gather_into_tensor")
+
+        def run():
+            self.comm.all_gather(src.array, dst.array, dtype=src.hccl_dtype)
+            dst.done()
+
+        return self._submit("all_gather_into_tensor", run, [output])
+
+    def allgather(self, output_tensors, input_tensors, opts=None):
+        outs, inp = output_tensors[0], input_tensors[0]
+        if len(outs) != self._size:
+            raise RuntimeError(f"hccl all_gather: {len(outs)} output tensors for {self._size} ranks")
+        flat = torch.empty((self._size * inp.numel(),), dtype=inp.dtype)
+        src, dst = self._gather_into(flat, inp, "all_gather")
+
+        def run():
+            self.comm.all_gather(src.array, dst.array, dtype=src.hccl_dtype)
+            for q, t in enumerate(outs):
+                t.copy_(flat[q * inp.numel():(q + 1) * inp.numel()].view_as(t))
+
+        return self._submit("all_gather", run, output_tensors)
+
+    def _reduce_scatter_base(self, output, input, opts=None):  # noqa: A002
+        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        rop = reduce_op(op, input.dtype, "reduce_scatter_tensor")
+        dst, src = self._gather_into(input, output, "reduce_scatter_tensor")
+
+        def run():
+            self.comm.reduce_scatter(src.array, dst.array, rop, dtype=dst.hccl_dtype)
+            dst.done()
+            finish_avg(op, [output], self._size)
+
+        return self._submit("reduce_scatter_tensor", run, [output])
+
+    def reduce_scatter(self, output_tensors, input_tensors, opts=None):
+        out, ins = output_tensors[0], input_tensors[0]
+        if len(ins) != self._size:
+            raise RuntimeError(f"hccl reduce_scatter: {len(ins)} input tensors for {self._size} "
+                               "ranks")
+        flat = torch.cat([t.detach().reshape(-1) for t in ins])
+        return self._reduce_scatter_base(out, flat, opts)
+
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):  # noqa: A002
+        n = self._size
+        src, dst = Staged(input, "all_to_all_single"), Staged(output, "all_to_all_single")
+        row_in = input.numel() // max(input.shape[0], 1) if input.dim() else 1
+        row_out = output.numel() // max(output.shape[0], 1) if output.dim() else 1
+        if not input_split_sizes and not output_split_sizes:
+            if input.numel() % n != 0 or output.numel() != input.numel():
+                raise RuntimeError(f"hccl all_to_all_single: {input.numel()} elements do not split "
+                                   f"evenly over {n} ranks into {output.numel()}")
+            sc = rc = [input.numel() // n] * n
+        else:
+            sc = [s * row_in for s in (input_split_sizes or [input.shape[0] // n] * n)]
+            rc = [s * row_out for s in (output_split_sizes or [output.shape[0] // n] * n)]
+        if len(sc) != n or len(rc) != n or sum(sc) != input.numel() or sum(rc) != output.numel():
+            raise RuntimeError("hccl all_to_all_single: the split sizes do not fit the tensors")
+        sd, rd = np.cumsum([0] + sc[:-1]), np.cumsum([0] + rc[:-1])
+
+        def run():
+            self.comm.all_to_all_v(src.array, sc, sd, dst.array, rc, rd, dtype=src.hccl_dtype)
+            dst.done()
+
+        return self._submit("all_to_all_single", run, [output])
+
+    def alltoall(self, output_tensors, input_tensors, opts=None):
+        inp = torch.cat([t.detach().reshape(-1) for t in input_tensors])
+        out = torch.empty((sum(t.numel() for t in output_tensors),), dtype=inp.dtype)
+        work_src, work_dst = Staged(inp, "all_to_all"), Staged(out, "all_to_all")
+        sc, rc = [t.numel() for t in input_tensors], [t.numel() for t in output_tensors]
+        sd, rd = np.cumsum([0] + sc[:-1]), np.cumsum([0] + rc[:-1])
+
+        def run():
+            self.comm.all_to_all_v(work_src.array, sc, sd, work_dst.array, rc, rd,
+                                   dtype=work_src.hccl_dtype)
+            for t, at, c in zip(output_tensors, rd, rc):
+                t.copy_(out[at:at + c].view_as(t))
+
+        return self._submit("all_to_all", run, output_tensors)
+
+    def scatter(self, output_tensors, input_tensors, opts=None):
+        root = opts.rootRank if opts is not None else 0
+        out = Staged(output_tensors[0], "scatter")
+        src = None
+        if self._rank == root:
+            src = Staged(torch.cat([t.detach().reshape(-1) for t in input_tensors[0]]), "scatter")
+
+        def run():
+            self.comm.scatter(src.array if src else None, out.array, root, dtype=out.hccl_dtype)
+            out.done()
+
+        return self._submit("scatter", run, output_tensors)
+
+    def gather(self, output_tensors, input_tensors, opts=None):
+        """HCCL has no gather: the root receives every rank's tensor in one batch of receives."""
+        root = opts.rootRank if opts is not None else 0
+        inp = Staged(input_tensors[0], "gather")
+
+        def run():
+            if self._rank != root:
+                self.comm.batch_send_recv([(SEND, inp.array, root)])
+                return
+            outs = [Staged(t, "gather") for t in output_tensors[0]]
+            items = [(RECV, o.array, q) for q, o in enumerate(outs) if q != root]
+            if items:
+                self.comm.batch_send_recv(items)
+            outs[root].array[...] = inp.array
+            for o in outs:
+                o.done()
+
+        return self._submit("gather", run, output_tensors)
+
+    def barrier(self, opts=None):
+        return self._submit("barrier", self.comm.barrier, [])
+
+    # --- point to point -----------------------------------------------------------------
+    def _p2p(self, kind, tensors, peer, what):
+        staged = [Staged(t, what) for t in tensors]
+        items = [(kind, s.array, peer) for s in staged]
+        if self._coalescing is not None:
+            self._coalescing.append((items, staged, tensors))
+            return None
+
+        def run():
+            self.comm.batch_send_recv(items)
+            for s in staged:
+                s.done()
+
+        return self._submit(what, run, tensors)
+
+    def send(self, tensors, dst, tag=0):
+        return self._p2p(SEND, tensors, dst, "send")
+
+    def recv(self, tensors, src, tag=0):
+        return self._p2p(RECV, tensors, src, "recv")
+
+    def recv_anysource(self, tensors, tag=0):
+        raise RuntimeError("hccl recv from any source: not supported (HCCL pairs sends and "
+                           "receives by peer)")
+
+    def _start_coalescing(self):
+        self._coalescing = []
+
+    def _end_coalescing(self, reqs):
+        """batch_isend_irecv: every send and receive since _start_coalescing in one
+        HcclBatchSendRecv; each of their requests is that batch's work."""
+        batch, self._coalescing = self._coalescing, None
+        if not batch:
+            return
+        items = [i for b in batch for i in b[0]]
+        staged = [s for b in batch for s in b[1]]
+        tensors = [t for b in batch for t in b[2]]
+
+        def run():
+            self.comm.batch_send_recv(items)
+            for s in staged:
+                s.done()
+
+        work = self._submit("batch_isend_irecv", run, tensors)
+        reqs.extend([work] * len(batch))
+
+    def close(self):
+        self._queue.put(None)
+        self._worker.join()
+        self.comm.destroy()
+
+
+def _create(store, rank, size, timeout):
+    return ProcessGroupHCCL(store, rank, size, timeout)
+
+
+if "HCCL" not in dist.Backend._plugins:  # pylint: disable=protected-access
+    dist.Backend.register_backend("hccl", _create)

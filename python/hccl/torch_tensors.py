@@ -1,0 +1,79 @@
+"""CPU tensors as the buffers libhccl takes: dtype mapping, reduce ops, contiguous staging."""
+import torch
+import torch.distributed as dist
+
+from .types import DataType, ReduceOp
+
+# torch dtype -> (the storage view handed to libhccl, its HcclDataType or None: numpy's)
+_DTYPES = {
+    torch.float32: (torch.float32, None),
+    torch.float64: (torch.float64, None),
+    torch.float16: (torch.float16, None),
+    torch.bfloat16: (torch.int16, DataType.BFP16),
+    torch.int8: (torch.int8, None),
+    torch.uint8: (torch.uint8, None),
+    torch.int16: (torch.int16, None),
+    torch.int32: (torch.int32, None),
+    torch.int64: (torch.int64, None),
+    torch.bool: (torch.uint8, None),
+}
+
+_OPS = {
+    dist.ReduceOp.SUM: ReduceOp.SUM,
+    dist.ReduceOp.PRODUCT: ReduceOp.PROD,
+    dist.ReduceOp.MIN: ReduceOp.MIN,
+    dist.ReduceOp.MAX: ReduceOp.MAX,
+    dist.ReduceOp.AVG: ReduceOp.SUM,  # then divided by the group's size
+}
+
+
+def check_tensor(t, what):
+    if not isinstance(t, torch.Tensor):
+        raise RuntimeError(f"hccl {what}: expected a tensor, got {type(t).__name__}")
+    if t.device.type != "cpu":
+        raise RuntimeError(f"hccl {what}: only CPU tensors (host memory) are served, got {t.device}")
+    if t.dtype not in _DTYPES:
+        raise RuntimeError(f"hccl {what}: the dtype {t.dtype} is not supported (HCCL has no such "
+                           "data type)")
+    if t.is_sparse:
+        raise RuntimeError(f"hccl {what}: sparse tensors are not supported")
+
+
+def reduce_op(op, dtype, what):
+    """The HcclReduceOp of a torch ReduceOp (bool: SUM is MAX and PRODUCT is MIN, as NCCL does)."""
+    if op not in _OPS:
+        raise RuntimeError(f"hccl {what}: the reduce op {op} is not supported (SUM, PRODUCT, MIN, "
+                           "MAX, AVG)")
+    if dtype == torch.bool:
+        if op == dist.ReduceOp.AVG:
+            raise RuntimeError(f"hccl {what}: AVG of bool tensors is undefined")
+        return {dist.ReduceOp.SUM: ReduceOp.MAX, dist.ReduceOp.PRODUCT: ReduceOp.MIN}.get(
+            op, _OPS[op])
+    return _OPS[op]
+
+
+def finish_avg(op, tensors, size):
+    if op != dist.ReduceOp.AVG:
+        return
+    for t in tensors:
+        if t.is_floating_point():
+            t.div_(size)
+        else:
+            t.copy_(torch.div(t, size, rounding_mode="trunc"))
+
+
+class Staged:
+    """A tensor as a contiguous numpy view for libhccl; a non-contiguous one is copied into a
+    staging tensor (in) and back (out, by done())."""
+
+    def __init__(self, t, what):
+        check_tensor(t, what)
+        self.tensor = t
+        self.work = t if t.is_contiguous() else t.contiguous()
+        view_dtype, self.hccl_dtype = _DTYPES[t.dtype]
+        flat = self.work.detach().reshape(-1)
+        self.array = (flat.view(view_dtype) if view_dtype != t.dtype else flat).numpy()
+
+    def done(self):
+        if self.work is not self.tensor:
+            self.tensor.copy_(self.work)

@@ -1,0 +1,374 @@
+"""torch.distributed with backend "hccl" (import hccl.torch) against gloo on the same inputs, in
+the same processes: every op torch users call, many dtypes, sync and async, groups, p2p in
+batches, DDP bit for bit, and the errors (RuntimeError naming the op, never a hang)."""
+import io
+import os
+import socket
+import time
+import traceback
+import unittest
+
+import numpy as np
+
+from ranks import Daemon, _ctx  # noqa: F401 (the path to python/ first)
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+import hccl.torch  # noqa: E402,F401
+
+DAEMON = None
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8,
+          torch.int16, torch.int32, torch.int64, torch.bool]
+RED = [dist.ReduceOp.SUM, dist.ReduceOp.PRODUCT, dist.ReduceOp.MIN, dist.ReduceOp.MAX]
+
+
+def setUpModule():
+    global DAEMON
+    DAEMON = Daemon()
+    os.environ["HCCLD_SOCKET"] = DAEMON.sock
+
+
+def tearDownModule():
+    DAEMON.stop()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _main(fn, r, n, port, q):
+    try:
+        torch.manual_seed(1234 + r)
+        dist.init_process_group("hccl", init_method=f"tcp://127.0.0.1:{port}", rank=r,
+                                world_size=n)
+        gloo = dist.new_group(backend="gloo")
+        res = fn(r, n, gloo)
+        # By value: a tensor put in a queue as is would be shared memory that dies with us.
+        buf = io.BytesIO()
+        torch.save(res, buf)
+        q.put((r, True, buf.getvalue()))
+        dist.destroy_process_group()
+    except BaseException:  # pylint: disable=broad-except
+        q.put((r, False, traceback.format_exc()))
+
+
+def run_torch(n, fn, timeout=60):
+    """fn(rank, n, gloo_group) in n forked ranks whose default group is "hccl"; their results
+    by rank (failures and hangs fail the call)."""
+    port = free_port()
+    q = _ctx.Queue()
+    procs = [_ctx.Process(target=_main, args=(fn, r, n, port, q)) for r in range(n)]
+    for p in procs:
+        p.start()
+    res, deadline = {}, time.monotonic() + timeout
+    try:
+        while len(res) < n:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"ranks {sorted(set(range(n)) - set(res))} hung")
+            try:
+                r, ok, v = q.get(timeout=1.0)
+            except Exception:  # queue.Empty
+                continue
+            if not ok:
+                raise AssertionError(f"rank {r} failed:\n{v}")
+            res[r] = torch.load(io.BytesIO(v))
+    finally:
+        for p in procs:
+            p.join(5)
+            if p.is_alive():
+                p.kill()
+                p.join()
+    return [res[r] for r in range(n)]
+
+
+def sample(r, dtype, count=64, seed=0):
+    g = torch.Generator().manual_seed(seed * 101 + r * 7 + DTYPES.index(dtype))
+    v = torch.randint(1, 4, (count,), generator=g)
+    return (v > 1) if dtype == torch.bool else v.to(dtype)
+
+
+def both(fn_hccl, fn_gloo):
+    """(hccl's result, gloo's result or None when gloo lacks the op for this dtype)."""
+    a = fn_hccl()
+    try:
+        b = fn_gloo()
+    except RuntimeError:
+        b = None
+    return a, b
+
+
+def reductions(r, n, gloo):
+    out = {}
+    for dt in DTYPES:
+        for op in RED:
+            def run(group, dt=dt, op=op):
+                t = sample(r, dt)
+                dist.all_reduce(t, op=op, group=group)
+                return t
+            out[(str(dt), RED.index(op))] = both(lambda: run(None), lambda: run(gloo))
+    return out
+
+
+def local_reference(n, dt, op):
+    acc = sample(0, dt).to(torch.float64)
+    for q in range(1, n):
+        v = sample(q, dt).to(torch.float64)
+        acc = {dist.ReduceOp.SUM: acc + v, dist.ReduceOp.PRODUCT: acc * v,
+               dist.ReduceOp.MIN: torch.minimum(acc, v), dist.ReduceOp.MAX: torch.maximum(acc, v)}[op]
+    return (acc > 0) if dt == torch.bool else acc.to(dt)
+
+
+class TestOps(unittest.TestCase):
+    def test_all_reduce_every_dtype_vs_gloo(self):
+        for n in (2, 3):
+            for r, got in enumerate(run_torch(n, reductions)):
+                for dt in DTYPES:
+                    for op in RED:
+                        h, g = got[(str(dt), RED.index(op))]
+                        want = g if g is not None else local_reference(n, dt, op)
+                        self.assertEqual(h.dtype, dt)
+                        self.assertTrue(torch.equal(h, want), f"n {n} rank {r} {dt} {op}: {h} {want}")
+
+    def test_every_other_op_vs_gloo(self):
+        def fn(r, n, gloo):
+            res = {}
+
+            def pair(name, f, ref=None):
+                """hccl's result of f, and gloo's (or of ref, the same result from ops gloo
+                has, where gloo lacks f's)."""
+                res[name] = (f(None), (ref or f)(gloo))
+
+            def bcast(g):
+                t = sample(r, torch.float32)
+                dist.broadcast(t, src=n - 1, group=g)
+                return t
+
+            def ag(g):
+                outs = [torch.zeros(8, dtype=torch.int64) for _ in range(n)]
+                dist.all_gather(outs, sample(r, torch.int64, 8), group=g)
+                return torch.stack(outs)
+
+            def ag_base(g):
+                out = torch.zeros(8 * n)
+                dist.all_gather_into_tensor(out, sample(r, torch.float32, 8), group=g)
+                return out
+
+            def gathered(g, t):
+                outs = [torch.zeros_like(t) for _ in range(n)]
+                dist.all_gather(outs, t, group=g)
+                return outs
+
+            def rs_ref(g):
+                full = torch.cat([sample(r, torch.float32, 8, seed=q) for q in range(n)])
+                dist.all_reduce(full, group=g)
+                return full[8 * r:8 * (r + 1)]
+
+            def rs_base_ref(g):
+                full = sample(r, torch.float64, 8 * n)
+                dist.all_reduce(full, group=g)
+                return full[8 * r:8 * (r + 1)]
+
+            def a2a_ref(g):
+                out = torch.zeros(3 * n)
+                dist.all_to_all_single(out, torch.cat([torch.full((3,), float(r * 10 + q))
+                                                       for q in range(n)]), group=g)
+                return out.reshape(n, 3)
+
+            def rs(g):
+                out = torch.zeros(8)
+                dist.reduce_scatter(out, [sample(r, torch.float32, 8, seed=q) for q in range(n)],
+                                    group=g)
+                return out
+
+            def rs_base(g):
+                out = torch.zeros(8, dtype=torch.float64)
+                dist.reduce_scatter_tensor(out, sample(r, torch.float64, 8 * n), group=g)
+                return out
+
+            def a2a(g):
+                outs = [torch.zeros(3) for _ in range(n)]
+                dist.all_to_all(outs, [torch.full((3,), float(r * 10 + q)) for q in range(n)],
+                                group=g)
+                return torch.stack(outs)
+
+            def a2a_single_uneven(g):
+                ins = torch.arange(sum(q + 1 for q in range(n)), dtype=torch.float32) + 100 * r
+                out = torch.zeros(n * (r + 1))
+                dist.all_to_all_single(out, ins, output_split_sizes=[r + 1] * n,
+                                       input_split_sizes=[q + 1 for q in range(n)], group=g)
+                return out
+
+            def a2a_single_even(g):
+                out = torch.zeros(4 * n, dtype=torch.int32)
+                dist.all_to_all_single(out, sample(r, torch.int32, 4 * n), group=g)
+                return out
+
+            def red(g):
+                t = sample(r, torch.float32)
+                dist.reduce(t, dst=0, op=dist.ReduceOp.MAX, group=g)
+                return t if r == 0 else torch.zeros(0)
+
+            def sc(g):
+                out = torch.zeros(5)
+                dist.scatter(out, [torch.full((5,), float(q)) for q in range(n)] if r == 1 else None,
+                             src=1, group=g)
+                return out
+
+            def ga(g):
+                outs = [torch.zeros(6) for _ in range(n)] if r == 0 else None
+                dist.gather(sample(r, torch.float32, 6), outs, dst=0, group=g)
+                return torch.stack(outs) if r == 0 else torch.zeros(0)
+
+            def avg(g):
+                t = sample(r, torch.float32)
+                dist.all_reduce(t, op=dist.ReduceOp.AVG, group=g) if g is None else (
+                    dist.all_reduce(t, group=g), t.div_(n))
+                return t
+
+            def coalesced(g):
+                ts = [sample(r, torch.float32, 10), sample(r, torch.float32, 3, seed=1)]
+                dist.all_reduce_coalesced(ts, group=g)
+                return torch.cat(ts)
+
+            for name, f, ref in [("broadcast", bcast, None), ("all_gather", ag, None),
+                                 ("all_gather_base", ag_base, lambda g: torch.cat(
+                                     gathered(g, sample(r, torch.float32, 8)))),
+                                 ("reduce_scatter", rs, rs_ref),
+                                 ("reduce_scatter_base", rs_base, rs_base_ref),
+                                 ("all_to_all", a2a, a2a_ref), ("a2a_uneven", a2a_single_uneven, None),
+                                 ("a2a_even", a2a_single_even, None), ("reduce", red, None),
+                                 ("scatter", sc, None), ("gather", ga, None), ("avg", avg, None),
+                                 ("coalesced", coalesced, None)]:
+                pair(name, f, ref)
+            dist.barrier()
+            return res
+
+        for n in (2, 3):
+            for r, res in enumerate(run_torch(n, fn)):
+                for name, (h, g) in res.items():
+                    self.assertTrue(torch.equal(h, g), f"n {n} rank {r} {name}: {h} vs gloo {g}")
+
+    def test_p2p_async_and_noncontiguous(self):
+        def fn(r, n, gloo):
+            right, left = (r + 1) % n, (r - 1) % n
+            got = torch.zeros(4)
+            reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, torch.full((4,), float(r)), right),
+                                           dist.P2POp(dist.irecv, got, left)])
+            for q in reqs:
+                q.wait()
+            if r == 0:
+                dist.send(torch.arange(3.0), dst=n - 1)
+            elif r == n - 1:
+                x = torch.zeros(3)
+                dist.recv(x, src=0)
+                assert torch.equal(x, torch.arange(3.0)), x
+            m = torch.arange(12.0).reshape(3, 4) * (r + 1)
+            col = m[:, 1]  # not contiguous
+            work = dist.all_reduce(col, async_op=True)
+            fut = work.get_future()
+            work.wait()
+            return got, m, work.is_completed(), fut.done()
+
+        n = 3
+        for r, (got, m, completed, done) in enumerate(run_torch(n, fn)):
+            self.assertTrue(torch.equal(got, torch.full((4,), float((r - 1) % n))))
+            want = torch.arange(12.0).reshape(3, 4) * (r + 1)
+            want[:, 1] = torch.arange(12.0).reshape(3, 4)[:, 1] * sum(range(1, n + 1))
+            self.assertTrue(torch.equal(m, want), m)
+            self.assertTrue(completed and done)
+
+    def test_groups(self):
+        def fn(r, n, gloo):
+            evens = dist.new_group([0, 2])
+            pair = dist.new_group([1, 2])
+            out = {}
+            if r in (0, 2):
+                t = torch.tensor([float(r + 1)])
+                dist.all_reduce(t, group=evens)
+                out["evens"] = t.item()
+            if r in (1, 2):
+                t = torch.tensor([float(r + 1)])
+                dist.all_reduce(t, group=pair)
+                out["pair"] = t.item()
+            out["member"] = dist.get_rank(evens)
+            return out
+
+        res = run_torch(3, fn)
+        self.assertEqual(res[0], {"evens": 4.0, "member": 0})
+        self.assertEqual(res[1], {"pair": 5.0, "member": -1})
+        self.assertEqual(res[2], {"evens": 4.0, "pair": 5.0, "member": 1})
+
+    def test_errors(self):
+        def fn(r, n, gloo):
+            msgs = []
+            pg = dist.distributed_c10d._get_default_group()  # pylint: disable=protected-access
+            for call in (lambda: pg.allreduce([torch.zeros(2, dtype=torch.complex64)]),
+                         lambda: dist.all_reduce(torch.zeros(2), op=dist.ReduceOp.BAND),
+                         lambda: dist.recv(torch.zeros(2))):
+                try:
+                    call()
+                    msgs.append(None)
+                except RuntimeError as e:
+                    msgs.append(str(e))
+            t = torch.ones(2)
+            dist.all_reduce(t)  # the group still works
+            # torch itself sends complex tensors as pairs of reals (SUM): as gloo does.
+            c = (torch.arange(4.0) + 1j * r).to(torch.complex64)
+            cg = c.clone()
+            dist.all_reduce(c)
+            dist.all_reduce(cg, group=gloo)
+            return msgs, t, torch.equal(c, cg)
+
+        for msgs, t, complex_ok in run_torch(2, fn):
+            self.assertTrue(complex_ok)
+            self.assertIn("hccl allreduce: the dtype torch.complex64 is not supported", msgs[0])
+            self.assertIn("hccl allreduce: the reduce op", msgs[1])
+            self.assertIn("hccl recv from any source: not supported", msgs[2])
+            self.assertTrue(torch.equal(t, torch.full((2,), 2.0)))
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(64, 512)
+        self.bn = torch.nn.BatchNorm1d(512)
+        self.b = torch.nn.Linear(512, 512)
+        self.c = torch.nn.Linear(512, 10)
+
+    def forward(self, x):
+        return self.c(torch.relu(self.b(torch.relu(self.bn(self.a(x))))))
+
+
+def train(group, bucket_mb, r, steps=20):
+    torch.manual_seed(0)
+    model = Net()
+    ddp = torch.nn.parallel.DistributedDataParallel(model, process_group=group,
+                                                    bucket_cap_mb=bucket_mb)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
+    g = torch.Generator().manual_seed(100 + r)
+    for _ in range(steps):
+        x, y = torch.randn(16, 64, generator=g), torch.randint(0, 10, (16,), generator=g)
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(ddp(x), y).backward()
+        opt.step()
+    return [p.detach().clone() for p in model.parameters()]
+
+
+class TestDDP(unittest.TestCase):
+    def test_ddp_bit_identical_to_gloo(self):
+        def fn(r, n, gloo):
+            return {mb: (train(None, mb, r), train(gloo, mb, r)) for mb in (0.25, 25)}
+
+        self.assertGreater(sum(p.numel() for p in Net().parameters()) * 4, 1 << 20)
+        for r, res in enumerate(run_torch(2, fn)):
+            for mb, (h, g) in res.items():
+                for i, (a, b) in enumerate(zip(h, g)):
+                    self.assertTrue(torch.equal(a, b), f"rank {r} bucket {mb} MB param {i}")
+                self.assertFalse(torch.equal(h[0], Net().a.weight))
+
+
+if __name__ == "__main__":
+    unittest.main()
