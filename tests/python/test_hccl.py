@@ -4,8 +4,10 @@ HcclMemAlloc arrays, buffer-protocol objects, splits, the launcher environment, 
 (HcclError with the exact HcclResult, ValueError/TypeError for buffers that cannot work)."""
 import array
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import unittest
 
 import numpy as np
@@ -207,16 +209,21 @@ class TestComms(unittest.TestCase):
             self.assertEqual(total, {0: 2, 1: 1, 2: 2}[r])
 
     def test_from_env_under_hccl_run(self):
-        prog = ("import numpy as np, hccl\n"
+        out_dir = tempfile.mkdtemp(prefix="hccl-py-env-")
+        prog = ("import os, sys, numpy as np, hccl\n"
                 "c = hccl.Comm.from_env()\n"
-                "print(c.rank, c.size, int(c.all_reduce(np.array([c.rank + 1], np.int64))[0]))\n")
+                "s = int(c.all_reduce(np.array([c.rank + 1], np.int64))[0])\n"
+                "open(os.path.join(sys.argv[1], str(c.rank)), 'w').write(f'{c.size} {s}')\n")
         env = dict(os.environ, PYTHONPATH=os.path.join(TOP, "python"))
-        out = subprocess.run(
-            [os.path.join(os.path.dirname(os.environ.get("HCCLD_BIN", os.path.join(
-                TOP, "build", "bin", "hccld"))), "hccl-run"), "-n", "3", "--", sys.executable,
-             "-c", prog], env=env, capture_output=True, text=True, timeout=60, check=True)
-        lines = sorted(out.stdout.split("\n")[:-1])
-        self.assertEqual(lines, ["0 3 6", "1 3 6", "2 3 6"])
+        run = os.path.join(os.path.dirname(os.environ.get(
+            "HCCLD_BIN", os.path.join(TOP, "build", "bin", "hccld"))), "hccl-run")
+        try:
+            subprocess.run([run, "-n", "3", "--", sys.executable, "-c", prog, out_dir], env=env,
+                           timeout=60, check=True)
+            got = {f: open(os.path.join(out_dir, f)).read() for f in sorted(os.listdir(out_dir))}
+        finally:
+            shutil.rmtree(out_dir, ignore_errors=True)
+        self.assertEqual(got, {"0": "3 6", "1": "3 6", "2": "3 6"})
 
     def test_across_two_daemons(self):
         other = Daemon()
