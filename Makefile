@@ -82,7 +82,7 @@ SIM_BIN    := $(BUILD)/tests/sim_all
 NETNS_SRC  := $(wildcard tests/netns/*.c)
 NETNS_BIN  := $(BUILD)/tests/netns_tests
 
-.PHONY: all test test-unit test-integration test-netns test-rdma test-tsan soak demo bench bench-multinode bench-qos bench-stripes bench-determinism \
+.PHONY: all test test-unit test-integration test-netns test-rdma test-tsan soak demo bench bench-multinode bench-qos bench-stripes bench-determinism bench-torch \
 	install clean \
 	format-check
 all: $(BIN_HCCLD) $(BIN_TOOLS) $(LIB_SO) $(LIB_A) $(LIB_PC)
@@ -209,6 +209,9 @@ bench-stripes: all
 
 bench-determinism: all
 	./bench/determinism.sh $(BUILD)
+
+bench-torch: all
+	./bench/torch.sh $(BUILD)
 
 bench-multinode: all
 	HCCLD_DEPS_BENCH=1 ./scripts/install-deps.sh

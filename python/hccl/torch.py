@@ -11,8 +11,10 @@ worker thread, which waits inside libhccl without the GIL, so an op issued with 
 p2p: send and recv run in issue order like collectives (a blocking send waits for its
 receive, as HCCL's does); batch_isend_irecv is one HcclBatchSendRecv (all in flight at once).
 """
+import atexit
 import queue
 import threading
+import weakref
 
 import numpy as np
 import torch
@@ -24,6 +26,30 @@ from .comm import RECV, SEND, Comm, RootInfo
 from .torch_tensors import Staged, finish_avg, reduce_op
 
 _STORE_KEY = "hccl/root_info"
+# Groups still open: closed at exit, before the interpreter tears down what their workers use
+# (a group left to the end otherwise aborted the process in torch's teardown).
+_LIVE = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all():
+    for pg in list(_LIVE):
+        pg.close()
+
+
+def _serve(ops):
+    """The worker: runs the queue's ops in order until None (it holds the queue, not the group,
+    so a group nobody uses any more can go)."""
+    while True:
+        op = ops.get()
+        if op is None:
+            return
+        try:
+            op.run()
+            op.fut.set_result(op.outputs)
+        except Exception as e:  # pylint: disable=broad-except
+            op.fut.set_exception(RuntimeError(f"hccl {op.what}: {e}"))
+        op = None
 
 
 class _Op:
@@ -49,20 +75,10 @@ class ProcessGroupHCCL(dist.ProcessGroup):
         self.comm = Comm(size, root, rank)
         self._queue = queue.Queue()
         self._coalescing = None
-        self._worker = threading.Thread(target=self._serve, name="hccl-pg", daemon=True)
+        self._worker = threading.Thread(target=_serve, args=(self._queue,), name="hccl-pg",
+                                        daemon=True)
         self._worker.start()
-
-    # --- the worker ---------------------------------------------------------------------
-    def _serve(self):
-        while True:
-            op = self._queue.get()
-            if op is None:
-                return
-            try:
-                op.run()
-                op.fut.set_result(op.outputs)
-            except Exception as e:  # pylint: disable=broad-except
-                op.fut.set_exception(RuntimeError(f"hccl {op.what}: {e}"))
+        _LIVE.add(self)
 
     def _submit(self, what, run, outputs):
         op = _Op(run, outputs, what)
@@ -310,9 +326,18 @@ class ProcessGroupHCCL(dist.ProcessGroup):
         reqs.extend([work] * len(batch))
 
     def close(self):
-        self._queue.put(None)
-        self._worker.join()
-        self.comm.destroy()
+        """Ends the worker after the ops queued so far, then the comm."""
+        if self._worker is not None:
+            self._queue.put(None)
+            self._worker.join()
+            self._worker = None
+            self.comm.destroy()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # pylint: disable=broad-except
+            pass
 
 
 def _create(store, rank, size, timeout):

@@ -3,14 +3,18 @@ the same processes: every op torch users call, many dtypes, sync and async, grou
 batches, DDP bit for bit, and the errors (RuntimeError naming the op, never a hang)."""
 import io
 import os
+import shutil
 import socket
+import subprocess
+import sys
+import tempfile
 import time
 import traceback
 import unittest
 
 import numpy as np
 
-from ranks import Daemon, _ctx  # noqa: F401 (the path to python/ first)
+from ranks import TOP, Daemon, _ctx  # the path to python/ first
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
@@ -328,6 +332,56 @@ class TestOps(unittest.TestCase):
             self.assertIn("hccl allreduce: the reduce op", msgs[1])
             self.assertIn("hccl recv from any source: not supported", msgs[2])
             self.assertTrue(torch.equal(t, torch.full((2,), 2.0)))
+
+
+PROG = ("import os, sys, torch, torch.distributed as dist\n"
+        "import hccl.torch\n"
+        "dist.init_process_group('hccl')\n"
+        "t = torch.tensor([float(dist.get_rank() + 1)])\n"
+        "dist.all_reduce(t)\n"
+        "open(os.path.join(sys.argv[1], os.environ['RANK']), 'w').write(str(t.item()))\n"
+        "dist.destroy_process_group()\n")
+
+
+class TestLaunch(unittest.TestCase):
+    """Every rank forms the group from the environment (env://), reduces, and exits 0: rank 0,
+    which serves the TCPStore, once aborted at exit with its group left open."""
+
+    def launch(self, argv_for):
+        out_dir = tempfile.mkdtemp(prefix="hccl-launch-")
+        prog = os.path.join(out_dir, "prog.py")
+        with open(prog, "w") as f:
+            f.write(PROG)
+        env = dict(os.environ, PYTHONPATH=os.path.join(TOP, "python"), OMP_NUM_THREADS="1")
+        try:
+            codes = argv_for(prog, out_dir, env)
+            got = {f: open(os.path.join(out_dir, f)).read()
+                   for f in sorted(os.listdir(out_dir)) if f != "prog.py"}
+        finally:
+            shutil.rmtree(out_dir, ignore_errors=True)
+        self.assertEqual(codes, [0] * len(codes))
+        self.assertEqual(got, {"0": "6.0", "1": "6.0", "2": "6.0"})
+
+    def test_env_ranks(self):
+        def run(prog, out_dir, env):
+            port = str(free_port())
+            procs = [subprocess.Popen([sys.executable, prog, out_dir], env=dict(
+                env, MASTER_ADDR="127.0.0.1", MASTER_PORT=port, RANK=str(r), WORLD_SIZE="3"))
+                     for r in range(3)]
+            return [p.wait(timeout=120) for p in procs]
+
+        self.launch(run)
+
+    def test_torchrun(self):
+        def run(prog, out_dir, env):
+            # --redirects/--tee 1: Debian's torch 1.13 on Python 3.11 fails to parse the default
+            # "0" (enum.Flag no longer yields NONE when iterated), whatever the backend.
+            return [subprocess.run(
+                [sys.executable, "-m", "torch.distributed.run", "--redirects", "1", "--tee", "1",
+                 "--nproc_per_node", "3", "--master_port", str(free_port()), prog, out_dir],
+                env=env, timeout=120, capture_output=True, check=False).returncode]
+
+        self.launch(run)
 
 
 class Net(torch.nn.Module):
