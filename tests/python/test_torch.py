@@ -43,8 +43,10 @@ def free_port():
         return s.getsockname()[1]
 
 
-def _main(fn, r, n, port, q):
+def _main(fn, r, n, port, q, sock):
     try:
+        if sock is not None:
+            os.environ["HCCLD_SOCKET"] = sock
         torch.manual_seed(1234 + r)
         dist.init_process_group("hccl", init_method=f"tcp://127.0.0.1:{port}", rank=r,
                                 world_size=n)
@@ -59,12 +61,13 @@ def _main(fn, r, n, port, q):
         q.put((r, False, traceback.format_exc()))
 
 
-def run_torch(n, fn, timeout=60):
-    """fn(rank, n, gloo_group) in n forked ranks whose default group is "hccl"; their results
-    by rank (failures and hangs fail the call)."""
+def run_torch(n, fn, timeout=60, socks=None):
+    """fn(rank, n, gloo_group) in n forked ranks whose default group is "hccl" (rank r on the
+    daemon at socks[r] if given); their results by rank (failures and hangs fail the call)."""
     port = free_port()
     q = _ctx.Queue()
-    procs = [_ctx.Process(target=_main, args=(fn, r, n, port, q)) for r in range(n)]
+    procs = [_ctx.Process(target=_main, args=(fn, r, n, port, q, socks[r] if socks else None))
+             for r in range(n)]
     for p in procs:
         p.start()
     res, deadline = {}, time.monotonic() + timeout
@@ -396,17 +399,32 @@ class Net(torch.nn.Module):
         return self.c(torch.relu(self.b(torch.relu(self.bn(self.a(x))))))
 
 
-def train(group, bucket_mb, r, steps=20):
+class Branchy(Net):
+    """Net with a layer that no step uses (find_unused_parameters)."""
+
+    def __init__(self):
+        super().__init__()
+        self.unused = torch.nn.Linear(10, 10)
+
+
+def train(group, bucket_mb, r, steps=20, accumulate=1, **ddp_args):
+    """SGD steps of DDP over group; with accumulate > 1, all but the last micro-batch of each
+    step run under no_sync()."""
     torch.manual_seed(0)
-    model = Net()
+    model = Branchy() if ddp_args.get("find_unused_parameters") else Net()
     ddp = torch.nn.parallel.DistributedDataParallel(model, process_group=group,
-                                                    bucket_cap_mb=bucket_mb)
+                                                    bucket_cap_mb=bucket_mb, **ddp_args)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
     g = torch.Generator().manual_seed(100 + r)
     for _ in range(steps):
-        x, y = torch.randn(16, 64, generator=g), torch.randint(0, 10, (16,), generator=g)
         opt.zero_grad()
-        torch.nn.functional.cross_entropy(ddp(x), y).backward()
+        for k in range(accumulate):
+            x, y = torch.randn(16, 64, generator=g), torch.randint(0, 10, (16,), generator=g)
+            if k + 1 < accumulate:
+                with ddp.no_sync():
+                    torch.nn.functional.cross_entropy(ddp(x), y).backward()
+            else:
+                torch.nn.functional.cross_entropy(ddp(x), y).backward()
         opt.step()
     return [p.detach().clone() for p in model.parameters()]
 
@@ -422,6 +440,29 @@ class TestDDP(unittest.TestCase):
                 for i, (a, b) in enumerate(zip(h, g)):
                     self.assertTrue(torch.equal(a, b), f"rank {r} bucket {mb} MB param {i}")
                 self.assertFalse(torch.equal(h[0], Net().a.weight))
+
+    def test_ddp_three_ranks_two_daemons(self):
+        """3 ranks, 2 of them on a second daemon: close to gloo (sums of 3 may be added in
+        another order), under no_sync() accumulation, find_unused_parameters and
+        gradient_as_bucket_view."""
+        variants = {"plain": {}, "no_sync": {"accumulate": 2},
+                    "unused": {"find_unused_parameters": True},
+                    "bucket_view": {"gradient_as_bucket_view": True}}
+
+        def fn(r, n, gloo):
+            return {k: (train(None, 1, r, steps=8, **v), train(gloo, 1, r, steps=8, **v))
+                    for k, v in variants.items()}
+
+        other = Daemon()
+        try:
+            res = run_torch(3, fn, timeout=120, socks=[DAEMON.sock, other.sock, other.sock])
+        finally:
+            other.stop()
+        for r, per in enumerate(res):
+            for k, (h, g) in per.items():
+                for i, (a, b) in enumerate(zip(h, g)):
+                    self.assertTrue(torch.allclose(a, b, rtol=1e-4, atol=1e-6),
+                                    f"rank {r} {k} param {i}: {(a - b).abs().max()}")
 
 
 if __name__ == "__main__":
