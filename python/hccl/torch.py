@@ -37,19 +37,52 @@ def _close_all():
         pg.close()
 
 
-def _serve(ops):
-    """The worker: runs the queue's ops in order until None (it holds the queue, not the group,
+# Collectives this small run in the caller's thread when the group has nothing in flight: the
+# hand-off to the worker and back costs more than they do.
+INLINE_MAX_BYTES = 64 << 10
+
+
+class _Lane:
+    """A group's ops in issue order: the worker's queue, what is in flight, and the lock that
+    lets one op run at a time (the worker's, or one run inline)."""
+
+    def __init__(self):
+        self.ops = queue.Queue()
+        self.run_lock = threading.Lock()
+        self.count_lock = threading.Lock()
+        self.pending = 0
+
+    def done(self):
+        with self.count_lock:
+            self.pending -= 1
+
+
+def _complete(op):
+    try:
+        op.run()
+        op.fut.set_result(op.outputs)
+    except Exception as e:  # pylint: disable=broad-except
+        op.fut.set_exception(RuntimeError(f"hccl {op.what}: {e}"))
+
+
+def _serve(lane):
+    """The worker: runs the lane's ops in order until None (it holds the lane, not the group,
     so a group nobody uses any more can go)."""
     while True:
-        op = ops.get()
+        op = lane.ops.get()
         if op is None:
             return
-        try:
-            op.run()
-            op.fut.set_result(op.outputs)
-        except Exception as e:  # pylint: disable=broad-except
-            op.fut.set_exception(RuntimeError(f"hccl {op.what}: {e}"))
+        with lane.run_lock:
+            _complete(op)
+        lane.done()
         op = None
+
+
+def _nbytes(outputs):
+    n = 0
+    for t in outputs:
+        n += _nbytes(t) if isinstance(t, (list, tuple)) else t.numel() * t.element_size()
+    return n
 
 
 class _Op:
@@ -73,16 +106,26 @@ class ProcessGroupHCCL(dist.ProcessGroup):
             store.wait([_STORE_KEY], timeout)
             root = RootInfo(store.get(_STORE_KEY))
         self.comm = Comm(size, root, rank)
-        self._queue = queue.Queue()
+        self._lane = _Lane()
         self._coalescing = None
-        self._worker = threading.Thread(target=_serve, args=(self._queue,), name="hccl-pg",
+        self._worker = threading.Thread(target=_serve, args=(self._lane,), name="hccl-pg",
                                         daemon=True)
         self._worker.start()
         _LIVE.add(self)
 
-    def _submit(self, what, run, outputs):
-        op = _Op(run, outputs, what)
-        self._queue.put(op)
+    def _submit(self, what, run, outputs, inline=True):
+        """Queues the op for the worker, or runs it here and now when it is small and nothing
+        of the group's is in flight (either way in issue order); returns its work."""
+        op, lane = _Op(run, outputs, what), self._lane
+        with lane.count_lock:
+            idle = lane.pending == 0
+            lane.pending += 1
+        if idle and inline and _nbytes(outputs) <= INLINE_MAX_BYTES:
+            with lane.run_lock:
+                _complete(op)
+            lane.done()
+        else:
+            lane.ops.put(op)
         return _create_work_from_future(op.fut)
 
     # --- what torch asks of a process group ----------------------------------------------
@@ -292,7 +335,8 @@ class ProcessGroupHCCL(dist.ProcessGroup):
             for s in staged:
                 s.done()
 
-        return self._submit(what, run, tensors)
+        # Never inline: an isend must not hold its caller until the peer receives.
+        return self._submit(what, run, tensors, inline=False)
 
     def send(self, tensors, dst, tag=0):
         return self._p2p(SEND, tensors, dst, "send")
@@ -322,13 +366,13 @@ class ProcessGroupHCCL(dist.ProcessGroup):
             for s in staged:
                 s.done()
 
-        work = self._submit("batch_isend_irecv", run, tensors)
+        work = self._submit("batch_isend_irecv", run, tensors, inline=False)
         reqs.extend([work] * len(batch))
 
     def close(self):
         """Ends the worker after the ops queued so far, then the comm."""
         if self._worker is not None:
-            self._queue.put(None)
+            self._lane.ops.put(None)
             self._worker.join()
             self._worker = None
             self.comm.destroy()
