@@ -6,7 +6,8 @@
 Each process group is one hccl.Comm (its root info travels through the group's c10d store;
 every rank uses its node's daemon, HCCLD_SOCKET). Operations run in issue order on the group's
 worker thread, which waits inside libhccl without the GIL, so an op issued with async_op=True
-(DDP's gradient buckets) proceeds while the caller computes. Works come from futures
+(DDP's gradient buckets) proceeds while the caller computes; a collective of at most
+INLINE_MAX_BYTES runs in the caller's thread instead when the group has nothing in flight. Works come from futures
 (torch._C._distributed_c10d._create_work_from_future): wait(), is_completed(), get_future().
 p2p: send and recv run in issue order like collectives (a blocking send waits for its
 receive, as HCCL's does); batch_isend_irecv is one HcclBatchSendRecv (all in flight at once).
