@@ -23,7 +23,8 @@ class Buf:
         self.dtype = DataType(dtype) if dtype is not None else data_type(arr.dtype)
         size = ITEMSIZE[self.dtype]
         if arr.nbytes % size != 0:
-            raise ValueError(f"hccl: the {what} holds {arr.nbytes} bytes, not whole {self.dtype.name}")
+            raise ValueError(
+                f"hccl: the {what} holds {arr.nbytes} bytes, not whole {self.dtype.name}")
         self.array = arr
         self.count = arr.nbytes // size
         self.ptr = arr.ctypes.data if arr.nbytes else None

@@ -7,8 +7,9 @@ Each process group is one hccl.Comm (its root info travels through the group's c
 every rank uses its node's daemon, HCCLD_SOCKET). Operations run in issue order on the group's
 worker thread, which waits inside libhccl without the GIL, so an op issued with async_op=True
 (DDP's gradient buckets) proceeds while the caller computes; a collective of at most
-INLINE_MAX_BYTES runs in the caller's thread instead when the group has nothing in flight. Works come from futures
-(torch._C._distributed_c10d._create_work_from_future): wait(), is_completed(), get_future().
+INLINE_MAX_BYTES runs in the caller's thread instead when the group has nothing in flight.
+Works come from futures (torch._C._distributed_c10d._create_work_from_future): wait(),
+is_completed(), get_future().
 p2p: send and recv run in issue order like collectives (a blocking send waits for its
 receive, as HCCL's does); batch_isend_irecv is one HcclBatchSendRecv (all in flight at once).
 """
@@ -219,7 +220,8 @@ class ProcessGroupHCCL(dist.ProcessGroup):
     def allgather(self, output_tensors, input_tensors, opts=None):
         outs, inp = output_tensors[0], input_tensors[0]
         if len(outs) != self._size:
-            raise RuntimeError(f"hccl all_gather: {len(outs)} output tensors for {self._size} ranks")
+            raise RuntimeError(
+                f"hccl all_gather: {len(outs)} output tensors for {self._size} ranks")
         flat = torch.empty((self._size * inp.numel(),), dtype=inp.dtype)
         src, dst = self._gather_into(flat, inp, "all_gather")
 
@@ -250,7 +252,8 @@ class ProcessGroupHCCL(dist.ProcessGroup):
         flat = torch.cat([t.detach().reshape(-1) for t in ins])
         return self._reduce_scatter_base(out, flat, opts)
 
-    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):  # noqa: A002
+    def alltoall_base(self, output, input,  # noqa: A002 (torch's names)
+                      output_split_sizes, input_split_sizes, opts=None):
         n = self._size
         src, dst = Staged(input, "all_to_all_single"), Staged(output, "all_to_all_single")
         row_in = input.numel() // max(input.shape[0], 1) if input.dim() else 1

@@ -31,7 +31,8 @@ def check_tensor(t, what):
     if not isinstance(t, torch.Tensor):
         raise RuntimeError(f"hccl {what}: expected a tensor, got {type(t).__name__}")
     if t.device.type != "cpu":
-        raise RuntimeError(f"hccl {what}: only CPU tensors (host memory) are served, got {t.device}")
+        raise RuntimeError(
+            f"hccl {what}: only CPU tensors (host memory) are served, got {t.device}")
     if t.dtype not in _DTYPES:
         raise RuntimeError(f"hccl {what}: the dtype {t.dtype} is not supported (HCCL has no such "
                            "data type)")

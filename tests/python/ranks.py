@@ -44,6 +44,20 @@ class Daemon:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+# The daemon of the test module that runs (setUpModule and tearDownModule, imported by each).
+DAEMON = None
+
+
+def setUpModule():  # noqa: N802 (unittest's name)
+    global DAEMON
+    DAEMON = Daemon()
+    os.environ["HCCLD_SOCKET"] = DAEMON.sock
+
+
+def tearDownModule():  # noqa: N802
+    DAEMON.stop()
+
+
 def _rank_main(fn, n, r, root, sock, args, q):
     try:
         if sock is not None:

@@ -12,23 +12,14 @@ import unittest
 
 import numpy as np
 
-from ranks import TOP, Daemon, hccl, run_ranks
+import ranks
+from ranks import (TOP, Daemon, hccl, run_ranks,  # noqa: F401 (unittest finds the last two)
+                   setUpModule, tearDownModule)
 
-DAEMON = None
 DTYPES = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64,
           np.float16, np.float32, np.float64]
 OPS = {hccl.SUM: np.add, hccl.PROD: np.multiply, hccl.MAX: np.maximum, hccl.MIN: np.minimum}
 COUNT = 1000
-
-
-def setUpModule():
-    global DAEMON
-    DAEMON = Daemon()
-    os.environ["HCCLD_SOCKET"] = DAEMON.sock
-
-
-def tearDownModule():
-    DAEMON.stop()
 
 
 def values(rank, dtype, count=COUNT, seed=0):
@@ -59,7 +50,8 @@ class TestReductions(unittest.TestCase):
                         want = reference(n, d, op)
                         have = got[(np.dtype(d).name, int(op))]
                         self.assertEqual(have.dtype, np.dtype(d))
-                        np.testing.assert_array_equal(have, want, err_msg=f"n {n} rank {r} {d} {op}")
+                        np.testing.assert_array_equal(have, want,
+                                                      err_msg=f"n {n} rank {r} {d} {op}")
 
     def test_bfloat16_on_uint16_storage(self):
         def bf16(x):
@@ -170,7 +162,8 @@ class TestBuffers(unittest.TestCase):
                     ("readonly", lambda: comm.recv(np.zeros(4, np.float32).setflags(write=False)
                                                    or np.frombuffer(b"abcd", np.uint8), 0)),
                     ("complex", lambda: comm.all_reduce(np.zeros(4, np.complex64))),
-                    ("short", lambda: comm.all_reduce(np.zeros(4, np.int32), np.zeros(3, np.int32)))):
+                    ("short", lambda: comm.all_reduce(np.zeros(4, np.int32),
+                                                      np.zeros(3, np.int32)))):
                 try:
                     call()
                 except (ValueError, TypeError) as e:
@@ -228,8 +221,8 @@ class TestComms(unittest.TestCase):
     def test_across_two_daemons(self):
         other = Daemon()
         try:
-            res = run_ranks(4, every_reduction, socks=[DAEMON.sock, DAEMON.sock, other.sock,
-                                                       other.sock])
+            here = ranks.DAEMON.sock
+            res = run_ranks(4, every_reduction, socks=[here, here, other.sock, other.sock])
         finally:
             other.stop()
         for got in res:

@@ -14,27 +14,18 @@ import unittest
 
 import numpy as np
 
-from ranks import TOP, Daemon, _ctx  # the path to python/ first
+import ranks  # the path to python/ first
+from ranks import (TOP, Daemon, _ctx,  # noqa: F401 (unittest finds the last two)
+                   setUpModule, tearDownModule)
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 import hccl.torch  # noqa: E402,F401
 
-DAEMON = None
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8,
           torch.int16, torch.int32, torch.int64, torch.bool]
 RED = [dist.ReduceOp.SUM, dist.ReduceOp.PRODUCT, dist.ReduceOp.MIN, dist.ReduceOp.MAX]
-
-
-def setUpModule():
-    global DAEMON
-    DAEMON = Daemon()
-    os.environ["HCCLD_SOCKET"] = DAEMON.sock
-
-
-def tearDownModule():
-    DAEMON.stop()
 
 
 def free_port():
@@ -124,7 +115,8 @@ def local_reference(n, dt, op):
     for q in range(1, n):
         v = sample(q, dt).to(torch.float64)
         acc = {dist.ReduceOp.SUM: acc + v, dist.ReduceOp.PRODUCT: acc * v,
-               dist.ReduceOp.MIN: torch.minimum(acc, v), dist.ReduceOp.MAX: torch.maximum(acc, v)}[op]
+               dist.ReduceOp.MIN: torch.minimum(acc, v),
+               dist.ReduceOp.MAX: torch.maximum(acc, v)}[op]
     return (acc > 0) if dt == torch.bool else acc.to(dt)
 
 
@@ -137,7 +129,8 @@ class TestOps(unittest.TestCase):
                         h, g = got[(str(dt), RED.index(op))]
                         want = g if g is not None else local_reference(n, dt, op)
                         self.assertEqual(h.dtype, dt)
-                        self.assertTrue(torch.equal(h, want), f"n {n} rank {r} {dt} {op}: {h} {want}")
+                        self.assertTrue(torch.equal(h, want),
+                                        f"n {n} rank {r} {dt} {op}: {h} {want}")
 
     def test_every_other_op_vs_gloo(self):
         def fn(r, n, gloo):
@@ -220,7 +213,8 @@ class TestOps(unittest.TestCase):
 
             def sc(g):
                 out = torch.zeros(5)
-                dist.scatter(out, [torch.full((5,), float(q)) for q in range(n)] if r == 1 else None,
+                parts = [torch.full((5,), float(q)) for q in range(n)] if r == 1 else None
+                dist.scatter(out, parts,
                              src=1, group=g)
                 return out
 
@@ -245,7 +239,8 @@ class TestOps(unittest.TestCase):
                                      gathered(g, sample(r, torch.float32, 8)))),
                                  ("reduce_scatter", rs, rs_ref),
                                  ("reduce_scatter_base", rs_base, rs_base_ref),
-                                 ("all_to_all", a2a, a2a_ref), ("a2a_uneven", a2a_single_uneven, None),
+                                 ("all_to_all", a2a, a2a_ref),
+                                 ("a2a_uneven", a2a_single_uneven, None),
                                  ("a2a_even", a2a_single_even, None), ("reduce", red, None),
                                  ("scatter", sc, None), ("gather", ga, None), ("avg", avg, None),
                                  ("coalesced", coalesced, None)]:
@@ -262,8 +257,9 @@ class TestOps(unittest.TestCase):
         def fn(r, n, gloo):
             right, left = (r + 1) % n, (r - 1) % n
             got = torch.zeros(4)
-            reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, torch.full((4,), float(r)), right),
-                                           dist.P2POp(dist.irecv, got, left)])
+            reqs = dist.batch_isend_irecv(
+                [dist.P2POp(dist.isend, torch.full((4,), float(r)), right),
+                 dist.P2POp(dist.irecv, got, left)])
             for q in reqs:
                 q.wait()
             if r == 0:
@@ -455,7 +451,7 @@ class TestDDP(unittest.TestCase):
 
         other = Daemon()
         try:
-            res = run_torch(3, fn, timeout=120, socks=[DAEMON.sock, other.sock, other.sock])
+            res = run_torch(3, fn, timeout=120, socks=[ranks.DAEMON.sock, other.sock, other.sock])
         finally:
             other.stop()
         for r, per in enumerate(res):
