@@ -261,13 +261,13 @@ HcclResult HcclCommSplit(HcclComm comm, uint32_t color, uint32_t key, HcclComm *
 
     if (rc == HCCL_SUCCESS && newComm == NULL)
         rc = HCCL_E_PTR;
-    if (rc == HCCL_SUCCESS)
-        rc = hc_algo_req(&parent->cfg, &ar);
     if (rc != HCCL_SUCCESS)
         return rc;
     /* A comm on one daemon splits there; one across daemons splits among its ranks. */
     if (parent->nnodes > 1)
         return hc_split_multinode(parent, color, key, parent->split_seq++, newComm);
+    if ((rc = hc_algo_req(&parent->cfg, &ar)) != HCCL_SUCCESS)
+        return rc;
     if ((child = calloc(1, sizeof(*child))) == NULL)
         return HCCL_E_MEMORY;
     child->cfg = parent->cfg;

@@ -23,6 +23,7 @@ static const char *const op_names[DESC_KIND_MAX] = {
 static const char *const hccl_only[] = {"NHR", "NHR_V1", "NB", "pipeline", "AHC"};
 
 typedef struct parser {
+    const char *name; /* the setting's name, first in every message */
     char *err;
     size_t errlen;
 } parser_t;
@@ -30,10 +31,14 @@ typedef struct parser {
 static int perr(parser_t *p, const char *fmt, ...)
 {
     va_list ap;
+    int n;
 
     if (p->err != NULL && p->errlen > 0) {
+        n = snprintf(p->err, p->errlen, "%s: ", p->name);
+        if (n < 0 || (size_t)n >= p->errlen)
+            return -EINVAL;
         va_start(ap, fmt);
-        vsnprintf(p->err, p->errlen, fmt, ap);
+        vsnprintf(p->err + n, p->errlen - (size_t)n, fmt, ap);
         va_end(ap);
     }
     return -EINVAL;
@@ -80,7 +85,7 @@ static int level0_value(parser_t *p, const char *v)
 {
     if (strcasecmp(v, "NA") == 0 || strcasecmp(v, "ESS") == 0 || strcasecmp(v, "fullmesh") == 0)
         return 0;
-    return perr(p, "HCCL_ALGO: unknown level0 algorithm '%s' (NA, ESS or fullmesh)", v);
+    return perr(p, "unknown level0 algorithm '%s' (NA, ESS or fullmesh)", v);
 }
 
 static int level1_value(parser_t *p, const char *v, int *algo)
@@ -95,11 +100,11 @@ static int level1_value(parser_t *p, const char *v, int *algo)
     for (size_t i = 0; i < sizeof(hccl_only) / sizeof(hccl_only[0]); i++)
         if (strcasecmp(v, hccl_only[i]) == 0)
             return perr(p,
-                        "HCCL_ALGO: level1 algorithm '%s' is not implemented by hcclD "
+                        "level1 algorithm '%s' is not implemented by hcclD "
                         "(ring, H-D_R, fullmesh, tree, pairwise or NA)",
                         v);
     return perr(p,
-                "HCCL_ALGO: unknown level1 algorithm '%s' (ring, H-D_R, fullmesh, tree, "
+                "unknown level1 algorithm '%s' (ring, H-D_R, fullmesh, tree, "
                 "pairwise or NA)",
                 v);
 }
@@ -111,18 +116,18 @@ static int parse_level(parser_t *p, char *tok, int *seen, int *algo)
     int lvl;
 
     if (val == NULL)
-        return perr(p, "HCCL_ALGO: '%s' is not levelN:algorithm", key);
+        return perr(p, "'%s' is not levelN:algorithm", key);
     val = trim(val);
     if (strcasecmp(key, "level0") == 0)
         lvl = 0;
     else if (strcasecmp(key, "level1") == 0)
         lvl = 1;
     else
-        return perr(p, "HCCL_ALGO: unknown level '%s' (level0 or level1)", key);
+        return perr(p, "unknown level '%s' (level0 or level1)", key);
     if (seen[lvl]++)
-        return perr(p, "HCCL_ALGO: '%s' given twice in one item", key);
+        return perr(p, "'%s' given twice in one item", key);
     if (*val == '\0')
-        return perr(p, "HCCL_ALGO: no algorithm after '%s:'", key);
+        return perr(p, "no algorithm after '%s:'", key);
     return lvl == 0 ? level0_value(p, val) : level1_value(p, val, algo);
 }
 
@@ -140,7 +145,7 @@ static int parse_levels(parser_t *p, char *s, int *algo)
         s = rest;
     }
     if (seen[0] + seen[1] == 0)
-        return perr(p, "HCCL_ALGO: no levelN:algorithm setting");
+        return perr(p, "no levelN:algorithm setting");
     return 0;
 }
 
@@ -160,9 +165,9 @@ static int parse_item(parser_t *p, char *item, algo_env_t *per_op, int *global, 
     if (levels != NULL) {
         char *op = trim(item);
         if ((kind = op_from_name(op)) < 0)
-            return perr(p, "HCCL_ALGO: unknown collective '%s'", op);
+            return perr(p, "unknown collective '%s'", op);
         if (per_op->level1[kind] != NOT_SET)
-            return perr(p, "HCCL_ALGO: collective '%s' given twice", op);
+            return perr(p, "collective '%s' given twice", op);
     } else {
         levels = item;
     }
@@ -170,12 +175,12 @@ static int parse_item(parser_t *p, char *item, algo_env_t *per_op, int *global, 
         return rc;
     if (kind < 0) {
         if ((*nglobal)++)
-            return perr(p, "HCCL_ALGO: more than one setting for every collective");
+            return perr(p, "more than one setting for every collective");
         *global = algo;
         return 0;
     }
     if (algo >= 0 && !algo_serves(algo, kind))
-        return perr(p, "HCCL_ALGO: '%s' cannot run %s", algo_name(algo), op_names[kind]);
+        return perr(p, "'%s' cannot run %s", algo_name(algo), op_names[kind]);
     per_op->level1[kind] = algo == NOT_SET ? -1 : algo;
     return 0;
 }
@@ -203,7 +208,12 @@ static int parse_all(parser_t *p, char *s, algo_env_t *out)
 
 int algo_env_parse(const char *s, algo_env_t *out, char *err, size_t errlen)
 {
-    parser_t p = {err, errlen};
+    return algo_env_parse_as("HCCL_ALGO", s, out, err, errlen);
+}
+
+int algo_env_parse_as(const char *name, const char *s, algo_env_t *out, char *err, size_t errlen)
+{
+    parser_t p = {name, err, errlen};
     char *copy;
     int rc;
 
@@ -215,7 +225,7 @@ int algo_env_parse(const char *s, algo_env_t *out, char *err, size_t errlen)
     if (s == NULL)
         return 0;
     if ((copy = strdup(s)) == NULL)
-        return perr(&p, "HCCL_ALGO: out of memory");
+        return perr(&p, "out of memory");
     rc = parse_all(&p, copy, out);
     free(copy);
     for (int k = 0; k < DESC_KIND_MAX; k++) {

@@ -28,6 +28,9 @@ typedef struct algo_env {
  * ALGO_SRC_HCCL_ALGO, the others' ALGO_SRC_MODEL. Returns 0, or -EINVAL with a message naming
  * the bad token in err; *out is then all automatic. */
 int algo_env_parse(const char *s, algo_env_t *out, char *err, size_t errlen);
+/* The same for a string in HCCL_ALGO's syntax that another setting holds: its messages start
+ * with name (e.g. "hcclAlgo") instead of "HCCL_ALGO". */
+int algo_env_parse_as(const char *name, const char *s, algo_env_t *out, char *err, size_t errlen);
 /* The collective name HCCL_ALGO uses for a kind ("allreduce", ...), or NULL. */
 const char *algo_env_op_name(int kind);
 

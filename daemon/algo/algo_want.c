@@ -74,15 +74,9 @@ int algo_want_resolve(const algo_want_t *w, algo_env_t *out, char *err, size_t e
 
     if (notice != NULL && noticelen > 0)
         notice[0] = '\0';
-    if (algo_env_parse(w->algo[0] ? w->algo : NULL, out, err, errlen) != 0) {
-        /* The parser names HCCL_ALGO; a comm config's string is hcclAlgo to its user. */
-        if (w->algo_by_config && err != NULL && strncmp(err, "HCCL_ALGO:", 10) == 0 &&
-            strlen(err) + 1 < errlen) {
-            memmove(err + 8, err + 9, strlen(err + 9) + 1);
-            memcpy(err, "hcclAlgo", 8);
-        }
+    if (algo_env_parse_as(w->algo_by_config ? "hcclAlgo" : "HCCL_ALGO", w->algo[0] ? w->algo : NULL,
+                          out, err, errlen) != 0)
         return -EINVAL;
-    }
     if (w->algorithm[0] != '\0' && shorthand_parse(w->algorithm, &short_algo, err, errlen) != 0)
         return -EINVAL;
     for (int k = 1; k < DESC_KIND_MAX; k++) {
