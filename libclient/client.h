@@ -71,6 +71,7 @@ typedef struct hc_comm_cfg {
     char algo[HCCL_COMM_ALGO_MAX_LENGTH]; /* hcclAlgo; "": the HCCL_ALGO variable */
     int deterministic;                    /* 0, 1, or -1: HCCL_DETERMINISTIC */
     uint32_t buff_mb;                     /* 0: HCCL_BUFFSIZE */
+    uint64_t exec_timeout_ns;             /* hcclExecTimeOut; 0: HCCL_EXEC_TIMEOUT */
 } hc_comm_cfg_t;
 
 /* What a comm init or split request says of the level-1 algorithms. */
@@ -161,6 +162,8 @@ HcclResult hc_wait(hc_client_t *c, uint32_t slot);
  * *culprit_p (if not NULL) gets 1 + the comm rank that died or left, or 0. */
 HcclResult hc_wait_by(hc_client_t *c, uint32_t slot, uint64_t deadline, uint32_t *culprit_p);
 uint64_t hc_deadline(const hc_client_t *c);
+/* The comm's own: now plus its hcclExecTimeOut, or HCCL_EXEC_TIMEOUT when it has none. */
+uint64_t hc_comm_deadline(const hc_comm_t *comm);
 void hc_wake_waiters(hc_client_t *c);
 
 /* coll.c */

@@ -175,7 +175,7 @@ static HcclResult pipeline(hc_comm_t *comm, op_plan_t *plans, unsigned nops)
     unsigned head = 0, n = 0, cap = HC_PIPELINE * nops;
     unsigned busy[HC_MAX_OPS] = {0}, stage_next[HC_MAX_OPS] = {0};
     HcclResult first_err = HCCL_SUCCESS, rc;
-    uint64_t deadline = hc_deadline(comm->c);
+    uint64_t deadline = hc_comm_deadline(comm);
 
     for (;;) {
         int posted = 0;

@@ -1,6 +1,7 @@
 /* Communicator settings: HcclCommConfig read as far as its header says, the environment's
  * level-1 settings, and comm names. */
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,22 @@ static HcclResult cfg_range(const char *what, uint32_t v, uint32_t not_set, uint
     return HCCL_E_PARA;
 }
 
+/* hcclExecTimeOut: seconds, as HCCL_EXEC_TIMEOUT for this comm alone; 0 never times out (as
+ * on HCCL's A2 parts). */
+static HcclResult cfg_exec_timeout(int32_t v, hc_comm_cfg_t *out)
+{
+    if (v == HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET)
+        return HCCL_SUCCESS;
+    if (v < 0) {
+        ERR("INIT", "HcclCommConfig: hcclExecTimeOut=%d is out of range [0, %d] seconds", v,
+            INT32_MAX);
+        return HCCL_E_PARA;
+    }
+    /* "Never": a century, so that deadlines stay far from overflowing. */
+    out->exec_timeout_ns = (v == 0 ? 100ull * 365 * 86400 : (uint64_t)v) * 1000000000ull;
+    return HCCL_SUCCESS;
+}
+
 /* The fields that a config of `size` bytes holds (the rest stay as out has them). */
 static HcclResult cfg_fields(const HcclCommConfig *k, size_t size, hc_comm_cfg_t *out)
 {
@@ -74,6 +91,8 @@ static HcclResult cfg_fields(const HcclCommConfig *k, size_t size, hc_comm_cfg_t
     if (rc == HCCL_SUCCESS && CFG_HAS(size, hcclRdmaServiceLevel))
         rc = cfg_range("hcclRdmaServiceLevel", k->hcclRdmaServiceLevel,
                        HCCL_COMM_SERVICE_LEVEL_CONFIG_NOT_SET, 7);
+    if (rc == HCCL_SUCCESS && CFG_HAS(size, hcclExecTimeOut))
+        rc = cfg_exec_timeout(k->hcclExecTimeOut, out);
     if (rc == HCCL_SUCCESS && CFG_HAS(size, hcclAlgo))
         rc = cfg_string("hcclAlgo", k->hcclAlgo, sizeof(k->hcclAlgo), out->algo, sizeof(out->algo));
     return rc;

@@ -151,7 +151,7 @@ static HcclResult wait_all(hc_comm_t *comm, int done, uint64_t k)
 {
     hc_client_t *c = comm->c;
     coop_ctl_t *ctl = comm->coop->ctl;
-    uint64_t start = now_ns(), spin_until = start + c->spin_ns;
+    uint64_t spin_until = now_ns() + c->spin_ns, deadline = hc_comm_deadline(comm);
 
     for (unsigned i = 0;; i++) {
         if (all_reached(ctl, comm->nranks, done, k))
@@ -169,9 +169,9 @@ static HcclResult wait_all(hc_comm_t *comm, int done, uint64_t k)
         }
         if (hc_daemon_gone(c))
             return HCCL_E_REMOTE;
-        if (now_ns() - start > c->exec_timeout_ns) {
-            ERR("COLL", "rank %u: a collective did not complete within HCCL_EXEC_TIMEOUT",
-                comm->rank);
+        if (now_ns() > deadline) {
+            ERR("COLL", "rank %u: a collective did not complete within %s", comm->rank,
+                comm->cfg.exec_timeout_ns != 0 ? "hcclExecTimeOut" : "HCCL_EXEC_TIMEOUT");
             return HCCL_E_TIMEOUT;
         }
         __atomic_add_fetch(&ctl->sleepers, 1, __ATOMIC_SEQ_CST);

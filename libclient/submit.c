@@ -217,6 +217,13 @@ uint64_t hc_deadline(const hc_client_t *c)
     return now_ns() + c->exec_timeout_ns;
 }
 
+uint64_t hc_comm_deadline(const hc_comm_t *comm)
+{
+    uint64_t t = comm->cfg.exec_timeout_ns;
+
+    return t != 0 ? now_ns() + t : hc_deadline(comm->c);
+}
+
 HcclResult hc_wait(hc_client_t *c, uint32_t slot)
 {
     return hc_wait_by(c, slot, hc_deadline(c), NULL);
@@ -244,7 +251,8 @@ HcclResult hc_wait_by(hc_client_t *c, uint32_t slot, uint64_t deadline, uint32_t
         c->slots[slot].abandoned = 1;
         st = rc == -ETIMEDOUT ? HCCL_E_TIMEOUT : HCCL_E_REMOTE;
         if (rc == -ETIMEDOUT)
-            ERR("COLL", "an operation did not complete within HCCL_EXEC_TIMEOUT");
+            ERR("COLL", "an operation did not complete within its execution timeout "
+                "(HCCL_EXEC_TIMEOUT, or the comm's hcclExecTimeOut)");
     }
     pthread_mutex_unlock(&c->cq_lock);
     return st;

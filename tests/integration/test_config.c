@@ -1,7 +1,7 @@
 /*
  * What HCCL users type: HcclCommConfig through HcclCommInitRootInfoConfig (HCCL's layout, older
  * and newer headers, bad magic and bad fields), HcclGetCommName on root comms and split
- * children, HCCL_BUFFSIZE written in bytes, and HCCL_ALGORITHM / HCCL_DETERMINISTIC values that
+ * children, hcclExecTimeOut, HCCL_BUFFSIZE written in bytes, and HCCL_ALGORITHM / HCCL_DETERMINISTIC values that
  * are not understood, each with its exact HcclResult and, where the user reads one, its log text.
  */
 #include <stddef.h>
@@ -160,6 +160,52 @@ START_TEST(test_config_bad_fields)
     ck_assert_int_eq(init_with(&cfg), HCCL_E_PARA);
     snprintf(cfg.hcclAlgo, sizeof(cfg.hcclAlgo), "level0:NA;level1:ring");
     ck_assert_int_eq(init_with(&cfg), HCCL_SUCCESS);
+    HcclCommConfigInit(&cfg);
+    cfg.hcclExecTimeOut = -2;
+    saved = harness_stderr_to(log, sizeof(log));
+    ck_assert_int_eq(init_with(&cfg), HCCL_E_PARA);
+    ck_assert(harness_stderr_back_has(saved, log, "hcclExecTimeOut=-2 is out of range"));
+    cfg.hcclExecTimeOut = 0;
+    ck_assert_int_eq(init_with(&cfg), HCCL_SUCCESS);
+}
+END_TEST
+
+/* hcclExecTimeOut of 2 s: rank 1 stays away from the allreduce for 8 s, so rank 0's ends in
+ * HCCL_E_TIMEOUT (under HCCL_EXEC_TIMEOUT's 1836 s it would fail only when rank 1 leaves, and
+ * as HCCL_E_REMOTE). */
+static int exec_timeout_rank(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+{
+    float x = 1.0f;
+    HcclResult rc;
+
+    (void)n;
+    (void)arg;
+    if (r == 1) {
+        sleep(8);
+        return 0;
+    }
+    rc = HcclAllReduce(&x, &x, 1, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, NULL);
+    if (rc != HCCL_E_TIMEOUT)
+        fprintf(stderr, "rank 0: allreduce returned %d, not HCCL_E_TIMEOUT\n", (int)rc);
+    return rc != HCCL_E_TIMEOUT;
+}
+
+START_TEST(test_exec_timeout)
+{
+    char sock[256], *socks[2] = {NULL, sock};
+    HcclCommConfig cfg;
+    pid_t pids[2], d;
+
+    HcclCommConfigInit(&cfg);
+    cfg.hcclExecTimeOut = 2;
+    /* One daemon (the ranks run level 0 among themselves), then two (the daemon runs it). */
+    ck_assert_int_eq(harness_spawn_ranks_cfg(2, NULL, &cfg, exec_timeout_rank, NULL, 60, pids), 0);
+    ck_assert_int_eq(harness_wait(pids, 2, 60), 0);
+    d = harness_daemon_spawn(sock, sizeof(sock));
+    ck_assert_int_gt(d, 0);
+    ck_assert_int_eq(harness_spawn_ranks_cfg(2, socks, &cfg, exec_timeout_rank, NULL, 60, pids), 0);
+    ck_assert_int_eq(harness_wait(pids, 2, 60), 0);
+    harness_daemon_stop(d);
 }
 END_TEST
 
@@ -307,6 +353,7 @@ Suite *config_suite(void)
     tcase_add_test(tc, test_config_other_headers);
     tcase_add_test(tc, test_config_bad_fields);
     tcase_add_test(tc, test_comm_names);
+    tcase_add_test(tc, test_exec_timeout);
     tcase_add_test(tc, test_buffsize_in_bytes);
     tcase_add_test(tc, test_bad_env_values);
     suite_add_tcase(s, tc);

@@ -94,8 +94,10 @@ typedef struct HcclRootInfoDef {
  *   hcclAlgo           HCCL_ALGO's syntax, for this comm only ("": the HCCL_ALGO variable).
  *   hcclRdmaTrafficClass (0..255), hcclRdmaServiceLevel (0..7): checked, not applied per comm;
  *                      the daemon's HCCL_RDMA_TC / HCCL_RDMA_SL and QoS classes set them.
- *   hcclUdi, hcclOpExpansionMode, hcclWorldRankID, hcclJobID, aclGraphZeroCopyEnable,
- *   hcclExecTimeOut:   accepted and ignored (device-side settings; HCCL_EXEC_TIMEOUT applies).
+ *   hcclExecTimeOut    seconds an operation of this comm may take (HCCL_EXEC_TIMEOUT for this
+ *                      comm alone): 1..INT32_MAX, 0 never times out; then HCCL_E_TIMEOUT.
+ *   hcclUdi, hcclOpExpansionMode, hcclWorldRankID, hcclJobID, aclGraphZeroCopyEnable:
+ *                      accepted and ignored (device-side settings).
  */
 #define HCCL_COMM_CONFIG_INFO_BYTES 24
 #define HCCL_COMM_CONFIG_MAGIC_WORD 0xf0f0f0f0u
