@@ -5,6 +5,7 @@
     comm = hccl.Comm(nranks, root, rank)     # or hccl.Comm.from_env() under hccl-run/torchrun
     out = comm.all_reduce(np.ones(4, np.float32))
 """
+from ._lib import CommConfig
 from .comm import RECV, SEND, SPLIT_NOCOLOR, Comm, RootInfo, get_root_info
 from .mem import mem_alloc
 from .stream import Stream
@@ -14,6 +15,7 @@ SUM, PROD, MAX, MIN = ReduceOp.SUM, ReduceOp.PROD, ReduceOp.MAX, ReduceOp.MIN
 
 __all__ = [
     "Comm",
+    "CommConfig",
     "DataType",
     "HcclError",
     "MAX",

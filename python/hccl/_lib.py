@@ -41,6 +41,7 @@ _i = ctypes.c_int
 _SIGNATURES = {
     "HcclGetRootInfo": [_p],
     "HcclCommInitRootInfo": [_u32, _p, _u32, ctypes.POINTER(_p)],
+    "HcclCommInitRootInfoConfig": [_u32, _p, _u32, _p, ctypes.POINTER(_p)],
     "HcclCommInitClusterInfo": [ctypes.c_char_p, _u32, ctypes.POINTER(_p)],
     "HcclCommInitFromEnv": [ctypes.POINTER(_p)],
     "HcclCommDestroy": [_p],
@@ -89,3 +90,43 @@ class SendRecvItem(ctypes.Structure):
         ("dataType", _i),
         ("remoteRank", _u32),
     ]
+
+
+NOT_SET_U32 = 0xFFFFFFFF
+
+
+class CommConfig(ctypes.Structure):
+    """HcclCommConfig, HCCL's layout (libclient/include/hccl/hccl.h). CommConfig(**fields) is
+    HcclCommConfigInit's result ("not set" everywhere) with the named fields set, e.g.
+    CommConfig(hcclExecTimeOut=30, hcclCommName=b"tp")."""
+
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("magicWord", _u32),
+        ("version", _u32),
+        ("reserved", _u64),
+        ("hcclBufferSize", _u32),
+        ("hcclDeterministic", _u32),
+        ("hcclCommName", ctypes.c_char * COMM_NAME_MAX_LENGTH),
+        ("hcclUdi", ctypes.c_char * 128),
+        ("hcclOpExpansionMode", _u32),
+        ("hcclRdmaTrafficClass", _u32),
+        ("hcclRdmaServiceLevel", _u32),
+        ("hcclWorldRankID", _u32),
+        ("hcclJobID", _u64),
+        ("aclGraphZeroCopyEnable", ctypes.c_uint8),
+        ("hcclExecTimeOut", ctypes.c_int32),
+        ("hcclAlgo", ctypes.c_char * 1600),
+    ]
+
+    def __init__(self, **fields):
+        super().__init__()
+        self.size, self.magicWord, self.version = ctypes.sizeof(self), 0xF0F0F0F0, 6
+        for f in ("hcclBufferSize", "hcclDeterministic", "hcclRdmaTrafficClass",
+                  "hcclRdmaServiceLevel"):
+            setattr(self, f, NOT_SET_U32)
+        self.hcclExecTimeOut = -1
+        for k, v in fields.items():
+            if k not in {f[0] for f in self._fields_[4:]}:
+                raise TypeError(f"hccl: HcclCommConfig has no field {k}")
+            setattr(self, k, v.encode() if isinstance(v, str) else v)

@@ -3,7 +3,7 @@ import ctypes
 
 import numpy as np
 
-from ._lib import COMM_NAME_MAX_LENGTH, ROOT_INFO_BYTES, SendRecvItem, lib
+from ._lib import COMM_NAME_MAX_LENGTH, ROOT_INFO_BYTES, CommConfig, SendRecvItem, lib
 from .buffers import Buf, as_ptr
 from .types import ReduceOp, check
 
@@ -39,16 +39,23 @@ class Comm:
     left out are allocated and returned. With stream= a call returns at once and the stream
     keeps the buffers alive until it is synchronized."""
 
-    def __init__(self, nranks, root_info, rank, _handle=None):
+    def __init__(self, nranks, root_info, rank, config=None, _handle=None):
+        """HcclCommInitRootInfo, or HcclCommInitRootInfoConfig with config, a CommConfig or a
+        dict of its fields (e.g. {"hcclExecTimeOut": 30})."""
         self.handle = ctypes.c_void_p()
         if _handle is not None:
             self.handle = _handle
             return
         raw = ctypes.create_string_buffer(root_info.raw, ROOT_INFO_BYTES)
-        check(
-            lib.HcclCommInitRootInfo(nranks, raw, rank, ctypes.byref(self.handle)),
-            "HcclCommInitRootInfo",
-        )
+        if config is None:
+            check(lib.HcclCommInitRootInfo(nranks, raw, rank, ctypes.byref(self.handle)),
+                  "HcclCommInitRootInfo")
+            return
+        if isinstance(config, dict):
+            config = CommConfig(**config)
+        check(lib.HcclCommInitRootInfoConfig(nranks, raw, rank, ctypes.byref(config),
+                                             ctypes.byref(self.handle)),
+              "HcclCommInitRootInfoConfig")
 
     @classmethod
     def from_env(cls):

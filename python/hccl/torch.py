@@ -8,12 +8,16 @@ every rank uses its node's daemon, HCCLD_SOCKET). Operations run in issue order 
 worker thread, which waits inside libhccl without the GIL, so an op issued with async_op=True
 (DDP's gradient buckets) proceeds while the caller computes; a collective of at most
 INLINE_MAX_BYTES runs in the caller's thread instead when the group has nothing in flight.
-Works come from futures (torch._C._distributed_c10d._create_work_from_future): wait(),
-is_completed(), get_future().
+Works wrap the op's future: wait() raises the op's error, is_completed(), get_future().
 p2p: send and recv run in issue order like collectives (a blocking send waits for its
 receive, as HCCL's does); batch_isend_irecv is one HcclBatchSendRecv (all in flight at once).
+Timeouts: the group's timeout bounds the wait for every rank to join (the late ones are named)
+and each op (the comm's hcclExecTimeOut). An op that times out or loses a peer leaves the group
+unusable: every later op fails at once with that reason.
 """
 import atexit
+import datetime
+import math
 import queue
 import threading
 import weakref
@@ -21,10 +25,10 @@ import weakref
 import numpy as np
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import _create_work_from_future
 
 from . import comm as _comm
 from .comm import RECV, SEND, Comm, RootInfo
+from .types import HcclError, Result
 from .torch_tensors import Staged, finish_avg, reduce_op
 
 _STORE_KEY = "hccl/root_info"
@@ -53,18 +57,27 @@ class _Lane:
         self.run_lock = threading.Lock()
         self.count_lock = threading.Lock()
         self.pending = 0
+        # Set when an op timed out or lost a peer: the comm's ranks may disagree on what ran,
+        # so every later op fails at once with this reason (as NCCL's aborted comm does).
+        self.broken = None
 
     def done(self):
         with self.count_lock:
             self.pending -= 1
 
 
-def _complete(op):
+def _complete(lane, op):
+    if lane.broken is not None:
+        op.fut.set_exception(RuntimeError(f"hccl {op.what}: the group is unusable: {lane.broken}"))
+        return
     try:
         op.run()
         op.fut.set_result(op.outputs)
     except Exception as e:  # pylint: disable=broad-except
-        op.fut.set_exception(RuntimeError(f"hccl {op.what}: {e}"))
+        why = f"hccl {op.what}: {e}"
+        if isinstance(e, HcclError) and e.result in (Result.E_TIMEOUT, Result.E_REMOTE):
+            lane.broken = why
+        op.fut.set_exception(RuntimeError(why))
 
 
 def _serve(lane):
@@ -75,7 +88,7 @@ def _serve(lane):
         if op is None:
             return
         with lane.run_lock:
-            _complete(op)
+            _complete(lane, op)
         lane.done()
         op = None
 
@@ -87,12 +100,86 @@ def _nbytes(outputs):
     return n
 
 
+# Works that torch may still call: a Python Work whose object is collected while C++ holds it
+# loses its overrides (wait() then waits forever), so each stays here until its op is done and
+# someone took its outcome (wait() or get_future()). A work neither waited nor asked for its
+# future stays held.
+_HELD = set()
+_HELD_LOCK = threading.Lock()
+
+
+class _Work(dist._Work):  # pylint: disable=protected-access
+    """An op's work over its future. wait() raises the op's error (torch 1.13's works made from
+    futures return True whatever happened)."""
+
+    def __init__(self, fut):
+        super().__init__()
+        self._fut, self._taken = fut, False
+        with _HELD_LOCK:
+            _HELD.add(self)
+        fut.add_done_callback(lambda _f: self._release())
+
+    def _release(self):
+        if self._taken and self._fut.done():
+            with _HELD_LOCK:
+                _HELD.discard(self)
+
+    def wait(self, timeout=None):
+        self._taken = True
+        try:
+            self._fut.wait()
+        finally:
+            self._release()
+        return True
+
+    def get_future(self):
+        self._taken = True
+        self._release()
+        return self._fut
+
+    def is_completed(self):
+        return self._fut.done()
+
+    def is_success(self):
+        if not self._fut.done():
+            raise RuntimeError("hccl: is_success() of a work still in flight")
+        try:
+            self._fut.value()
+            return True
+        except RuntimeError:
+            return False
+
+    def result(self):
+        return self._fut.value()
+
+
 class _Op:
     __slots__ = ("run", "fut", "outputs", "what")
 
     def __init__(self, run, outputs, what):
         self.run, self.outputs, self.what = run, outputs, what
         self.fut = torch.futures.Future()
+
+
+def _has(store, key):
+    try:
+        store.wait([key], datetime.timedelta(milliseconds=10))
+        return True
+    except RuntimeError:
+        return False
+
+
+def _join(store, rank, size, timeout):
+    """Every rank says it is here and waits for all the others, within the group's timeout: a
+    rank that never comes is named, instead of the comm init waiting HCCL_CONNECT_TIMEOUT."""
+    keys = [f"hccl/joined/{q}" for q in range(size)]
+    store.set(keys[rank], b"1")
+    try:
+        store.wait(keys, timeout)
+    except RuntimeError:
+        missing = [q for q, k in enumerate(keys) if not _has(store, k)]
+        raise RuntimeError(f"hccl init: rank(s) {missing} of {size} did not join within "
+                           f"{timeout}") from None
 
 
 class ProcessGroupHCCL(dist.ProcessGroup):
@@ -102,12 +189,12 @@ class ProcessGroupHCCL(dist.ProcessGroup):
         super().__init__(rank, size)
         self._rank, self._size, self.timeout = rank, size, timeout
         if rank == 0:
-            root = _comm.get_root_info()
-            store.set(_STORE_KEY, root.raw)
-        else:
-            store.wait([_STORE_KEY], timeout)
-            root = RootInfo(store.get(_STORE_KEY))
-        self.comm = Comm(size, root, rank)
+            store.set(_STORE_KEY, _comm.get_root_info().raw)
+        _join(store, rank, size, timeout)
+        root = RootInfo(store.get(_STORE_KEY))
+        # The group's timeout bounds each of its ops (hcclExecTimeOut): HCCL_E_TIMEOUT then.
+        secs = max(1, math.ceil(timeout.total_seconds()))
+        self.comm = Comm(size, root, rank, config={"hcclExecTimeOut": min(secs, 2**31 - 1)})
         self._lane = _Lane()
         self._coalescing = None
         self._worker = threading.Thread(target=_serve, args=(self._lane,), name="hccl-pg",
@@ -124,11 +211,11 @@ class ProcessGroupHCCL(dist.ProcessGroup):
             lane.pending += 1
         if idle and inline and _nbytes(outputs) <= INLINE_MAX_BYTES:
             with lane.run_lock:
-                _complete(op)
+                _complete(lane, op)
             lane.done()
         else:
             lane.ops.put(op)
-        return _create_work_from_future(op.fut)
+        return _Work(op.fut)
 
     # --- what torch asks of a process group ----------------------------------------------
     def getBackendName(self):  # noqa: N802 (torch's name)

@@ -1,9 +1,11 @@
 """torch.distributed with backend "hccl" (import hccl.torch) against gloo on the same inputs, in
 the same processes: every op torch users call, many dtypes, sync and async, groups, p2p in
 batches, DDP bit for bit, and the errors (RuntimeError naming the op, never a hang)."""
+import datetime
 import io
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -34,13 +36,13 @@ def free_port():
         return s.getsockname()[1]
 
 
-def _main(fn, r, n, port, q, sock):
+def _main(fn, r, n, port, q, sock, pg_timeout):
     try:
         if sock is not None:
             os.environ["HCCLD_SOCKET"] = sock
         torch.manual_seed(1234 + r)
         dist.init_process_group("hccl", init_method=f"tcp://127.0.0.1:{port}", rank=r,
-                                world_size=n)
+                                world_size=n, timeout=pg_timeout)
         gloo = dist.new_group(backend="gloo")
         res = fn(r, n, gloo)
         # By value: a tensor put in a queue as is would be shared memory that dies with us.
@@ -52,20 +54,23 @@ def _main(fn, r, n, port, q, sock):
         q.put((r, False, traceback.format_exc()))
 
 
-def run_torch(n, fn, timeout=60, socks=None):
+def run_torch(n, fn, timeout=60, socks=None, pg_timeout=dist.default_pg_timeout, answer=None):
     """fn(rank, n, gloo_group) in n forked ranks whose default group is "hccl" (rank r on the
-    daemon at socks[r] if given); their results by rank (failures and hangs fail the call)."""
+    daemon at socks[r] if given) with pg_timeout; their results by rank (failures and hangs fail
+    the call). answer: the ranks that must answer (all; a killed one cannot)."""
     port = free_port()
     q = _ctx.Queue()
-    procs = [_ctx.Process(target=_main, args=(fn, r, n, port, q, socks[r] if socks else None))
+    procs = [_ctx.Process(target=_main,
+                          args=(fn, r, n, port, q, socks[r] if socks else None, pg_timeout))
              for r in range(n)]
     for p in procs:
         p.start()
     res, deadline = {}, time.monotonic() + timeout
+    want = set(range(n) if answer is None else answer)
     try:
-        while len(res) < n:
+        while not want <= set(res):
             if time.monotonic() > deadline:
-                raise AssertionError(f"ranks {sorted(set(range(n)) - set(res))} hung")
+                raise AssertionError(f"ranks {sorted(want - set(res))} hung")
             try:
                 r, ok, v = q.get(timeout=1.0)
             except Exception:  # queue.Empty
@@ -79,7 +84,7 @@ def run_torch(n, fn, timeout=60, socks=None):
             if p.is_alive():
                 p.kill()
                 p.join()
-    return [res[r] for r in range(n)]
+    return [res.get(r) for r in range(n)]
 
 
 def sample(r, dtype, count=64, seed=0):
@@ -331,6 +336,84 @@ class TestOps(unittest.TestCase):
             self.assertIn("hccl allreduce: the reduce op", msgs[1])
             self.assertIn("hccl recv from any source: not supported", msgs[2])
             self.assertTrue(torch.equal(t, torch.full((2,), 2.0)))
+
+
+class TestFailures(unittest.TestCase):
+    """A rank that never joins, an op that outlives the group's timeout, a peer killed mid-op:
+    a RuntimeError that says so, within bounded time, never a hang."""
+
+    def test_rank_never_joins(self):
+        def alone(q):
+            store = dist.TCPStore("127.0.0.1", free_port(), 2, True, wait_for_workers=False)
+            t0 = time.monotonic()
+            try:
+                hccl.torch.ProcessGroupHCCL(dist.PrefixStore("g", store), 0, 2,
+                                            datetime.timedelta(seconds=2))
+                q.put((None, time.monotonic() - t0))
+            except RuntimeError as e:
+                q.put((str(e), time.monotonic() - t0))
+
+        # In a child: this process's libhccl may still know an earlier module's daemon.
+        q = _ctx.Queue()
+        p = _ctx.Process(target=alone, args=(q,))
+        p.start()
+        msg, waited = q.get(timeout=60)
+        p.join(10)
+        self.assertEqual(msg, "hccl init: rank(s) [1] of 2 did not join within 0:00:02")
+        self.assertLess(waited, 30)
+
+    def test_op_outlives_group_timeout(self):
+        def fn(r, n, gloo):
+            if r == 1:  # stays away from the allreduce for longer than the group's timeout
+                time.sleep(8)
+                return []
+            msgs = []
+            for _ in range(2):
+                try:
+                    dist.all_reduce(torch.ones(4))
+                    msgs.append(None)
+                except RuntimeError as e:
+                    msgs.append(str(e))
+            return msgs
+
+        for socks in (None, "two daemons"):
+            with self.subTest(socks=socks):
+                other = Daemon() if socks else None
+                try:
+                    res = run_torch(2, fn, socks=[ranks.DAEMON.sock, other.sock] if other else None,
+                                    pg_timeout=datetime.timedelta(seconds=3))
+                finally:
+                    if other:
+                        other.stop()
+                self.assertRegex(res[0][0], r"^hccl allreduce: HcclAllReduce: .*\(9\)$")
+                self.assertRegex(res[0][1], r"^hccl allreduce: the group is unusable: hccl "
+                                 r"allreduce: HcclAllReduce: .*\(9\)$")
+
+    def test_peer_killed_mid_op(self):
+        def fn(r, n, gloo):
+            if r == 1:  # dies while rank 0 waits in the allreduce
+                time.sleep(1)
+                os.kill(os.getpid(), signal.SIGKILL)
+            work = dist.all_reduce(torch.ones(8 << 20), async_op=True)
+            t0 = time.monotonic()
+            try:
+                work.wait()
+                return None, 0.0
+            except RuntimeError as e:
+                return str(e), time.monotonic() - t0
+
+        for socks in (None, "two daemons"):
+            with self.subTest(socks=socks):
+                other = Daemon() if socks else None
+                try:
+                    res = run_torch(2, fn, socks=[ranks.DAEMON.sock, other.sock] if other else None,
+                                    answer=[0])
+                finally:
+                    if other:
+                        other.stop()
+                msg, waited = res[0]
+                self.assertRegex(msg or "", r"^hccl allreduce: HcclAllReduce: .*\(21\)$")
+                self.assertLess(waited, 30)
 
 
 PROG = ("import os, sys, torch, torch.distributed as dist\n"
