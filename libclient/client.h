@@ -44,6 +44,8 @@ typedef struct hc_client {
     uint64_t next_req;
     int reader_active;
     Hccld__Msg *parked[16];
+    int parked_fds[16][UDS_MAX_FDS]; /* descriptors that came with each parked answer */
+    int parked_nfds[16];
     /* data path */
     uint8_t *seg;
     shm_layout_t l;
@@ -140,8 +142,11 @@ static inline int hc_client_set_dead(hc_client_t *c)
 {
     return __atomic_exchange_n(&c->dead, 1, __ATOMIC_RELAXED);
 }
-/* Takes the descriptors that arrived with the last answers (at most max); returns how many. */
-int hc_take_fds(hc_client_t *c, int *fds, int max);
+/* hc_ctl_call that also hands over the descriptors that came with this answer (up to
+ * UDS_MAX_FDS into fds, their count in *nfds_p), whichever thread read it: concurrent comm
+ * inits in one process each get their own. */
+HcclResult hc_ctl_call_fds(hc_client_t *c, Hccld__Msg *req, Hccld__Msg **resp_p, int timeout_ms,
+                           int *fds, int *nfds_p);
 uint64_t hc_env_connect_timeout_s(void);
 
 /* arena.c */

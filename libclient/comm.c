@@ -74,10 +74,8 @@ static uint32_t l0_mode_wanted(void)
     return 0;
 }
 
-static HcclResult init_answer(hc_client_t *c, const Hccld__CommInitResp *r, hc_comm_t *comm)
+static HcclResult init_answer(const Hccld__CommInitResp *r, int *fds, int nfds, hc_comm_t *comm)
 {
-    int fds[UDS_MAX_FDS], nfds = hc_take_fds(c, fds, UDS_MAX_FDS);
-
     comm->id = r->comm_id;
     comm->chunk_bytes = r->chunk_bytes;
     comm->nnodes = r->nnodes ? r->nnodes : 1;
@@ -97,10 +95,12 @@ static HcclResult comm_call(hc_client_t *c, Hccld__Msg *m, const char *what, uin
                             uint64_t timeout_s, hc_comm_t *comm)
 {
     Hccld__Msg *resp = NULL;
+    int fds[UDS_MAX_FDS], nfds = 0;
     HcclResult rc;
 
-    /* The daemon enforces the timeout and names the missing ranks; we wait a little longer. */
-    rc = hc_ctl_call(c, m, &resp, (int)(timeout_s * 1000 + 5000));
+    /* The daemon enforces the timeout and names the missing ranks; we wait a little longer.
+     * The descriptors are this answer's, even when another thread's init read it. */
+    rc = hc_ctl_call_fds(c, m, &resp, (int)(timeout_s * 1000 + 5000), fds, &nfds);
     if (rc != HCCL_SUCCESS) {
         ERR("INIT", "rank %u: no answer from the daemon to %s (%s)", rank, what,
             HcclGetErrorString(rc));
@@ -118,8 +118,11 @@ static HcclResult comm_call(hc_client_t *c, Hccld__Msg *m, const char *what, uin
         comm->nranks = resp->comm_init_resp->nranks;
         comm->rank = resp->comm_init_resp->rank;
         comm->c = c;
-        rc = init_answer(c, resp->comm_init_resp, comm);
+        rc = init_answer(resp->comm_init_resp, fds, nfds, comm);
+        nfds = 0; /* init_answer took them */
     }
+    for (int i = 0; i < nfds; i++)
+        close(fds[i]);
     frame_msg_free(resp);
     return rc;
 }

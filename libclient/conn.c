@@ -205,20 +205,6 @@ hc_client_t *hc_client_get_mb(uint64_t mb, HcclResult *err_p)
     return c;
 }
 
-int hc_take_fds(hc_client_t *c, int *fds, int max)
-{
-    int n;
-
-    pthread_mutex_lock(&c->ctl_lock);
-    n = c->conn.nfds < max ? c->conn.nfds : max;
-    memcpy(fds, c->conn.fds, (size_t)n * sizeof(int));
-    for (int i = n; i < c->conn.nfds; i++)
-        close(c->conn.fds[i]);
-    c->conn.nfds = 0;
-    pthread_mutex_unlock(&c->ctl_lock);
-    return n;
-}
-
 int hc_daemon_gone(hc_client_t *c)
 {
     struct pollfd pfd = {.fd = c->conn.fd, .events = POLLRDHUP};
@@ -231,22 +217,44 @@ int hc_daemon_gone(hc_client_t *c)
     return hc_client_dead(c);
 }
 
-static Hccld__Msg *parked_take(hc_client_t *c, uint64_t id)
+/* Moves n descriptors from `from` to the caller's buffer (fds != NULL) or back into the
+ * connection (where hello() finds the welcome's); what does not fit is closed. */
+static void fds_give(hc_client_t *c, const int *from, int n, int *fds, int *nfds_p)
+{
+    int *to = fds != NULL ? fds : c->conn.fds, *cnt = fds != NULL ? nfds_p : &c->conn.nfds;
+
+    if (fds != NULL)
+        *nfds_p = 0;
+    for (int i = 0; i < n; i++) {
+        if (*cnt < UDS_MAX_FDS)
+            to[(*cnt)++] = from[i];
+        else
+            close(from[i]);
+    }
+}
+
+static Hccld__Msg *parked_take(hc_client_t *c, uint64_t id, int *fds, int *nfds_p)
 {
     for (unsigned i = 0; i < sizeof(c->parked) / sizeof(c->parked[0]); i++)
         if (c->parked[i] != NULL && c->parked[i]->req_id == id) {
             Hccld__Msg *m = c->parked[i];
             c->parked[i] = NULL;
+            fds_give(c, c->parked_fds[i], c->parked_nfds[i], fds, nfds_p);
+            c->parked_nfds[i] = 0;
             return m;
         }
     return NULL;
 }
 
+/* Keeps an answer for the thread that waits for it, with the descriptors that came with it. */
 static void park(hc_client_t *c, Hccld__Msg *m)
 {
     for (unsigned i = 0; i < sizeof(c->parked) / sizeof(c->parked[0]); i++)
         if (c->parked[i] == NULL) {
             c->parked[i] = m;
+            memcpy(c->parked_fds[i], c->conn.fds, (size_t)c->conn.nfds * sizeof(int));
+            c->parked_nfds[i] = c->conn.nfds;
+            c->conn.nfds = 0;
             return;
         }
     WARN("IPC", "dropping an unexpected answer from the daemon (id %llu)",
@@ -254,8 +262,9 @@ static void park(hc_client_t *c, Hccld__Msg *m)
     frame_msg_free(m);
 }
 
-/* Reads one message with ctl_lock released; returns 0, -ETIMEDOUT or another error. */
-static int read_one(hc_client_t *c, uint64_t id, Hccld__Msg **mine_p)
+/* Reads one message with ctl_lock released; returns 0, -ETIMEDOUT or another error. Ours (id)
+ * goes to *mine_p, with its descriptors into fds when fds is not NULL. */
+static int read_one(hc_client_t *c, uint64_t id, Hccld__Msg **mine_p, int *fds, int *nfds_p)
 {
     Hccld__Msg *m = NULL;
     int rc;
@@ -265,15 +274,27 @@ static int read_one(hc_client_t *c, uint64_t id, Hccld__Msg **mine_p)
     rc = uds_recv(&c->conn, &m, 100);
     pthread_mutex_lock(&c->ctl_lock);
     c->reader_active = 0;
-    if (rc == 0 && m->req_id == id)
+    if (rc == 0 && m->req_id == id) {
         *mine_p = m;
-    else if (rc == 0)
+        if (fds != NULL) {
+            int got[UDS_MAX_FDS], n = c->conn.nfds;
+            memcpy(got, c->conn.fds, (size_t)n * sizeof(int));
+            c->conn.nfds = 0;
+            fds_give(c, got, n, fds, nfds_p);
+        }
+    } else if (rc == 0)
         park(c, m);
     pthread_cond_broadcast(&c->ctl_cv);
     return rc;
 }
 
 HcclResult hc_ctl_call(hc_client_t *c, Hccld__Msg *req, Hccld__Msg **resp_p, int timeout_ms)
+{
+    return hc_ctl_call_fds(c, req, resp_p, timeout_ms, NULL, NULL);
+}
+
+HcclResult hc_ctl_call_fds(hc_client_t *c, Hccld__Msg *req, Hccld__Msg **resp_p, int timeout_ms,
+                           int *fds, int *nfds_p)
 {
     uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000ull, id;
     Hccld__Msg *m = NULL;
@@ -287,7 +308,9 @@ HcclResult hc_ctl_call(hc_client_t *c, Hccld__Msg *req, Hccld__Msg **resp_p, int
         ERR("IPC", "the daemon is gone (send failed)");
         return HCCL_E_UNAVAIL;
     }
-    while ((m = parked_take(c, id)) == NULL) {
+    if (fds != NULL)
+        *nfds_p = 0;
+    while ((m = parked_take(c, id, fds, nfds_p)) == NULL) {
         if (hc_client_dead(c)) {
             rc = HCCL_E_UNAVAIL;
             break;
@@ -307,7 +330,7 @@ HcclResult hc_ctl_call(hc_client_t *c, Hccld__Msg *req, Hccld__Msg **resp_p, int
             pthread_cond_timedwait(&c->ctl_cv, &c->ctl_lock, &ts);
             continue;
         }
-        int r = read_one(c, id, &m);
+        int r = read_one(c, id, &m, fds, nfds_p);
         if (m != NULL)
             break;
         if (r != 0 && r != -ETIMEDOUT) {

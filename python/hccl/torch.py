@@ -9,8 +9,10 @@ worker thread, which waits inside libhccl without the GIL, so an op issued with 
 (DDP's gradient buckets) proceeds while the caller computes; a collective of at most
 INLINE_MAX_BYTES runs in the caller's thread instead when the group has nothing in flight.
 Works wrap the op's future: wait() raises the op's error, is_completed(), get_future().
-p2p: send and recv run in issue order like collectives (a blocking send waits for its
-receive, as HCCL's does); batch_isend_irecv is one HcclBatchSendRecv (all in flight at once).
+p2p: sends from rank a to rank b run in issue order on a comm of their own (made on first
+use, with its own worker), so isend/irecv pairs match in any order without deadlock, and
+without waiting for the group's collectives; batch_isend_irecv is one HcclBatchSendRecv on the
+group's comm (all in flight at once).
 Timeouts: the group's timeout bounds the wait for every rank to join (the late ones are named)
 and each op (the comm's hcclExecTimeOut). An op that times out or loses a peer leaves the group
 unusable: every later op fails at once with that reason.
@@ -20,6 +22,7 @@ import datetime
 import math
 import queue
 import threading
+import time
 import weakref
 
 import numpy as np
@@ -49,10 +52,11 @@ INLINE_MAX_BYTES = 64 << 10
 
 
 class _Lane:
-    """A group's ops in issue order: the worker's queue, what is in flight, and the lock that
-    lets one op run at a time (the worker's, or one run inline)."""
+    """Ops in issue order on one comm: the worker's queue, what is in flight, and the lock that
+    lets one op run at a time (the worker's, or one run inline). comm is the lane's comm."""
 
-    def __init__(self):
+    def __init__(self, name, comm=None):
+        self.comm = comm
         self.ops = queue.Queue()
         self.run_lock = threading.Lock()
         self.count_lock = threading.Lock()
@@ -60,10 +64,21 @@ class _Lane:
         # Set when an op timed out or lost a peer: the comm's ranks may disagree on what ran,
         # so every later op fails at once with this reason (as NCCL's aborted comm does).
         self.broken = None
+        self.worker = threading.Thread(target=_serve, args=(self,), name=name, daemon=True)
+        self.worker.start()
 
     def done(self):
         with self.count_lock:
             self.pending -= 1
+
+    def close(self):
+        """Ends the worker after the ops queued so far, then the comm."""
+        if self.worker is not None:
+            self.ops.put(None)
+            self.worker.join()
+            self.worker = None
+            if self.comm is not None:
+                self.comm.destroy()
 
 
 def _complete(lane, op):
@@ -194,18 +209,20 @@ class ProcessGroupHCCL(dist.ProcessGroup):
         root = RootInfo(store.get(_STORE_KEY))
         # The group's timeout bounds each of its ops (hcclExecTimeOut): HCCL_E_TIMEOUT then.
         secs = max(1, math.ceil(timeout.total_seconds()))
-        self.comm = Comm(size, root, rank, config={"hcclExecTimeOut": min(secs, 2**31 - 1)})
-        self._lane = _Lane()
+        self._config = {"hcclExecTimeOut": min(secs, 2**31 - 1)}
+        self.comm = Comm(size, root, rank, config=self._config)
+        self._store = store
+        self._lane = _Lane("hccl-pg", self.comm)
+        self._channels = {}  # (src, dst): the _Lane of p2p from rank src to rank dst
         self._coalescing = None
-        self._worker = threading.Thread(target=_serve, args=(self._lane,), name="hccl-pg",
-                                        daemon=True)
-        self._worker.start()
         _LIVE.add(self)
 
-    def _submit(self, what, run, outputs, inline=True):
-        """Queues the op for the worker, or runs it here and now when it is small and nothing
-        of the group's is in flight (either way in issue order); returns its work."""
-        op, lane = _Op(run, outputs, what), self._lane
+    def _submit(self, what, run, outputs, inline=True, lane=None):
+        """Queues the op for the lane's worker (the group's by default), or runs it here and now
+        when it is small and nothing of the lane's is in flight (either way in issue order);
+        returns its work."""
+        lane = lane or self._lane
+        op = _Op(run, outputs, what)
         with lane.count_lock:
             idle = lane.pending == 0
             lane.pending += 1
@@ -421,13 +438,51 @@ class ProcessGroupHCCL(dist.ProcessGroup):
             self._coalescing.append((items, staged, tensors))
             return None
 
+        ch = self._channel(self._rank, peer) if kind == SEND else self._channel(peer, self._rank)
+        # In the channel's comm the sender is rank 0 and the receiver rank 1.
+        items = [(kind, s.array, 1 if kind == SEND else 0) for s in staged]
+
         def run():
-            self.comm.batch_send_recv(items)
+            ch.comm.batch_send_recv(items)
             for s in staged:
                 s.done()
 
         # Never inline: an isend must not hold its caller until the peer receives.
-        return self._submit(what, run, tensors, inline=False)
+        return self._submit(what, run, tensors, inline=False, lane=ch)
+
+    def _channel(self, src, dst):
+        """The lane of p2p from rank src to rank dst: a comm of its own (src is its rank 0)
+        with a worker, made on first use. So a send never waits behind a receive, nor behind
+        the group's collectives: isends and irecvs match in any order, as gloo's do. The
+        sender puts a root info in the store; the receiver's worker polls for it (a blocking
+        store wait would hold the store from everyone else) within the group's timeout."""
+        ch = self._channels.get((src, dst))
+        if ch is not None:
+            return ch
+        ch = self._channels[(src, dst)] = _Lane(f"hccl-p2p-{src}-{dst}")
+        key, sender = f"hccl/p2p/{src}-{dst}", self._rank == src
+        store, timeout = self._store, self.timeout
+
+        def setup():
+            try:
+                if sender:
+                    store.set(key, _comm.get_root_info().raw)
+                    store.add(key + "/ready", 1)
+                else:
+                    deadline, nap = time.monotonic() + timeout.total_seconds(), 0.0005
+                    while store.add(key + "/ready", 0) == 0:
+                        if time.monotonic() > deadline:
+                            raise RuntimeError(f"rank {src} sent nothing within {timeout}")
+                        time.sleep(nap)
+                        nap = min(nap * 2, 0.05)
+                ch.comm = Comm(2, RootInfo(store.get(key)), 0 if sender else 1,
+                               config=self._config)
+            except Exception as e:  # pylint: disable=broad-except
+                ch.broken = f"p2p from rank {src} to rank {dst}: {e}"
+                raise
+
+        self._submit("p2p setup", setup, [], inline=False, lane=ch)
+        return ch
 
     def send(self, tensors, dst, tag=0):
         return self._p2p(SEND, tensors, dst, "send")
@@ -461,12 +516,10 @@ class ProcessGroupHCCL(dist.ProcessGroup):
         reqs.extend([work] * len(batch))
 
     def close(self):
-        """Ends the worker after the ops queued so far, then the comm."""
-        if self._worker is not None:
-            self._lane.ops.put(None)
-            self._worker.join()
-            self._worker = None
-            self.comm.destroy()
+        """Ends the workers after the ops queued so far, then their comms."""
+        for ch in self._channels.values():
+            ch.close()
+        self._lane.close()
 
     def __del__(self):
         try:

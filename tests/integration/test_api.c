@@ -1,8 +1,10 @@
 /* API behaviour: exact HcclResult for bad input, streams, several jobs, mismatched ranks. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../../libclient/client.h" /* the piece planner, tested without a daemon */
@@ -100,6 +102,64 @@ START_TEST(test_no_daemon)
     setenv("HCCLD_SOCKET", "/tmp/hccld-test-no-such-dir/hccld.sock", 1);
     ck_assert_int_eq(HcclGetRootInfo(&ri), HCCL_E_UNAVAIL);
     ck_assert_int_eq(HcclMemAlloc((void **)&comm, 16), HCCL_E_UNAVAIL);
+}
+END_TEST
+
+/* Two threads of one process init comms at once (torch's p2p channels do): each must get the
+ * answer and the shared-memory descriptors of its own comm, whichever thread read them. */
+typedef struct {
+    HcclRootInfo *ri;
+    uint32_t rank;
+    int ok;
+} init_job_t;
+
+static void *init_thread(void *arg)
+{
+    init_job_t *j = arg;
+    HcclComm comm;
+    float x = (float)(j->rank + 1);
+
+    j->ok = HcclCommInitRootInfo(2, j->ri, j->rank, &comm) == HCCL_SUCCESS &&
+            HcclAllReduce(&x, &x, 1, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, NULL) ==
+                HCCL_SUCCESS &&
+            x == 3.0f && HcclCommDestroy(comm) == HCCL_SUCCESS;
+    return NULL;
+}
+
+START_TEST(test_concurrent_inits)
+{
+    HcclRootInfo ri[2][2];
+    pid_t pid[2];
+    int st;
+
+    for (int round = 0; round < 2; round++)
+        for (int k = 0; k < 2; k++)
+            ck_assert_int_eq(HcclGetRootInfo(&ri[round][k]), HCCL_SUCCESS);
+    for (int p = 0; p < 2; p++) {
+        pid[p] = fork();
+        ck_assert_int_ge(pid[p], 0);
+        if (pid[p] == 0) {
+            int bad = 0;
+            alarm(60);
+            for (int round = 0; round < 2; round++) {
+                /* Process p is rank p of comm 0 and rank 1 - p of comm 1. */
+                init_job_t j[2] = {{&ri[round][0], (uint32_t)p, 0},
+                                   {&ri[round][1], (uint32_t)(1 - p), 0}};
+                pthread_t t[2];
+                for (int k = 0; k < 2; k++)
+                    pthread_create(&t[k], NULL, init_thread, &j[k]);
+                for (int k = 0; k < 2; k++) {
+                    pthread_join(t[k], NULL);
+                    bad |= !j[k].ok;
+                }
+            }
+            _exit(bad);
+        }
+    }
+    for (int p = 0; p < 2; p++) {
+        ck_assert_int_eq(waitpid(pid[p], &st, 0), pid[p]);
+        ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
 }
 END_TEST
 
@@ -371,6 +431,7 @@ Suite *api_suite(void)
     tcase_add_test(tc, test_init_args);
     tcase_add_test(tc, test_no_daemon);
     tcase_add_test(tc, test_join_timeout);
+    tcase_add_test(tc, test_concurrent_inits);
     tcase_add_test(tc, test_stream_chain);
     tcase_add_test(tc, test_two_jobs);
     tcase_add_test(tc, test_mismatch);

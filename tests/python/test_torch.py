@@ -288,6 +288,51 @@ class TestOps(unittest.TestCase):
             self.assertTrue(torch.equal(m, want), m)
             self.assertTrue(completed and done)
 
+    def test_isend_irecv_any_order(self):
+        """Unbatched isends before irecvs (every rank sends first: a deadlock if they ran in
+        one issue order), 1 MiB each way around a ring, then a send that crosses a collective,
+        on one daemon and across two; compared with gloo doing the same."""
+        def fn(r, n, gloo):
+            out = {}
+            for name, group in (("hccl", None), ("gloo", gloo)):
+                right, left = (r + 1) % n, (r - 1) % n
+                mine = torch.arange(256 << 10, dtype=torch.float32) + 1000 * r
+                got_l, got_r = torch.zeros(256 << 10), torch.zeros(256 << 10)
+                reqs = [dist.isend(mine, right, group=group), dist.isend(mine * 2, left, group=group),
+                        dist.irecv(got_l, left, group=group), dist.irecv(got_r, right, group=group)]
+                for q in reqs:
+                    q.wait()
+                # A send whose receive comes after an allreduce on the receiver.
+                t = torch.ones(2)
+                if r == 0:
+                    w = dist.isend(torch.full((3,), 7.0), 1, group=group)
+                    dist.all_reduce(t, group=group)
+                    w.wait()
+                    late = None
+                else:
+                    dist.all_reduce(t, group=group)
+                    late = torch.zeros(3)
+                    if r == 1:
+                        dist.recv(late, 0, group=group)
+                out[name] = (got_l, got_r, t, late)
+            return out
+
+        for socks in (None, "two daemons"):
+            with self.subTest(socks=socks):
+                other = Daemon() if socks else None
+                try:
+                    res = run_torch(3, fn, socks=[ranks.DAEMON.sock, other.sock, other.sock]
+                                    if other else None)
+                finally:
+                    if other:
+                        other.stop()
+                for r, out in enumerate(res):
+                    want = torch.arange(256 << 10, dtype=torch.float32)
+                    self.assertTrue(torch.equal(out["hccl"][0], want + 1000 * ((r - 1) % 3)))
+                    self.assertTrue(torch.equal(out["hccl"][1], (want + 1000 * ((r + 1) % 3)) * 2))
+                    for a, b in zip(out["hccl"], out["gloo"]):
+                        self.assertTrue(a is None and b is None or torch.equal(a, b))
+
     def test_groups(self):
         def fn(r, n, gloo):
             evens = dist.new_group([0, 2])
