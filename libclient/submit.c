@@ -252,7 +252,7 @@ HcclResult hc_wait_by(hc_client_t *c, uint32_t slot, uint64_t deadline, uint32_t
         st = rc == -ETIMEDOUT ? HCCL_E_TIMEOUT : HCCL_E_REMOTE;
         if (rc == -ETIMEDOUT)
             ERR("COLL", "an operation did not complete within its execution timeout "
-                "(HCCL_EXEC_TIMEOUT, or the comm's hcclExecTimeOut)");
+                        "(HCCL_EXEC_TIMEOUT, or the comm's hcclExecTimeOut)");
     }
     pthread_mutex_unlock(&c->cq_lock);
     return st;

@@ -1,8 +1,9 @@
 /*
  * What HCCL users type: HcclCommConfig through HcclCommInitRootInfoConfig (HCCL's layout, older
  * and newer headers, bad magic and bad fields), HcclGetCommName on root comms and split
- * children, hcclExecTimeOut, HCCL_BUFFSIZE written in bytes, and HCCL_ALGORITHM / HCCL_DETERMINISTIC values that
- * are not understood, each with its exact HcclResult and, where the user reads one, its log text.
+ * children, hcclExecTimeOut, HCCL_BUFFSIZE written in bytes, and HCCL_ALGORITHM /
+ * HCCL_DETERMINISTIC values that are not understood, each with its exact HcclResult and, where the
+ * user reads one, its log text.
  */
 #include <stddef.h>
 #include <stdio.h>
