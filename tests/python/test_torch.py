@@ -474,7 +474,7 @@ class TestLaunch(unittest.TestCase):
     """Every rank forms the group from the environment (env://), reduces, and exits 0: rank 0,
     which serves the TCPStore, once aborted at exit with its group left open."""
 
-    def launch(self, argv_for):
+    def launch(self, argv_for, n=3):
         out_dir = tempfile.mkdtemp(prefix="hccl-launch-")
         prog = os.path.join(out_dir, "prog.py")
         with open(prog, "w") as f:
@@ -487,7 +487,8 @@ class TestLaunch(unittest.TestCase):
         finally:
             shutil.rmtree(out_dir, ignore_errors=True)
         self.assertEqual(codes, [0] * len(codes))
-        self.assertEqual(got, {"0": "6.0", "1": "6.0", "2": "6.0"})
+        total = str(float(sum(range(1, n + 1))))
+        self.assertEqual(got, {str(r): total for r in range(n)})
 
     def test_env_ranks(self):
         def run(prog, out_dir, env):
@@ -510,6 +511,33 @@ class TestLaunch(unittest.TestCase):
 
         self.launch(run)
 
+    def test_torchrun_two_nodes(self):
+        """torchrun --nnodes 2 (static rendezvous on loopback), 2 ranks per node, each node's
+        ranks on a daemon of their own."""
+        other = Daemon()
+
+        def run(prog, out_dir, env):
+            port, procs = free_port(), []
+            for node, sock in enumerate((ranks.DAEMON.sock, other.sock)):
+                procs.append(subprocess.Popen(
+                    [sys.executable, "-m", "torch.distributed.run", "--redirects", "1", "--tee",
+                     "1", "--nnodes", "2", "--node_rank", str(node), "--nproc_per_node", "2",
+                     "--master_addr", "127.0.0.1", "--master_port", str(port), prog, out_dir],
+                    env=dict(env, HCCLD_SOCKET=sock), stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL))
+            try:
+                return [p.wait(timeout=120) for p in procs]
+            finally:
+                for p in procs:
+                    if p.poll() is None:
+                        p.kill()
+                        p.wait()
+
+        try:
+            self.launch(run, n=4)
+        finally:
+            other.stop()
+
 
 class Net(torch.nn.Module):
     def __init__(self):
@@ -531,13 +559,15 @@ class Branchy(Net):
         self.unused = torch.nn.Linear(10, 10)
 
 
-def train(group, bucket_mb, r, steps=20, accumulate=1, **ddp_args):
+def train(group, bucket_mb, r, steps=20, accumulate=1, hook=None, **ddp_args):
     """SGD steps of DDP over group; with accumulate > 1, all but the last micro-batch of each
-    step run under no_sync()."""
+    step run under no_sync(); hook: a built-in comm hook (its state is the group)."""
     torch.manual_seed(0)
     model = Branchy() if ddp_args.get("find_unused_parameters") else Net()
     ddp = torch.nn.parallel.DistributedDataParallel(model, process_group=group,
                                                     bucket_cap_mb=bucket_mb, **ddp_args)
+    if hook is not None:
+        ddp.register_comm_hook(group, hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
     g = torch.Generator().manual_seed(100 + r)
     for _ in range(steps):
@@ -564,6 +594,27 @@ class TestDDP(unittest.TestCase):
                 for i, (a, b) in enumerate(zip(h, g)):
                     self.assertTrue(torch.equal(a, b), f"rank {r} bucket {mb} MB param {i}")
                 self.assertFalse(torch.equal(h[0], Net().a.weight))
+
+    def test_ddp_fp16_compress_hook(self):
+        """The built-in fp16_compress_hook (gradients sent as float16, divided first): 2 ranks
+        bit-identical to gloo under the same hook, 3 ranks across 2 daemons allclose."""
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+        def fn(r, n, gloo):
+            hook = default_hooks.fp16_compress_hook
+            return train(None, 25, r, steps=10, hook=hook), train(gloo, 25, r, steps=10, hook=hook)
+
+        for r, (h, g) in enumerate(run_torch(2, fn)):
+            for i, (a, b) in enumerate(zip(h, g)):
+                self.assertTrue(torch.equal(a, b), f"rank {r} param {i}")
+        other = Daemon()
+        try:
+            res = run_torch(3, fn, timeout=120, socks=[ranks.DAEMON.sock, other.sock, other.sock])
+        finally:
+            other.stop()
+        for r, (h, g) in enumerate(res):
+            for i, (a, b) in enumerate(zip(h, g)):
+                self.assertTrue(torch.allclose(a, b, rtol=1e-3, atol=1e-4), f"rank {r} param {i}")
 
     def test_ddp_three_ranks_two_daemons(self):
         """3 ranks, 2 of them on a second daemon: close to gloo (sums of 3 may be added in
