@@ -298,8 +298,10 @@ class TestOps(unittest.TestCase):
                 right, left = (r + 1) % n, (r - 1) % n
                 mine = torch.arange(256 << 10, dtype=torch.float32) + 1000 * r
                 got_l, got_r = torch.zeros(256 << 10), torch.zeros(256 << 10)
-                reqs = [dist.isend(mine, right, group=group), dist.isend(mine * 2, left, group=group),
-                        dist.irecv(got_l, left, group=group), dist.irecv(got_r, right, group=group)]
+                reqs = [dist.isend(mine, right, group=group),
+                        dist.isend(mine * 2, left, group=group),
+                        dist.irecv(got_l, left, group=group),
+                        dist.irecv(got_r, right, group=group)]
                 for q in reqs:
                     q.wait()
                 # A send whose receive comes after an allreduce on the receiver.
