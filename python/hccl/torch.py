@@ -454,8 +454,9 @@ class ProcessGroupHCCL(dist.ProcessGroup):
         """The lane of p2p from rank src to rank dst: a comm of its own (src is its rank 0)
         with a worker, made on first use. So a send never waits behind a receive, nor behind
         the group's collectives: isends and irecvs match in any order, as gloo's do. The
-        sender puts a root info in the store; the receiver's worker polls for it (a blocking
-        store wait would hold the store from everyone else) within the group's timeout."""
+        sender puts a root info in the store and each side's worker polls a counter for the
+        other (a blocking store wait would hold the store from everyone else), within the
+        group's timeout and while the group's comm has all its ranks."""
         ch = self._channels.get((src, dst))
         if ch is not None:
             return ch
@@ -463,18 +464,29 @@ class ProcessGroupHCCL(dist.ProcessGroup):
         key, sender = f"hccl/p2p/{src}-{dst}", self._rank == src
         store, timeout = self._store, self.timeout
 
+        def await_count(name, who):
+            """Polls the store counter key/name until it is set, within the group's timeout
+            and while the group's comm has not lost a rank."""
+            deadline, nap = time.monotonic() + timeout.total_seconds(), 0.0005
+            while store.add(f"{key}/{name}", 0) == 0:
+                err = self.comm.async_error()
+                if err != 0:
+                    raise RuntimeError(f"rank {who} is gone (the group's comm failed: "
+                                       f"HcclResult {err})")
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"rank {who} did not come within {timeout}")
+                time.sleep(nap)
+                nap = min(nap * 2, 0.05)
+
         def setup():
             try:
                 if sender:
                     store.set(key, _comm.get_root_info().raw)
-                    store.add(key + "/ready", 1)
+                    store.add(f"{key}/ready", 1)
+                    await_count("joined", dst)
                 else:
-                    deadline, nap = time.monotonic() + timeout.total_seconds(), 0.0005
-                    while store.add(key + "/ready", 0) == 0:
-                        if time.monotonic() > deadline:
-                            raise RuntimeError(f"rank {src} sent nothing within {timeout}")
-                        time.sleep(nap)
-                        nap = min(nap * 2, 0.05)
+                    await_count("ready", src)
+                    store.add(f"{key}/joined", 1)
                 ch.comm = Comm(2, RootInfo(store.get(key)), 0 if sender else 1,
                                config=self._config)
             except Exception as e:  # pylint: disable=broad-except

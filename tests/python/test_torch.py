@@ -436,6 +436,23 @@ class TestFailures(unittest.TestCase):
                 self.assertRegex(res[0][1], r"^hccl allreduce: the group is unusable: hccl "
                                  r"allreduce: HcclAllReduce: .*\(9\)$")
 
+    def test_send_to_a_rank_gone(self):
+        """A send to a rank that died before it received anything: a RuntimeError within the
+        group's timeout (3 s here), not HCCL_CONNECT_TIMEOUT's 120 s."""
+        def fn(r, n, gloo):
+            if r == 1:
+                os.kill(os.getpid(), signal.SIGKILL)
+            t0 = time.monotonic()
+            try:
+                dist.send(torch.ones(4), 1)
+                return None, 0.0
+            except RuntimeError as e:
+                return str(e), time.monotonic() - t0
+
+        msg, waited = run_torch(2, fn, answer=[0], pg_timeout=datetime.timedelta(seconds=3))[0]
+        self.assertRegex(msg or "", r"^hccl send: .*p2p from rank 0 to rank 1: ")
+        self.assertLess(waited, 60)
+
     def test_peer_killed_mid_op(self):
         def fn(r, n, gloo):
             if r == 1:  # dies while rank 0 waits in the allreduce
