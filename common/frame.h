@@ -32,6 +32,19 @@ static inline void frame_dec_space(frame_dec_t *d, uint8_t **ptr_p, size_t *n_p)
     *n_p = sizeof(d->buf) - d->len;
 }
 
+/* How many more bytes the frame at the front needs (its header first): a reader that asks for
+ * no more never takes bytes, nor descriptors, of the frame after it. */
+static inline size_t frame_dec_want(const frame_dec_t *d)
+{
+    uint32_t n;
+
+    if (d->len < FRAME_HDR)
+        return FRAME_HDR - d->len;
+    n = (uint32_t)d->buf[0] | (uint32_t)d->buf[1] << 8 | (uint32_t)d->buf[2] << 16 |
+        (uint32_t)d->buf[3] << 24;
+    return n <= FRAME_MAX && d->len < FRAME_HDR + n ? FRAME_HDR + n - d->len : 1;
+}
+
 /* Records that n bytes were read into the space. */
 static inline void frame_dec_commit(frame_dec_t *d, size_t n)
 {

@@ -95,6 +95,11 @@ static int read_some(uds_conn_t *c, int timeout_ms)
     frame_dec_space(&c->dec, &p, &room);
     if (room == 0)
         return -EMSGSIZE;
+    /* One frame at a time: descriptors come with the first bytes of the frame they belong to
+     * (the kernel ends a read after the data that carried them), so a read that stops at the
+     * frame's end leaves the next frame's descriptors for the read of that frame. */
+    if (room > frame_dec_want(&c->dec))
+        room = frame_dec_want(&c->dec);
     int pr = poll(&pfd, 1, timeout_ms);
     if (pr == 0)
         return -ETIMEDOUT;

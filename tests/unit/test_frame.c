@@ -1,9 +1,13 @@
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "frame.h"
 #include "test_list.h"
+#include "uds.h"
 
 static size_t encode_hello(uint8_t *buf, size_t cap, uint32_t pid, const char *job)
 {
@@ -55,6 +59,39 @@ START_TEST(test_roundtrip_byte_by_byte)
     }
     ck_assert_uint_eq(seen, 3);
     free(d);
+}
+END_TEST
+
+/* Two answers back to back, the second with a descriptor (as comm init answers carry their
+ * shared memory): the reader must hand the descriptor over with the second, not the first. */
+START_TEST(test_fds_stay_with_their_frame)
+{
+    Hccld__Msg a = HCCLD__MSG__INIT, b = HCCLD__MSG__INIT, *m = NULL;
+    Hccld__Hello ha = HCCLD__HELLO__INIT, hb = HCCLD__HELLO__INIT;
+    uds_conn_t *c = malloc(sizeof(*c));
+    int sv[2], fd = open("/dev/null", O_RDONLY);
+
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    ha.pid = 1;
+    hb.pid = 2;
+    a.body_case = b.body_case = HCCLD__MSG__BODY_HELLO;
+    a.hello = &ha;
+    b.hello = &hb;
+    ck_assert_int_eq(uds_send(sv[0], &a, NULL, 0), 0);
+    ck_assert_int_eq(uds_send(sv[0], &b, &fd, 1), 0);
+    uds_conn_init(c, sv[1]);
+    ck_assert_int_eq(uds_recv(c, &m, 1000), 0);
+    ck_assert_uint_eq(m->hello->pid, 1);
+    ck_assert_int_eq(c->nfds, 0);
+    frame_msg_free(m);
+    ck_assert_int_eq(uds_recv(c, &m, 1000), 0);
+    ck_assert_uint_eq(m->hello->pid, 2);
+    ck_assert_int_eq(c->nfds, 1);
+    frame_msg_free(m);
+    uds_conn_close(c);
+    close(sv[0]);
+    close(fd);
+    free(c);
 }
 END_TEST
 
@@ -113,6 +150,7 @@ Suite *frame_suite(void)
 
     tcase_add_test(tc, test_roundtrip_byte_by_byte);
     tcase_add_test(tc, test_oversized_and_garbage);
+    tcase_add_test(tc, test_fds_stay_with_their_frame);
     tcase_add_test(tc, test_random_bytes_never_crash);
     suite_add_tcase(s, tc);
     return s;
