@@ -32,9 +32,10 @@ A second hybrid run places the ranks (dp, pp, tp), DP across daemons, to measure
 
 Run (from a source tree after `make`; or with hccl installed and hccld, hccld-ctl on PATH):
     /usr/bin/python3 examples/hybrid_parallel.py [--steps 10] [--hidden 256] [--batch 32]
-It starts 2 private daemons (HCCLD_BIN, else ../build/bin/hccld beside this script, else PATH;
-hccld-ctl likewise, or HCCLD_CTL) and stops them at exit; it takes about 5 s on 2 cores. Exit
-status 0 when every check passes, 1 on a loss mismatch or a failed rank.
+It starts 2 private daemons with hccl.daemon (HCCLD_BIN, else the source tree's
+build/bin/hccld, else PATH; hccld-ctl likewise, or HCCLD_CTL) and stops them at exit; it takes
+about 5 s on 2 cores. Exit status 0 when every check passes, 1 on a loss mismatch or a failed
+rank.
 """
 import argparse
 import atexit
@@ -42,11 +43,9 @@ import json
 import multiprocessing
 import os
 import queue
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -61,6 +60,7 @@ import torch.distributed as dist  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import hccl.torch  # noqa: E402,F401  (registers the backend "hccl")
+from hccl.daemon import Daemon, tool  # noqa: E402
 
 WORLD, PER_DAEMON = 8, 4
 TP = PP = DP = 2  # the hybrid layouts' dimensions (the code below assumes 2 each)
@@ -72,40 +72,11 @@ LAYOUTS = [("hybrid", "TP2xPP2xDP2 (PP across daemons)", "hybrid", ("pp", "dp", 
            ("pure DP", "DP8 (all_reduce)", "dp", None)]
 
 
-def tool(env, name):
-    found = os.environ.get(env) or os.path.join(TOP, "build", "bin", name)
-    return found if os.path.exists(found) else shutil.which(name) or found
-
-
-class Daemon:
-    """A private hccld (as tests/python/ranks.py starts one); its admin socket is the default
-    for a socket NAME.sock: NAME-admin.sock."""
-
-    def __init__(self, tmp, n):
-        self.sock = os.path.join(tmp, f"d{n}.sock")
-        self.admin = os.path.join(tmp, f"d{n}-admin.sock")
-        self.proc = subprocess.Popen([tool("HCCLD_BIN", "hccld"), "--socket", self.sock,
-                                      "--foreground", "--listen", "127.0.0.1:0",
-                                      "--log-level", "error"])
-        deadline = time.monotonic() + 10
-        while not (os.path.exists(self.sock) and os.path.exists(self.admin)):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"hccld did not start (exit {self.proc.poll()})")
-            time.sleep(0.02)
-
-    def tx_bytes(self):
-        out = subprocess.run([tool("HCCLD_CTL", "hccld-ctl"), "--admin-socket", self.admin,
-                              "status", "--json"], check=True, capture_output=True, text=True)
-        return json.loads(out.stdout)["net_tx_bytes"]  # payload bytes sent to peer daemons
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+def tx_bytes(daemon):
+    """Payload bytes the daemon sent to its peer daemons so far."""
+    out = subprocess.run([tool("hccld-ctl"), "--admin-socket", daemon.admin, "status", "--json"],
+                         check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)["net_tx_bytes"]
 
 
 # --- the model: per stage w1 (F x H), b1 (F), w2 (H x F), b2 (H) ---------------------------
@@ -320,10 +291,10 @@ def run_layout(kind, order, daemons, args):
         p.start()
     try:
         bar.wait(TIMEOUT)
-        before = sum(d.tx_bytes() for d in daemons)
+        before = sum(tx_bytes(d) for d in daemons)
         bar.wait(TIMEOUT)
         bar.wait(TIMEOUT)
-        crossed = sum(d.tx_bytes() for d in daemons) - before
+        crossed = sum(tx_bytes(d) for d in daemons) - before
         bar.wait(TIMEOUT)
         results = [q.get(timeout=TIMEOUT) for _ in range(WORLD)]
     except BaseException as e:
@@ -382,16 +353,14 @@ def main():
         ap.error("--batch must be a multiple of 8 x --micro; --hidden and --steps at least 1")
     torch.set_num_threads(1)
 
-    tmp = tempfile.mkdtemp(prefix="hccl-hybrid-")
     daemons = []
 
     def cleanup():
         for d in daemons:
             d.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
 
     atexit.register(cleanup)
-    daemons += [Daemon(tmp, 0), Daemon(tmp, 1)]
+    daemons += [Daemon(), Daemon()]
     t0 = time.monotonic()
     runs = [(name, *run_layout(kind, order, daemons, args)) for _, name, kind, order in LAYOUTS]
     ref = reference(args)

@@ -144,7 +144,7 @@ static inline int hc_client_set_dead(hc_client_t *c)
 }
 /* hc_ctl_call that also hands over the descriptors that came with this answer (up to
  * UDS_MAX_FDS into fds, their count in *nfds_p), whichever thread read it: concurrent comm
- * inits in one process each get their own. */
+ * inits in one process each get their own. hc_ctl_call closes any that come. */
 HcclResult hc_ctl_call_fds(hc_client_t *c, Hccld__Msg *req, Hccld__Msg **resp_p, int timeout_ms,
                            int *fds, int *nfds_p);
 uint64_t hc_env_connect_timeout_s(void);

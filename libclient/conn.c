@@ -37,7 +37,9 @@ static void log_setup(void)
         log_set_who("hccl rank %s", rank);
 }
 
-static int welcome_apply(hc_client_t *c, const Hccld__Welcome *w)
+/* Maps the segment and arena (fds[0], fds[1], closed once mapped) and keeps the doorbell
+ * (fds[2]). */
+static int welcome_apply(hc_client_t *c, const Hccld__Welcome *w, const int *fds, int nfds)
 {
     shm_layout_t l = {.seg_bytes = w->seg_bytes,
                       .sq_off = w->sq_off,
@@ -46,26 +48,25 @@ static int welcome_apply(hc_client_t *c, const Hccld__Welcome *w)
                       .cq_entries = w->cq_entries,
                       .arena_bytes = w->arena_bytes};
 
-    if (c->conn.nfds < 3)
+    if (nfds < 3)
         return -EPROTO;
-    c->seg = mmap(NULL, l.seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, c->conn.fds[0], 0);
+    c->seg = mmap(NULL, l.seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
     if (c->seg == MAP_FAILED) {
         c->seg = NULL;
         ERR("IPC", "mmap() of the daemon segment (%llu bytes) failed: %s",
             (unsigned long long)l.seg_bytes, strerror(errno));
         return -errno;
     }
-    c->arena = mmap(NULL, l.arena_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, c->conn.fds[1], 0);
+    c->arena = mmap(NULL, l.arena_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds[1], 0);
     if (c->arena == MAP_FAILED) {
         c->arena = NULL;
         ERR("IPC", "mmap() of the arena (%llu bytes) failed: %s", (unsigned long long)l.arena_bytes,
             strerror(errno));
         return -errno;
     }
-    close(c->conn.fds[0]);
-    close(c->conn.fds[1]);
-    c->doorbell = c->conn.fds[2];
-    c->conn.nfds = 0;
+    close(fds[0]);
+    close(fds[1]);
+    c->doorbell = fds[2];
     c->l = l;
     c->hdr = (shm_hdr_t *)c->seg;
     ring_attach(&c->sq, shm_ring(c->seg, l.sq_off), l.sq_entries, sizeof(desc_t));
@@ -78,6 +79,7 @@ static HcclResult hello(hc_client_t *c, uint64_t mb)
 {
     Hccld__Msg m = HCCLD__MSG__INIT, *resp = NULL;
     Hccld__Hello h = HCCLD__HELLO__INIT;
+    int fds[UDS_MAX_FDS], nfds = 0, taken = 0;
     HcclResult rc;
 
     if (mb == 0 && env_mb("HCCL_BUFFSIZE", HC_BUFFSIZE_DEFAULT_MB, HC_BUFFSIZE_MAX_MB, &mb) != 0)
@@ -89,7 +91,7 @@ static HcclResult hello(hc_client_t *c, uint64_t mb)
     h.qos_class = getenv("HCCL_QOS_CLASS") ? getenv("HCCL_QOS_CLASS") : "";
     m.body_case = HCCLD__MSG__BODY_HELLO;
     m.hello = &h;
-    rc = hc_ctl_call(c, &m, &resp, HELLO_TIMEOUT_MS);
+    rc = hc_ctl_call_fds(c, &m, &resp, HELLO_TIMEOUT_MS, fds, &nfds);
     if (rc != HCCL_SUCCESS)
         return rc;
     if (resp->body_case != HCCLD__MSG__BODY_WELCOME) {
@@ -97,9 +99,10 @@ static HcclResult hello(hc_client_t *c, uint64_t mb)
     } else if (resp->welcome->result != HCCL_SUCCESS) {
         ERR("IPC", "the daemon refused us: %s", resp->welcome->message);
         rc = (HcclResult)resp->welcome->result;
-    } else if (welcome_apply(c, resp->welcome) != 0) {
+    } else if (welcome_apply(c, resp->welcome, fds, nfds) != 0) {
         rc = HCCL_E_MEMORY;
     } else {
+        taken = 3;
         snprintf(c->advertised, sizeof(c->advertised), "%s", resp->welcome->advertised);
         /* The daemon grants a requested class only if its rules allow; say what we got. */
         if (h.qos_class[0] != '\0' && strcasecmp(h.qos_class, resp->welcome->qos_class) != 0)
@@ -108,6 +111,8 @@ static HcclResult hello(hc_client_t *c, uint64_t mb)
         else
             INFO("IPC", "QoS class %s", resp->welcome->qos_class);
     }
+    for (int i = taken; i < nfds; i++)
+        close(fds[i]);
     frame_msg_free(resp);
     return rc;
 }
@@ -217,17 +222,13 @@ int hc_daemon_gone(hc_client_t *c)
     return hc_client_dead(c);
 }
 
-/* Moves n descriptors from `from` to the caller's buffer (fds != NULL) or back into the
- * connection (where hello() finds the welcome's); what does not fit is closed. */
-static void fds_give(hc_client_t *c, const int *from, int n, int *fds, int *nfds_p)
+/* Hands the n descriptors at `from` to the caller (fds, *nfds_p); closes them when the caller
+ * wants none. */
+static void fds_give(const int *from, int n, int *fds, int *nfds_p)
 {
-    int *to = fds != NULL ? fds : c->conn.fds, *cnt = fds != NULL ? nfds_p : &c->conn.nfds;
-
-    if (fds != NULL)
-        *nfds_p = 0;
     for (int i = 0; i < n; i++) {
-        if (*cnt < UDS_MAX_FDS)
-            to[(*cnt)++] = from[i];
+        if (fds != NULL && *nfds_p < UDS_MAX_FDS)
+            fds[(*nfds_p)++] = from[i];
         else
             close(from[i]);
     }
@@ -239,7 +240,7 @@ static Hccld__Msg *parked_take(hc_client_t *c, uint64_t id, int *fds, int *nfds_
         if (c->parked[i] != NULL && c->parked[i]->req_id == id) {
             Hccld__Msg *m = c->parked[i];
             c->parked[i] = NULL;
-            fds_give(c, c->parked_fds[i], c->parked_nfds[i], fds, nfds_p);
+            fds_give(c->parked_fds[i], c->parked_nfds[i], fds, nfds_p);
             c->parked_nfds[i] = 0;
             return m;
         }
@@ -276,12 +277,8 @@ static int read_one(hc_client_t *c, uint64_t id, Hccld__Msg **mine_p, int *fds, 
     c->reader_active = 0;
     if (rc == 0 && m->req_id == id) {
         *mine_p = m;
-        if (fds != NULL) {
-            int got[UDS_MAX_FDS], n = c->conn.nfds;
-            memcpy(got, c->conn.fds, (size_t)n * sizeof(int));
-            c->conn.nfds = 0;
-            fds_give(c, got, n, fds, nfds_p);
-        }
+        fds_give(c->conn.fds, c->conn.nfds, fds, nfds_p);
+        c->conn.nfds = 0;
     } else if (rc == 0)
         park(c, m);
     pthread_cond_broadcast(&c->ctl_cv);

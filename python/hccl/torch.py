@@ -221,18 +221,21 @@ class ProcessGroupHCCL(dist.ProcessGroup):
         """Queues the op for the lane's worker (the group's by default), or runs it here and now
         when it is small and nothing of the lane's is in flight (either way in issue order);
         returns its work."""
-        lane = lane or self._lane
         op = _Op(run, outputs, what)
+        self._queue(lane or self._lane, op, inline)
+        return _Work(op.fut)
+
+    @staticmethod
+    def _queue(lane, op, inline):
         with lane.count_lock:
             idle = lane.pending == 0
             lane.pending += 1
-        if idle and inline and _nbytes(outputs) <= INLINE_MAX_BYTES:
+        if idle and inline and _nbytes(op.outputs) <= INLINE_MAX_BYTES:
             with lane.run_lock:
                 _complete(lane, op)
             lane.done()
         else:
             lane.ops.put(op)
-        return _Work(op.fut)
 
     # --- what torch asks of a process group ----------------------------------------------
     def getBackendName(self):  # noqa: N802 (torch's name)
@@ -493,7 +496,8 @@ class ProcessGroupHCCL(dist.ProcessGroup):
                 ch.broken = f"p2p from rank {src} to rank {dst}: {e}"
                 raise
 
-        self._submit("p2p setup", setup, [], inline=False, lane=ch)
+        # No work for it: nobody waits on the setup; the channel's first op reports its failure.
+        self._queue(ch, _Op(setup, [], "p2p setup"), inline=False)
         return ch
 
     def send(self, tensors, dst, tag=0):

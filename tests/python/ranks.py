@@ -2,10 +2,7 @@
 processes that each make a comm and return what a function of theirs computed."""
 import multiprocessing
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
 import traceback
 
@@ -14,34 +11,9 @@ TOP = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
 import hccl  # noqa: E402  (the path above first)
+from hccl.daemon import Daemon  # noqa: E402,F401 (the test modules' private daemons)
 
 _ctx = multiprocessing.get_context("fork")
-
-
-class Daemon:
-    """A private hccld on its own socket (HCCLD_BIN, default build/bin/hccld)."""
-
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="hccld-py-")
-        self.sock = os.path.join(self.dir, "hccld.sock")
-        binary = os.environ.get("HCCLD_BIN", os.path.join(TOP, "build", "bin", "hccld"))
-        self.proc = subprocess.Popen(
-            [binary, "--socket", self.sock, "--foreground", "--listen", "127.0.0.1:0",
-             "--log-level", "error"])
-        deadline = time.monotonic() + 10
-        while not os.path.exists(self.sock):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"hccld did not start (exit {self.proc.poll()})")
-            time.sleep(0.02)
-
-    def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 # The daemon of the test module that runs (setUpModule and tearDownModule, imported by each).
