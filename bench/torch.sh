@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
-# torch.distributed all_reduce (fp32 sum) through "hccl" against "gloo" on one node, side by side
-# in one run, for N ranks (BENCH_TORCH_NP, default "2 4"), 8 B and 1..64 MiB: the slowest rank's
-# median iteration and busbw per size, and hccl/gloo as a ratio of busbw. hccl's ranks talk to a
-# private daemon started here. Outputs and summary.txt go to BUILD/bench/torch/.
+# torch.distributed through "hccl" against "gloo" on one node, side by side in one run:
+# - all_reduce (fp32 sum) for N ranks (BENCH_TORCH_NP, default "2 4"), 8 B and 1..64 MiB: the
+#   slowest rank's median iteration and busbw per size, hccl/gloo as a ratio of busbw, and
+#   hccl_perf_test's plain-buffer busbw beside it;
+# - a DDP training step (bench/torch_ddp.py: examples/ddp_overlap.py's model) on 2 ranks: the
+#   slowest rank's median step, hccl's over gloo's, and the step with no communication.
+# hccl's ranks talk to a private daemon started here. Outputs and summary.txt go to
+# BUILD/bench/torch/.
 #
 #   bench/torch.sh [BUILD]      (default build; `make bench-torch` runs it)
 #
 # Environment [defaults]: BENCH_TORCH_NP ["2 4"], BENCH_TORCH_ITERS [20], BENCH_TORCH_SIZES
-# [8,1048576,4194304,16777216,67108864]. About 3 minutes on a 2-core machine.
+# [8,1048576,4194304,16777216,67108864], BENCH_TORCH_DDP_STEPS [10; 0 skips the DDP part].
+# About 5 minutes on a 2-core machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -21,17 +26,23 @@ PIDS+=($!)
 for _ in $(seq 100); do [ -S "$TMP/hccld.sock" ] && break; sleep 0.05; done
 [ -S "$TMP/hccld.sock" ] || die "hccld did not start"
 
-# run BACKEND NP: NP ranks of bench/torch_allreduce.py on loopback env://.
+DDP_STEPS=${BENCH_TORCH_DDP_STEPS:-10}
+
+# run TAG NP SCRIPT ARGS...: NP ranks of bench/SCRIPT ARGS on loopback env://; rank r's output
+# in OUT/TAG.npNP.rR.txt.
 run() {
-    local port=$((29600 + RANDOM % 1000)) pids=()
-    for r in $(seq 0 $(($2 - 1))); do
+    local tag=$1 np=$2 script=$3 port=$((29600 + RANDOM % 1000)) pids=()
+    shift 3
+    for r in $(seq 0 $((np - 1))); do
         HCCLD_SOCKET=$TMP/hccld.sock MASTER_ADDR=127.0.0.1 \
-            MASTER_PORT=$port RANK=$r WORLD_SIZE=$2 HCCL_LIB="$BIN/../lib/libhccl.so.0" \
-            /usr/bin/python3 bench/torch_allreduce.py "$1" "$SIZES" "$ITERS" \
-            >"$OUT/$1.np$2.r$r.txt" 2>>"$OUT/$1.np$2.log" &
+            MASTER_PORT=$port RANK=$r WORLD_SIZE=$np HCCL_LIB="$BIN/../lib/libhccl.so.0" \
+            /usr/bin/python3 "bench/$script" "$@" \
+            >"$OUT/$tag.np$np.r$r.txt" 2>>"$OUT/$tag.np$np.log" &
         pids+=($!)
     done
-    for p in "${pids[@]}"; do wait "$p" || die "$1 with $2 ranks failed (see $OUT/$1.np$2.log)"; done
+    for p in "${pids[@]}"; do
+        wait "$p" || die "$tag with $np ranks failed (see $OUT/$tag.np$np.log)"
+    done
 }
 
 # perf NP: hccl_perf_test on plain buffers, the same sizes: "size busbw" lines.
@@ -43,8 +54,8 @@ perf() {
 }
 
 for np in $NPS; do
-    run gloo "$np"
-    run hccl "$np"
+    run gloo "$np" torch_allreduce.py gloo "$SIZES" "$ITERS"
+    run hccl "$np" torch_allreduce.py hccl "$SIZES" "$ITERS"
     perf "$np"
 done
 {
@@ -59,5 +70,16 @@ done
                 "$hb" "$(awk -v a="$gu" -v b="$hu" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }')" \
                 "${pb:--}" "$(awk -v a="$hb" -v b="${pb:-0}" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }')"
         done
+    done
+    [ "$DDP_STEPS" -gt 0 ] || exit 0
+    run ddp-gloo 2 torch_ddp.py gloo "$DDP_STEPS"
+    run ddp-hccl 2 torch_ddp.py hccl "$DDP_STEPS"
+    echo
+    echo "# DDP step, 2 ranks (bench/torch_ddp.py): the slowest rank's median step (ms);"
+    echo "# compute: the same step without DDP; hccl/gloo: hccl's step time over gloo's"
+    printf '%10s %10s %12s %12s %10s\n' gloo_ms hccl_ms gloo_comp_ms hccl_comp_ms hccl/gloo
+    paste "$OUT/ddp-gloo.np2.r0.txt" "$OUT/ddp-hccl.np2.r0.txt" | while read -r g gc h hc; do
+        printf '%10s %10s %12s %12s %10s\n' "$g" "$h" "$gc" "$hc" \
+            "$(awk -v a="$h" -v b="$g" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }')"
     done
 } | tee "$OUT/summary.txt"

@@ -1,6 +1,7 @@
 """One rank of bench/torch.sh: torch.distributed all_reduce (fp32 sum) through BACKEND, in place
-on one tensor per size (as DDP reduces its buckets), each timed iteration after a barrier;
-rank 0 prints "size_bytes median_us busbw_GBps" lines (the slowest rank's median)."""
+on one tensor per size (as DDP reduces its buckets), its iterations timed back to back after
+one barrier (as hccl_perf_test -m times them); rank 0 prints "size_bytes median_us busbw_GBps"
+lines (the slowest rank's median)."""
 import os
 import statistics
 import sys
@@ -21,8 +22,8 @@ for size in sizes:
     for _ in range(3):
         dist.all_reduce(t)
     times = []
+    dist.barrier()
     for _ in range(iters):
-        dist.barrier()
         t0 = time.perf_counter()
         dist.all_reduce(t)
         times.append(time.perf_counter() - t0)

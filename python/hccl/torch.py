@@ -4,11 +4,13 @@
     dist.init_process_group("hccl")            # torchrun, init_method="tcp://...", or a store
 
 Each process group is one hccl.Comm (its root info travels through the group's c10d store;
-every rank uses its node's daemon, HCCLD_SOCKET). Operations run in issue order on the group's
-worker thread, which waits inside libhccl without the GIL, so an op issued with async_op=True
-(DDP's gradient buckets) proceeds while the caller computes; a collective of at most
-INLINE_MAX_BYTES runs in the caller's thread instead when the group has nothing in flight.
-Works wrap the op's future: wait() raises the op's error, is_completed(), get_future().
+every rank uses its node's daemon, HCCLD_SOCKET). Operations run in issue order (see
+_torch_lane): on the group's worker thread, which waits inside libhccl without the GIL, so an op
+issued with async_op=True (DDP's gradient buckets) proceeds while the caller computes; in the
+caller's thread instead when the group has nothing in flight and the op is at most
+INLINE_MAX_BYTES or torch.distributed's own function will wait for it at once (async_op=False).
+A small all_reduce that libhccl can take as it is goes straight from the tensor's address.
+Works (see _torch_work): wait() raises the op's error, is_completed(), get_future().
 p2p: sends from rank a to rank b run in issue order on a comm of their own (made on first
 use, with its own worker), so isend/irecv pairs match in any order without deadlock, and
 without waiting for the group's collectives; batch_isend_irecv is one HcclBatchSendRecv on the
@@ -20,8 +22,7 @@ unusable: every later op fails at once with that reason.
 import atexit
 import datetime
 import math
-import queue
-import threading
+import sys
 import time
 import weakref
 
@@ -30,9 +31,12 @@ import torch
 import torch.distributed as dist
 
 from . import comm as _comm
+from ._torch_lane import Lane, Op
+from ._torch_work import Done, Work
 from .comm import RECV, SEND, Comm, RootInfo
-from .types import HcclError, Result
-from .torch_tensors import Staged, finish_avg, reduce_op
+from ._lib import lib
+from .torch_tensors import Staged, direct, finish_avg, reduce_op
+from .types import check
 
 _STORE_KEY = "hccl/root_info"
 # Groups still open: closed at exit, before the interpreter tears down what their workers use
@@ -49,63 +53,19 @@ def _close_all():
 # Collectives this small run in the caller's thread when the group has nothing in flight: the
 # hand-off to the worker and back costs more than they do.
 INLINE_MAX_BYTES = 64 << 10
+_C10D = dist.distributed_c10d.all_reduce.__code__.co_filename
 
 
-class _Lane:
-    """Ops in issue order on one comm: the worker's queue, what is in flight, and the lock that
-    lets one op run at a time (the worker's, or one run inline). comm is the lane's comm."""
-
-    def __init__(self, name, comm=None):
-        self.comm = comm
-        self.ops = queue.Queue()
-        self.run_lock = threading.Lock()
-        self.count_lock = threading.Lock()
-        self.pending = 0
-        # Set when an op timed out or lost a peer: the comm's ranks may disagree on what ran,
-        # so every later op fails at once with this reason (as NCCL's aborted comm does).
-        self.broken = None
-        self.worker = threading.Thread(target=_serve, args=(self,), name=name, daemon=True)
-        self.worker.start()
-
-    def done(self):
-        with self.count_lock:
-            self.pending -= 1
-
-    def close(self):
-        """Ends the worker after the ops queued so far, then the comm."""
-        if self.worker is not None:
-            self.ops.put(None)
-            self.worker.join()
-            self.worker = None
-            if self.comm is not None:
-                self.comm.destroy()
-
-
-def _complete(lane, op):
-    if lane.broken is not None:
-        op.fut.set_exception(RuntimeError(f"hccl {op.what}: the group is unusable: {lane.broken}"))
-        return
-    try:
-        op.run()
-        op.fut.set_result(op.outputs)
-    except Exception as e:  # pylint: disable=broad-except
-        why = f"hccl {op.what}: {e}"
-        if isinstance(e, HcclError) and e.result in (Result.E_TIMEOUT, Result.E_REMOTE):
-            lane.broken = why
-        op.fut.set_exception(RuntimeError(why))
-
-
-def _serve(lane):
-    """The worker: runs the lane's ops in order until None (it holds the lane, not the group,
-    so a group nobody uses any more can go)."""
-    while True:
-        op = lane.ops.get()
-        if op is None:
-            return
-        with lane.run_lock:
-            _complete(lane, op)
-        lane.done()
-        op = None
+def _caller_waits():
+    """True when torch.distributed's own function (dist.all_reduce, dist.broadcast, ...) issued
+    the op with async_op=False: it waits for the work as soon as the op returns, so the op can
+    as well run in its thread, whatever its size (a hand-off to the worker and back costs up to
+    half of a 1 MiB all_reduce). A C++ backend cannot know this; DDP's buckets and async_op=True
+    are queued as before."""
+    f = sys._getframe(1)  # pylint: disable=protected-access
+    while f is not None and f.f_code.co_filename == __file__:
+        f = f.f_back
+    return f is not None and f.f_code.co_filename == _C10D and f.f_locals.get("async_op") is False
 
 
 def _nbytes(outputs):
@@ -113,67 +73,6 @@ def _nbytes(outputs):
     for t in outputs:
         n += _nbytes(t) if isinstance(t, (list, tuple)) else t.numel() * t.element_size()
     return n
-
-
-# Works that torch may still call: a Python Work whose object is collected while C++ holds it
-# loses its overrides (wait() then waits forever), so each stays here until its op is done and
-# someone took its outcome (wait() or get_future()). A work neither waited nor asked for its
-# future stays held.
-_HELD = set()
-_HELD_LOCK = threading.Lock()
-
-
-class _Work(dist._Work):  # pylint: disable=protected-access
-    """An op's work over its future. wait() raises the op's error (torch 1.13's works made from
-    futures return True whatever happened)."""
-
-    def __init__(self, fut):
-        super().__init__()
-        self._fut, self._taken = fut, False
-        with _HELD_LOCK:
-            _HELD.add(self)
-        fut.add_done_callback(lambda _f: self._release())
-
-    def _release(self):
-        if self._taken and self._fut.done():
-            with _HELD_LOCK:
-                _HELD.discard(self)
-
-    def wait(self, timeout=None):
-        self._taken = True
-        try:
-            self._fut.wait()
-        finally:
-            self._release()
-        return True
-
-    def get_future(self):
-        self._taken = True
-        self._release()
-        return self._fut
-
-    def is_completed(self):
-        return self._fut.done()
-
-    def is_success(self):
-        if not self._fut.done():
-            raise RuntimeError("hccl: is_success() of a work still in flight")
-        try:
-            self._fut.value()
-            return True
-        except RuntimeError:
-            return False
-
-    def result(self):
-        return self._fut.value()
-
-
-class _Op:
-    __slots__ = ("run", "fut", "outputs", "what")
-
-    def __init__(self, run, outputs, what):
-        self.run, self.outputs, self.what = run, outputs, what
-        self.fut = torch.futures.Future()
 
 
 def _has(store, key):
@@ -212,30 +111,23 @@ class ProcessGroupHCCL(dist.ProcessGroup):
         self._config = {"hcclExecTimeOut": min(secs, 2**31 - 1)}
         self.comm = Comm(size, root, rank, config=self._config)
         self._store = store
-        self._lane = _Lane("hccl-pg", self.comm)
-        self._channels = {}  # (src, dst): the _Lane of p2p from rank src to rank dst
+        self._lane = Lane("hccl-pg", self.comm)
+        self._channels = {}  # (src, dst): the Lane of p2p from rank src to rank dst
         self._coalescing = None
         _LIVE.add(self)
 
     def _submit(self, what, run, outputs, inline=True, lane=None):
-        """Queues the op for the lane's worker (the group's by default), or runs it here and now
-        when it is small and nothing of the lane's is in flight (either way in issue order);
-        returns its work."""
-        op = _Op(run, outputs, what)
-        self._queue(lane or self._lane, op, inline)
-        return _Work(op.fut)
-
-    @staticmethod
-    def _queue(lane, op, inline):
-        with lane.count_lock:
-            idle = lane.pending == 0
-            lane.pending += 1
-        if idle and inline and _nbytes(op.outputs) <= INLINE_MAX_BYTES:
-            with lane.run_lock:
-                _complete(lane, op)
-            lane.done()
-        else:
-            lane.ops.put(op)
+        """Runs the op here and now when it is small and nothing of the lane's (the group's by
+        default) is in flight, else queues it for the lane's worker (either way in issue
+        order); returns its work."""
+        lane = lane or self._lane
+        if inline and (_nbytes(outputs) <= INLINE_MAX_BYTES or _caller_waits()):
+            ran, err = lane.run_inline(what, run)
+            if ran:
+                return Done(outputs, err)
+        op = Op(run, outputs, what)
+        lane.put(op)
+        return Work(lane, op)
 
     # --- what torch asks of a process group ----------------------------------------------
     def getBackendName(self):  # noqa: N802 (torch's name)
@@ -248,6 +140,10 @@ class ProcessGroupHCCL(dist.ProcessGroup):
         return self._size
 
     def allreduce(self, tensors, opts=None):
+        if len(tensors) == 1:
+            work = self._allreduce_direct(tensors[0], opts)
+            if work is not None:
+                return work
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         staged = [Staged(t, "allreduce") for t in tensors]
         rop = reduce_op(op, tensors[0].dtype, "allreduce")
@@ -259,6 +155,25 @@ class ProcessGroupHCCL(dist.ProcessGroup):
             finish_avg(op, tensors, self._size)
 
         return self._submit("allreduce", run, tensors)
+
+    def _allreduce_direct(self, tensor, opts):
+        """all_reduce of one small tensor that libhccl reduces as it is, run here and now when
+        the group has nothing in flight (the common small op: a loss, a norm, a flag): straight
+        from the tensor's address, no staging, no future until one is asked for. None when
+        the general path must take it."""
+        d = direct(tensor, opts, INLINE_MAX_BYTES)
+        if d is None and _caller_waits():
+            d = direct(tensor, opts, math.inf)
+        if d is None:
+            return None
+        ptr, count, dtype, op = d
+        handle = self.comm.handle
+
+        def run():
+            check(lib.HcclAllReduce(ptr, ptr, count, dtype, op, handle, None), "HcclAllReduce")
+
+        ran, err = self._lane.run_inline("allreduce", run)
+        return Done([tensor], err) if ran else None
 
     def allreduce_coalesced(self, tensors, opts=None):
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
@@ -463,7 +378,7 @@ class ProcessGroupHCCL(dist.ProcessGroup):
         ch = self._channels.get((src, dst))
         if ch is not None:
             return ch
-        ch = self._channels[(src, dst)] = _Lane(f"hccl-p2p-{src}-{dst}")
+        ch = self._channels[(src, dst)] = Lane(f"hccl-p2p-{src}-{dst}")
         key, sender = f"hccl/p2p/{src}-{dst}", self._rank == src
         store, timeout = self._store, self.timeout
 
@@ -497,7 +412,7 @@ class ProcessGroupHCCL(dist.ProcessGroup):
                 raise
 
         # No work for it: nobody waits on the setup; the channel's first op reports its failure.
-        self._queue(ch, _Op(setup, [], "p2p setup"), inline=False)
+        ch.put(Op(setup, [], "p2p setup"))
         return ch
 
     def send(self, tensors, dst, tag=0):

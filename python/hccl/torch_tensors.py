@@ -27,6 +27,42 @@ _OPS = {
 }
 
 
+# Tensors libhccl reduces as they are (bool is not: its SUM is MAX): HcclDataType, element size.
+_DIRECT = {
+    torch.float32: (int(DataType.FP32), 4),
+    torch.float64: (int(DataType.FP64), 8),
+    torch.float16: (int(DataType.FP16), 2),
+    torch.bfloat16: (int(DataType.BFP16), 2),
+    torch.int8: (int(DataType.INT8), 1),
+    torch.uint8: (int(DataType.UINT8), 1),
+    torch.int16: (int(DataType.INT16), 2),
+    torch.int32: (int(DataType.INT32), 4),
+    torch.int64: (int(DataType.INT64), 8),
+}
+# HcclReduceOp by int(torch's RedOpType); AVG and the bitwise ops are not direct.
+_RED = dist.ReduceOp.RedOpType
+_DIRECT_OPS = {int(_RED.SUM): int(ReduceOp.SUM), int(_RED.PRODUCT): int(ReduceOp.PROD),
+               int(_RED.MIN): int(ReduceOp.MIN), int(_RED.MAX): int(ReduceOp.MAX)}
+_SUM = int(ReduceOp.SUM)
+
+
+def direct(t, opts, max_bytes):
+    """(address, count, HcclDataType, HcclReduceOp) when libhccl can reduce tensor t in place as
+    it is, with the reduce op of opts (an AllreduceOptions or None), and t holds at most
+    max_bytes: a contiguous dense CPU tensor of a plain dtype, SUM, PRODUCT, MIN or MAX.
+    Otherwise None (and the caller stages it)."""
+    kind = _DIRECT.get(t.dtype) if isinstance(t, torch.Tensor) else None
+    if kind is None or not t.is_cpu or t.layout is not torch.strided or not t.is_contiguous():
+        return None
+    count = t.numel()
+    if count * kind[1] > max_bytes:
+        return None
+    op = _SUM if opts is None else _DIRECT_OPS.get(int(opts.reduceOp.op))
+    if op is None:
+        return None
+    return t.data_ptr(), count, kind[0], op
+
+
 def check_tensor(t, what):
     if not isinstance(t, torch.Tensor):
         raise RuntimeError(f"hccl {what}: expected a tensor, got {type(t).__name__}")

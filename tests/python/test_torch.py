@@ -125,7 +125,42 @@ def local_reference(n, dt, op):
     return (acc > 0) if dt == torch.bool else acc.to(dt)
 
 
+def placements(r, n, gloo):
+    """all_reduce wherever an op can run (hccl.torch's lanes), with gloo's result on the same
+    inputs: inline (small; large from dist's own synchronous call), queued (async_op=True),
+    queued behind an op in flight, run by the thread that waits on the group's own work (or by
+    the worker, whichever comes first), and through get_future()."""
+    big = 1 << 20  # float32 elements: 4 MiB, above hccl.torch.INLINE_MAX_BYTES
+
+    def run(group):
+        pg = group or dist.distributed_c10d._get_default_group()  # pylint: disable=W0212
+        f32, res = torch.float32, []
+        for seed, op, count in ((1, dist.ReduceOp.SUM, big), (2, dist.ReduceOp.MAX, big),
+                                (3, dist.ReduceOp.SUM, 16)):
+            t = sample(r, f32, count, seed)
+            dist.all_reduce(t, op=op, group=group)
+            res.append(t)
+        a, b, c = sample(r, f32, big, 4), sample(r, f32, big, 5), sample(r, torch.int64, 16, 6)
+        work = dist.all_reduce(a, group=group, async_op=True)
+        dist.all_reduce(b, group=group)  # queued behind a
+        dist.all_reduce(c, op=dist.ReduceOp.PRODUCT, group=group)
+        work.wait()
+        d, e = sample(r, f32, big, 7), sample(r, f32, 16, 8)
+        pg.allreduce([d]).wait()
+        pg.allreduce([e]).get_future().wait()
+        return res + [a, b, c, d, e]
+
+    return both(lambda: run(None), lambda: run(gloo))
+
+
 class TestOps(unittest.TestCase):
+    def test_where_ops_run(self):
+        for n in (2, 3):
+            for r, (got, want) in enumerate(run_torch(n, placements)):
+                self.assertEqual(len(got), len(want))
+                for i, (h, g) in enumerate(zip(got, want)):
+                    self.assertTrue(torch.equal(h, g), f"n {n} rank {r} tensor {i}")
+
     def test_all_reduce_every_dtype_vs_gloo(self):
         for n in (2, 3):
             for r, got in enumerate(run_torch(n, reductions)):
