@@ -7,6 +7,8 @@
  * posted k, each validates all descriptors (a peer is trusted no more than a client is), runs
  * its share, and bumps `done`. Small pieces travel inline and need only the first barrier.
  * The daemon sets `abort` when a member dies or leaves; waiters then fail with HCCL_E_REMOTE.
+ * Its bits say why: COOP_ABORT_LEFT, a member destroyed its comm; COOP_ABORT_BROKEN, a member
+ * died or aborted (HcclGetCommAsyncError reports only the second).
  */
 #ifndef HCCLD_COMMON_COOP_H
 #define HCCLD_COMMON_COOP_H
@@ -20,6 +22,8 @@
 #define COOP_INLINE 4096u      /* bytes of inline input per rank and parity */
 #define COOP_MAX_RANKS 64u     /* beyond, barriers that scan every slot cost too much */
 #define COOP_OWN_OUTPUT_MAX 2u /* up to this many ranks, each computes its own output */
+#define COOP_ABORT_LEFT 1u
+#define COOP_ABORT_BROKEN 2u
 
 typedef struct coop_slot {
     /* By parity of the piece number; d.seq is what this rank posted. Small inputs follow the
@@ -36,7 +40,7 @@ typedef struct coop_ctl {
     uint32_t nranks;
     alignas(SHM_CACHELINE) uint32_t bell;     /* bumped after every post/done; futex word */
     alignas(SHM_CACHELINE) uint32_t sleepers; /* ranks asleep on bell */
-    alignas(SHM_CACHELINE) uint32_t abort;    /* set by the daemon: the comm is broken */
+    alignas(SHM_CACHELINE) uint32_t abort;    /* COOP_ABORT_* bits: the comm is done for */
     alignas(SHM_CACHELINE) coop_slot_t slot[];
 } coop_ctl_t;
 

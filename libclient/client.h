@@ -104,6 +104,7 @@ typedef struct hc_comm {
     int culprit_logged;  /* the rank at fault was named in the log */
     int short_logged;    /* a call ran fewer pieces at once for want of arena (coll.c) */
     int users;           /* calls running or queued on streams (atomic) */
+    uint64_t health_ns;  /* now_ns() of the last ask whether the comm broke (health.c; atomic) */
     hc_comm_cfg_t cfg;   /* its settings; cfg.name is its name */
 } hc_comm_t;
 
@@ -206,6 +207,8 @@ void hc_coop_detach(hc_comm_t *comm);
 /* Fails every rank's waits on the comm's control block (HcclCommAbort); no-op without coop. */
 void hc_coop_abort(hc_comm_t *comm);
 HcclResult hc_coop_run(hc_comm_t *comm, const hc_op_t *op);
+/* The comm's control block says a member died or aborted (not: left cleanly). */
+int hc_coop_aborted(const hc_comm_t *comm);
 
 /* comm.c */
 HcclResult hc_comm_check(HcclComm comm, hc_comm_t **c_p);

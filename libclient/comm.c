@@ -394,18 +394,6 @@ HcclResult HcclGetRankId(HcclComm comm, uint32_t *rank)
     return rc;
 }
 
-HcclResult HcclGetCommAsyncError(HcclComm comm, HcclResult *asyncError)
-{
-    hc_comm_t *c;
-    HcclResult rc = hc_comm_check(comm, &c);
-
-    if (rc == HCCL_SUCCESS && asyncError == NULL)
-        rc = HCCL_E_PTR;
-    if (rc == HCCL_SUCCESS)
-        *asyncError = __atomic_load_n(&c->async_err, __ATOMIC_ACQUIRE);
-    return rc;
-}
-
 const char *HcclGetErrorString(HcclResult code)
 {
     static const char *const names[] = {

@@ -416,13 +416,18 @@ static HcclResult run_piece(hc_comm_t *comm, const coop_plan_t *p, uint64_t piec
     return HCCL_SUCCESS;
 }
 
+int hc_coop_aborted(const hc_comm_t *comm)
+{
+    return (__atomic_load_n(&comm->coop->ctl->abort, __ATOMIC_ACQUIRE) & COOP_ABORT_BROKEN) != 0;
+}
+
 void hc_coop_abort(hc_comm_t *comm)
 {
     hc_coop_t *cp = comm->coop;
 
     if (cp == NULL)
         return;
-    __atomic_store_n(&cp->ctl->abort, 1, __ATOMIC_SEQ_CST);
+    __atomic_fetch_or(&cp->ctl->abort, COOP_ABORT_BROKEN, __ATOMIC_SEQ_CST);
     __atomic_add_fetch(&cp->ctl->bell, 1, __ATOMIC_SEQ_CST);
     futex_wake(&cp->ctl->bell, INT32_MAX);
 }

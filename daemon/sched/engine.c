@@ -448,6 +448,7 @@ int engine_get_comm_stats(engine_t *eng, uint32_t comm_id, engine_comm_stats_t *
     if (c != NULL) {
         st_p->ops_done = c->ops_done;
         st_p->broken = c->broken;
+        st_p->broken_status = c->broken_status;
         st_p->algo =
             c->multi != NULL && c->multi->sched.steps != NULL ? c->multi->sched_key.algo : -1;
         st_p->queued = 0;

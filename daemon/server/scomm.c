@@ -122,12 +122,15 @@ static void scomm_free(scomm_t *c)
     free(c);
 }
 
-/* Wakes every rank waiting in the control block and tells it the comm is gone. */
-static void scomm_abort(scomm_t *c)
+/* Wakes every rank waiting in the control block and tells it the comm is gone, and why
+ * (COOP_ABORT_LEFT or COOP_ABORT_BROKEN). */
+static void scomm_abort(scomm_t *c, uint32_t why)
 {
+    if (why == COOP_ABORT_BROKEN)
+        c->broken = 1;
     if (c->coop == NULL)
         return;
-    __atomic_store_n(&c->coop->abort, 1, __ATOMIC_RELEASE);
+    __atomic_fetch_or(&c->coop->abort, why, __ATOMIC_RELEASE);
     __atomic_add_fetch(&c->coop->bell, 1, __ATOMIC_ACQ_REL);
     futex_wake(&c->coop->bell, INT32_MAX);
 }
@@ -169,7 +172,7 @@ static void answer_ranks(server_t *srv, uint32_t n, const join_t *ranks, scomm_t
             ERR("INIT", "comm %u: could not pass the shared segments to rank %u", c->id, q);
             send_init_resp(s, m.req_id, HCCL_E_INTERNAL, "could not pass shared segments", 0, n, q,
                            0);
-            scomm_abort(c);
+            scomm_abort(c, COOP_ABORT_BROKEN);
         }
     }
 }
@@ -250,7 +253,7 @@ static void scomm_leave(server_t *srv, scomm_t *c, uint32_t rank)
 {
     c->sids[rank] = 0;
     c->left++;
-    scomm_abort(c);
+    scomm_abort(c, COOP_ABORT_LEFT);
     engine_comm_leave(srv->eng, c->id, rank);
     if (c->left < c->nlocal)
         return;
@@ -274,6 +277,27 @@ void jobs_comm_destroy(server_t *srv, session_t *s, uint64_t req_id,
     m.req_id = req_id;
     m.body_case = HCCLD__MSG__BODY_COMM_DESTROY_RESP;
     m.comm_destroy_resp = &r;
+    session_send(s, &m);
+}
+
+void jobs_comm_health(server_t *srv, session_t *s, uint64_t req_id, const Hccld__CommHealthReq *req)
+{
+    Hccld__Msg m = HCCLD__MSG__INIT;
+    Hccld__CommHealthResp r = HCCLD__COMM_HEALTH_RESP__INIT;
+    scomm_t *c = scomm_lookup(srv, req->comm_id);
+    engine_comm_stats_t st;
+
+    if (c == NULL || req->rank >= c->nranks || c->sids[req->rank] != s->sid)
+        r.result = HCCL_E_PARA;
+    else if (c->broken)
+        r.result = HCCL_E_REMOTE; /* a member here died */
+    else if (engine_get_comm_stats(srv->eng, c->id, &st) == 0 && st.broken)
+        r.result = st.broken_status != HCCL_SUCCESS ? st.broken_status : HCCL_E_REMOTE;
+    else
+        r.result = HCCL_SUCCESS;
+    m.req_id = req_id;
+    m.body_case = HCCLD__MSG__BODY_COMM_HEALTH_RESP;
+    m.comm_health_resp = &r;
     session_send(s, &m);
 }
 
@@ -388,7 +412,7 @@ void scomms_session_gone(server_t *srv, session_t *s)
                 WARN("COLL", "comm %u: rank %u (pid %d) went away", c->id, r, (int)s->pid);
                 c->sids[r] = 0;
                 c->left++;
-                scomm_abort(c);
+                scomm_abort(c, COOP_ABORT_BROKEN);
             }
         if (c->left == c->nlocal) {
             /* The engine frees its half when the last session leaves; forget ours. */
@@ -403,7 +427,7 @@ void scomms_stop(server_t *srv)
     while (srv->comms != NULL) {
         scomm_t *c = srv->comms;
         srv->comms = c->next;
-        scomm_abort(c);
+        scomm_abort(c, COOP_ABORT_BROKEN);
         scomm_free(c);
     }
 }

@@ -127,6 +127,7 @@ struct scomm {
     uint32_t nlocal; /* ranks on this node */
     uint32_t nnodes;
     uint32_t left;
+    int broken;    /* a member here died (or its shared segments could not be passed) */
     int qos_class; /* index into srv->qos.cls */
     char job_hex[33];
     int has_job; /* spans daemons: its job id follows (its children may share its links) */
@@ -172,6 +173,9 @@ int algo_check(algo_want_t *w, const char *algo, const char *algorithm, int by_c
 /* scomm.c: this daemon's communicators */
 void jobs_comm_destroy(server_t *srv, session_t *s, uint64_t req_id,
                        const Hccld__CommDestroyReq *req);
+/* Answers whether the comm broke (a member here left, or the engine broke it). */
+void jobs_comm_health(server_t *srv, session_t *s, uint64_t req_id,
+                      const Hccld__CommHealthReq *req);
 /* The session's ranks leave every comm; a comm none of whose local ranks is left goes. */
 void scomms_session_gone(server_t *srv, session_t *s);
 /* The daemon stops: every comm goes, its cooperative ranks woken and told. */

@@ -302,6 +302,102 @@ static void abort_run(const char *l0_mode, int two_daemons, int on_stream)
     unsetenv("HCCL_L0_MODE");
 }
 
+/* Polls of HcclGetCommAsyncError that must all say HCCL_SUCCESS after a clean leave. */
+#define CLEAN_POLLS 50
+
+/* The victim dies between ops (*arg 0), or destroys its comm (*arg 1): with nothing in flight,
+ * the others learn of a death from HcclGetCommAsyncError (HCCL_E_REMOTE within the bound), of
+ * a clean leave not at all (it is no error); either way their next op fails at once. */
+static int die_idle(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+{
+    HcclResult async = HCCL_SUCCESS;
+    int clean = *(const int *)arg;
+
+    if (still_serves(comm, r, n, NULL) != 0)
+        return 2;
+    if (r == VICTIM && clean)
+        _exit(HcclCommDestroy(comm) == HCCL_SUCCESS ? 0 : 6);
+    if (r == VICTIM)
+        raise(SIGKILL);
+    double t0 = now_s(), took = 0;
+    for (int i = 0; clean && i < CLEAN_POLLS; i++) {
+        usleep(10 * 1000);
+        if (HcclGetCommAsyncError(comm, &async) != HCCL_SUCCESS || async != HCCL_SUCCESS) {
+            fprintf(stderr, "rank %u: async error %d after a clean leave\n", r, async);
+            return 7;
+        }
+    }
+    if (clean)
+        async = HCCL_E_REMOTE; /* nothing more to wait for */
+    while (async == HCCL_SUCCESS && took < FAIL_WITHIN_S) {
+        usleep(10 * 1000);
+        if (HcclGetCommAsyncError(comm, &async) != HCCL_SUCCESS)
+            return 3;
+        took = now_s() - t0;
+    }
+    if (async != HCCL_E_REMOTE) {
+        fprintf(stderr, "rank %u: async error %d after %.2f s, want %d\n", r, async, took,
+                HCCL_E_REMOTE);
+        return 4;
+    }
+    if (getenv("HCCLD_TEST_REPORT") != NULL)
+        fprintf(stderr, "rank %u: the async error came after %.3f s\n", r, took);
+    float x = 1, y = 0;
+    t0 = now_s();
+    HcclResult rc = HcclAllReduce(&x, &y, 1, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, NULL);
+    if (rc != HCCL_E_REMOTE || now_s() - t0 > FAIL_WITHIN_S) {
+        fprintf(stderr, "rank %u: the next op gave %d after %.2f s\n", r, rc, now_s() - t0);
+        return 5;
+    }
+    /* Leave as cleanly as the victim did (a rank that just exits died, for those still
+     * polling); the harness must not use the comm. */
+    if (clean && HcclCommDestroy(comm) != HCCL_SUCCESS)
+        return 8;
+    _exit(0);
+}
+
+/* die_idle with level 0 mode l0, on the daemons of place (1: the victim's own daemon). */
+static void idle_case(const char *l0, uint32_t n, const uint8_t *place, int clean)
+{
+    char sock2[256];
+    char *socks[4];
+    pid_t d2 = 0, pids[4];
+    int two = 0;
+
+    for (uint32_t r = 0; r < n; r++)
+        two |= place[r];
+    if (two) {
+        d2 = harness_daemon_spawn(sock2, sizeof(sock2));
+        ck_assert_int_gt(d2, 0);
+    }
+    for (uint32_t r = 0; r < n; r++)
+        socks[r] = place[r] ? sock2 : NULL;
+    setenv("HCCL_L0_MODE", l0, 1);
+    setenv("HCCL_EXEC_TIMEOUT", "60", 1);
+    ck_assert_int_eq(harness_spawn_ranks_on(n, socks, die_idle, &clean, 60, pids), 0);
+    ck_assert_msg((clean ? harness_wait(pids, n, 60) : wait_victim(pids, n, 60)) == 0,
+                  "l0 %s, %u ranks, %d daemons, clean %d", l0, n, 1 + two, clean);
+    unsetenv("HCCL_EXEC_TIMEOUT");
+    unsetenv("HCCL_L0_MODE");
+    if (two) {
+        ck_assert_msg(harness_alive(d2), "the second daemon died");
+        harness_daemon_stop(d2);
+    }
+}
+
+START_TEST(test_rank_dies_between_ops)
+{
+    static const uint8_t here[] = {0, 0, 0}, alone[] = {0, 1, 0}, beside[] = {0, 1, 1, 0};
+
+    for (int clean = 0; clean < 2; clean++) {
+        idle_case("coop", 3, here, clean);
+        idle_case("daemon", 3, here, clean);
+        idle_case("auto", 3, alone, clean);
+        idle_case("auto", 4, beside, clean);
+    }
+}
+END_TEST
+
 START_TEST(test_abort_from_another_thread)
 {
     for (int on_stream = 0; on_stream < 2; on_stream++) {
@@ -504,6 +600,7 @@ Suite *faults_suite(void)
     tcase_add_test(tc, test_killed_rank_one_daemon);
     tcase_add_test(tc, test_killed_rank_two_daemons);
     tcase_add_test(tc, test_abort_from_another_thread);
+    tcase_add_test(tc, test_rank_dies_between_ops);
     tcase_add_test(tc, test_daemon_dies_and_returns);
     tcase_add_test(tc, test_status_names_the_straggler);
     tcase_add_test(tc, test_hundred_kills_leak_nothing);

@@ -472,8 +472,9 @@ class TestFailures(unittest.TestCase):
                                  r"allreduce: HcclAllReduce: .*\(9\)$")
 
     def test_send_to_a_rank_gone(self):
-        """A send to a rank that died before it received anything: a RuntimeError within the
-        group's timeout (3 s here), not HCCL_CONNECT_TIMEOUT's 120 s."""
+        """A send to a rank that died before it received anything: a RuntimeError that names
+        it, as soon as the group's comm reports the death (not the group's timeout, 3 s here,
+        nor HCCL_CONNECT_TIMEOUT's 120 s)."""
         def fn(r, n, gloo):
             if r == 1:
                 os.kill(os.getpid(), signal.SIGKILL)
@@ -485,7 +486,9 @@ class TestFailures(unittest.TestCase):
                 return str(e), time.monotonic() - t0
 
         msg, waited = run_torch(2, fn, answer=[0], pg_timeout=datetime.timedelta(seconds=3))[0]
-        self.assertRegex(msg or "", r"^hccl send: .*p2p from rank 0 to rank 1: ")
+        # The group's comm says rank 1 is gone (HcclGetCommAsyncError, nothing in flight).
+        self.assertRegex(msg or "", r"^hccl send: .*p2p from rank 0 to rank 1: rank 1 is gone "
+                         r"\(the group's comm failed: HcclResult 21\)")
         self.assertLess(waited, 60)
 
     def test_peer_killed_mid_op(self):

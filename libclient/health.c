@@ -1,0 +1,61 @@
+/*
+ * HcclGetCommAsyncError: the first error of the comm's operations, or, with nothing of this
+ * rank's in flight, whether the comm broke meanwhile: a member died or left (its control block
+ * says so, on one node), a peer daemon was lost or a rank on another node died (the daemon says
+ * so, asked at most every HEALTH_EVERY_NS). A break found so is kept as the comm's async error.
+ */
+#include "client.h"
+#include "futex.h"
+
+#define HEALTH_EVERY_NS (10ull * 1000000ull)
+#define HEALTH_TIMEOUT_MS 5000
+
+/* The daemon's word on the comm: HCCL_SUCCESS, or what its ops now fail with. A daemon that
+ * cannot answer is the error (HCCL_E_UNAVAIL: nothing runs without it). */
+static HcclResult ask_daemon(hc_comm_t *c)
+{
+    Hccld__Msg m = HCCLD__MSG__INIT, *resp = NULL;
+    Hccld__CommHealthReq req = HCCLD__COMM_HEALTH_REQ__INIT;
+    HcclResult rc;
+
+    req.comm_id = c->id;
+    req.rank = c->rank;
+    m.body_case = HCCLD__MSG__BODY_COMM_HEALTH_REQ;
+    m.comm_health_req = &req;
+    rc = hc_ctl_call(c->c, &m, &resp, HEALTH_TIMEOUT_MS);
+    if (rc != HCCL_SUCCESS)
+        return hc_client_dead(c->c) ? HCCL_E_UNAVAIL : HCCL_SUCCESS;
+    if (resp->body_case == HCCLD__MSG__BODY_COMM_HEALTH_RESP)
+        rc = (HcclResult)resp->comm_health_resp->result;
+    frame_msg_free(resp);
+    return rc;
+}
+
+static HcclResult comm_health(hc_comm_t *c)
+{
+    if (c->coop != NULL && hc_coop_aborted(c))
+        return HCCL_E_REMOTE;
+    if (c->coop != NULL && c->nnodes <= 1)
+        return HCCL_SUCCESS; /* the control block would say so */
+    uint64_t now = now_ns(), last = __atomic_load_n(&c->health_ns, __ATOMIC_ACQUIRE);
+    if (now - last < HEALTH_EVERY_NS ||
+        !__atomic_compare_exchange_n(&c->health_ns, &last, now, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE))
+        return HCCL_SUCCESS; /* asked a moment ago, or another thread asks now */
+    return ask_daemon(c);
+}
+
+HcclResult HcclGetCommAsyncError(HcclComm comm, HcclResult *asyncError)
+{
+    hc_comm_t *c;
+    HcclResult rc = hc_comm_check(comm, &c);
+
+    if (rc == HCCL_SUCCESS && asyncError == NULL)
+        rc = HCCL_E_PTR;
+    if (rc != HCCL_SUCCESS)
+        return rc;
+    if (__atomic_load_n(&c->async_err, __ATOMIC_ACQUIRE) == HCCL_SUCCESS)
+        hc_comm_set_error(c, comm_health(c));
+    *asyncError = __atomic_load_n(&c->async_err, __ATOMIC_ACQUIRE);
+    return HCCL_SUCCESS;
+}
