@@ -309,6 +309,8 @@ static void comm_leave(hc_comm_t *c)
     Hccld__Msg m = HCCLD__MSG__INIT, *resp = NULL;
     Hccld__CommDestroyReq req = HCCLD__COMM_DESTROY_REQ__INIT;
 
+    if (hc_prof_enabled())
+        hc_prof_flush(); /* the records of its ops are out before the ranks' files are read */
     req.comm_id = c->id;
     req.rank = c->rank;
     m.body_case = HCCLD__MSG__BODY_COMM_DESTROY_REQ;

@@ -21,6 +21,20 @@ typedef struct hc_prof_acc {
     int algo_src; /* enum algo_src: what chose it */
 } hc_prof_acc_t;
 
+/* One operation's record, as prof_writer.c writes it (see the README's Profiling section).
+ * Strings are static (NULL: the field is left out), but for the two copied here. */
+typedef struct hc_prof_rec {
+    const char *op, *dtype, *algo, *algo_by, *redop, *path;
+    uint64_t count, bytes, chunk_bytes, seq;
+    uint32_t comm, rank, nranks, nnodes, pieces;
+    int result;
+    int collective;     /* carries seq */
+    int64_t peer, root; /* -1: none */
+    double time_us, queued_us, qos_wait_us, l0_us, l1_us, algbw, busbw, start_us;
+    char qos_class[32];
+    char comm_name[128];
+} hc_prof_rec_t;
+
 /* Whether HCCL_PROF_ENABLE asks for records (read once). */
 int hc_prof_enabled(void);
 /* The process's rank for %r in HCCL_PROF_FILE: the first one set wins (its first comm). */
@@ -31,5 +45,13 @@ void hc_prof_begin(hc_prof_acc_t *acc, const hc_call_t *call);
 void hc_prof_piece(const cqe_t *e);
 /* Closes acc and writes the call's record. */
 void hc_prof_end(hc_prof_acc_t *acc, const hc_call_t *call, int result);
+
+/* prof_writer.c */
+/* Queues the record for the writer thread (started on the first), which encodes it and
+ * appends it to HCCL_PROF_FILE; waits only while the queue is full. */
+void hc_prof_write(const hc_prof_rec_t *rec);
+/* Returns once every record queued so far is in the file (HcclCommDestroy, HcclCommAbort,
+ * exit). */
+void hc_prof_flush(void);
 
 #endif
