@@ -153,6 +153,68 @@ def placements(r, n, gloo):
     return both(lambda: run(None), lambda: run(gloo))
 
 
+# World sizes and daemons: n ranks on the test's daemon (socks None), or split over it and a
+# second one ("two": the first half on the test's daemon).
+PLACEMENTS = [(2, None), (3, None), (4, None), (3, "two"), (4, "two")]
+
+
+def on_placement(n, fn, socks):
+    if socks is None:
+        return run_torch(n, fn)
+    other = Daemon()
+    try:
+        half = (n + 1) // 2
+        return run_torch(n, fn, socks=[ranks.DAEMON.sock] * half + [other.sock] * (n - half))
+    finally:
+        other.stop()
+
+
+# The dtypes gloo cannot move travel to it as their bytes.
+_NOT_GLOO = (torch.bfloat16, torch.int16, torch.bool)
+
+
+def moving_ops(r, n, gloo):
+    """broadcast, all_gather, all_gather_into_tensor, all_to_all_single, scatter and gather of
+    every dtype, all issued async_op=True before any is waited on; with gloo (on the same bits)."""
+    def run(group, dt):
+        as_bytes = group is not None and dt in _NOT_GLOO
+
+        def w(t):
+            return t.view(torch.uint8) if as_bytes else t
+
+        def mk(count, seed):
+            return w(sample(r, dt, count, seed))
+
+        def z(count):
+            return w(torch.zeros(count, dtype=dt))
+
+        bc, ag, agt, a2a, sc = mk(6, 1), [z(5) for _ in range(n)], z(4 * n), z(2 * n), z(3)
+        ga = [z(4) for _ in range(n)] if r == 0 else None
+        works = [dist.broadcast(bc, src=n - 1, group=group, async_op=True),
+                 dist.all_gather(ag, mk(5, 2), group=group, async_op=True),
+                 # gloo has no all_gather_into_tensor: its reference is all_gather's pieces
+                 dist.all_gather_into_tensor(agt, mk(4, 3), group=group, async_op=True)
+                 if group is None else
+                 dist.all_gather(list(agt.chunk(n)), mk(4, 3), group=group, async_op=True),
+                 dist.all_to_all_single(a2a, mk(2 * n, 4), group=group, async_op=True),
+                 dist.scatter(sc, [mk(3, 10 + q) for q in range(n)] if r == n - 1 else None,
+                              src=n - 1, group=group, async_op=True),
+                 dist.gather(mk(4, 5), ga, dst=0, group=group, async_op=True)]
+        for work in works:
+            work.wait()
+        out = {"broadcast": bc, "all_gather": torch.cat(ag), "all_gather_into_tensor": agt,
+               "all_to_all_single": a2a, "scatter": sc}
+        if r == 0:
+            out["gather"] = torch.cat(ga)
+        return {k: v.view(dt) if as_bytes else v for k, v in out.items()}
+
+    res = {}
+    for dt in DTYPES:
+        h, g = run(None, dt), run(gloo, dt)
+        res.update({(str(dt), k): (h[k], g[k]) for k in h})
+    return res
+
+
 class TestOps(unittest.TestCase):
     def test_where_ops_run(self):
         for n in (2, 3):
@@ -288,10 +350,22 @@ class TestOps(unittest.TestCase):
             dist.barrier()
             return res
 
-        for n in (2, 3):
-            for r, res in enumerate(run_torch(n, fn)):
-                for name, (h, g) in res.items():
-                    self.assertTrue(torch.equal(h, g), f"n {n} rank {r} {name}: {h} vs gloo {g}")
+        for n, socks in PLACEMENTS:
+            with self.subTest(n=n, daemons=2 if socks else 1):
+                for r, res in enumerate(on_placement(n, fn, socks)):
+                    for name, (h, g) in res.items():
+                        self.assertTrue(torch.equal(h, g),
+                                        f"n {n} rank {r} {name}: {h} vs gloo {g}")
+
+    def test_moving_ops_every_dtype_async(self):
+        """The ops that move data, on every dtype, issued with async_op=True and waited on
+        afterwards (all in flight at once), against gloo on the same bits (as int16 or uint8
+        where gloo lacks the dtype)."""
+        for n, socks in PLACEMENTS:
+            with self.subTest(n=n, daemons=2 if socks else 1):
+                for r, res in enumerate(on_placement(n, moving_ops, socks)):
+                    for key, (h, g) in res.items():
+                        self.assertTrue(torch.equal(h, g), f"n {n} rank {r} {key}: {h} vs {g}")
 
     def test_p2p_async_and_noncontiguous(self):
         def fn(r, n, gloo):
