@@ -219,20 +219,26 @@ double algo_cost(int algo, int kind, uint32_t nnodes, uint64_t bytes, const link
     return algo_cost_formula(algo, kind, nnodes, bytes, lc);
 }
 
-int algo_select(int kind, uint32_t nnodes, uint64_t bytes, const link_cost_t *lc, double *cost_p)
+int algo_select_costs(int kind, uint32_t nnodes, uint64_t bytes, const link_cost_t *lc,
+                      double *costs)
 {
     int best = -EINVAL;
-    double best_cost = 0;
 
     for (int a = 0; a < ALGO_COUNT; a++) {
-        double c = algo_serves(a, kind) ? algo_cost(a, kind, nnodes, bytes, lc) : -1;
-        if (c >= 0 && (best < 0 || c < best_cost)) {
+        costs[a] = algo_serves(a, kind) ? algo_cost(a, kind, nnodes, bytes, lc) : -1;
+        if (costs[a] >= 0 && (best < 0 || costs[a] < costs[best]))
             best = a;
-            best_cost = c;
-        }
     }
+    return best;
+}
+
+int algo_select(int kind, uint32_t nnodes, uint64_t bytes, const link_cost_t *lc, double *cost_p)
+{
+    double costs[ALGO_COUNT];
+    int best = algo_select_costs(kind, nnodes, bytes, lc, costs);
+
     if (best >= 0 && cost_p != NULL)
-        *cost_p = best_cost;
+        *cost_p = costs[best];
     return best;
 }
 

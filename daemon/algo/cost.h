@@ -53,5 +53,9 @@ double algo_cost_formula(int algo, int kind, uint32_t nnodes, uint64_t bytes,
 /* The cheapest algorithm that serves kind (ties go to the lower enum algo_id), and its cost
  * in *cost_p if not NULL; -EINVAL if none serves kind. */
 int algo_select(int kind, uint32_t nnodes, uint64_t bytes, const link_cost_t *lc, double *cost_p);
+/* algo_select that also gives every algorithm's cost in costs[ALGO_COUNT] (-1: it does not
+ * serve kind), for the log of the choice; the daemon chooses with it. */
+int algo_select_costs(int kind, uint32_t nnodes, uint64_t bytes, const link_cost_t *lc,
+                      double *costs);
 
 #endif

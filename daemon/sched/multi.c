@@ -159,22 +159,15 @@ static const struct algo_pick *pick_algo(eng_multi_t *mu, int kind, uint64_t byt
     if (p->algo >= 0)
         return p;
     const link_cost_t fixed = algo_cost_fixed(), *lc = mu->deterministic ? &fixed : &mu->lc;
-    p->algo = (int8_t)mu->forced[kind];
+    double costs[ALGO_COUNT];
+    int best = algo_select_costs(kind, mu->nnodes, size, lc, costs);
+
+    for (int a = 0; a < ALGO_COUNT; a++)
+        p->cost_us[a] = (float)costs[a];
+    p->algo = (int8_t)(mu->forced[kind] >= 0 ? mu->forced[kind] : best >= 0 ? best : ALGO_RING);
     p->src = mu->forced[kind] >= 0 ? mu->forced_src[kind]
              : mu->deterministic   ? ALGO_SRC_DETERMINISTIC
                                    : ALGO_SRC_MODEL;
-    double best = -1;
-    for (int a = 0; a < ALGO_COUNT; a++) {
-        double c = algo_serves(a, kind) ? algo_cost(a, kind, mu->nnodes, size, lc) : -1;
-        p->cost_us[a] = (float)c;
-        /* Ties go to the lower algo_id, as algo_select does. */
-        if (mu->forced[kind] < 0 && c >= 0 && (best < 0 || c < best)) {
-            p->algo = (int8_t)a;
-            best = c;
-        }
-    }
-    if (p->algo < 0)
-        p->algo = ALGO_RING;
     return p;
 }
 

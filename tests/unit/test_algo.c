@@ -429,6 +429,20 @@ START_TEST(test_cost_basics)
             if (algo_serves(o, k))
                 ck_assert(c <= algo_cost(o, k, 1000, 1 << 20, &tcp10g));
     }
+    /* What the daemon chooses with (algo_select_costs): the same choice, every algorithm's
+     * cost beside it (-1 where it does not serve), ties to the lower algo_id. */
+    for (int k = DESC_ALLREDUCE; k <= DESC_BARRIER; k++)
+        for (uint32_t n = 2; n <= 16; n *= 2) {
+            double costs[ALGO_COUNT];
+            a = algo_select_costs(k, n, 4096, &tcp10g, costs);
+            ck_assert_int_eq(a, algo_select(k, n, 4096, &tcp10g, &c));
+            ck_assert_double_eq(costs[a], c);
+            for (int o = 0; o < ALGO_COUNT; o++) {
+                ck_assert_double_eq(costs[o],
+                                    algo_serves(o, k) ? algo_cost(o, k, n, 4096, &tcp10g) : -1);
+                ck_assert(costs[o] < 0 || costs[o] > c || (costs[o] == c && o >= a));
+            }
+        }
 }
 END_TEST
 
