@@ -85,7 +85,7 @@ NETNS_BIN  := $(BUILD)/tests/netns_tests
 
 .PHONY: all test test-unit test-integration test-netns test-rdma test-tsan soak demo bench bench-multinode bench-qos bench-stripes bench-determinism bench-torch \
 	install clean \
-	format-check
+	format-check layer-check
 all: $(BIN_HCCLD) $(BIN_TOOLS) $(LIB_SO) $(LIB_A) $(LIB_PC)
 
 $(GEN_C) $(GEN_H): proto/hccld.proto | $(DEPS_STAMP)
@@ -165,7 +165,7 @@ $(RDMA_BENCH_BIN): $(call obj,tests/rdma/bench_rdma.c $(RDMA_TP_SRC)) $(BUILD)/l
 	$(CC) -o $@ $^ $(ALLLDFLAGS) $(call pc_libs,libsodium libibverbs librdmacm) -lm
 
 test: all $(UNIT_BIN) $(INTEG_BIN) $(SIM_BIN) $(NETNS_BIN) $(RDMA_TEST_BIN) $(RDMA_BENCH_BIN) \
-      format-check fuzz-build
+      format-check layer-check fuzz-build
 	./tests/run.sh $(BUILD) $(SANITIZE)
 
 test-unit: $(UNIT_BIN)
@@ -241,6 +241,10 @@ FORMAT_SRC = $(wildcard common/*.[ch] libclient/*.[ch] libclient/include/hccl/*.
              daemon/*/*.[ch] tools/*.c tests/*/*.[ch] bench/*.c)
 format-check:
 	clang-format --dry-run --Werror $(FORMAT_SRC)
+
+# The one-way layers of DESIGN.md section 1: an #include that follows no arrow fails, named.
+layer-check:
+	/usr/bin/python3 scripts/check-layers.py
 
 clean:
 	rm -rf $(BUILD)
