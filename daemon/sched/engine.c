@@ -19,7 +19,7 @@ _Static_assert(ENGINE_LINK_MAX == TP_DESC_MAX, "a link description fits the engi
 /* HCCLD_ENGINE_SPIN_US: keep polling (yielding) this long after the last work, then sleep. */
 #define ENGINE_SPIN_US_DEFAULT 50
 
-static eng_session_t *session_find(engine_t *eng, uint64_t sid)
+static eng_session_t *eng_session_find(engine_t *eng, uint64_t sid)
 {
     for (eng_session_t *s = eng->sessions; s != NULL; s = s->next)
         if (s->sid == sid)
@@ -27,7 +27,7 @@ static eng_session_t *session_find(engine_t *eng, uint64_t sid)
     return NULL;
 }
 
-static void session_kill(engine_t *eng, eng_session_t *s, const char *why)
+static void eng_session_kill(engine_t *eng, eng_session_t *s, const char *why)
 {
     if (s->dead)
         return;
@@ -37,14 +37,14 @@ static void session_kill(engine_t *eng, eng_session_t *s, const char *why)
     for (eng_comm_t *c = eng->comms; c != NULL; c = c->next)
         for (uint32_t r = 0; r < c->nranks; r++)
             if (c->m[r].s == s)
-                comm_break(eng, c, "a rank's client broke the ring protocol");
+                eng_comm_break(eng, c, "a rank's client broke the ring protocol");
 }
 
-void session_complete(engine_t *eng, eng_session_t *s, uint64_t tag, int status)
+void eng_session_complete(engine_t *eng, eng_session_t *s, uint64_t tag, int status)
 {
     cqe_t e = {.tag = tag, .status = status, .algo = -1};
 
-    session_post(eng, s, &e);
+    eng_session_post(eng, s, &e);
 }
 
 void prof_cqe(cqe_t *e, const op_prof_t *p, uint64_t t_in)
@@ -60,14 +60,14 @@ void prof_cqe(cqe_t *e, const op_prof_t *p, uint64_t t_in)
     e->l1_ns = p->l1_ns;
 }
 
-void session_post(engine_t *eng, eng_session_t *s, const cqe_t *e)
+void eng_session_post(engine_t *eng, eng_session_t *s, const cqe_t *e)
 {
     if (s->outstanding > 0)
         s->outstanding--;
     if (s->dead)
         return;
     if (ring_push(&s->cq, e) != 0) {
-        session_kill(eng, s, "completion ring full or corrupt");
+        eng_session_kill(eng, s, "completion ring full or corrupt");
         return;
     }
     s->completed++;
@@ -75,7 +75,7 @@ void session_post(engine_t *eng, eng_session_t *s, const cqe_t *e)
 }
 
 /* Wakes a client that sleeps on its completion ring. */
-static void session_wake(eng_session_t *s)
+static void eng_session_wake(eng_session_t *s)
 {
     if (!s->wake)
         return;
@@ -88,7 +88,7 @@ static void session_wake(eng_session_t *s)
 }
 
 /* Takes what the client posted, as far as its completion ring has room for the answers. */
-static int session_intake(engine_t *eng, eng_session_t *s)
+static int eng_session_intake(engine_t *eng, eng_session_t *s)
 {
     int n = 0;
 
@@ -96,7 +96,7 @@ static int session_intake(engine_t *eng, eng_session_t *s)
         int used = ring_used(&s->cq, 1);
         desc_t d;
         if (used < 0) {
-            session_kill(eng, s, "completion ring indices corrupt");
+            eng_session_kill(eng, s, "completion ring indices corrupt");
             break;
         }
         if ((uint32_t)used + s->outstanding >= s->cq.entries)
@@ -105,13 +105,13 @@ static int session_intake(engine_t *eng, eng_session_t *s)
         if (rc == -EAGAIN)
             break;
         if (rc < 0) {
-            session_kill(eng, s, "submission ring indices corrupt");
+            eng_session_kill(eng, s, "submission ring indices corrupt");
             break;
         }
         s->outstanding++;
         s->submitted++;
         n++;
-        comm_route(eng, s, &d);
+        eng_comm_route(eng, s, &d);
     }
     return n;
 }
@@ -142,10 +142,10 @@ static int comms_progress(engine_t *eng)
     for (int i = 0; i < n; i++)
         for (eng_comm_t *c = eng->comms; c != NULL; c = c->next)
             if (c->multi != NULL && c->multi->qos_class == order[i])
-                work += comm_progress(eng, c);
+                work += eng_comm_progress(eng, c);
     for (eng_comm_t *c = eng->comms; c != NULL; c = c->next)
         if (c->multi == NULL || c->multi->qos_class < 0 || c->multi->qos_class >= n)
-            work += comm_progress(eng, c);
+            work += eng_comm_progress(eng, c);
     return work;
 }
 
@@ -155,10 +155,10 @@ static int engine_pass(engine_t *eng)
 
     multi_accept(eng);
     for (eng_session_t *s = eng->sessions; s != NULL; s = s->next)
-        work += session_intake(eng, s);
+        work += eng_session_intake(eng, s);
     work += comms_progress(eng);
     for (eng_session_t *s = eng->sessions; s != NULL; s = s->next)
-        session_wake(s);
+        eng_session_wake(s);
     return work;
 }
 
@@ -285,12 +285,12 @@ void engine_destroy(engine_t *eng)
     pthread_join(eng->thread, NULL);
     while (eng->comms != NULL) {
         eng_comm_t *c = eng->comms;
-        comm_break(eng, c, "the daemon is shutting down");
+        eng_comm_break(eng, c, "the daemon is shutting down");
         eng->comms = c->next;
-        comm_free(c);
+        eng_comm_free(c);
     }
     for (eng_session_t *s = eng->sessions; s != NULL; s = s->next)
-        session_wake(s);
+        eng_session_wake(s);
     while (eng->sessions != NULL) {
         eng_session_t *s = eng->sessions;
         eng->sessions = s->next;
@@ -348,7 +348,7 @@ void engine_session_remove(engine_t *eng, uint64_t sid)
                     c->m[r].s = NULL;
                     c->left++;
                     c->culprit = c->global_of[r];
-                    comm_break(eng, c, "a rank's process disconnected");
+                    eng_comm_break(eng, c, "a rank's process disconnected");
                 }
         *pp = s->next;
         free(s);
@@ -358,13 +358,13 @@ void engine_session_remove(engine_t *eng, uint64_t sid)
         eng_comm_t *c = *pp;
         if (c->left == c->nranks) {
             *pp = c->next;
-            comm_free(c);
+            eng_comm_free(c);
         } else {
             pp = &c->next;
         }
     }
     for (eng_session_t *s = eng->sessions; s != NULL; s = s->next)
-        session_wake(s);
+        eng_session_wake(s);
     pthread_mutex_unlock(&eng->lock);
 }
 
@@ -384,15 +384,15 @@ int engine_comm_create(engine_t *eng, uint32_t comm_id, uint32_t nranks, const u
     c->nranks = nranks;
     c->m = calloc(nranks, sizeof(*c->m));
     c->l0r = calloc(nranks, sizeof(*c->l0r));
-    if (c->m == NULL || c->l0r == NULL || comm_set_ranks(c, nranks, NULL) != 0) {
-        comm_free(c);
+    if (c->m == NULL || c->l0r == NULL || eng_comm_set_ranks(c, nranks, NULL) != 0) {
+        eng_comm_free(c);
         return -ENOMEM;
     }
     pthread_mutex_lock(&eng->lock);
-    if (comm_find(eng, comm_id) != NULL)
+    if (eng_comm_find(eng, comm_id) != NULL)
         rc = -EEXIST;
     for (uint32_t r = 0; r < nranks && rc == 0; r++) {
-        c->m[r].s = session_find(eng, members[r]);
+        c->m[r].s = eng_session_find(eng, members[r]);
         if (c->m[r].s == NULL)
             rc = -ENOENT;
     }
@@ -402,7 +402,7 @@ int engine_comm_create(engine_t *eng, uint32_t comm_id, uint32_t nranks, const u
     }
     pthread_mutex_unlock(&eng->lock);
     if (rc != 0)
-        comm_free(c);
+        eng_comm_free(c);
     return rc;
 }
 
@@ -411,20 +411,20 @@ void engine_comm_leave(engine_t *eng, uint32_t comm_id, uint32_t rank)
     pthread_mutex_lock(&eng->lock);
     for (eng_comm_t **pp = &eng->comms; *pp != NULL; pp = &(*pp)->next) {
         eng_comm_t *c = *pp;
-        uint32_t local = comm_local(c, rank); /* rank is global; members are this node's */
+        uint32_t local = eng_comm_local(c, rank); /* rank is global; members are this node's */
         if (c->id != comm_id || local == UINT32_MAX || c->m[local].s == NULL)
             continue;
         c->m[local].s = NULL;
         c->left++;
-        comm_rank_left(eng, c, rank, UINT64_MAX);
+        eng_comm_rank_left(eng, c, rank, UINT64_MAX);
         if (c->left == c->nranks) {
             *pp = c->next;
-            comm_free(c);
+            eng_comm_free(c);
         }
         break;
     }
     for (eng_session_t *s = eng->sessions; s != NULL; s = s->next)
-        session_wake(s);
+        eng_session_wake(s);
     pthread_mutex_unlock(&eng->lock);
 }
 
@@ -444,7 +444,7 @@ int engine_get_comm_stats(engine_t *eng, uint32_t comm_id, engine_comm_stats_t *
     int rc = -ENOENT;
 
     pthread_mutex_lock(&eng->lock);
-    eng_comm_t *c = comm_find(eng, comm_id);
+    eng_comm_t *c = eng_comm_find(eng, comm_id);
     if (c != NULL) {
         st_p->ops_done = c->ops_done;
         st_p->broken = c->broken;
@@ -490,7 +490,7 @@ int engine_get_session_stats(engine_t *eng, uint64_t sid, engine_session_stats_t
     int rc = -ENOENT;
 
     pthread_mutex_lock(&eng->lock);
-    eng_session_t *s = session_find(eng, sid);
+    eng_session_t *s = eng_session_find(eng, sid);
     if (s != NULL) {
         st_p->submitted = s->submitted;
         st_p->completed = s->completed;

@@ -98,7 +98,7 @@ struct engine {
 };
 
 /* Local member of global rank g, or UINT32_MAX when another node holds it. */
-static inline uint32_t comm_local(const eng_comm_t *c, uint32_t g)
+static inline uint32_t eng_comm_local(const eng_comm_t *c, uint32_t g)
 {
     return g < c->nglobal ? c->local_of[g] : UINT32_MAX;
 }
@@ -106,22 +106,22 @@ static inline uint32_t comm_local(const eng_comm_t *c, uint32_t g)
 /* match.c */
 /* Sets which global ranks (global[l], ascending, l < c->nranks) are this node's members, out of
  * nglobal: 0 or -ENOMEM. engine_comm_create makes them ranks 0..nranks-1. */
-int comm_set_ranks(eng_comm_t *c, uint32_t nglobal, const uint32_t *global);
-void comm_route(engine_t *eng, eng_session_t *s, const desc_t *d);
-int comm_progress(engine_t *eng, eng_comm_t *c);
-void comm_break(engine_t *eng, eng_comm_t *c, const char *why);
+int eng_comm_set_ranks(eng_comm_t *c, uint32_t nglobal, const uint32_t *global);
+void eng_comm_route(engine_t *eng, eng_session_t *s, const desc_t *d);
+int eng_comm_progress(engine_t *eng, eng_comm_t *c);
+void eng_comm_break(engine_t *eng, eng_comm_t *c, const char *why);
 /* The same, failing what is queued with status (later ops fail with HCCL_E_REMOTE); the other
  * nodes hear of it, and fail theirs with HCCL_E_PARA too if status is HCCL_E_PARA (ranks that
  * posted different collectives). */
-void comm_break_status(engine_t *eng, eng_comm_t *c, int status, const char *why);
+void eng_comm_break_status(engine_t *eng, eng_comm_t *c, int status, const char *why);
 /* Global rank `rank` left (here, or on another node that says so); it took part in the
  * collective pieces below `limit` (UINT64_MAX: work it out here). */
-void comm_rank_left(engine_t *eng, eng_comm_t *c, uint32_t rank, uint64_t limit);
-void comm_free(eng_comm_t *c);
-eng_comm_t *comm_find(engine_t *eng, uint32_t id);
+void eng_comm_rank_left(engine_t *eng, eng_comm_t *c, uint32_t rank, uint64_t limit);
+void eng_comm_free(eng_comm_t *c);
+eng_comm_t *eng_comm_find(engine_t *eng, uint32_t id);
 /* Unlinks and frees comm id, which engine_comm_create registered but whose setup then failed
  * before any rank could use it. Takes eng->lock. */
-void comm_unmake(engine_t *eng, uint32_t id);
+void eng_comm_unmake(engine_t *eng, uint32_t id);
 
 desc_t *coll_ready(engine_t *eng, eng_comm_t *c);
 void coll_finish(engine_t *eng, eng_comm_t *c, int status);
@@ -167,9 +167,9 @@ int multi_poll_fds(engine_t *eng, struct pollfd *pfd, int max);
 
 /* engine.c */
 void engine_kick(engine_t *eng);
-void session_complete(engine_t *eng, eng_session_t *s, uint64_t tag, int status);
+void eng_session_complete(engine_t *eng, eng_session_t *s, uint64_t tag, int status);
 /* The same with the timing fields of e filled (e->tag and e->status as above). */
-void session_post(engine_t *eng, eng_session_t *s, const cqe_t *e);
+void eng_session_post(engine_t *eng, eng_session_t *s, const cqe_t *e);
 /* The completion of a descriptor taken in at t_in, for an op profiled in p (NULL: none). */
 void prof_cqe(cqe_t *e, const op_prof_t *p, uint64_t t_in);
 

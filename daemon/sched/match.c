@@ -62,7 +62,7 @@ void dq_remove(dq_t *q, uint32_t i)
     q->n--;
 }
 
-eng_comm_t *comm_find(engine_t *eng, uint32_t id)
+eng_comm_t *eng_comm_find(engine_t *eng, uint32_t id)
 {
     for (eng_comm_t *c = eng->comms; c != NULL; c = c->next)
         if (c->id == id)
@@ -70,21 +70,21 @@ eng_comm_t *comm_find(engine_t *eng, uint32_t id)
     return NULL;
 }
 
-void comm_unmake(engine_t *eng, uint32_t id)
+void eng_comm_unmake(engine_t *eng, uint32_t id)
 {
     pthread_mutex_lock(&eng->lock);
     for (eng_comm_t **pp = &eng->comms; *pp != NULL; pp = &(*pp)->next) {
         eng_comm_t *c = *pp;
         if (c->id == id) {
             *pp = c->next;
-            comm_free(c);
+            eng_comm_free(c);
             break;
         }
     }
     pthread_mutex_unlock(&eng->lock);
 }
 
-void comm_free(eng_comm_t *c)
+void eng_comm_free(eng_comm_t *c)
 {
     if (c == NULL)
         return;
@@ -103,7 +103,7 @@ void comm_free(eng_comm_t *c)
     free(c);
 }
 
-int comm_set_ranks(eng_comm_t *c, uint32_t nglobal, const uint32_t *global)
+int eng_comm_set_ranks(eng_comm_t *c, uint32_t nglobal, const uint32_t *global)
 {
     uint32_t *g = malloc(c->nranks * sizeof(*g)), *l = malloc(nglobal * sizeof(*l));
 
@@ -135,7 +135,7 @@ static void fail_desc(engine_t *eng, const eng_comm_t *c, eng_session_t *s, uint
     if (status == HCCL_E_REMOTE && c->culprit != UINT32_MAX)
         e.culprit = c->culprit + 1;
     if (s != NULL)
-        session_post(eng, s, &e);
+        eng_session_post(eng, s, &e);
 }
 
 /* Fails the entries of q from index `from` on. */
@@ -157,12 +157,12 @@ static unsigned fail_queue(engine_t *eng, const eng_comm_t *c, eng_member_t *m, 
     return fail_queue_from(eng, c, m, q, 0, status);
 }
 
-void comm_break(engine_t *eng, eng_comm_t *c, const char *why)
+void eng_comm_break(engine_t *eng, eng_comm_t *c, const char *why)
 {
-    comm_break_status(eng, c, HCCL_E_REMOTE, why);
+    eng_comm_break_status(eng, c, HCCL_E_REMOTE, why);
 }
 
-void comm_break_status(engine_t *eng, eng_comm_t *c, int status, const char *why)
+void eng_comm_break_status(engine_t *eng, eng_comm_t *c, int status, const char *why)
 {
     unsigned n = 0;
 
@@ -220,10 +220,10 @@ static uint32_t coll_index_from(dq_t *q, uint64_t limit)
     return i;
 }
 
-void comm_rank_left(engine_t *eng, eng_comm_t *c, uint32_t rank, uint64_t limit)
+void eng_comm_rank_left(engine_t *eng, eng_comm_t *c, uint32_t rank, uint64_t limit)
 {
     unsigned n = 0;
-    int local = comm_local(c, rank) != UINT32_MAX, busy = c->multi != NULL && c->multi->busy;
+    int local = eng_comm_local(c, rank) != UINT32_MAX, busy = c->multi != NULL && c->multi->busy;
 
     if (c->culprit == UINT32_MAX)
         c->culprit = rank;
@@ -239,12 +239,12 @@ void comm_rank_left(engine_t *eng, eng_comm_t *c, uint32_t rank, uint64_t limit)
     /* The op running here works straight in the leaver's buffer (multi.c direct_out()), which
      * may be unmapped soon; or it needs a node whose rank left before taking part: then the
      * comm stops at once, and with it every request on its connections. */
-    if (busy && ((local && comm_local(c, rank) == 0 && c->multi->work != c->multi->out) ||
+    if (busy && ((local && eng_comm_local(c, rank) == 0 && c->multi->work != c->multi->out) ||
                  (!local && c->next_seq >= limit))) {
         c->culprit = rank;
-        comm_break(eng, c,
-                   local ? "local rank 0 left while an op between daemons used its buffer"
-                         : "a rank of another node left before this op");
+        eng_comm_break(eng, c,
+                       local ? "local rank 0 left while an op between daemons used its buffer"
+                             : "a rank of another node left before this op");
         return;
     }
     if (limit < c->coll_limit)
@@ -268,18 +268,18 @@ void comm_rank_left(engine_t *eng, eng_comm_t *c, uint32_t rank, uint64_t limit)
              c->id, rank, n);
 }
 
-void comm_route(engine_t *eng, eng_session_t *s, const desc_t *d)
+void eng_comm_route(engine_t *eng, eng_session_t *s, const desc_t *d)
 {
-    eng_comm_t *c = comm_find(eng, d->comm_id);
+    eng_comm_t *c = eng_comm_find(eng, d->comm_id);
     const char *why = NULL;
     int rc;
 
-    uint32_t local = c != NULL ? comm_local(c, d->rank) : UINT32_MAX;
+    uint32_t local = c != NULL ? eng_comm_local(c, d->rank) : UINT32_MAX;
 
     if (c == NULL || local == UINT32_MAX || c->m[local].s != s) {
         WARN("IPC", "client %llu: descriptor for comm %u rank %u it is not a member of",
              (unsigned long long)s->sid, d->comm_id, d->rank);
-        session_complete(eng, s, d->tag, HCCL_E_PARA);
+        eng_session_complete(eng, s, d->tag, HCCL_E_PARA);
         eng->st.descs_rejected++;
         return;
     }
@@ -288,8 +288,8 @@ void comm_route(engine_t *eng, eng_session_t *s, const desc_t *d)
         return;
     }
     if ((desc_is_collective(d->kind) && d->seq >= c->coll_limit) ||
-        (!desc_is_collective(d->kind) && comm_local(c, d->root) != UINT32_MAX &&
-         c->m[comm_local(c, d->root)].s == NULL)) {
+        (!desc_is_collective(d->kind) && eng_comm_local(c, d->root) != UINT32_MAX &&
+         c->m[eng_comm_local(c, d->root)].s == NULL)) {
         fail_desc(eng, c, s, d->tag, HCCL_E_REMOTE);
         return;
     }
@@ -297,14 +297,14 @@ void comm_route(engine_t *eng, eng_session_t *s, const desc_t *d)
     if (rc != HCCL_SUCCESS) {
         WARN("IPC", "client %llu comm %u rank %u: rejected %s descriptor: %s",
              (unsigned long long)s->sid, c->id, d->rank, desc_kind_name(d->kind), why);
-        session_complete(eng, s, d->tag, rc);
+        eng_session_complete(eng, s, d->tag, rc);
         eng->st.descs_rejected++;
         return;
     }
     eng_member_t *m = &c->m[local];
     if (dq_push(desc_is_collective(d->kind) ? &m->coll : &m->p2p, d, now_ns()) != 0) {
         ERR("COLL", "comm %u: out of memory queueing a descriptor", c->id);
-        session_complete(eng, s, d->tag, HCCL_E_MEMORY);
+        eng_session_complete(eng, s, d->tag, HCCL_E_MEMORY);
     }
 }
 
@@ -352,7 +352,7 @@ static void coll_complete_all(engine_t *eng, eng_comm_t *c, int status)
         prof_cqe(&e, &c->prof, dq_t_in(&m->coll, 0));
         /* A rank that left while the op ran between daemons gets nothing. */
         if (m->s != NULL)
-            session_post(eng, m->s, &e);
+            eng_session_post(eng, m->s, &e);
         dq_remove(&m->coll, 0);
     }
     memset(&c->prof, 0, sizeof(c->prof));
@@ -374,7 +374,7 @@ static desc_t *coll_head(engine_t *eng, eng_comm_t *c, int *acted_p)
         if (d->seq != c->next_seq) {
             ERR("COLL", "comm %u rank %u: sequence %llu posted where %llu was due", c->id, r,
                 (unsigned long long)d->seq, (unsigned long long)c->next_seq);
-            session_complete(eng, m->s, d->tag, HCCL_E_PARA);
+            eng_session_complete(eng, m->s, d->tag, HCCL_E_PARA);
             dq_remove(&m->coll, 0);
             *acted_p = 1;
             return NULL;
@@ -385,7 +385,7 @@ static desc_t *coll_head(engine_t *eng, eng_comm_t *c, int *acted_p)
         if (!coll_agrees(c, d0, dq_at(&c->m[r].coll, 0), r)) {
             /* The ranks' later pieces no longer line up either: end the comm cleanly. */
             coll_complete_all(eng, c, HCCL_E_PARA);
-            comm_break_status(eng, c, HCCL_E_PARA, "ranks posted different collectives");
+            eng_comm_break_status(eng, c, HCCL_E_PARA, "ranks posted different collectives");
             *acted_p = 1;
             return NULL;
         }
@@ -488,10 +488,10 @@ static void p2p_run(engine_t *eng, eng_comm_t *c, uint32_t src, int si, uint32_t
         dq_remove(&ms->p2p, (uint32_t)si);
         dq_remove(&md->p2p, (uint32_t)ri);
     }
-    session_post(eng, ms->s, &es);
-    session_post(eng, md->s, &er);
+    eng_session_post(eng, ms->s, &es);
+    eng_session_post(eng, md->s, &er);
     if (status != HCCL_SUCCESS)
-        comm_break(eng, c, "a sender and its receiver disagree");
+        eng_comm_break(eng, c, "a sender and its receiver disagree");
 }
 
 /* Matches the oldest send from each rank to each peer with that peer's oldest receive. */
@@ -502,7 +502,7 @@ static int p2p_progress(engine_t *eng, eng_comm_t *c)
         dq_t *q = &c->m[src].p2p;
         for (uint32_t i = 0; i < q->n; i++) {
             desc_t *d = dq_at(q, i);
-            uint32_t dst = comm_local(c, d->root);
+            uint32_t dst = eng_comm_local(c, d->root);
             if (d->kind != DESC_SEND || dst == UINT32_MAX ||
                 p2p_first(q, DESC_SEND, d->root) != (int)i)
                 continue;
@@ -516,7 +516,7 @@ static int p2p_progress(engine_t *eng, eng_comm_t *c)
     return 0;
 }
 
-int comm_progress(engine_t *eng, eng_comm_t *c)
+int eng_comm_progress(engine_t *eng, eng_comm_t *c)
 {
     int n = 0;
 

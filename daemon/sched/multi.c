@@ -80,7 +80,7 @@ static void gather_in(eng_comm_t *c, const desc_t *d)
     case DESC_REDUCE: reduce_locals(c, d, mu->work, 0); break;
     case DESC_BROADCAST:
         if (pl->node[d->root] == me)
-            memmove(mu->work, send_block(c, comm_local(c, d->root), 0), b);
+            memmove(mu->work, send_block(c, eng_comm_local(c, d->root), 0), b);
         break;
     case DESC_ALLGATHER:
         for (uint32_t l = 0; l < c->nranks; l++)
@@ -99,7 +99,7 @@ static void gather_in(eng_comm_t *c, const desc_t *d)
         break;
     case DESC_SCATTER:
         for (uint64_t q = 0; pl->node[d->root] == me && q < pl->nranks; q++)
-            memcpy(mu->in + q * b, send_block(c, comm_local(c, d->root), pl->pos_rank[q]), b);
+            memcpy(mu->in + q * b, send_block(c, eng_comm_local(c, d->root), pl->pos_rank[q]), b);
         break;
     default: break;
     }
@@ -467,7 +467,7 @@ int multi_coll_progress(engine_t *eng, eng_comm_t *c)
          * withdrawn now, would fail its connection, and with it the notice that tells the
          * nodes that did not see the mismatch; left alone, it finishes and the notice follows. */
         coll_finish(eng, c, HCCL_E_PARA);
-        comm_break_status(eng, c, HCCL_E_PARA, "nodes posted different collectives");
+        eng_comm_break_status(eng, c, HCCL_E_PARA, "nodes posted different collectives");
         return 1;
     }
     /* A peer that went away may have said why first: its notice, heard now, fails the op
@@ -480,6 +480,6 @@ int multi_coll_progress(engine_t *eng, eng_comm_t *c)
     multi_end(c);
     coll_finish(eng, c, status);
     if (rc < 0)
-        comm_break(eng, c, "a transfer between daemons failed");
+        eng_comm_break(eng, c, "a transfer between daemons failed");
     return 1;
 }

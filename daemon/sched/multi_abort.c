@@ -75,13 +75,13 @@ static void heard(engine_t *eng, eng_comm_t *c, uint32_t i)
         INFO("COLL", "comm %u: node %u (%s) says rank %u left after %llu collective pieces", c->id,
              i, mu->addrs[i], rank, (unsigned long long)limit);
         c->culprit = rank;
-        comm_rank_left(eng, c, rank, limit);
+        eng_comm_rank_left(eng, c, rank, limit);
         return;
     }
     if (what == MULTI_ABORT_MISMATCH) {
         snprintf(why, sizeof(why), "node %u (%s) reports that ranks posted different collectives",
                  i, mu->addrs[i]);
-        comm_break_status(eng, c, HCCL_E_PARA, why);
+        eng_comm_break_status(eng, c, HCCL_E_PARA, why);
         return;
     }
     if (rank < c->nglobal)
@@ -90,7 +90,7 @@ static void heard(engine_t *eng, eng_comm_t *c, uint32_t i)
     else
         snprintf(why, sizeof(why), "node %u (%s) reports the comm broken there", i, mu->addrs[i]);
     c->culprit = rank;
-    comm_break(eng, c, why);
+    eng_comm_break(eng, c, why);
 }
 
 int multi_abort_progress(engine_t *eng, eng_comm_t *c)

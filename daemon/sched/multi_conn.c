@@ -84,7 +84,7 @@ static const uint8_t *expected_key(engine_t *eng, const uint8_t *job_id)
     return NULL;
 }
 
-static eng_comm_t *comm_by_job(engine_t *eng, const uint8_t *job_id)
+static eng_comm_t *eng_comm_by_job(engine_t *eng, const uint8_t *job_id)
 {
     for (eng_comm_t *c = eng->comms; c != NULL; c = c->next)
         if (c->multi != NULL && memcmp(c->multi->job_id, job_id, AUTH_JOB_BYTES) == 0)
@@ -96,7 +96,7 @@ static eng_comm_t *comm_by_job(engine_t *eng, const uint8_t *job_id)
 static int lookup(void *ctx, const uint8_t job_id[AUTH_JOB_BYTES], uint8_t key_out[AUTH_KEY_BYTES])
 {
     eng_accept_t *a = ctx;
-    eng_comm_t *c = comm_by_job(a->eng, job_id);
+    eng_comm_t *c = eng_comm_by_job(a->eng, job_id);
     const uint8_t *key = c != NULL ? c->multi->key : expected_key(a->eng, job_id);
 
     if (key == NULL)
@@ -253,7 +253,7 @@ void multi_accept(engine_t *eng)
         }
     for (eng_accept_t **pp = &eng->accepting; (a = *pp) != NULL;) {
         int st = tp_conn_state(a->conn);
-        eng_comm_t *c = st == 1 ? comm_by_job(eng, a->job_id) : NULL;
+        eng_comm_t *c = st == 1 ? eng_comm_by_job(eng, a->job_id) : NULL;
         unsigned k, n;
         uint32_t peer = tp_stripe_parse(tp_conn_peer_node(a->conn), &k, &n);
         if (st == 1 && n > 1) {
@@ -271,7 +271,7 @@ void multi_accept(engine_t *eng)
         if (c != NULL && peer < c->multi->nnodes && peer > c->multi->me &&
             c->multi->links[peer] == NULL) {
             if ((c->multi->links[peer] = link_new(eng, a->conn)) == NULL) {
-                comm_break(eng, c, "no memory for a data connection");
+                eng_comm_break(eng, c, "no memory for a data connection");
             } else {
                 c->multi->conns[peer] = a->conn;
                 multi_mark(c->multi, a->conn);
@@ -302,7 +302,7 @@ int multi_conns_progress(engine_t *eng, eng_comm_t *c)
             mu->nready++;
             n++;
         } else if (st < 0) {
-            comm_break(eng, c, "a data connection to another daemon failed");
+            eng_comm_break(eng, c, "a data connection to another daemon failed");
             return 1;
         }
     }
@@ -328,7 +328,7 @@ int multi_ready_timeout(engine_t *eng, eng_comm_t *c)
     if (ready == mu->nnodes - 1)
         snprintf(why + at, sizeof(why) - (size_t)at,
                  " (all connected; their measurement did not end)");
-    comm_break_status(eng, c, HCCL_E_TIMEOUT, why);
+    eng_comm_break_status(eng, c, HCCL_E_TIMEOUT, why);
     return 1;
 }
 
@@ -518,7 +518,7 @@ static int link_share(engine_t *eng, eng_comm_t *c, const eng_multi_t *pm, uint3
 static int links_inherit(engine_t *eng, eng_comm_t *c, const engine_multi_spec_t *sp)
 {
     eng_multi_t *mu = c->multi;
-    eng_comm_t *pc = sp->parent_comm_id != 0 ? comm_find(eng, sp->parent_comm_id) : NULL;
+    eng_comm_t *pc = sp->parent_comm_id != 0 ? eng_comm_find(eng, sp->parent_comm_id) : NULL;
     int rc;
 
     if (sp->share == NULL)
@@ -634,7 +634,7 @@ static int place_members(eng_comm_t *c, const engine_multi_spec_t *sp)
     for (uint32_t g = 0; g < sp->nglobal && n < sp->local; g++)
         if (sp->rank_node[g] == sp->me)
             global[n++] = g;
-    rc = n == sp->local ? comm_set_ranks(c, sp->nglobal, global) : -EINVAL;
+    rc = n == sp->local ? eng_comm_set_ranks(c, sp->nglobal, global) : -EINVAL;
     free(global);
     return rc;
 }
@@ -647,20 +647,20 @@ int engine_comm_create_multi(engine_t *eng, const engine_multi_spec_t *sp)
     if (rc != 0)
         return rc;
     if ((mu = multi_new(sp)) == NULL) {
-        comm_unmake(eng, sp->comm_id);
+        eng_comm_unmake(eng, sp->comm_id);
         return -ENOMEM;
     }
     mu->qos = &eng->qos;
     mu->eng = eng;
     pthread_mutex_lock(&eng->lock);
-    eng_comm_t *c = comm_find(eng, sp->comm_id);
+    eng_comm_t *c = eng_comm_find(eng, sp->comm_id);
     c->multi = mu;
     if ((rc = place_members(c, sp)) != 0)
-        comm_break(eng, c, "its ranks' placement does not add up");
+        eng_comm_break(eng, c, "its ranks' placement does not add up");
     else if ((rc = links_inherit(eng, c, sp)) != 0)
-        comm_break(eng, c, "cannot share its parent's data connections");
+        eng_comm_break(eng, c, "cannot share its parent's data connections");
     else if (links_connect(eng, mu) != 0)
-        comm_break(eng, c, "cannot open a data connection to another daemon");
+        eng_comm_break(eng, c, "cannot open a data connection to another daemon");
     pthread_mutex_unlock(&eng->lock);
     engine_kick(eng);
     return rc;
@@ -672,7 +672,7 @@ uint32_t engine_comm_links(engine_t *eng, uint32_t comm_id, char (*addrs)[ENGINE
     uint32_t n = 0;
 
     pthread_mutex_lock(&eng->lock);
-    eng_comm_t *c = comm_find(eng, comm_id);
+    eng_comm_t *c = eng_comm_find(eng, comm_id);
     eng_multi_t *mu = c != NULL ? c->multi : NULL;
     /* Only a comm whose links are all up and measured: what a child takes from it then is
      * the same on every daemon (the split's allgather ran over it). */

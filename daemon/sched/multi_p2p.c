@@ -86,7 +86,7 @@ static int post_queued(engine_t *eng, eng_comm_t *c)
             }
             int rc = post(c, l, d, dq_t_in(q, i));
             if (rc < 0) {
-                comm_break(eng, c, "a transfer to another daemon failed");
+                eng_comm_break(eng, c, "a transfer to another daemon failed");
                 return 1;
             }
             if (rc == 0) {
@@ -135,13 +135,13 @@ static int test_flights(engine_t *eng, eng_comm_t *c)
                                              : xfer_result(ops, rc)};
         prof_cqe(&e, &prof, f->t_in);
         if (c->m[f->local].s != NULL)
-            session_post(eng, c->m[f->local].s, &e);
+            eng_session_post(eng, c->m[f->local].s, &e);
         f->next = mu->spare_flights;
         mu->spare_flights = f;
         n++;
     }
     if (failed)
-        comm_break(eng, c, "a transfer between daemons failed");
+        eng_comm_break(eng, c, "a transfer between daemons failed");
     return n;
 }
 
@@ -165,7 +165,7 @@ unsigned multi_p2p_fail(engine_t *eng, eng_comm_t *c, int status)
         mu->flights = f->next;
         tp_cancel(f->req);
         if (eng != NULL && c->m[f->local].s != NULL)
-            session_complete(eng, c->m[f->local].s, f->d.tag, status);
+            eng_session_complete(eng, c->m[f->local].s, f->d.tag, status);
         free(f);
         n++;
     }

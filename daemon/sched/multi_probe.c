@@ -320,7 +320,7 @@ int multi_probe_progress(engine_t *eng, eng_comm_t *c)
         }
         if (p == NULL || p->bulk == NULL || p->result_reqs == NULL || p->fan_reqs == NULL ||
             p->hosts == NULL) {
-            comm_break(eng, c, "no memory to measure the links");
+            eng_comm_break(eng, c, "no memory to measure the links");
             return 1;
         }
     }
@@ -331,7 +331,7 @@ int multi_probe_progress(engine_t *eng, eng_comm_t *c)
         return 0;
     if (rc < 0) {
         probe_free(mu);
-        comm_break(eng, c, "measuring the links to another daemon failed");
+        eng_comm_break(eng, c, "measuring the links to another daemon failed");
         return 1;
     }
     /* Raw doubles: the daemons of one comm share a byte order (x86-64, aarch64 LE). */
