@@ -261,8 +261,8 @@ static void scomm_leave(server_t *srv, scomm_t *c, uint32_t rank)
     scomm_free(c);
 }
 
-void jobs_comm_destroy(server_t *srv, session_t *s, uint64_t req_id,
-                       const Hccld__CommDestroyReq *req)
+void scomm_on_destroy(server_t *srv, session_t *s, uint64_t req_id,
+                      const Hccld__CommDestroyReq *req)
 {
     Hccld__Msg m = HCCLD__MSG__INIT;
     Hccld__CommDestroyResp r = HCCLD__COMM_DESTROY_RESP__INIT;
@@ -280,7 +280,7 @@ void jobs_comm_destroy(server_t *srv, session_t *s, uint64_t req_id,
     session_send(s, &m);
 }
 
-void jobs_comm_health(server_t *srv, session_t *s, uint64_t req_id, const Hccld__CommHealthReq *req)
+void scomm_on_health(server_t *srv, session_t *s, uint64_t req_id, const Hccld__CommHealthReq *req)
 {
     Hccld__Msg m = HCCLD__MSG__INIT;
     Hccld__CommHealthResp r = HCCLD__COMM_HEALTH_RESP__INIT;

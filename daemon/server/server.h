@@ -171,11 +171,10 @@ int algo_check(algo_want_t *w, const char *algo, const char *algorithm, int by_c
                int deterministic, char *err, size_t cap, char *notice, size_t ncap);
 
 /* scomm.c: this daemon's communicators */
-void jobs_comm_destroy(server_t *srv, session_t *s, uint64_t req_id,
-                       const Hccld__CommDestroyReq *req);
+void scomm_on_destroy(server_t *srv, session_t *s, uint64_t req_id,
+                      const Hccld__CommDestroyReq *req);
 /* Answers whether the comm broke (a member here left, or the engine broke it). */
-void jobs_comm_health(server_t *srv, session_t *s, uint64_t req_id,
-                      const Hccld__CommHealthReq *req);
+void scomm_on_health(server_t *srv, session_t *s, uint64_t req_id, const Hccld__CommHealthReq *req);
 /* The session's ranks leave every comm; a comm none of whose local ranks is left goes. */
 void scomms_session_gone(server_t *srv, session_t *s);
 /* The daemon stops: every comm goes, its cooperative ranks woken and told. */

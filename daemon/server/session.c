@@ -218,10 +218,10 @@ static int dispatch_client(session_t *s, const Hccld__Msg *m)
         jobs_comm_split(s->srv, s, m->req_id, m->comm_split_req);
         return 0;
     case HCCLD__MSG__BODY_COMM_DESTROY_REQ:
-        jobs_comm_destroy(s->srv, s, m->req_id, m->comm_destroy_req);
+        scomm_on_destroy(s->srv, s, m->req_id, m->comm_destroy_req);
         return 0;
     case HCCLD__MSG__BODY_COMM_HEALTH_REQ:
-        jobs_comm_health(s->srv, s, m->req_id, m->comm_health_req);
+        scomm_on_health(s->srv, s, m->req_id, m->comm_health_req);
         return 0;
     default: return -EPROTO;
     }
