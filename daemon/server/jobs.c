@@ -251,7 +251,7 @@ static void job_complete_multinode(server_t *srv, job_t *j)
     Hccld__Membership mb = HCCLD__MEMBERSHIP__INIT;
     scomm_t *c = NULL;
     const char *why = NULL;
-    int result = HCCL_E_MEMORY;
+    HcclResult result = HCCL_E_MEMORY;
     share_note_t own = {0};
     uint32_t *pairs = NULL;
     share_plan_t plan = {0};
@@ -417,7 +417,7 @@ static job_t *agreed_open(server_t *srv, const Hccld__CommInitReq *req)
 void jobs_comm_init(server_t *srv, session_t *s, uint64_t req_id, const Hccld__CommInitReq *req)
 {
     const char *why = NULL;
-    int result = HCCL_E_PARA;
+    HcclResult result = HCCL_E_PARA;
     job_t *j = NULL;
 
     if (req->info == NULL || req->info->job_id.len != ROOTINFO_ID_BYTES ||

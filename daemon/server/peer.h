@@ -10,6 +10,7 @@
 #include <uv.h>
 
 #include "frame.h"
+#include "hccl/hccl.h"
 
 #include "server/share.h"
 #include "transport/auth.h"
@@ -38,7 +39,7 @@ enum peer_state {
 /* result is an HcclResult: 0 once the peer is authenticated, an error when it never will be:
  * HCCL_E_NOT_FOUND when the other daemon does not know the job (yet), HCCL_E_TCP_CONNECT for
  * everything else (unreachable, wrong key, malformed). */
-typedef void (*peer_ready_cb)(peer_t *p, int result);
+typedef void (*peer_ready_cb)(peer_t *p, HcclResult result);
 /* A message on an authenticated connection. */
 typedef void (*peer_msg_cb)(peer_t *p, const Hccld__Msg *m);
 typedef void (*peer_gone_cb)(peer_t *p);

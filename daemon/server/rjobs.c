@@ -95,7 +95,7 @@ static void rjob_free(rjob_t *r)
 }
 
 /* Answers every local rank with an error and forgets the job. */
-static void rjob_fail(rjob_t *r, int result, const char *why)
+static void rjob_fail(rjob_t *r, HcclResult result, const char *why)
 {
     ERR("INIT", "job %s (root %s): %s", r->hex, r->root, why);
     for (uint32_t i = 0; i < r->njoins; i++)
@@ -129,7 +129,7 @@ static void send_join(rjob_t *r, const rjoin_t *j)
     share_word_free(&w);
 }
 
-static void on_link_ready(peer_t *p, int result);
+static void on_link_ready(peer_t *p, HcclResult result);
 
 static int rjob_connect(rjob_t *r)
 {
@@ -171,7 +171,7 @@ static void rjob_retry(rjob_t *r)
     uv_timer_start(&r->retry, on_retry, RJOB_RETRY_MS, 0);
 }
 
-static void on_link_ready(peer_t *p, int result)
+static void on_link_ready(peer_t *p, HcclResult result)
 {
     rjob_t *r = p->user;
 
@@ -323,7 +323,7 @@ void rjobs_membership(server_t *srv, peer_t *p, const Hccld__Membership *m)
             c->nlocal++;
         }
     const char *why = "out of memory";
-    int result = HCCL_E_MEMORY;
+    HcclResult result = HCCL_E_MEMORY;
     share_plan_t plan = {.parent = m->parent_job_id.data,
                          .pairs = m->shared_pairs,
                          .npairs = (uint32_t)(m->n_shared_pairs / 2)};

@@ -48,8 +48,8 @@ void send_multinode_resp(session_t *s, uint64_t req_id, const scomm_t *c, uint32
     init_resp_send(s, req_id, &r);
 }
 
-void send_init_resp(session_t *s, uint64_t req_id, int result, const char *why, uint32_t comm_id,
-                    uint32_t nranks, uint32_t rank, uint64_t chunk)
+void send_init_resp(session_t *s, uint64_t req_id, HcclResult result, const char *why,
+                    uint32_t comm_id, uint32_t nranks, uint32_t rank, uint64_t chunk)
 {
     Hccld__CommInitResp r = HCCLD__COMM_INIT_RESP__INIT;
 
@@ -328,9 +328,9 @@ static uint32_t my_node(const scomm_t *c, const uint32_t *rank_node, uint32_t nn
     return bad || me == UINT32_MAX || here != c->nlocal ? UINT32_MAX : me;
 }
 
-int multinode_engine_comm(server_t *srv, scomm_t *c, const char *const *data_nodes,
-                          const uint32_t *rank_node, uint32_t nnodes, const uint8_t *job_id,
-                          const uint8_t *key, const multinode_opts_t *o, const char **why)
+HcclResult multinode_engine_comm(server_t *srv, scomm_t *c, const char *const *data_nodes,
+                                 const uint32_t *rank_node, uint32_t nnodes, const uint8_t *job_id,
+                                 const uint8_t *key, const multinode_opts_t *o, const char **why)
 {
     uint32_t me, *held = calloc(nnodes, sizeof(*held));
     uint64_t *members = calloc(c->nranks, sizeof(*members));

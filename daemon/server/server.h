@@ -179,8 +179,8 @@ void scomm_on_health(server_t *srv, session_t *s, uint64_t req_id, const Hccld__
 void scomms_session_gone(server_t *srv, session_t *s);
 /* The daemon stops: every comm goes, its cooperative ranks woken and told. */
 void scomms_stop(server_t *srv);
-void send_init_resp(session_t *s, uint64_t req_id, int result, const char *why, uint32_t comm_id,
-                    uint32_t nranks, uint32_t rank, uint64_t chunk);
+void send_init_resp(session_t *s, uint64_t req_id, HcclResult result, const char *why,
+                    uint32_t comm_id, uint32_t nranks, uint32_t rank, uint64_t chunk);
 /* chunk: the piece size the root daemon decided (Membership.chunk_bytes). */
 void send_multinode_resp(session_t *s, uint64_t req_id, const scomm_t *c, uint32_t rank,
                          uint32_t nnodes, uint64_t chunk, const char *notice);
@@ -189,7 +189,7 @@ void send_multinode_resp(session_t *s, uint64_t req_id, const scomm_t *c, uint32
 int comm_form(server_t *srv, uint32_t n, const join_t *ranks, const char *hex);
 /* Creates the engine half of a comm spanning daemons from its membership (rank_node: each
  * rank's node, placed in any way; this daemon's ranks, those with sids set, must be exactly one
- * node's). 0, or an HcclResult with *why set. */
+ * node's). HCCL_SUCCESS, or the HcclResult of the failure with *why set. */
 typedef struct multinode_opts {
     const algo_want_t *want;  /* a local rank's level-1 settings */
     int log_ops;              /* a local rank asked for each op's algorithm choice in the log */
@@ -198,9 +198,9 @@ typedef struct multinode_opts {
     const char *const *rdma_nodes; /* RDMA data address per node ("" none), or NULL */
     uint32_t connect_timeout_s;    /* the job's HCCL_CONNECT_TIMEOUT, for its data connections */
 } multinode_opts_t;
-int multinode_engine_comm(server_t *srv, scomm_t *c, const char *const *data_nodes,
-                          const uint32_t *rank_node, uint32_t nnodes, const uint8_t *job_id,
-                          const uint8_t *key, const multinode_opts_t *o, const char **why);
+HcclResult multinode_engine_comm(server_t *srv, scomm_t *c, const char *const *data_nodes,
+                                 const uint32_t *rank_node, uint32_t nnodes, const uint8_t *job_id,
+                                 const uint8_t *key, const multinode_opts_t *o, const char **why);
 /* A communicator record for ranks of this node; sids[r] for local ranks, 0 for others. */
 scomm_t *scomm_add(server_t *srv, uint32_t nranks, uint32_t nnodes, const char *job_hex);
 

@@ -69,7 +69,7 @@ void share_note_free(share_note_t *n)
 {
 }
 
-static void on_ready(peer_t *p, int result)
+static void on_ready(peer_t *p, HcclResult result)
 {
     /* As the jobs code does: an authenticated connection delivers messages to its owner. */
     if (result == HCCL_SUCCESS)
