@@ -97,6 +97,25 @@ struct engine {
     probe_hist_t probe_hist; /* recent link measurements (multi_probe.c) */
 };
 
+/* Where a comm is in its life, worked out from its fields (eng_comm_state()). */
+typedef enum eng_comm_state {
+    ENG_COMM_CONNECTING, /* spans daemons: its data connections are not all up */
+    ENG_COMM_PROBING,    /* connected; its links are being measured, and nothing starts before */
+    ENG_COMM_READY,      /* runs its ops */
+    ENG_COMM_BROKEN,     /* a rank died or misbehaved: every op fails; only its notice goes out */
+} eng_comm_state_t;
+
+static inline eng_comm_state_t eng_comm_state(const eng_comm_t *c)
+{
+    if (c->broken)
+        return ENG_COMM_BROKEN;
+    if (c->multi == NULL)
+        return ENG_COMM_READY;
+    if (c->multi->nready < c->multi->nnodes - 1)
+        return ENG_COMM_CONNECTING;
+    return c->multi->probed ? ENG_COMM_READY : ENG_COMM_PROBING;
+}
+
 /* Local member of global rank g, or UINT32_MAX when another node holds it. */
 static inline uint32_t eng_comm_local(const eng_comm_t *c, uint32_t g)
 {

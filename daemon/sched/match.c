@@ -516,35 +516,54 @@ static int p2p_progress(engine_t *eng, eng_comm_t *c)
     return 0;
 }
 
+/* A comm that spans daemons: its connections (which stay watched once it is ready), its link
+ * measurements and their deadline. Stops at a break. */
+static int multi_setup_progress(engine_t *eng, eng_comm_t *c)
+{
+    int n = multi_conns_progress(eng, c);
+
+    if (!c->broken)
+        n += multi_probe_progress(eng, c);
+    if (!c->broken)
+        n += multi_ready_timeout(eng, c);
+    return n;
+}
+
+/* A ready comm that spans daemons: notices from the other nodes, then collectives, local
+ * transfers and those with other nodes. Stops at a break. */
+static int multi_run_progress(engine_t *eng, eng_comm_t *c)
+{
+    int n = multi_abort_progress(eng, c);
+
+    if (!c->broken)
+        n += multi_coll_progress(eng, c);
+    while (!c->broken && p2p_progress(eng, c))
+        n++;
+    return c->broken ? n : n + multi_p2p_progress(eng, c);
+}
+
 int eng_comm_progress(engine_t *eng, eng_comm_t *c)
 {
     int n = 0;
 
-    /* A broken comm only pushes out its notice to the other nodes. */
-    if (c->broken)
+    switch (eng_comm_state(c)) {
+    case ENG_COMM_BROKEN:
+        /* A broken comm only pushes out its notice to the other nodes. */
         return c->multi != NULL ? multi_abort_progress(eng, c) : 0;
-    if (c->multi != NULL) {
-        n = multi_conns_progress(eng, c);
-        if (!c->broken)
-            n += multi_probe_progress(eng, c);
-        if (!c->broken)
-            n += multi_ready_timeout(eng, c);
-        /* Nothing starts before the links are measured: a rank that finished early and left
-         * must not close a connection with probe messages still unread (the peer would get a
-         * reset and lose what it had not read yet). */
-        if (c->broken || !c->multi->probed)
-            return n;
-        n += multi_abort_progress(eng, c);
-        if (c->broken)
-            return n;
-        n += multi_coll_progress(eng, c);
-        while (!c->broken && p2p_progress(eng, c))
+    case ENG_COMM_READY:
+        if (c->multi != NULL)
+            break;
+        while (coll_progress(eng, c))
             n++;
-        return c->broken ? n : n + multi_p2p_progress(eng, c);
+        while (p2p_progress(eng, c))
+            n++;
+        return n;
+    case ENG_COMM_CONNECTING:
+    case ENG_COMM_PROBING: break;
     }
-    while (coll_progress(eng, c))
-        n++;
-    while (p2p_progress(eng, c))
-        n++;
-    return n;
+    n = multi_setup_progress(eng, c);
+    /* Nothing starts before the links are measured: a rank that finished early and left must
+     * not close a connection with probe messages still unread (the peer would get a reset and
+     * lose what it had not read yet). A comm that got ready in this pass starts at once. */
+    return eng_comm_state(c) == ENG_COMM_READY ? n + multi_run_progress(eng, c) : n;
 }
