@@ -40,7 +40,7 @@ static void eng_session_kill(engine_t *eng, eng_session_t *s, const char *why)
                 eng_comm_break(eng, c, "a rank's client broke the ring protocol");
 }
 
-void eng_session_complete(engine_t *eng, eng_session_t *s, uint64_t tag, int status)
+void eng_session_complete(engine_t *eng, eng_session_t *s, uint64_t tag, HcclResult status)
 {
     cqe_t e = {.tag = tag, .status = status, .algo = -1};
 

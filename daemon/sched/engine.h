@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hccl/hccl.h"
 #include "shm.h"
 
 typedef struct engine engine_t;
@@ -40,10 +41,10 @@ typedef struct engine_comm_stats {
     uint64_t ops_done;
     uint32_t queued;
     int broken;
-    int broken_status; /* when broken: the HcclResult its ops fail with */
-    int algo;          /* level-1 algorithm of its last collective across daemons, or -1 */
-    int on_wire;       /* a collective runs with the other daemons now */
-    uint32_t nlocal;   /* members here */
+    HcclResult broken_status; /* when broken: the HcclResult its ops fail with */
+    int algo;                 /* level-1 algorithm of its last collective across daemons, or -1 */
+    int on_wire;              /* a collective runs with the other daemons now */
+    uint32_t nlocal;          /* members here */
     /* Collective pieces each local member posted so far (the first ENGINE_STATS_RANKS), and
      * its global rank: the members behind the others are the ones a stuck collective waits
      * for. */

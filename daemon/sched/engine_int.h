@@ -38,10 +38,10 @@ typedef struct eng_member {
 struct eng_comm {
     uint32_t id;
     uint32_t nranks;
-    uint32_t left;     /* ranks that left */
-    int broken;        /* a rank died or misbehaved: every op fails, with broken_status */
-    int broken_status; /* the first break's: HCCL_E_REMOTE, HCCL_E_PARA (ranks posted
-                        * different collectives) or HCCL_E_TIMEOUT */
+    uint32_t left;            /* ranks that left */
+    int broken;               /* a rank died or misbehaved: every op fails, with broken_status */
+    HcclResult broken_status; /* the first break's: HCCL_E_REMOTE, HCCL_E_PARA (ranks posted
+                               * different collectives) or HCCL_E_TIMEOUT */
     /* A rank left: collectives from this sequence on (pieces it took no part in) fail,
      * transfers among the others go on. UINT64_MAX: every rank is here. */
     uint64_t coll_limit;
@@ -132,7 +132,7 @@ void eng_comm_break(engine_t *eng, eng_comm_t *c, const char *why);
 /* The same, failing what is queued with status (later ops fail with HCCL_E_REMOTE); the other
  * nodes hear of it, and fail theirs with HCCL_E_PARA too if status is HCCL_E_PARA (ranks that
  * posted different collectives). */
-void eng_comm_break_status(engine_t *eng, eng_comm_t *c, int status, const char *why);
+void eng_comm_break_status(engine_t *eng, eng_comm_t *c, HcclResult status, const char *why);
 /* Global rank `rank` left (here, or on another node that says so); it took part in the
  * collective pieces below `limit` (UINT64_MAX: work it out here). */
 void eng_comm_rank_left(engine_t *eng, eng_comm_t *c, uint32_t rank, uint64_t limit);
@@ -143,7 +143,7 @@ eng_comm_t *eng_comm_find(engine_t *eng, uint32_t id);
 void eng_comm_unmake(engine_t *eng, uint32_t id);
 
 desc_t *coll_ready(engine_t *eng, eng_comm_t *c);
-void coll_finish(engine_t *eng, eng_comm_t *c, int status);
+void coll_finish(engine_t *eng, eng_comm_t *c, HcclResult status);
 desc_t *dq_at(dq_t *q, uint32_t i);
 uint64_t dq_t_in(const dq_t *q, uint32_t i);
 /* Removes entry i, keeping the order of the others. */
@@ -161,7 +161,7 @@ void multi_listen_close(engine_t *eng);
 /* multi_p2p.c: posts and completes send/recv with other nodes; fails those in flight
  * (eng NULL: frees them without completing, for a comm being freed). */
 int multi_p2p_progress(engine_t *eng, eng_comm_t *c);
-unsigned multi_p2p_fail(engine_t *eng, eng_comm_t *c, int status);
+unsigned multi_p2p_fail(engine_t *eng, eng_comm_t *c, HcclResult status);
 int multi_p2p_poll_fds(const eng_multi_t *mu, struct pollfd *pfd, int max);
 /* multi_probe.c: measures the links once the connections are up (collectives wait for it). */
 int multi_probe_progress(engine_t *eng, eng_comm_t *c);
@@ -186,7 +186,7 @@ int multi_poll_fds(engine_t *eng, struct pollfd *pfd, int max);
 
 /* engine.c */
 void engine_kick(engine_t *eng);
-void eng_session_complete(engine_t *eng, eng_session_t *s, uint64_t tag, int status);
+void eng_session_complete(engine_t *eng, eng_session_t *s, uint64_t tag, HcclResult status);
 /* The same with the timing fields of e filled (e->tag and e->status as above). */
 void eng_session_post(engine_t *eng, eng_session_t *s, const cqe_t *e);
 /* The completion of a descriptor taken in at t_in, for an op profiled in p (NULL: none). */

@@ -128,7 +128,7 @@ int eng_comm_set_ranks(eng_comm_t *c, uint32_t nglobal, const uint32_t *global)
 
 /* Completes a descriptor of comm c with a failure, naming the rank at fault if known. */
 static void fail_desc(engine_t *eng, const eng_comm_t *c, eng_session_t *s, uint64_t tag,
-                      int status)
+                      HcclResult status)
 {
     cqe_t e = {.tag = tag, .status = status, .algo = -1};
 
@@ -140,7 +140,7 @@ static void fail_desc(engine_t *eng, const eng_comm_t *c, eng_session_t *s, uint
 
 /* Fails the entries of q from index `from` on. */
 static unsigned fail_queue_from(engine_t *eng, const eng_comm_t *c, eng_member_t *m, dq_t *q,
-                                uint32_t from, int status)
+                                uint32_t from, HcclResult status)
 {
     unsigned n = 0;
 
@@ -152,7 +152,8 @@ static unsigned fail_queue_from(engine_t *eng, const eng_comm_t *c, eng_member_t
     return n;
 }
 
-static unsigned fail_queue(engine_t *eng, const eng_comm_t *c, eng_member_t *m, dq_t *q, int status)
+static unsigned fail_queue(engine_t *eng, const eng_comm_t *c, eng_member_t *m, dq_t *q,
+                           HcclResult status)
 {
     return fail_queue_from(eng, c, m, q, 0, status);
 }
@@ -162,7 +163,7 @@ void eng_comm_break(engine_t *eng, eng_comm_t *c, const char *why)
     eng_comm_break_status(eng, c, HCCL_E_REMOTE, why);
 }
 
-void eng_comm_break_status(engine_t *eng, eng_comm_t *c, int status, const char *why)
+void eng_comm_break_status(engine_t *eng, eng_comm_t *c, HcclResult status, const char *why)
 {
     unsigned n = 0;
 
@@ -193,7 +194,7 @@ void eng_comm_break_status(engine_t *eng, eng_comm_t *c, int status, const char 
 
 /* Fails the queued p2p operations of rank r whose peer is `peer` (or all if peer < 0). */
 static unsigned fail_p2p_with(engine_t *eng, const eng_comm_t *c, eng_member_t *m, uint32_t peer,
-                              int status)
+                              HcclResult status)
 {
     unsigned n = 0;
 
@@ -344,7 +345,7 @@ static int coll_agrees(eng_comm_t *c, const desc_t *a, const desc_t *b, uint32_t
 }
 
 /* Completes every rank's head descriptor with the comm's op profile, which it then clears. */
-static void coll_complete_all(engine_t *eng, eng_comm_t *c, int status)
+static void coll_complete_all(engine_t *eng, eng_comm_t *c, HcclResult status)
 {
     for (uint32_t r = 0; r < c->nranks; r++) {
         eng_member_t *m = &c->m[r];
@@ -413,7 +414,7 @@ static void count_latency(engine_t *eng, const op_prof_t *p)
     eng->st.lat_count++;
 }
 
-void coll_finish(engine_t *eng, eng_comm_t *c, int status)
+void coll_finish(engine_t *eng, eng_comm_t *c, HcclResult status)
 {
     if (status == HCCL_SUCCESS && c->prof.t_start != 0)
         count_latency(eng, &c->prof);
@@ -462,7 +463,7 @@ static void p2p_run(engine_t *eng, eng_comm_t *c, uint32_t src, int si, uint32_t
     desc_t s = *dq_at(&ms->p2p, (uint32_t)si), r = *dq_at(&md->p2p, (uint32_t)ri);
     cqe_t es = {.tag = s.tag}, er = {.tag = r.tag};
     op_prof_t prof = {.t_start = now_ns(), .algo = -1};
-    int status = HCCL_SUCCESS;
+    HcclResult status = HCCL_SUCCESS;
 
     if (s.total != r.total || s.count != r.count || s.dtype != r.dtype) {
         ERR("COLL", "comm %u: rank %u sends %llu x %s to rank %u, which receives %llu x %s from it",

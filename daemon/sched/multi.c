@@ -476,7 +476,7 @@ int multi_coll_progress(engine_t *eng, eng_comm_t *c)
         multi_end(c);
         return 1;
     }
-    int status = rc == 1 ? HCCL_SUCCESS : xfer_result(l1_failed_transport(mu->run), rc);
+    HcclResult status = rc == 1 ? HCCL_SUCCESS : xfer_result(l1_failed_transport(mu->run), rc);
     multi_end(c);
     coll_finish(eng, c, status);
     if (rc < 0)

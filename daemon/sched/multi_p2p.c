@@ -154,7 +154,7 @@ int multi_p2p_progress(engine_t *eng, eng_comm_t *c)
     return n;
 }
 
-unsigned multi_p2p_fail(engine_t *eng, eng_comm_t *c, int status)
+unsigned multi_p2p_fail(engine_t *eng, eng_comm_t *c, HcclResult status)
 {
     eng_multi_t *mu = c->multi;
     unsigned n = 0;

@@ -11,7 +11,7 @@
  * anything else (corrupt data, a malformed message, a local device error) the transport's own,
  * HCCL_E_TCP_TRANSFER or HCCL_E_ROCE_TRANSFER.
  */
-static inline int xfer_result(const transport_ops_t *ops, int err)
+static inline HcclResult xfer_result(const transport_ops_t *ops, int err)
 {
     if (ops == NULL || tp_peer_gone(err))
         return HCCL_E_REMOTE;
