@@ -224,11 +224,6 @@ uint64_t hc_comm_deadline(const hc_comm_t *comm)
     return t != 0 ? now_ns() + t : hc_deadline(comm->c);
 }
 
-HcclResult hc_wait(hc_client_t *c, uint32_t slot)
-{
-    return hc_wait_by(c, slot, hc_deadline(c), NULL);
-}
-
 HcclResult hc_wait_by(hc_client_t *c, uint32_t slot, uint64_t deadline, uint32_t *culprit_p)
 {
     int rc = wait_until(c, slot_done, slot, deadline);
