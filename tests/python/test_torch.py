@@ -215,6 +215,46 @@ def moving_ops(r, n, gloo):
     return res
 
 
+_COMBINE = {dist.ReduceOp.SUM: torch.add, dist.ReduceOp.PRODUCT: torch.mul,
+            dist.ReduceOp.MIN: torch.minimum, dist.ReduceOp.MAX: torch.maximum}
+
+
+def reducing_ops(r, n, gloo):
+    """reduce_scatter_tensor, reduce and all_reduce_coalesced of every dtype and reduce op, all
+    issued async_op=True before any wait. The reference: gloo's all_reduce of the same inputs
+    (sliced for reduce_scatter), or where gloo lacks the dtype the reduction worked out here in
+    float64 (the inputs are small integers, so it is exact; bool's SUM is OR, PRODUCT AND)."""
+    def ins(q, dt):
+        return (sample(q, dt, 8 * n, 1), sample(q, dt, 8, 2), sample(q, dt, 5, 3),
+                sample(q, dt, 3, 4))
+
+    def hccl_run(dt, op):
+        full, red, c0, c1 = ins(r, dt)
+        out = torch.zeros(8, dtype=dt)
+        works = [dist.reduce_scatter_tensor(out, full, op=op, async_op=True),
+                 dist.reduce(red, dst=0, op=op, async_op=True),
+                 dist.all_reduce_coalesced([c0, c1], op=op, async_op=True)]
+        for work in works:
+            work.wait()
+        return [out, red if r == 0 else torch.zeros(0, dtype=dt), c0, c1]
+
+    def reference(dt, op):
+        try:
+            ts = list(ins(r, dt))
+            for t in ts:
+                dist.all_reduce(t, op=op, group=gloo)
+        except RuntimeError:  # gloo has no such dtype: work it out
+            ts = [t.to(torch.float64) for t in ins(0, dt)]
+            for q in range(1, n):
+                ts = [_COMBINE[op](a, b.to(torch.float64)) for a, b in zip(ts, ins(q, dt))]
+            ts = [(t > 0) if dt == torch.bool else t.to(dt) for t in ts]
+        full, red, c0, c1 = ts
+        return [full[8 * r:8 * (r + 1)], red if r == 0 else torch.zeros(0, dtype=dt), c0, c1]
+
+    return {(str(dt), RED.index(op)): (hccl_run(dt, op), reference(dt, op))
+            for dt in DTYPES for op in RED}
+
+
 class TestOps(unittest.TestCase):
     def test_where_ops_run(self):
         for n in (2, 3):
@@ -356,6 +396,17 @@ class TestOps(unittest.TestCase):
                     for name, (h, g) in res.items():
                         self.assertTrue(torch.equal(h, g),
                                         f"n {n} rank {r} {name}: {h} vs gloo {g}")
+
+    def test_reducing_ops_every_dtype_async(self):
+        """reduce_scatter_tensor, reduce and all_reduce_coalesced on every dtype and op."""
+        for n, socks in PLACEMENTS:
+            with self.subTest(n=n, daemons=2 if socks else 1):
+                for r, res in enumerate(on_placement(n, reducing_ops, socks)):
+                    for key, (got, want) in res.items():
+                        for i, (h, g) in enumerate(zip(got, want)):
+                            self.assertEqual(h.dtype, g.dtype, f"n {n} rank {r} {key} {i}")
+                            self.assertTrue(torch.equal(h, g),
+                                            f"n {n} rank {r} {key} {i}: {h} vs {g}")
 
     def test_moving_ops_every_dtype_async(self):
         """The ops that move data, on every dtype, issued with async_op=True and waited on
