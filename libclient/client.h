@@ -163,8 +163,8 @@ int hc_slots_init(hc_client_t *c);
 /* Posts d; abort (may be NULL) is a flag whose setting ends the wait for its completion. */
 HcclResult hc_submit(hc_client_t *c, desc_t *d, const int *abort, uint32_t *slot_p);
 /* Waits for the completion in slot, giving up at `deadline` (now_ns() clock): the pieces of
- * one operation share one HCCL_EXEC_TIMEOUT. hc_deadline(c): now plus HCCL_EXEC_TIMEOUT. For HCCL_E_REMOTE,
- * *culprit_p (if not NULL) gets 1 + the comm rank that died or left, or 0. */
+ * one operation share one HCCL_EXEC_TIMEOUT. hc_deadline(c): now plus HCCL_EXEC_TIMEOUT. For
+ * HCCL_E_REMOTE, *culprit_p (if not NULL) gets 1 + the comm rank that died or left, or 0. */
 HcclResult hc_wait_by(hc_client_t *c, uint32_t slot, uint64_t deadline, uint32_t *culprit_p);
 uint64_t hc_deadline(const hc_client_t *c);
 /* The comm's own: now plus its hcclExecTimeOut, or HCCL_EXEC_TIMEOUT when it has none. */
