@@ -20,7 +20,8 @@
     X(qos_sched)                                                                                   \
     X(probe_hist)                                                                                  \
     X(bootstrap)                                                                                   \
-    X(l1)
+    X(l1)                                                                                          \
+    X(engine)
 
 #define X(name) Suite *name##_suite(void);
 UNIT_SUITES(X)
