@@ -35,10 +35,9 @@ class Lane:
         self.comm = comm
         self.ops = queue.Queue()
         self.run_lock = threading.Lock()
-        self.count_lock = threading.Lock()
-        self.pending = 0
-        self.issued = 0  # seq of the next op queued
-        self.next_seq = 0  # seq of the next op to run: every earlier one is done
+        self.count_lock = threading.Lock()  # issued
+        self.issued = 0  # seq of the next op issued
+        self.next_seq = 0  # seq of the next op to run: every earlier one is done (run_lock)
         # Set when an op timed out or lost a peer: the comm's ranks may disagree on what ran,
         # so every later op fails at once with this reason (as NCCL's aborted comm does).
         self.broken = None
@@ -62,11 +61,12 @@ class Lane:
         """Runs the op here if nothing of the lane's is in flight: (True, its outcome), or
         (False, None) and the caller queues it."""
         with self.count_lock:
-            if self.pending:
+            if self.issued != self.next_seq:  # ops in flight
                 return False, None
-            # Nothing in flight, so nobody holds run_lock: taken here, it keeps the order.
+            # Nothing in flight: run_lock is free or about to be (an op just done lets go of
+            # it). Taken here, it keeps the order.
             self.run_lock.acquire()  # pylint: disable=consider-using-with
-            self.pending, self.issued = 1, self.issued + 1
+            self.issued += 1
         try:
             return True, self.outcome(what, run)
         finally:
@@ -75,7 +75,6 @@ class Lane:
     def put(self, op):
         with self.count_lock:
             op.seq, self.issued = self.issued, self.issued + 1
-            self.pending += 1
         self.ops.put(op)
 
     def steal(self, op):
@@ -103,8 +102,6 @@ class Lane:
     def _ran(self):
         self.next_seq += 1
         self.run_lock.release()
-        with self.count_lock:
-            self.pending -= 1
 
     def _serve(self):
         """The worker: runs the lane's ops in order until None, skipping those a waiter ran."""

@@ -161,12 +161,10 @@ class ProcessGroupHCCL(dist.ProcessGroup):
         the group has nothing in flight (the common small op: a loss, a norm, a flag): straight
         from the tensor's address, no staging, no future until one is asked for. None when
         the general path must take it."""
-        d = direct(tensor, opts, INLINE_MAX_BYTES)
-        if d is None and _caller_waits():
-            d = direct(tensor, opts, math.inf)
-        if d is None:
+        d = direct(tensor, opts)
+        if d is None or (d[4] > INLINE_MAX_BYTES and not _caller_waits()):
             return None
-        ptr, count, dtype, op = d
+        ptr, count, dtype, op, _ = d
         handle = self.comm.handle
 
         def run():

@@ -46,21 +46,19 @@ _DIRECT_OPS = {int(_RED.SUM): int(ReduceOp.SUM), int(_RED.PRODUCT): int(ReduceOp
 _SUM = int(ReduceOp.SUM)
 
 
-def direct(t, opts, max_bytes):
-    """(address, count, HcclDataType, HcclReduceOp) when libhccl can reduce tensor t in place as
-    it is, with the reduce op of opts (an AllreduceOptions or None), and t holds at most
-    max_bytes: a contiguous dense CPU tensor of a plain dtype, SUM, PRODUCT, MIN or MAX.
-    Otherwise None (and the caller stages it)."""
+def direct(t, opts):
+    """(address, count, HcclDataType, HcclReduceOp, bytes) when libhccl can reduce tensor t in
+    place as it is, with the reduce op of opts (an AllreduceOptions or None): a contiguous dense
+    CPU tensor of a plain dtype, SUM, PRODUCT, MIN or MAX. Otherwise None (and the caller
+    stages it)."""
     kind = _DIRECT.get(t.dtype) if isinstance(t, torch.Tensor) else None
     if kind is None or not t.is_cpu or t.layout is not torch.strided or not t.is_contiguous():
         return None
     count = t.numel()
-    if count * kind[1] > max_bytes:
-        return None
     op = _SUM if opts is None else _DIRECT_OPS.get(int(opts.reduceOp.op))
     if op is None:
         return None
-    return t.data_ptr(), count, kind[0], op
+    return t.data_ptr(), count, kind[0], op, count * kind[1]
 
 
 def check_tensor(t, what):
