@@ -48,13 +48,11 @@ ALLCFLAGS = $(CFLAGS) $(WARN) -std=gnu11 -fPIC -pthread -fvisibility=hidden \
             -D_GNU_SOURCE -DHCCLD_VERSION='"$(VERSION)"' \
             -Ilibclient/include -Icommon $(LAYER_INC) -I$(BUILD)/gen
 # What of daemon/ an object may include (DESIGN.md section 1, docs/conventions.md): each layer
-# sees only the folders it may use, through a view of links in $(BUILD)/layers/LAYER, so an
-# upward include does not build ("No such file"). The views also hold what the includes left
-# in scripts/check-layers.py's KNOWN need (sched: algo, transport; server: algo, transport);
-# that script checks those per file. Tests see all of daemon/; common, libclient and tools none.
+# (daemon/LAYER) sees only the folders it may use, through $(BUILD)/layers/LAYER, links that
+# scripts/check-layers.py --views makes from its table, so an upward include does not build
+# ("No such file"). Tests see all of daemon/; common, libclient and tools none.
 LAYER_INC     = -Idaemon
-LAYER_VIEWS  := algo:algo transport:transport exec:exec,algo,transport \
-                sched:sched,exec,algo,transport server:server,sched,algo,transport
+DAEMON_LAYERS := $(notdir $(patsubst %/,%,$(wildcard daemon/*/)))
 layer_dir     = $(BUILD)/layers/$(1)
 LDFLAGS  ?=
 ALLLDFLAGS = $(LDFLAGS) -pthread
@@ -114,19 +112,15 @@ $(BUILD)/obj/gen/hccld.pb-c.o: $(GEN_C)
 $(BUILD)/obj/common/reduce_avx2.o:   ISAFLAGS := -mavx2 -mfma -mf16c
 $(BUILD)/obj/common/reduce_avx512.o: ISAFLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c
 
-$(foreach v,$(LAYER_VIEWS),$(eval \
-  $(BUILD)/obj/daemon/$(word 1,$(subst :, ,$(v)))/%.o: LAYER_INC = \
-      -I$(call layer_dir,$(word 1,$(subst :, ,$(v))))))
+$(foreach l,$(DAEMON_LAYERS),$(eval \
+  $(BUILD)/obj/daemon/$(l)/%.o: LAYER_INC = -I$(call layer_dir,$(l))))
 $(BUILD)/obj/daemon/main.o: LAYER_INC = -I$(call layer_dir,server)
 $(BUILD)/obj/common/%.o $(BUILD)/obj/libclient/%.o $(BUILD)/obj/tools/%.o: LAYER_INC =
 
-# $(BUILD)/layers/LAYER/NAME -> daemon/NAME for each folder the layer may see.
 LAYER_STAMP := $(BUILD)/layers/.made
-$(LAYER_STAMP): Makefile
+$(LAYER_STAMP): scripts/check-layers.py | $(DEPS_STAMP)
 	@rm -rf $(BUILD)/layers
-	@$(foreach v,$(LAYER_VIEWS),mkdir -p $(call layer_dir,$(word 1,$(subst :, ,$(v)))) && \
-	  $(foreach d,$(subst $(comma), ,$(word 2,$(subst :, ,$(v)))), \
-	    ln -s $(CURDIR)/daemon/$(d) $(call layer_dir,$(word 1,$(subst :, ,$(v))))/$(d) &&) true;)
+	/usr/bin/python3 scripts/check-layers.py --views $(BUILD)/layers
 	@touch $@
 
 $(BUILD)/obj/%.o: %.c $(GEN_H) | $(DEPS_STAMP) $(LAYER_STAMP)

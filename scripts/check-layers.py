@@ -11,6 +11,11 @@ that broke. KNOWN lists those that remain from before the check, each with why; 
 shrink: an entry that no longer occurs fails the check too, so that it is removed.
 
     scripts/check-layers.py [TOP]      (TOP: the source tree, default: this script's parent)
+    scripts/check-layers.py --views DIR
+
+--views makes what the build compiles each daemon layer with (Makefile, LAYER_INC): DIR/LAYER
+holds a link to every daemon folder the layer may use (itself, its arrows, and the layers its
+KNOWN includes reach), so an include beyond them does not compile.
 """
 import os
 import re
@@ -100,9 +105,25 @@ def sources(top):
                 yield os.path.normpath(os.path.join(rel, f))
 
 
+def make_views(top, out):
+    daemon = {name: prefix[:-1] for prefix, name in LAYERS
+              if prefix.startswith("daemon/") and prefix.endswith("/")}
+    for me, folder in daemon.items():
+        see = {me} | (MAY_USE[me] & daemon.keys())
+        see |= {layer_of("daemon/" + h) for src, h in KNOWN if layer_of(src) == me}
+        os.makedirs(os.path.join(out, os.path.basename(folder)), exist_ok=True)
+        for layer in sorted(see):
+            link = os.path.join(out, os.path.basename(folder), os.path.basename(daemon[layer]))
+            if not os.path.islink(link):
+                os.symlink(os.path.join(top, daemon[layer]), link)
+    return 0
+
+
 def main():
-    top = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
-    top = os.path.abspath(top)
+    here = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+    if len(sys.argv) == 3 and sys.argv[1] == "--views":
+        return make_views(here, sys.argv[2])
+    top = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else here)
     broken, seen = [], set()
     for src in sorted(sources(top)):
         me = layer_of(src)
