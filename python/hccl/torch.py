@@ -157,10 +157,10 @@ class ProcessGroupHCCL(dist.ProcessGroup):
         return self._submit("allreduce", run, tensors)
 
     def _allreduce_direct(self, tensor, opts):
-        """all_reduce of one small tensor that libhccl reduces as it is, run here and now when
-        the group has nothing in flight (the common small op: a loss, a norm, a flag): straight
-        from the tensor's address, no staging, no future until one is asked for. None when
-        the general path must take it."""
+        """all_reduce of one tensor that libhccl reduces as it is, run here and now when the
+        group has nothing in flight and the tensor is small (a loss, a norm, a flag) or the
+        caller waits for it at once: straight from the tensor's address, no staging, no future
+        until one is asked for. None when the general path must take it."""
         d = direct(tensor, opts)
         if d is None or (d[4] > INLINE_MAX_BYTES and not _caller_waits()):
             return None
