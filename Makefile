@@ -71,11 +71,9 @@ UNIT_SRC   := $(wildcard tests/unit/*.c)
 # The conformance suite every transport passes (unit_tests: TCP; rdma_tests: RDMA).
 TP_TEST_SRC := $(wildcard tests/transport/*.c)
 ALGO_SRC   := $(wildcard daemon/algo/*.c)
-# The engine core for tests/unit/test_engine.c (qos_sched, probe_hist, multi_place and l1 are
-# linked on their own already).
-ENGINE_SRC := daemon/sched/engine.c daemon/sched/match.c daemon/sched/multi.c \
-              daemon/sched/multi_abort.c daemon/sched/multi_conn.c daemon/sched/multi_p2p.c \
-              daemon/sched/multi_probe.c daemon/exec/exec.c
+# The engine core and the span layer for tests/unit/test_engine.c (l1 is linked on its own
+# already).
+ENGINE_SRC := $(wildcard daemon/sched/*.c daemon/span/*.c) daemon/exec/exec.c
 TP_SRC     := $(wildcard daemon/transport/*.c)
 INTEG_SRC  := $(wildcard tests/integration/*.c)
 
@@ -156,7 +154,7 @@ $(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(LIB_A)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $(filter %.o,$^) $(filter %.a,$^) $(ALLLDFLAGS) $(call pc_libs,$(PKGS_CLIENT)) -lm
 
-$(UNIT_BIN): $(call obj,$(UNIT_SRC) $(TP_TEST_SRC) $(ALGO_SRC) $(TP_SRC) daemon/exec/l1.c daemon/server/qos_conf.c daemon/server/daemon_conf.c daemon/sched/qos_sched.c daemon/sched/probe_hist.c daemon/sched/multi_place.c tests/sim/sim.c $(ENGINE_SRC)) $(BUILD)/lib/libhcclcommon.a
+$(UNIT_BIN): $(call obj,$(UNIT_SRC) $(TP_TEST_SRC) $(ALGO_SRC) $(TP_SRC) daemon/exec/l1.c daemon/server/qos_conf.c daemon/server/daemon_conf.c tests/sim/sim.c $(ENGINE_SRC)) $(BUILD)/lib/libhcclcommon.a
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(ALLLDFLAGS) $(call pc_libs,$(PKGS_TEST) $(PKGS_CLIENT) libsodium inih libibverbs librdmacm) -lm
 

@@ -43,7 +43,7 @@ typedef struct l1_args {
      * the previous node's into check_in; if they differ the run fails with -EBADE. Nodes that
      * run different operations (ranks that posted different collectives or counts) thus find
      * out at once, whatever their schedules. Give them the same check_tag and data tags that
-     * differ (multi_tag.h), so that their data never meets the other's receives.
+     * differ (span/tag.h), so that their data never meets the other's receives.
      */
     const void *check;
     void *check_in;

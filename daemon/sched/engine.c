@@ -14,8 +14,6 @@
 #include "hccl/hccl.h"
 #include "log.h"
 
-_Static_assert(ENGINE_LINK_MAX == TP_DESC_MAX, "a link description fits the engine's stats");
-
 /* HCCLD_ENGINE_SPIN_US: keep polling (yielding) this long after the last work, then sleep. */
 #define ENGINE_SPIN_US_DEFAULT 50
 
@@ -128,8 +126,8 @@ static int comms_progress(engine_t *eng)
 
     qos_sched_pass(&eng->qos, now);
     for (eng_comm_t *c = eng->comms; c != NULL; c = c->next)
-        if (c->multi != NULL && (c->multi->busy || now < c->multi->more_until_ns))
-            qos_active(&eng->qos, c->multi->qos_class, now);
+        if (c->span != NULL && c->sops->qos_active(c->span, now))
+            qos_active(&eng->qos, c->qos_class, now);
     for (int i = 0; i < n; i++)
         order[i] = i;
     for (int i = 1; i < n; i++) /* a handful of classes: insertion sort */
@@ -141,10 +139,10 @@ static int comms_progress(engine_t *eng)
         }
     for (int i = 0; i < n; i++)
         for (eng_comm_t *c = eng->comms; c != NULL; c = c->next)
-            if (c->multi != NULL && c->multi->qos_class == order[i])
+            if (c->span != NULL && c->qos_class == order[i])
                 work += eng_comm_progress(eng, c);
     for (eng_comm_t *c = eng->comms; c != NULL; c = c->next)
-        if (c->multi == NULL || c->multi->qos_class < 0 || c->multi->qos_class >= n)
+        if (c->span == NULL || c->qos_class < 0 || c->qos_class >= n)
             work += eng_comm_progress(eng, c);
     return work;
 }
@@ -153,7 +151,7 @@ static int engine_pass(engine_t *eng)
 {
     int work = 0;
 
-    multi_accept(eng);
+    work += span_env_progress(eng->senv);
     for (eng_session_t *s = eng->sessions; s != NULL; s = s->next)
         work += eng_session_intake(eng, s);
     work += comms_progress(eng);
@@ -186,21 +184,19 @@ static int engine_may_sleep(engine_t *eng, uint32_t flag)
 static void engine_sleep(engine_t *eng, int timeout_ms)
 {
     struct pollfd pfd[ENGINE_MAX_POLL];
-    int n = 1;
+    int n = 1, ncm;
     uint64_t v;
 
     pfd[0] = (struct pollfd){.fd = eng->doorbell, .events = POLLIN};
-    n += multi_poll_fds(eng, pfd + 1, ENGINE_MAX_POLL - 1);
+    n += eng_span_poll_fds(eng, pfd + 1, ENGINE_MAX_POLL - 1, &ncm);
     pthread_mutex_unlock(&eng->lock);
     int ready = poll(pfd, (nfds_t)n, timeout_ms);
     if (ready > 0 && (pfd[0].revents & POLLIN) && read(eng->doorbell, &v, sizeof(v)) < 0 &&
         errno != EAGAIN)
         WARN("IPC", "read() on the doorbell failed: %s", strerror(errno));
     pthread_mutex_lock(&eng->lock);
-    /* multi_poll_fds puts the listeners first. */
-    if (ready > 0 && eng->tpl != NULL && n > 1 &&
-        (pfd[1].revents != 0 || (eng->tpl_rdma != NULL && n > 2 && pfd[2].revents != 0)))
-        eng->accept_due = 1;
+    if (ready > 0)
+        span_env_polled(eng->senv, pfd + 1, ncm);
     engine_may_sleep(eng, 0);
 }
 
@@ -225,7 +221,7 @@ static void *engine_main(void *arg)
         /* With transfers between daemons in flight, wake on their sockets too, and look
          * again at least every few milliseconds (a handshake may need a retry). */
         if (engine_may_sleep(eng, 1))
-            engine_sleep(eng, multi_busy(eng) ? 5 : 1000);
+            engine_sleep(eng, eng_span_waiting(eng) ? 5 : 1000);
         idle_since = now_ns();
     }
     pthread_mutex_unlock(&eng->lock);
@@ -259,6 +255,8 @@ engine_t *engine_create(unsigned workers)
     eng->exec = exec_create(workers);
     if (eng->exec == NULL)
         goto err_close;
+    if ((eng->senv = span_env_new()) == NULL)
+        goto err_exec;
     if (pthread_create(&eng->thread, NULL, engine_main, eng) != 0) {
         ERR("INIT", "pthread_create() for the engine failed");
         goto err_exec;
@@ -266,6 +264,7 @@ engine_t *engine_create(unsigned workers)
     return eng;
 
 err_exec:
+    span_env_free(eng->senv);
     exec_destroy(eng->exec);
 err_close:
     close(eng->doorbell);
@@ -296,7 +295,7 @@ void engine_destroy(engine_t *eng)
         eng->sessions = s->next;
         free(s);
     }
-    multi_listen_close(eng);
+    span_env_free(eng->senv);
     exec_destroy(eng->exec);
     close(eng->doorbell);
     pthread_mutex_destroy(&eng->lock);
@@ -432,6 +431,7 @@ void engine_get_stats(engine_t *eng, engine_stats_t *st_p)
 {
     pthread_mutex_lock(&eng->lock);
     *st_p = eng->st;
+    st_p->data_conns = span_env_data_conns(eng->senv);
     st_p->ops_queued = 0;
     for (eng_comm_t *c = eng->comms; c != NULL; c = c->next)
         for (uint32_t r = 0; r < c->nranks; r++)
@@ -449,36 +449,27 @@ int engine_get_comm_stats(engine_t *eng, uint32_t comm_id, engine_comm_stats_t *
         st_p->ops_done = c->ops_done;
         st_p->broken = c->broken;
         st_p->broken_status = c->broken_status;
-        st_p->algo =
-            c->multi != NULL && c->multi->sched.steps != NULL ? c->multi->sched_key.algo : -1;
         st_p->queued = 0;
         for (uint32_t r = 0; r < c->nranks; r++)
             st_p->queued += c->m[r].coll.n + c->m[r].p2p.n;
-        st_p->on_wire = c->multi != NULL && c->multi->busy;
         st_p->nlocal = c->nranks < ENGINE_STATS_RANKS ? c->nranks : ENGINE_STATS_RANKS;
         for (uint32_t r = 0; r < st_p->nlocal; r++) {
             st_p->ranks[r] = c->global_of[r];
             dq_t *q = &c->m[r].coll;
             st_p->posted[r] = q->n > 0 ? dq_at(q, q->n - 1)->seq + 1 : c->next_seq;
         }
+        span_stats_t ss = {.algo = -1};
         st_p->nnodes = 0;
-        for (uint32_t i = 0; c->multi != NULL && i < c->multi->nnodes && i < ENGINE_STATS_RANKS;
-             i++) {
-            tp_conn_t *conn = c->multi->conns[i];
-            st_p->link[i][0] = '\0';
-            if (conn != NULL)
-                tp_describe(conn, st_p->link[i], sizeof(st_p->link[i]));
-            st_p->nnodes = i + 1;
-        }
-        st_p->measured = c->multi != NULL && c->multi->probed && c->multi->nnodes > 1;
-        if (st_p->measured) {
-            const link_cost_t *lc = &c->multi->lc;
-            st_p->alpha_us = lc->alpha_us;
-            st_p->gbps = lc->beta_us_per_byte > 0 ? 1e-3 / lc->beta_us_per_byte : 0;
-            st_p->reduce_gbps = lc->gamma_us_per_byte > 0 ? 1e-3 / lc->gamma_us_per_byte : 0;
-            st_p->overhead_us = lc->overhead_us;
-            st_p->host_load = lc->host_load;
-        }
+        if (c->span != NULL)
+            c->sops->stats(c->span, &ss, st_p->link, ENGINE_STATS_RANKS, &st_p->nnodes);
+        st_p->algo = ss.algo;
+        st_p->on_wire = ss.on_wire;
+        st_p->measured = ss.measured;
+        st_p->alpha_us = ss.alpha_us;
+        st_p->gbps = ss.gbps;
+        st_p->reduce_gbps = ss.reduce_gbps;
+        st_p->overhead_us = ss.overhead_us;
+        st_p->host_load = ss.host_load;
         rc = 0;
     }
     pthread_mutex_unlock(&eng->lock);
@@ -511,7 +502,7 @@ uint64_t engine_last_beat_ns(engine_t *eng)
 void engine_set_host(engine_t *eng, uint64_t host)
 {
     pthread_mutex_lock(&eng->lock);
-    eng->host = host;
+    span_env_set_host(eng->senv, host);
     pthread_mutex_unlock(&eng->lock);
 }
 

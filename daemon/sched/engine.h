@@ -17,6 +17,7 @@
 typedef struct engine engine_t;
 
 #define ENGINE_ADDR_MAX 64    /* "ip:port" of a data listener, IPv6 in brackets */
+#define ENGINE_RANK_MAX 65536 /* ranks of a comm across daemons (send/recv tags carry 16 bits) */
 #define ENGINE_LAT_BUCKETS 28 /* 1 us .. 2^27 us (134 s), then the rest */
 
 typedef struct engine_stats {
@@ -54,7 +55,7 @@ typedef struct engine_comm_stats {
      * or this node), for the first ENGINE_STATS_RANKS nodes. */
     uint32_t nnodes;
     char link[ENGINE_STATS_RANKS][ENGINE_LINK_MAX];
-    /* The cost model's figures for its links, once measured (multi_probe.c). */
+    /* The cost model's figures for its links, once measured (span/probe.c). */
     int measured;
     double alpha_us, gbps, reduce_gbps, overhead_us, host_load;
 } engine_comm_stats_t;
@@ -116,7 +117,7 @@ typedef struct engine_multi_spec {
     uint32_t connect_timeout_s;
 } engine_multi_spec_t;
 /* 0, or -ENOMEM, -EEXIST, -ENOENT (a session, the parent or its connection is gone), -EBUSY
- * (a comm on a shared connection has the same tag bits, see multi_tag.h). */
+ * (a comm on a shared connection has the same tag bits, see span/tag.h). */
 int engine_comm_create_multi(engine_t *eng, const engine_multi_spec_t *spec);
 /* The data addresses of the nodes comm_id holds a ready connection to, once its links are
  * measured and while it is not broken (else none): what a child of it may share. At most max

@@ -1,4 +1,5 @@
-/* Engine internals shared by engine.c (thread, sessions, intake) and match.c (communicators). */
+/* Engine internals shared by engine.c (thread, sessions, intake), match.c (communicators) and
+ * spanned.c (communicators that span daemons, through span/span.h). */
 #ifndef HCCLD_SCHED_ENGINE_INT_H
 #define HCCLD_SCHED_ENGINE_INT_H
 
@@ -7,9 +8,8 @@
 #include "exec/exec.h"
 #include "ring.h"
 #include "sched/engine.h"
-#include "sched/multi.h"
-#include "sched/probe_hist.h"
 #include "sched/qos_sched.h"
+#include "span/span.h"
 
 typedef struct eng_session eng_session_t;
 typedef struct eng_comm eng_comm_t;
@@ -47,10 +47,12 @@ struct eng_comm {
     uint64_t coll_limit;
     uint64_t next_seq;
     uint64_t ops_done;
-    uint32_t nglobal;        /* ranks in the whole comm (nranks are this node's) */
-    uint32_t *global_of;     /* [nranks]: global rank of each local member, in rank order */
-    uint32_t *local_of;      /* [nglobal]: local member of each global rank, or UINT32_MAX */
-    struct eng_multi *multi; /* spans daemons, or NULL */
+    uint32_t nglobal;       /* ranks in the whole comm (nranks are this node's) */
+    uint32_t *global_of;    /* [nranks]: global rank of each local member, in rank order */
+    uint32_t *local_of;     /* [nglobal]: local member of each global rank, or UINT32_MAX */
+    span_comm_t *span;      /* spans daemons (the layer below), or NULL */
+    const span_ops_t *sops; /* its table: span_ops (tests: a fake) */
+    int qos_class;          /* of a comm that spans daemons, or -1 */
     eng_member_t *m;
     l0_rank_t *l0r;   /* scratch for exec */
     op_prof_t prof;   /* of the collective under way */
@@ -82,19 +84,10 @@ struct engine {
     eng_session_t *sessions;
     eng_comm_t *comms;
     engine_stats_t st;
-    /* Data connections from peer daemons: TCP, and RDMA when a device carries the address. */
-    tp_listener_t *tpl, *tpl_rdma;
-    int transport; /* HCCL_TRANSPORT: ENGINE_TP_AUTO, _TCP or _RDMA */
-    /* accept() on tpl only when poll() saw it readable or after a while (engine passes
-     * come back to back while data moves; an accept() each would be a syscall each). */
-    int accept_due;
-    uint64_t next_accept_ns;
-    struct eng_accept *accepting;
-    struct eng_expect *expects;
-    uint64_t beat_ns;        /* atomic: the engine loop's last turn */
-    qos_sched_t qos;         /* classes: priority and cap of what goes to peer daemons */
-    uint64_t host;           /* engine_set_host */
-    probe_hist_t probe_hist; /* recent link measurements (multi_probe.c) */
+    /* Comms that span daemons: their connection manager and what they share (span.h). */
+    span_env_t *senv;
+    uint64_t beat_ns; /* atomic: the engine loop's last turn */
+    qos_sched_t qos;  /* classes: priority and cap of what goes to peer daemons */
 };
 
 /* Where a comm is in its life, worked out from its fields (eng_comm_state()). */
@@ -109,11 +102,13 @@ static inline eng_comm_state_t eng_comm_state(const eng_comm_t *c)
 {
     if (c->broken)
         return ENG_COMM_BROKEN;
-    if (c->multi == NULL)
+    if (c->span == NULL)
         return ENG_COMM_READY;
-    if (c->multi->nready < c->multi->nnodes - 1)
-        return ENG_COMM_CONNECTING;
-    return c->multi->probed ? ENG_COMM_READY : ENG_COMM_PROBING;
+    switch (c->sops->state(c->span)) {
+    case SPAN_CONNECTING: return ENG_COMM_CONNECTING;
+    case SPAN_PROBING: return ENG_COMM_PROBING;
+    default: return ENG_COMM_READY;
+    }
 }
 
 /* Local member of global rank g, or UINT32_MAX when another node holds it. */
@@ -128,6 +123,10 @@ static inline uint32_t eng_comm_local(const eng_comm_t *c, uint32_t g)
 int eng_comm_set_ranks(eng_comm_t *c, uint32_t nglobal, const uint32_t *global);
 void eng_comm_route(engine_t *eng, eng_session_t *s, const desc_t *d);
 int eng_comm_progress(engine_t *eng, eng_comm_t *c);
+/* Runs the collectives every local rank posted and matches the transfers among them. */
+int eng_comm_local_progress(engine_t *eng, eng_comm_t *c);
+/* Matches the transfers among c's local ranks. */
+int eng_comm_local_p2p(engine_t *eng, eng_comm_t *c);
 void eng_comm_break(engine_t *eng, eng_comm_t *c, const char *why);
 /* The same, failing what is queued with status (later ops fail with HCCL_E_REMOTE); the other
  * nodes hear of it, and fail theirs with HCCL_E_PARA too if status is HCCL_E_PARA (ranks that
@@ -149,40 +148,16 @@ uint64_t dq_t_in(const dq_t *q, uint32_t i);
 /* Removes entry i, keeping the order of the others. */
 void dq_remove(dq_t *q, uint32_t i);
 
-/* multi.c, multi_conn.c */
-int multi_coll_progress(engine_t *eng, eng_comm_t *c);
-int multi_conns_progress(engine_t *eng, eng_comm_t *c);
-/* Breaks a comm whose connections are not ready and measured by mu->ready_by_ns (naming the
- * nodes missing); 1 if it did. */
-int multi_ready_timeout(engine_t *eng, eng_comm_t *c);
-void multi_free(eng_comm_t *c);
-void multi_accept(engine_t *eng);
-void multi_listen_close(engine_t *eng);
-/* multi_p2p.c: posts and completes send/recv with other nodes; fails those in flight
- * (eng NULL: frees them without completing, for a comm being freed). */
-int multi_p2p_progress(engine_t *eng, eng_comm_t *c);
-unsigned multi_p2p_fail(engine_t *eng, eng_comm_t *c, HcclResult status);
-int multi_p2p_poll_fds(const eng_multi_t *mu, struct pollfd *pfd, int max);
-/* multi_probe.c: measures the links once the connections are up (collectives wait for it). */
-int multi_probe_progress(engine_t *eng, eng_comm_t *c);
-int multi_probe_poll_fds(const eng_multi_t *mu, struct pollfd *pfd, int max);
-void multi_probe_free(eng_multi_t *mu);
-/* multi_abort.c: notices between the nodes of a comm that it broke or lost a rank. */
-enum { MULTI_ABORT_BROKE = 1, MULTI_ABORT_LEFT = 2, MULTI_ABORT_MISMATCH = 3 };
-
-/* HCCL_TRANSPORT: which transport data connections between daemons use. */
-enum { ENGINE_TP_AUTO = 0, ENGINE_TP_TCP = 1, ENGINE_TP_RDMA = 2 };
-int multi_abort_progress(engine_t *eng, eng_comm_t *c);
-/* The same without waiting for the busy comm's next look: a transfer just failed because a
- * peer went away, which may have said why first. */
-int multi_abort_listen_now(engine_t *eng, eng_comm_t *c);
-void multi_abort_send(engine_t *eng, eng_comm_t *c, uint32_t rank, uint32_t what, uint64_t limit);
-int multi_abort_pending(const eng_multi_t *mu);
-void multi_abort_free(eng_multi_t *mu);
+/* spanned.c: comms that span daemons, driven through their table (span.h). */
+int eng_span_progress(engine_t *eng, eng_comm_t *c);
+/* The queued transfers of c whose peer is on another node, put on the wire. */
+int eng_span_post_p2p(engine_t *eng, eng_comm_t *c);
 /* Whether some comm waits on the network (then the engine polls instead of sleeping). */
-int multi_busy(engine_t *eng);
-/* The sockets whose activity lets a comm spanning daemons progress. */
-int multi_poll_fds(engine_t *eng, struct pollfd *pfd, int max);
+int eng_span_waiting(engine_t *eng);
+/* The sockets whose activity lets a comm spanning daemons progress: the listeners first. */
+int eng_span_poll_fds(engine_t *eng, struct pollfd *pfd, int max, int *ncm_p);
+/* Acts on the events c's span comm reported, oldest first; returns how many. */
+int eng_span_drain(engine_t *eng, eng_comm_t *c);
 
 /* engine.c */
 void engine_kick(engine_t *eng);

@@ -94,8 +94,8 @@ void eng_comm_free(eng_comm_t *c)
         free(c->m[r].p2p.v);
         free(c->m[r].p2p.t_in);
     }
-    if (c->multi != NULL)
-        multi_free(c);
+    if (c->span != NULL)
+        c->sops->free(c->span);
     free(c->m);
     free(c->l0r);
     free(c->global_of);
@@ -171,11 +171,11 @@ void eng_comm_break_status(engine_t *eng, eng_comm_t *c, HcclResult status, cons
         n += fail_queue(eng, c, &c->m[r], &c->m[r].coll, status);
         n += fail_queue(eng, c, &c->m[r], &c->m[r].p2p, status);
     }
-    if (c->multi != NULL) {
-        n += multi_p2p_fail(eng, c, status);
+    if (c->span != NULL) {
+        n += c->sops->p2p_cancel(c->span, status);
         if (!c->broken)
-            multi_abort_send(eng, c, c->culprit,
-                             status == HCCL_E_PARA ? MULTI_ABORT_MISMATCH : MULTI_ABORT_BROKE, 0);
+            c->sops->notify(c->span, c->culprit,
+                            status == HCCL_E_PARA ? SPAN_NOTICE_MISMATCH : SPAN_NOTICE_BROKE, 0);
     }
     /* A clean HcclCommDestroy leaves nothing queued and is no news. */
     if (!c->broken && n > 0)
@@ -190,6 +190,8 @@ void eng_comm_break_status(engine_t *eng, eng_comm_t *c, HcclResult status, cons
     if (!c->broken)
         c->broken_status = status;
     c->broken = 1;
+    /* The withdrawn transfers complete now, after the break: what follows sees it. */
+    eng_span_drain(eng, c);
 }
 
 /* Fails the queued p2p operations of rank r whose peer is `peer` (or all if peer < 0). */
@@ -224,7 +226,11 @@ static uint32_t coll_index_from(dq_t *q, uint64_t limit)
 void eng_comm_rank_left(engine_t *eng, eng_comm_t *c, uint32_t rank, uint64_t limit)
 {
     unsigned n = 0;
-    int local = eng_comm_local(c, rank) != UINT32_MAX, busy = c->multi != NULL && c->multi->busy;
+    int local = eng_comm_local(c, rank) != UINT32_MAX;
+    int busy = c->span != NULL && c->sops->busy(c->span);
+    /* The op running between daemons may work straight in the leaver's buffer (span/coll.c,
+     * direct_out()), which may be unmapped soon. */
+    int in_use = local && c->span != NULL && c->sops->rank_left(c->span, eng_comm_local(c, rank));
 
     if (c->culprit == UINT32_MAX)
         c->culprit = rank;
@@ -237,11 +243,9 @@ void eng_comm_rank_left(engine_t *eng, eng_comm_t *c, uint32_t rank, uint64_t li
      * on. Transfers between the ranks that stay go on; those with the leaver fail. */
     if (local)
         limit = c->next_seq + (uint64_t)busy;
-    /* The op running here works straight in the leaver's buffer (multi.c direct_out()), which
-     * may be unmapped soon; or it needs a node whose rank left before taking part: then the
-     * comm stops at once, and with it every request on its connections. */
-    if (busy && ((local && eng_comm_local(c, rank) == 0 && c->multi->work != c->multi->out) ||
-                 (!local && c->next_seq >= limit))) {
+    /* Then, or when it needs a node whose rank left before taking part, the comm stops at
+     * once, and with it every request on its connections. */
+    if (busy && (in_use || (!local && c->next_seq >= limit))) {
         c->culprit = rank;
         eng_comm_break(eng, c,
                        local ? "local rank 0 left while an op between daemons used its buffer"
@@ -260,8 +264,8 @@ void eng_comm_rank_left(engine_t *eng, eng_comm_t *c, uint32_t rank, uint64_t li
     /* The other nodes hear of it only when ranks here were left waiting: then theirs wait
      * too. A comm that ends cleanly (every op done) sends nothing: a notice unread by a node
      * that already closed its side would make its kernel reset the connection. */
-    if (c->multi != NULL && local && n > 0)
-        multi_abort_send(eng, c, rank, MULTI_ABORT_LEFT, limit);
+    if (c->span != NULL && local && n > 0)
+        c->sops->notify(c->span, rank, SPAN_NOTICE_LEFT, limit);
     if (n > 0)
         WARN("COLL",
              "comm %u: rank %u left with %u operations of others waiting for it; they "
@@ -517,54 +521,36 @@ static int p2p_progress(engine_t *eng, eng_comm_t *c)
     return 0;
 }
 
-/* A comm that spans daemons: its connections (which stay watched once it is ready), its link
- * measurements and their deadline. Stops at a break. */
-static int multi_setup_progress(engine_t *eng, eng_comm_t *c)
+int eng_comm_local_p2p(engine_t *eng, eng_comm_t *c)
 {
-    int n = multi_conns_progress(eng, c);
+    int n = 0;
 
-    if (!c->broken)
-        n += multi_probe_progress(eng, c);
-    if (!c->broken)
-        n += multi_ready_timeout(eng, c);
+    while (!c->broken && p2p_progress(eng, c))
+        n++;
     return n;
 }
 
-/* A ready comm that spans daemons: notices from the other nodes, then collectives, local
- * transfers and those with other nodes. Stops at a break. */
-static int multi_run_progress(engine_t *eng, eng_comm_t *c)
+int eng_comm_local_progress(engine_t *eng, eng_comm_t *c)
 {
-    int n = multi_abort_progress(eng, c);
+    int n = 0;
 
-    if (!c->broken)
-        n += multi_coll_progress(eng, c);
-    while (!c->broken && p2p_progress(eng, c))
+    while (coll_progress(eng, c))
         n++;
-    return c->broken ? n : n + multi_p2p_progress(eng, c);
+    return n + eng_comm_local_p2p(eng, c);
 }
 
 int eng_comm_progress(engine_t *eng, eng_comm_t *c)
 {
-    int n = 0;
-
     switch (eng_comm_state(c)) {
     case ENG_COMM_BROKEN:
         /* A broken comm only pushes out its notice to the other nodes. */
-        return c->multi != NULL ? multi_abort_progress(eng, c) : 0;
+        return c->span != NULL ? eng_span_progress(eng, c) : 0;
     case ENG_COMM_READY:
-        if (c->multi != NULL)
-            break;
-        while (coll_progress(eng, c))
-            n++;
-        while (p2p_progress(eng, c))
-            n++;
-        return n;
+        if (c->span == NULL)
+            return eng_comm_local_progress(eng, c);
+        break;
     case ENG_COMM_CONNECTING:
     case ENG_COMM_PROBING: break;
     }
-    n = multi_setup_progress(eng, c);
-    /* Nothing starts before the links are measured: a rank that finished early and left must
-     * not close a connection with probe messages still unread (the peer would get a reset and
-     * lose what it had not read yet). A comm that got ready in this pass starts at once. */
-    return eng_comm_state(c) == ENG_COMM_READY ? n + multi_run_progress(eng, c) : n;
+    return eng_span_progress(eng, c);
 }

@@ -16,11 +16,10 @@
 #include "hccl/hccl.h"
 #include "log.h"
 #include "rootinfo.h"
-#include "sched/multi_tag.h"
+#include "sched/engine.h"
 #include "server/server.h"
 
-/* Send/recv tags carry comm ranks in 16 bits each. */
-_Static_assert(SERVER_MAX_RANKS <= TAG_RANK_MAX, "ranks fit the send/recv tags");
+_Static_assert(SERVER_MAX_RANKS <= ENGINE_RANK_MAX, "a comm's ranks fit the engine's");
 
 struct job {
     server_t *srv;

@@ -20,7 +20,7 @@
 /* What daemons speak among themselves (PeerHello.version): bumped whenever they would no longer
  * understand a daemon of the version before, so that a node left behind by an upgrade is
  * refused by name instead of stalling a comm. 3: the link probe repeats its exchanges
- * (multi_probe.c). */
+ * (span/probe.c). */
 #define PEER_PROTO_VERSION 3u
 
 typedef struct server server_t;

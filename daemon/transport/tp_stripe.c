@@ -37,7 +37,7 @@
 #include "transport/tp_queue.h"
 
 #define STRIPE_MAX_REQS 256
-/* The hello's tag: class 3, comm and low bits all ones, which multi_tag.h never makes. */
+/* The hello's tag: class 3, comm and low bits all ones, which span/tag.h never makes. */
 #define STRIPE_HELLO_TAG UINT64_MAX
 #define STRIPE_HELLO_BYTES 8
 #define STRIPE_SETUP_NS (30ull * 1000000000ull)

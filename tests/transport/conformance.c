@@ -208,7 +208,7 @@ END_TEST
 
 /* A comm that leaves a shared connection: its kept messages go, and for the given time
  * those still to come; the other comm's traffic goes on, and after the time the tag bits
- * are usable again. Tags: comm bits in 61..32 as in sched/multi_tag.h. */
+ * are usable again. Tags: comm bits in 61..32 as in span/tag.h. */
 START_TEST(test_forget)
 {
     enum { LEN = 5000 };

@@ -7,7 +7,7 @@
 #include "hccl/hccl.h"
 #include "nodelist.h"
 #include "ranktable.h"
-#include "sched/multi_place.h"
+#include "span/place.h"
 #include "test_list.h"
 
 typedef struct hosts {
@@ -200,7 +200,7 @@ END_TEST
 
 /* Positions of every placement: node by node, a node's ranks in rank order; identity only
  * for equal contiguous blocks; bad placements refused. */
-START_TEST(test_multi_place)
+START_TEST(test_span_place)
 {
     static const struct {
         uint32_t n, nn, L, identity;
@@ -215,10 +215,10 @@ START_TEST(test_multi_place)
         {1, 1, 1, 1, {0}, {0}, {0, 1}},
     };
     static const uint32_t out_of_range[] = {0, 2}, empty_node[] = {0, 0, 2};
-    multi_place_t p;
+    span_place_t p;
 
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        ck_assert_int_eq(multi_place_init(&p, cases[i].node, cases[i].n, cases[i].nn), 0);
+        ck_assert_int_eq(span_place_init(&p, cases[i].node, cases[i].n, cases[i].nn), 0);
         ck_assert_uint_eq(p.L, cases[i].L);
         ck_assert_int_eq(p.equal && p.in_order, (int)cases[i].identity);
         for (uint32_t g = 0; g < cases[i].n; g++) {
@@ -229,10 +229,10 @@ START_TEST(test_multi_place)
         }
         for (uint32_t j = 0; j <= cases[i].nn; j++)
             ck_assert_uint_eq(p.first[j], cases[i].first[j]);
-        multi_place_free(&p);
+        span_place_free(&p);
     }
-    ck_assert_int_eq(multi_place_init(&p, out_of_range, 2, 2), -EINVAL);
-    ck_assert_int_eq(multi_place_init(&p, empty_node, 3, 3), -EINVAL);
+    ck_assert_int_eq(span_place_init(&p, out_of_range, 2, 2), -EINVAL);
+    ck_assert_int_eq(span_place_init(&p, empty_node, 3, 3), -EINVAL);
 }
 END_TEST
 
@@ -261,7 +261,7 @@ Suite *bootstrap_suite(void)
     tcase_add_test(tc, test_nodelist_malformed);
     tcase_add_test(tc, test_ranktable_valid);
     tcase_add_test(tc, test_ranktable_invalid);
-    tcase_add_test(tc, test_multi_place);
+    tcase_add_test(tc, test_span_place);
     tcase_add_test(tc, test_hostport);
     suite_add_tcase(s, tc);
     return s;

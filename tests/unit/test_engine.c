@@ -3,7 +3,8 @@
  * segments are plain memory, a comm of them, descriptors posted on their submission rings as
  * libhccl posts them, completions read back from their completion rings. Matching across
  * ranks, a rank whose process dies (its session removed), a rank that leaves cleanly, ranks
- * that post different collectives.
+ * that post different collectives. Then the engine's side of comms that span daemons, against a
+ * fake of the span layer (span/span.h): what it hands down, and what it does with each event.
  */
 #include <check.h>
 #include <stdint.h>
@@ -14,6 +15,7 @@
 #include "hccl/hccl.h"
 #include "ring.h"
 #include "sched/engine.h"
+#include "sched/engine_int.h"
 #include "shm.h"
 #include "test_list.h"
 
@@ -205,6 +207,306 @@ START_TEST(test_engine_mismatch)
 }
 END_TEST
 
+/* The fake span layer: scripted events, a record of what the engine handed down. */
+static struct fake_span {
+    int busy, started, posted, notified, notice, left_local, freed;
+    desc_t coll, p2p;
+    l0_rank_t r0;
+    uint32_t p2p_local;
+    void *p2p_buf;
+    uint32_t notice_rank;
+    span_ev_t q[16];
+    unsigned qh, qn;
+} fs;
+
+static span_state_t fs_state(const span_comm_t *sc)
+{
+    (void)sc;
+    return SPAN_READY;
+}
+
+static int fs_progress(span_comm_t *sc, int broken)
+{
+    (void)sc;
+    (void)broken;
+    return 0;
+}
+
+static int fs_event(span_comm_t *sc, span_ev_t *ev)
+{
+    (void)sc;
+    if (fs.qn == 0)
+        return 0;
+    *ev = fs.q[fs.qh++ % 16];
+    fs.qn--;
+    return 1;
+}
+
+static int fs_busy(const span_comm_t *sc)
+{
+    (void)sc;
+    return fs.busy;
+}
+
+static int fs_coll_start(span_comm_t *sc, const desc_t *d, const l0_rank_t *rk)
+{
+    (void)sc;
+    fs.coll = *d;
+    fs.r0 = rk[0];
+    fs.started++;
+    fs.busy = 1;
+    return 0;
+}
+
+static int fs_p2p_post(span_comm_t *sc, uint32_t l, const desc_t *d, uint64_t t_in, void *buf)
+{
+    (void)sc;
+    (void)t_in;
+    fs.p2p = *d;
+    fs.p2p_local = l;
+    fs.p2p_buf = buf;
+    fs.posted++;
+    return 1;
+}
+
+static void fs_push(const span_ev_t *ev)
+{
+    fs.q[(fs.qh + fs.qn++) % 16] = *ev;
+}
+
+static unsigned fs_p2p_cancel(span_comm_t *sc, HcclResult status)
+{
+    (void)sc;
+    if (fs.posted == 0)
+        return 0;
+    fs_push(&(span_ev_t){
+        .kind = SPAN_EV_P2P_DONE, .status = status, .local = fs.p2p_local, .tag = fs.p2p.tag});
+    fs.posted = 0;
+    return 1;
+}
+
+static void fs_notify(span_comm_t *sc, uint32_t rank, int what, uint64_t limit)
+{
+    (void)sc;
+    (void)limit;
+    fs.notified++;
+    fs.notice = what;
+    fs.notice_rank = rank;
+}
+
+static int fs_rank_left(span_comm_t *sc, uint32_t l)
+{
+    (void)sc;
+    fs.left_local = (int)l;
+    return 0;
+}
+
+static int fs_waits(const span_comm_t *sc, int broken)
+{
+    (void)sc;
+    (void)broken;
+    return 0;
+}
+
+static int fs_qos_active(const span_comm_t *sc, uint64_t now)
+{
+    (void)sc;
+    (void)now;
+    return 0;
+}
+
+static int fs_poll_fds(const span_comm_t *sc, int broken, struct pollfd *pfd, int max)
+{
+    (void)sc;
+    (void)broken;
+    (void)pfd;
+    (void)max;
+    return 0;
+}
+
+static void fs_stats(const span_comm_t *sc, span_stats_t *st, char (*link)[SPAN_LINK_MAX],
+                     uint32_t max, uint32_t *nnodes)
+{
+    (void)sc;
+    (void)link;
+    (void)max;
+    *st = (span_stats_t){.algo = -1, .on_wire = fs.busy};
+    *nnodes = 0;
+}
+
+static uint32_t fs_links(const span_comm_t *sc, char (*addrs)[SPAN_ADDR_MAX], uint32_t max)
+{
+    (void)sc;
+    (void)addrs;
+    (void)max;
+    return 0;
+}
+
+static void fs_free(span_comm_t *sc)
+{
+    (void)sc;
+    fs.freed++;
+}
+
+static const span_ops_t fake_span_ops = {
+    .state = fs_state,
+    .progress = fs_progress,
+    .event = fs_event,
+    .busy = fs_busy,
+    .coll_start = fs_coll_start,
+    .p2p_post = fs_p2p_post,
+    .p2p_cancel = fs_p2p_cancel,
+    .notify = fs_notify,
+    .rank_left = fs_rank_left,
+    .waits = fs_waits,
+    .qos_active = fs_qos_active,
+    .poll_fds = fs_poll_fds,
+    .stats = fs_stats,
+    .links = fs_links,
+    .free = fs_free,
+};
+
+/* The comm of setup(2) as this node's half of 4 ranks (global 0 and 1 here, 2 and 3 on
+ * another node), spanning daemons through the fake. */
+static void setup_span(void)
+{
+    static const uint32_t global[2] = {0, 1};
+
+    memset(&fs, 0, sizeof(fs));
+    fs.left_local = -1;
+    setup(2);
+    pthread_mutex_lock(&eng->lock);
+    eng_comm_t *c = eng_comm_find(eng, COMM);
+    ck_assert_int_eq(eng_comm_set_ranks(c, 4, global), 0);
+    c->span = (span_comm_t *)&fs;
+    c->sops = &fake_span_ops;
+    c->qos_class = -1;
+    pthread_mutex_unlock(&eng->lock);
+}
+
+/* An event reaches the engine at its next pass. */
+static void fs_report(const span_ev_t *ev)
+{
+    uint64_t one = 1;
+
+    pthread_mutex_lock(&eng->lock);
+    fs_push(ev);
+    pthread_mutex_unlock(&eng->lock);
+    ck_assert_int_eq(write(engine_doorbell_fd(eng), &one, sizeof(one)), (ssize_t)sizeof(one));
+}
+
+/* Waits until *v (read under the engine's lock) is want, within WAIT_S. */
+static void fs_until(const int *v, int want)
+{
+    for (int i = 0; i < WAIT_S * 1000; i++) {
+        pthread_mutex_lock(&eng->lock);
+        int now = *v;
+        pthread_mutex_unlock(&eng->lock);
+        if (now == want)
+            return;
+        usleep(1000);
+    }
+    ck_abort_msg("fake span layer: %d, not %d", *v, want);
+}
+
+/* Once both local ranks posted, the collective goes down once with rank 0's buffers; its end,
+ * reported as an event, completes both with its status and profile. */
+START_TEST(test_engine_span_coll)
+{
+    setup_span();
+    post(0, DESC_ALLREDUCE, 0, 1);
+    queued(1);
+    ck_assert_int_eq(fs.started, 0);
+    post(1, DESC_ALLREDUCE, 0, 2);
+    fs_until(&fs.started, 1);
+    ck_assert_uint_eq(fs.coll.seq, 0);
+    ck_assert_ptr_eq(fs.r0.send, ranks[0].arena);
+    ck_assert_ptr_eq(fs.r0.recv, block(0, COUNT * sizeof(float)));
+    pthread_mutex_lock(&eng->lock);
+    fs.busy = 0;
+    pthread_mutex_unlock(&eng->lock);
+    fs_report(&(span_ev_t){.kind = SPAN_EV_COLL_DONE,
+                           .status = HCCL_E_TCP_TRANSFER,
+                           .prof = {.t_start = 1, .algo = 2}});
+    for (uint32_t r = 0; r < 2; r++) {
+        cqe_t e = completion(r);
+        ck_assert_uint_eq(e.tag, r + 1);
+        ck_assert_int_eq(e.status, HCCL_E_TCP_TRANSFER);
+        ck_assert_int_eq(e.algo, 2);
+    }
+    ck_assert_int_eq(fs.started, 1);
+    teardown(2);
+    ck_assert_int_eq(fs.freed, 1);
+}
+END_TEST
+
+/* BROKEN fails what is queued with its status, the comm too from then on, and tells the other
+ * nodes once; a transfer in flight completes with the same status. */
+START_TEST(test_engine_span_broken)
+{
+    engine_comm_stats_t st;
+
+    setup_span();
+    post(0, DESC_ALLREDUCE, 0, 1);
+    queued(1);
+    desc_t d = {.tag = 9,
+                .comm_id = COMM,
+                .kind = DESC_SEND,
+                .dtype = HCCL_DATA_TYPE_FP32,
+                .count = COUNT,
+                .total = COUNT,
+                .rank = 1,
+                .root = 3,
+                .send_off = 64};
+    uint64_t one = 1;
+    ck_assert_int_eq(ring_push(&ranks[1].sq, &d), 0);
+    ck_assert_int_eq(write(engine_doorbell_fd(eng), &one, sizeof(one)), (ssize_t)sizeof(one));
+    fs_until(&fs.posted, 1);
+    ck_assert_uint_eq(fs.p2p_local, 1);
+    ck_assert_uint_eq(fs.p2p.root, 3);
+    ck_assert_ptr_eq(fs.p2p_buf, (char *)ranks[1].arena + 64);
+    fs_report(&(span_ev_t){.kind = SPAN_EV_BROKEN,
+                           .status = HCCL_E_TIMEOUT,
+                           .culprit = UINT32_MAX,
+                           .why = "HCCL_CONNECT_TIMEOUT"});
+    ck_assert_int_eq(completion(0).status, HCCL_E_TIMEOUT);
+    cqe_t e = completion(1);
+    ck_assert_uint_eq(e.tag, 9);
+    ck_assert_int_eq(e.status, HCCL_E_TIMEOUT);
+    ck_assert_int_eq(engine_get_comm_stats(eng, COMM, &st), 0);
+    ck_assert_int_eq(st.broken, 1);
+    ck_assert_int_eq(st.broken_status, HCCL_E_TIMEOUT);
+    ck_assert_int_eq(fs.notified, 1);
+    ck_assert_int_eq(fs.notice, SPAN_NOTICE_BROKE);
+    post(1, DESC_ALLREDUCE, 0, 3);
+    ck_assert_int_eq(completion(1).status, HCCL_E_TIMEOUT);
+    teardown(2);
+}
+END_TEST
+
+/* Another node's rank 3 left before piece 0: rank 0's queued piece fails with HCCL_E_REMOTE
+ * naming it, the comm stays whole, nothing goes back to the other nodes. A local rank that
+ * leaves is told to the span layer. */
+START_TEST(test_engine_span_rank_left)
+{
+    engine_comm_stats_t st;
+
+    setup_span();
+    post(0, DESC_ALLREDUCE, 0, 1);
+    queued(1);
+    fs_report(&(span_ev_t){.kind = SPAN_EV_RANK_LEFT, .culprit = 3, .limit = 0});
+    cqe_t e = completion(0);
+    ck_assert_int_eq(e.status, HCCL_E_REMOTE);
+    ck_assert_uint_eq(e.culprit, 3 + 1);
+    ck_assert_int_eq(engine_get_comm_stats(eng, COMM, &st), 0);
+    ck_assert_int_eq(st.broken, 0);
+    ck_assert_int_eq(fs.notified, 0);
+    engine_comm_leave(eng, COMM, 1);
+    ck_assert_int_eq(fs.left_local, 1);
+    teardown(2);
+}
+END_TEST
+
 Suite *engine_suite(void)
 {
     Suite *s = suite_create("engine");
@@ -215,6 +517,12 @@ Suite *engine_suite(void)
     tcase_add_test(tc, test_engine_breaks_on_a_death);
     tcase_add_test(tc, test_engine_rank_leaves);
     tcase_add_test(tc, test_engine_mismatch);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("span");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_engine_span_coll);
+    tcase_add_test(tc, test_engine_span_broken);
+    tcase_add_test(tc, test_engine_span_rank_left);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -10,8 +10,8 @@
 
 #include "exec/l1.h"
 #include "hccl/hccl.h"
-#include "sched/xfer_result.h"
 #include "shm.h"
+#include "span/xfer_result.h"
 #include "test_list.h"
 
 #define MAXN 18
@@ -234,7 +234,7 @@ static long run_case_odd(mesh_t *m, int algo, int kind, uint32_t root, uint64_t 
                        .fresh = fresh[me],
                        .dtype = HCCL_DATA_TYPE_INT32,
                        .redop = HCCL_REDUCE_SUM,
-                       .tag = me == odd ? tag | 1ull << 47 : tag, /* as multi_tag.h */
+                       .tag = me == odd ? tag | 1ull << 47 : tag, /* as span/tag.h */
                        .check_tag = tag | 1ull << 48,
                        .nnodes = n,
                        .check = checks[me],

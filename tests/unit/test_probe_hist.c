@@ -2,7 +2,7 @@
  * same set of daemons, only recent ones, and a full table that evicts the oldest. */
 #include <string.h>
 
-#include "sched/probe_hist.h"
+#include "span/probe_hist.h"
 #include "test_list.h"
 
 #define S 1000000000ull

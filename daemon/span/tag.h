@@ -1,7 +1,7 @@
 /*
  * Message tags on data connections between daemons: the one place that says how they are laid
  * out. A connection may carry several comms at once (the children of HcclCommSplit share their
- * parent's, see multi_conn.c), and the transport matches a message to the oldest receive of
+ * parent's, see link.c), and the transport matches a message to the oldest receive of
  * its tag, so no two comms, and no two kinds of traffic of one comm, may ever use one tag.
  *
  *   63..62  class: 0 collective, 1 link probe, 2 send/recv, 3 abort notice
@@ -12,19 +12,19 @@
  *                       nodes that run different ops under one sequence number thus exchange
  *                       no data (their tags differ), and the check, whose tag they share,
  *                       tells them why
- *           link probe: the exchange (multi_probe.c)
+ *           link probe: the exchange (probe.c)
  *           send/recv:  sender rank << 16 | receiver rank (comm ranks, below 65536)
- *           abort notice: 0 (multi_abort.c)
+ *           abort notice: 0 (abort.c)
  *
  * All ones (class 3 with low bits not 0) is the transport's own: a striped connection's hello
  * (transport/tp_stripe.c).
  *
  * Job ids are BLAKE2b outputs or random bytes, so two comms on one connection get the same 30
  * bits with a probability of about 2^-30 per pair; a child that would share a connection with
- * a comm of the same bits is refused at creation rather than allowed to cross (multi_conn.c).
+ * a comm of the same bits is refused at creation rather than allowed to cross (link.c).
  */
-#ifndef HCCLD_SCHED_MULTI_TAG_H
-#define HCCLD_SCHED_MULTI_TAG_H
+#ifndef HCCLD_SPAN_TAG_H
+#define HCCLD_SPAN_TAG_H
 
 #include <stdint.h>
 #include <string.h>

@@ -1,24 +1,24 @@
-/* Ranks to nodes and positions (see multi_place.h). */
+/* Ranks to nodes and positions (see place.h). */
 #include <errno.h>
 #include <stdlib.h>
 
-#include "sched/multi_place.h"
+#include "span/place.h"
 
-int multi_place_init(multi_place_t *p, const uint32_t *rank_node, uint32_t nranks, uint32_t nnodes)
+int span_place_init(span_place_t *p, const uint32_t *rank_node, uint32_t nranks, uint32_t nnodes)
 {
-    *p = (multi_place_t){.nranks = nranks, .nnodes = nnodes};
+    *p = (span_place_t){.nranks = nranks, .nnodes = nnodes};
     if (nnodes == 0 || (p->count = calloc(nnodes, sizeof(*p->count))) == NULL)
         return nnodes == 0 ? -EINVAL : -ENOMEM;
     for (uint32_t g = 0; g < nranks; g++) {
         if (rank_node[g] >= nnodes) {
-            multi_place_free(p);
+            span_place_free(p);
             return -EINVAL;
         }
         p->count[rank_node[g]]++;
     }
     for (uint32_t i = 0; i < nnodes; i++) {
         if (p->count[i] == 0) {
-            multi_place_free(p);
+            span_place_free(p);
             return -EINVAL;
         }
         p->L = p->count[i] > p->L ? p->count[i] : p->L;
@@ -31,7 +31,7 @@ int multi_place_init(multi_place_t *p, const uint32_t *rank_node, uint32_t nrank
     if (p->node == NULL || p->pos == NULL || p->pos_rank == NULL || p->first == NULL ||
         next == NULL) {
         free(next);
-        multi_place_free(p);
+        span_place_free(p);
         return -ENOMEM;
     }
     p->first[0] = 0;
@@ -52,12 +52,12 @@ int multi_place_init(multi_place_t *p, const uint32_t *rank_node, uint32_t nrank
     return 0;
 }
 
-void multi_place_free(multi_place_t *p)
+void span_place_free(span_place_t *p)
 {
     free(p->node);
     free(p->count);
     free(p->pos);
     free(p->pos_rank);
     free(p->first);
-    *p = (multi_place_t){0};
+    *p = (span_place_t){0};
 }

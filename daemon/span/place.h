@@ -9,12 +9,12 @@
  * contiguous blocks (equal and in_order) a rank's position is the rank itself; otherwise
  * level 0 permutes.
  */
-#ifndef HCCLD_SCHED_MULTI_PLACE_H
-#define HCCLD_SCHED_MULTI_PLACE_H
+#ifndef HCCLD_SPAN_PLACE_H
+#define HCCLD_SPAN_PLACE_H
 
 #include <stdint.h>
 
-typedef struct multi_place {
+typedef struct span_place {
     uint32_t nranks, nnodes;
     uint32_t L;         /* the most ranks any node holds */
     uint32_t *node;     /* [nranks]: each rank's node */
@@ -24,11 +24,11 @@ typedef struct multi_place {
     uint32_t *first;    /* [nnodes + 1]: node i's first position; first[nnodes] = nranks */
     int equal;          /* every node holds L ranks */
     int in_order;       /* pos[g] == g for every rank: contiguous blocks, maybe unequal */
-} multi_place_t;
+} span_place_t;
 
 /* From rank_node[g] < nnodes for g < nranks (every node holding at least one rank). 0,
  * -EINVAL (a node index out of range, or a node without ranks) or -ENOMEM. */
-int multi_place_init(multi_place_t *p, const uint32_t *rank_node, uint32_t nranks, uint32_t nnodes);
-void multi_place_free(multi_place_t *p);
+int span_place_init(span_place_t *p, const uint32_t *rank_node, uint32_t nranks, uint32_t nnodes);
+void span_place_free(span_place_t *p);
 
 #endif

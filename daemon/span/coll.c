@@ -1,9 +1,10 @@
 /*
  * Collectives across daemons. The engine gathers the node's share from its local ranks into a
  * node buffer (level 0), runs the level-1 schedule between daemons over the transport, and
- * writes each local rank's result (level 0). Per-rank blocks go by position (multi_place.h): a
+ * writes each local rank's result (level 0). Per-rank blocks go by position (place.h): a
  * node's blocks are contiguous and each byte crosses the network once per node, not once per
- * rank, wherever the ranks sit; node blocks have their own sizes (algo_build_ranks).
+ * rank, wherever the ranks sit; node blocks have their own sizes (algo_build_ranks). The engine
+ * starts a collective once every local rank posted it (span_coll_start); its end is an event.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -16,13 +17,13 @@
 #include "hccl/hccl.h"
 #include "log.h"
 #include "reduce.h"
-#include "sched/engine_int.h"
-#include "sched/multi_tag.h"
-#include "sched/xfer_result.h"
+#include "span/span_int.h"
+#include "span/tag.h"
+#include "span/xfer_result.h"
 
 /* Elements of one node block for the level-1 op of piece d, as if every node held as many
  * ranks as the fullest (exact with equal nodes): what the cost model and buffers go by. */
-static uint64_t node_count(const eng_multi_t *mu, int kind, uint64_t count)
+static uint64_t node_count(const span_comm_t *mu, int kind, uint64_t count)
 {
     uint64_t L = mu->pl.L;
 
@@ -36,101 +37,95 @@ static uint64_t node_count(const eng_multi_t *mu, int kind, uint64_t count)
     }
 }
 
-static uint8_t *send_block(eng_comm_t *c, uint32_t l, uint64_t b)
+static const uint8_t *send_block(const span_comm_t *sc, uint32_t l, uint64_t b)
 {
-    const desc_t *d = dq_at(&c->m[l].coll, 0);
-
-    return c->m[l].s->arena + d->send_off + b * d->send_stride;
+    return (const uint8_t *)sc->ranks[l].send + b * sc->ranks[l].send_stride;
 }
 
-static uint8_t *recv_block(eng_comm_t *c, uint32_t l, uint64_t b)
+static uint8_t *recv_block(const span_comm_t *sc, uint32_t l, uint64_t b)
 {
-    const desc_t *d = dq_at(&c->m[l].coll, 0);
-
-    return c->m[l].s->arena + d->recv_off + b * d->recv_stride;
+    return (uint8_t *)sc->ranks[l].recv + b * sc->ranks[l].recv_stride;
 }
 
 /* dst = reduction over local ranks of their send block b (count elements). */
-static void reduce_locals(eng_comm_t *c, const desc_t *d, uint8_t *dst, uint64_t b)
+static void reduce_locals(const span_comm_t *sc, const desc_t *d, uint8_t *dst, uint64_t b)
 {
     const void *src[64];
     uint32_t k = 0;
 
-    while (k < c->nranks) {
+    while (k < sc->nlocal) {
         uint32_t m = 0;
         if (k > 0)
             src[m++] = dst;
-        while (m < 64 && k < c->nranks)
-            src[m++] = send_block(c, k++, b);
+        while (m < 64 && k < sc->nlocal)
+            src[m++] = send_block(sc, k++, b);
         reduce_n(d->dtype, d->redop, dst, src, m, d->count);
     }
 }
 
 /* Level 0 in: lay out the node's data as algo.h says (algo_build_ranks), per-rank blocks by
- * position (multi_place.h). */
-static void gather_in(eng_comm_t *c, const desc_t *d)
+ * position (place.h). */
+static void gather_in(span_comm_t *mu, const desc_t *d)
 {
-    eng_multi_t *mu = c->multi;
-    const multi_place_t *pl = &mu->pl;
-    uint32_t me = mu->me, k = c->nranks;
+    const span_place_t *pl = &mu->pl;
+    uint32_t me = mu->me, k = mu->nlocal;
     uint64_t b = d->count * dtype_size(d->dtype);
 
     switch (d->kind) {
     case DESC_ALLREDUCE:
-    case DESC_REDUCE: reduce_locals(c, d, mu->work, 0); break;
+    case DESC_REDUCE: reduce_locals(mu, d, mu->work, 0); break;
     case DESC_BROADCAST:
         if (pl->node[d->root] == me)
-            memmove(mu->work, send_block(c, eng_comm_local(c, d->root), 0), b);
+            memmove(mu->work, send_block(mu, span_local(mu, d->root), 0), b);
         break;
     case DESC_ALLGATHER:
-        for (uint32_t l = 0; l < c->nranks; l++)
-            memmove(mu->work + ((uint64_t)pl->first[me] + l) * b, send_block(c, l, 0), b);
+        for (uint32_t l = 0; l < mu->nlocal; l++)
+            memmove(mu->work + ((uint64_t)pl->first[me] + l) * b, send_block(mu, l, 0), b);
         break;
     case DESC_REDUCE_SCATTER:
         for (uint32_t q = 0; q < pl->nranks; q++)
-            reduce_locals(c, d, mu->work + (uint64_t)q * b, pl->pos_rank[q]);
+            reduce_locals(mu, d, mu->work + (uint64_t)q * b, pl->pos_rank[q]);
         break;
     case DESC_ALLTOALL:
         /* IN block j (for node j) holds, for each rank of j (position q), what each of our
          * k local ranks l sends it, at q * k + l. */
         for (uint64_t q = 0; q < pl->nranks; q++)
             for (uint32_t l = 0; l < k; l++)
-                memcpy(mu->in + (q * k + l) * b, send_block(c, l, pl->pos_rank[q]), b);
+                memcpy(mu->in + (q * k + l) * b, send_block(mu, l, pl->pos_rank[q]), b);
         break;
     case DESC_SCATTER:
         for (uint64_t q = 0; pl->node[d->root] == me && q < pl->nranks; q++)
-            memcpy(mu->in + q * b, send_block(c, eng_comm_local(c, d->root), pl->pos_rank[q]), b);
+            memcpy(mu->in + q * b, send_block(mu, span_local(mu, d->root), pl->pos_rank[q]), b);
         break;
     default: break;
     }
 }
 
 /* Level 0 out: every local rank's result from the node buffer. */
-static void scatter_out(eng_comm_t *c, const desc_t *d)
+static void scatter_out(span_comm_t *mu, const desc_t *d)
 {
-    eng_multi_t *mu = c->multi;
-    const multi_place_t *pl = &mu->pl;
-    uint64_t b = d->count * dtype_size(d->dtype), k = c->nranks;
+    const span_place_t *pl = &mu->pl;
+    uint64_t b = d->count * dtype_size(d->dtype), k = mu->nlocal;
 
     /* With a direct OUT, local rank 0 already holds its result (see direct_out()). A rank
      * that left while the op ran wants nothing. */
-    for (uint32_t l = mu->work != mu->out; l < c->nranks; l++) {
-        uint32_t g = c->global_of[l];
-        if (c->m[l].s == NULL)
+    for (uint32_t l = mu->work != mu->out; l < mu->nlocal; l++) {
+        uint32_t g = mu->global_of[l];
+        if (mu->gone[l])
             continue;
         switch (d->kind) {
         case DESC_ALLREDUCE:
-        case DESC_BROADCAST: memmove(recv_block(c, l, 0), mu->work, b); break;
+        case DESC_BROADCAST: memmove(recv_block(mu, l, 0), mu->work, b); break;
         case DESC_REDUCE:
             if (g == d->root)
-                memmove(recv_block(c, l, 0), mu->work, b);
+                memmove(recv_block(mu, l, 0), mu->work, b);
             break;
         case DESC_ALLGATHER:
             for (uint32_t q = 0; q < pl->nranks; q++)
-                memmove(recv_block(c, l, q), mu->work + (uint64_t)pl->pos[q] * b, b);
+                memmove(recv_block(mu, l, q), mu->work + (uint64_t)pl->pos[q] * b, b);
             break;
         case DESC_REDUCE_SCATTER:
-            memmove(recv_block(c, l, 0), mu->work + (uint64_t)pl->pos[g] * b, b);
+            memmove(recv_block(mu, l, 0), mu->work + (uint64_t)pl->pos[g] * b, b);
             break;
         case DESC_ALLTOALL:
             /* From node i's rank at position q, its li-th: OUT block i (k * first[i] on) holds
@@ -138,19 +133,19 @@ static void scatter_out(eng_comm_t *c, const desc_t *d)
             for (uint32_t q = 0; q < pl->nranks; q++) {
                 uint32_t i = pl->node[pl->pos_rank[q]];
                 uint64_t at = k * pl->first[i] + (uint64_t)l * pl->count[i] + (q - pl->first[i]);
-                memcpy(recv_block(c, l, pl->pos_rank[q]), mu->work + at * b, b);
+                memcpy(recv_block(mu, l, pl->pos_rank[q]), mu->work + at * b, b);
             }
             break;
-        case DESC_SCATTER: memmove(recv_block(c, l, 0), mu->work + (uint64_t)l * b, b); break;
+        case DESC_SCATTER: memmove(recv_block(mu, l, 0), mu->work + (uint64_t)l * b, b); break;
         default: break;
         }
     }
 }
 
 /* The settings' choice, else the cost model's, cached per kind and power-of-two size. The
- * figures come from the links measured at init (multi_probe.c), the same on every node; under
+ * figures come from the links measured at init (probe.c), the same on every node; under
  * HCCL_DETERMINISTIC from algo_cost_fixed(), the same in every run. */
-static const struct algo_pick *pick_algo(eng_multi_t *mu, int kind, uint64_t bytes)
+static const struct algo_pick *pick_algo(span_comm_t *mu, int kind, uint64_t bytes)
 {
     unsigned bucket = bytes ? 64 - (unsigned)__builtin_clzll(bytes) : 0;
     struct algo_pick *p = &mu->picks[kind][bucket];
@@ -212,18 +207,15 @@ static int per_rank(int kind)
  * nothing beyond it: level 0 then copies one way less, and not at all for a single in-place
  * rank. Returns NULL when the node buffer must be used.
  */
-static uint8_t *direct_out(eng_comm_t *c, const desc_t *d, uint64_t cnt)
+static uint8_t *direct_out(span_comm_t *mu, const desc_t *d, uint64_t cnt)
 {
-    const eng_multi_t *mu = c->multi;
-    const desc_t *d0 = dq_at(&c->m[0].coll, 0);
-
     switch (d->kind) {
     case DESC_ALLREDUCE:
-    case DESC_BROADCAST: return mu->sched.out_elems == cnt ? recv_block(c, 0, 0) : NULL;
+    case DESC_BROADCAST: return mu->sched.out_elems == cnt ? recv_block(mu, 0, 0) : NULL;
     case DESC_ALLGATHER:
         return mu->sched.out_elems == (uint64_t)mu->pl.nranks * d->count && mu->pl.in_order &&
-                       d0->recv_stride == d->count * dtype_size(d->dtype)
-                   ? recv_block(c, 0, 0)
+                       mu->ranks[0].recv_stride == d->count * dtype_size(d->dtype)
+                   ? recv_block(mu, 0, 0)
                    : NULL;
     default: return NULL;
     }
@@ -232,16 +224,15 @@ static uint8_t *direct_out(eng_comm_t *c, const desc_t *d, uint64_t cnt)
 /* The input level 1 may read where local rank 0 left it instead of a copy in OUT, or NULL:
  * when sched_prepare() found the schedule fit for it, and it overwrites all of the input's
  * range (REDUCE on a node other than the root wants no result there). */
-static const uint8_t *direct_in(eng_comm_t *c, const desc_t *d, uint64_t bytes)
+static const uint8_t *direct_in(const span_comm_t *mu, const desc_t *d, uint64_t bytes)
 {
-    const eng_multi_t *mu = c->multi;
     const uint8_t *src;
 
     if (mu->fresh_rc != 0)
         return NULL;
     if (!mu->fresh_all && (d->kind != DESC_REDUCE || mu->pl.node[d->root] == mu->me))
         return NULL;
-    src = send_block(c, 0, 0);
+    src = send_block(mu, 0, 0);
     if (src != mu->work && src < mu->work + bytes && mu->work < src + bytes)
         return NULL; /* overlapping in part: reads would see the schedule's writes */
     return src;
@@ -250,7 +241,7 @@ static const uint8_t *direct_in(eng_comm_t *c, const desc_t *d, uint64_t bytes)
 /* Builds the schedule for key unless it is the one kept from the last op. With one rank on
  * this node, an allreduce's or reduce's input is one block at OUT[0]: which of the schedule's
  * reads may take it where the rank left it is worked out here, once per schedule. */
-static int sched_prepare(eng_multi_t *mu, const sched_key_t *key)
+static int sched_prepare(span_comm_t *mu, const sched_key_t *key)
 {
     int rc;
 
@@ -292,7 +283,7 @@ static void op_check_fill(const desc_t *d, int algo, uint64_t out[4])
     out[3] = d->seq;
 }
 
-/* The op's part of its data tags (multi_tag.h): 1..255, from everything but the sequence. */
+/* The op's part of its data tags (tag.h): 1..255, from everything but the sequence. */
 static uint8_t op_check_digest(const uint64_t c[4])
 {
     uint64_t h = (c[0] ^ c[1] * 0x9e3779b97f4a7c15ull ^ c[2] * 0xc2b2ae3d27d4eb4full) *
@@ -319,9 +310,9 @@ static void op_check_text(const uint64_t c[4], char *buf, size_t cap)
 /* QoS: may this comm's next round put `bytes` on the wire now? Counts the time it may not. */
 static int admit_round(void *ctx, uint64_t bytes)
 {
-    eng_multi_t *mu = ctx;
+    span_comm_t *mu = ctx;
     uint64_t now = now_ns();
-    int ok = qos_admit(mu->qos, mu->qos_class, bytes, now);
+    int ok = mu->qos_class < 0 || mu->qos.admit(mu->qos.ctx, mu->qos_class, bytes, now);
 
     if (!ok && mu->qos_since_ns == 0)
         mu->qos_since_ns = now;
@@ -337,9 +328,8 @@ static int admit_round(void *ctx, uint64_t bytes)
 #define MULTI_MORE_NS 2000000ull
 
 /* Starts the level-1 part of the collective every local rank posted. */
-static int multi_start(engine_t *eng, eng_comm_t *c, const desc_t *d)
+static int coll_start(span_comm_t *mu, const desc_t *d)
 {
-    eng_multi_t *mu = c->multi;
     uint64_t cnt = node_count(mu, d->kind, d->count), es = dtype_size(d->dtype);
     const struct algo_pick *pick = pick_algo(mu, d->kind, cnt * es);
     int algo = pick->algo, rc;
@@ -356,16 +346,16 @@ static int multi_start(engine_t *eng, eng_comm_t *c, const desc_t *d)
         buf_reserve(&mu->scratch, &mu->scratch_cap, (mu->sched.scratch_elems + 1) * es) != 0)
         return -ENOMEM;
     mu->t0_ns = now_ns();
-    mu->work = direct_out(c, d, cnt);
+    mu->work = direct_out(mu, d, cnt);
     if (mu->work == NULL)
         mu->work = mu->out;
-    const uint8_t *src = direct_in(c, d, cnt * es);
+    const uint8_t *src = direct_in(mu, d, cnt * es);
     if (src == NULL)
-        gather_in(c, d);
+        gather_in(mu, d);
     mu->t_l1_ns = now_ns();
     mu->qos_since_ns = mu->qos_wait_ns = 0;
     op_check_fill(d, algo, mu->check);
-    c->prof = (op_prof_t){
+    mu->prof = (span_prof_t){
         .t_start = mu->t0_ns, .l0_ns = mu->t_l1_ns - mu->t0_ns, .algo = algo, .src = pick->src};
     l1_args_t a = {.sched = &mu->sched,
                    .conns = mu->conns,
@@ -393,7 +383,7 @@ static int multi_start(engine_t *eng, eng_comm_t *c, const desc_t *d)
         char why[256];
         costs_text(pick, why, sizeof(why));
         log_msg(LOG_INFO, "COLL", "comm %u seq %llu: %s, %llu B per node, %u nodes: %s (%s%s: %s)",
-                c->id, (unsigned long long)d->seq, desc_kind_name(d->kind),
+                mu->id, (unsigned long long)d->seq, desc_kind_name(d->kind),
                 (unsigned long long)(cnt * es), mu->nnodes, algo_name(algo),
                 pick->src == ALGO_SRC_MODEL           ? "predicted"
                 : pick->src == ALGO_SRC_DETERMINISTIC ? "predicted on fixed link figures, "
@@ -403,48 +393,59 @@ static int multi_start(engine_t *eng, eng_comm_t *c, const desc_t *d)
     return 0;
 }
 
-static void multi_end(eng_comm_t *c)
+void span_coll_end(span_comm_t *mu)
 {
-    eng_multi_t *mu = c->multi;
-
     l1_free(mu->run);
     mu->run = NULL;
     mu->busy = 0;
 }
 
-/* Runs the collective in flight, or starts the next one when every local rank posted it. */
-int multi_coll_progress(engine_t *eng, eng_comm_t *c)
+int span_coll_start(span_comm_t *mu, const desc_t *d, const l0_rank_t *ranks)
 {
-    eng_multi_t *mu = c->multi;
     int rc;
 
-    if (mu->nready < mu->nnodes - 1 || !mu->probed)
-        return 0;
-    if (!mu->busy) {
-        desc_t *d0 = coll_ready(eng, c);
-        if (d0 == NULL)
-            return 0;
-        if ((rc = multi_start(eng, c, d0)) != 0) {
-            ERR("COLL", "comm %u: starting a collective between daemons failed (%d)", c->id, rc);
-            multi_end(c);
-            coll_finish(eng, c, HCCL_E_INTERNAL);
-            return 1;
-        }
+    memcpy(mu->ranks, ranks, mu->nlocal * sizeof(*ranks));
+    if ((rc = coll_start(mu, d)) != 0) {
+        ERR("COLL", "comm %u: starting a collective between daemons failed (%d)", mu->id, rc);
+        span_coll_end(mu);
     }
+    return rc;
+}
+
+/* The op ended with status; the comm breaks too (with brk) if why is set. */
+static int coll_done(span_comm_t *mu, HcclResult status, HcclResult brk, const char *why)
+{
+    span_ev_t *ev = span_ev_push(mu, SPAN_EV_COLL_DONE);
+
+    ev->status = status;
+    ev->prof = mu->prof;
+    memset(&mu->prof, 0, sizeof(mu->prof));
+    if (why != NULL)
+        span_break(mu, brk, "%s", why);
+    return 1;
+}
+
+/* Runs the collective in flight. */
+int span_coll_progress(span_comm_t *mu)
+{
+    int rc;
+
+    if (!mu->busy)
+        return 0;
     rc = l1_progress(mu->run);
     if (rc == 0)
         return 0;
     uint64_t t_end = now_ns();
-    c->prof.l1_ns = t_end - mu->t_l1_ns;
-    c->prof.qos_wait_ns = mu->qos_wait_ns;
+    mu->prof.l1_ns = t_end - mu->t_l1_ns;
+    mu->prof.qos_wait_ns = mu->qos_wait_ns;
     mu->more_until_ns = rc == 1 && (mu->d0.flags & DESC_F_MORE) ? t_end + MULTI_MORE_NS : 0;
     if (rc == 1) {
         uint64_t tx, rx, es = dtype_size(mu->d0.dtype);
         sched_traffic(&mu->sched, &tx, &rx);
-        eng->st.net_tx_bytes += tx * es;
-        eng->st.net_rx_bytes += rx * es;
-        scatter_out(c, &mu->d0);
-        c->prof.l0_ns += now_ns() - t_end;
+        mu->prof.tx_bytes = tx * es;
+        mu->prof.rx_bytes = rx * es;
+        scatter_out(mu, &mu->d0);
+        mu->prof.l0_ns += now_ns() - t_end;
     }
     /* -EPROTO: a message of another length than the schedule says, which the same op on
      * every node never sends: the nodes run different ops (the check may not be in yet). */
@@ -457,29 +458,25 @@ int multi_coll_progress(engine_t *eng, eng_comm_t *c)
             ERR("COLL",
                 "comm %u piece %llu: node %u (%s) runs %s where this node runs %s: ranks posted "
                 "different collectives",
-                c->id, (unsigned long long)mu->d0.seq, prev, mu->addrs[prev], theirs, mine);
+                mu->id, (unsigned long long)mu->d0.seq, prev, mu->addrs[prev], theirs, mine);
         else
             ERR("COLL",
                 "comm %u piece %llu: a message of another length than %s needs came in: ranks "
                 "posted different collectives",
-                c->id, (unsigned long long)mu->d0.seq, mine);
-        /* The run stays until the comm goes (multi_free): a send of it partly on the wire,
-         * withdrawn now, would fail its connection, and with it the notice that tells the
-         * nodes that did not see the mismatch; left alone, it finishes and the notice follows. */
-        coll_finish(eng, c, HCCL_E_PARA);
-        eng_comm_break_status(eng, c, HCCL_E_PARA, "nodes posted different collectives");
-        return 1;
+                mu->id, (unsigned long long)mu->d0.seq, mine);
+        /* The run stays until the comm goes (span_ops_t.free): a send of it partly on the
+         * wire, withdrawn now, would fail its connection, and with it the notice that tells
+         * the nodes that did not see the mismatch; left alone, it finishes and the notice
+         * follows. */
+        return coll_done(mu, HCCL_E_PARA, HCCL_E_PARA, "nodes posted different collectives");
     }
-    /* A peer that went away may have said why first: its notice, heard now, fails the op
-     * (e.g. with HCCL_E_PARA for ranks that posted different collectives). */
-    if (rc < 0 && tp_peer_gone(rc) && multi_abort_listen_now(eng, c) >= 0 && c->broken) {
-        multi_end(c);
-        return 1;
-    }
+    /* A peer that went away may have said why first: its notice, heard now, comes first
+     * (e.g. HCCL_E_PARA for ranks that posted different collectives); the engine then fails
+     * the op's descriptors with the comm and ignores the op's end. */
+    if (rc < 0 && tp_peer_gone(rc))
+        span_abort_listen_now(mu);
     HcclResult status = rc == 1 ? HCCL_SUCCESS : xfer_result(l1_failed_transport(mu->run), rc);
-    multi_end(c);
-    coll_finish(eng, c, status);
-    if (rc < 0)
-        eng_comm_break(eng, c, "a transfer between daemons failed");
-    return 1;
+    span_coll_end(mu);
+    return coll_done(mu, status, HCCL_E_REMOTE,
+                     rc < 0 ? "a transfer between daemons failed" : NULL);
 }

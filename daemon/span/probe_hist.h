@@ -9,8 +9,8 @@
  * they still agree. The engine thread owns it; no locking. The probe's arithmetic that the
  * history shares, or that tests want apart (medians, the bandwidth), is here too.
  */
-#ifndef HCCLD_SCHED_PROBE_HIST_H
-#define HCCLD_SCHED_PROBE_HIST_H
+#ifndef HCCLD_SPAN_PROBE_HIST_H
+#define HCCLD_SPAN_PROBE_HIST_H
 
 #include <stdint.h>
 

@@ -1,6 +1,6 @@
 /* The HcclResult of an op whose transfer between daemons failed. */
-#ifndef HCCLD_SCHED_XFER_RESULT_H
-#define HCCLD_SCHED_XFER_RESULT_H
+#ifndef HCCLD_SPAN_XFER_RESULT_H
+#define HCCLD_SPAN_XFER_RESULT_H
 
 #include "hccl/hccl.h"
 #include "transport/transport.h"

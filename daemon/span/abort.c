@@ -3,12 +3,12 @@
  * instead of waiting for data that will never come. When the comm breaks here (a rank's
  * process died, a transfer failed, the daemon stops), or one of its ranks leaves while
  * others here still wait in collectives, this node sends a 16-byte notice on the comm's data
- * connection to every other node (tag class TAG_ABORT, multi_tag.h): the rank at fault, what
+ * connection to every other node (tag class TAG_ABORT, tag.h): the rank at fault, what
  * happened and, for a rank that left, how many collective pieces it took part in. Every node
  * keeps one receive for it posted per connection once the comm's links are up (an idle comm
  * thus also reads its connections, and a dead one shows at the next op at once). A node that
  * hears "broken" breaks the comm (every op fails with HCCL_E_REMOTE), "mismatch" likewise with
- * HCCL_E_PARA (ranks posted different collectives, multi.c); one that hears "left"
+ * HCCL_E_PARA (ranks posted different collectives, coll.c); one that hears "left"
  * fails the collective pieces that rank never took part in (those before it may still
  * complete: a broadcast's root is done before the others). Notices are not forwarded: every
  * node is connected to every other.
@@ -20,10 +20,10 @@
 #include "futex.h"
 #include "hccl/hccl.h"
 #include "log.h"
-#include "sched/engine_int.h"
-#include "sched/multi_tag.h"
+#include "span/span_int.h"
+#include "span/tag.h"
 
-struct multi_abort {
+struct span_abort {
     tp_req_t **rx, **tx; /* by node */
     uint32_t (*in)[4];   /* received notices, by node: rank, what, limit (low, high) */
     uint32_t out[4];     /* the notice this node sent */
@@ -37,14 +37,14 @@ struct multi_abort {
  * the engine sleeps in poll() on them, so a pass is a wake-up). */
 #define ABORT_BUSY_POLL_NS 1000000ull
 
-static uint64_t abort_tag(const eng_multi_t *mu)
+static uint64_t abort_tag(const span_comm_t *mu)
 {
     return tag_make(TAG_ABORT, mu->tag, 0);
 }
 
-static struct multi_abort *abort_get(eng_multi_t *mu)
+static struct span_abort *abort_get(span_comm_t *mu)
 {
-    struct multi_abort *a = mu->abort;
+    struct span_abort *a = mu->abort;
 
     if (a != NULL)
         return a;
@@ -62,47 +62,48 @@ static struct multi_abort *abort_get(eng_multi_t *mu)
     return mu->abort = a;
 }
 
-/* What a notice from node i says, acted on. */
-static void heard(engine_t *eng, eng_comm_t *c, uint32_t i)
+/* What a notice from node i says, as an event. */
+static void heard(span_comm_t *mu, uint32_t i)
 {
-    eng_multi_t *mu = c->multi;
     uint32_t rank = mu->abort->in[i][0], what = mu->abort->in[i][1];
     uint64_t limit = (uint64_t)mu->abort->in[i][3] << 32 | mu->abort->in[i][2];
-    char why[160];
+    span_ev_t *ev;
 
     mu->abort->sent = 1; /* the others heard it from that node as well */
-    if (what == MULTI_ABORT_LEFT && rank < c->nglobal) {
-        INFO("COLL", "comm %u: node %u (%s) says rank %u left after %llu collective pieces", c->id,
+    if (what == SPAN_NOTICE_LEFT && rank < mu->pl.nranks) {
+        INFO("COLL", "comm %u: node %u (%s) says rank %u left after %llu collective pieces", mu->id,
              i, mu->addrs[i], rank, (unsigned long long)limit);
-        c->culprit = rank;
-        eng_comm_rank_left(eng, c, rank, limit);
+        ev = span_ev_push(mu, SPAN_EV_RANK_LEFT);
+        ev->culprit = rank;
+        ev->limit = limit;
         return;
     }
-    if (what == MULTI_ABORT_MISMATCH) {
-        snprintf(why, sizeof(why), "node %u (%s) reports that ranks posted different collectives",
-                 i, mu->addrs[i]);
-        eng_comm_break_status(eng, c, HCCL_E_PARA, why);
+    if (what == SPAN_NOTICE_MISMATCH) {
+        span_break(mu, HCCL_E_PARA, "node %u (%s) reports that ranks posted different collectives",
+                   i, mu->addrs[i]);
         return;
     }
-    if (rank < c->nglobal)
-        snprintf(why, sizeof(why), "node %u (%s) reports that rank %u died or failed", i,
+    ev = span_ev_push(mu, SPAN_EV_BROKEN);
+    ev->status = HCCL_E_REMOTE;
+    ev->culprit = rank;
+    ev->set_culprit = 1;
+    if (rank < mu->pl.nranks)
+        snprintf(ev->why, sizeof(ev->why), "node %u (%s) reports that rank %u died or failed", i,
                  mu->addrs[i], rank);
     else
-        snprintf(why, sizeof(why), "node %u (%s) reports the comm broken there", i, mu->addrs[i]);
-    c->culprit = rank;
-    eng_comm_break(eng, c, why);
+        snprintf(ev->why, sizeof(ev->why), "node %u (%s) reports the comm broken there", i,
+                 mu->addrs[i]);
 }
 
-int multi_abort_progress(engine_t *eng, eng_comm_t *c)
+int span_abort_progress(span_comm_t *mu, int broken)
 {
-    eng_multi_t *mu = c->multi;
-    struct multi_abort *a = mu->abort;
+    struct span_abort *a = mu->abort;
     int n = 0, done, rc;
 
     if (a == NULL &&
-        (c->broken || !mu->probed || mu->nready < mu->nnodes - 1 || (a = abort_get(mu)) == NULL))
+        (broken || !mu->probed || mu->nready < mu->nnodes - 1 || (a = abort_get(mu)) == NULL))
         return 0;
-    if (!a->posted && !c->broken) {
+    if (!a->posted && !broken) {
         for (uint32_t i = 0; i < mu->nnodes; i++)
             if (i != mu->me && mu->conns[i] != NULL &&
                 tp_irecv(mu->conns[i], a->in[i], sizeof(a->in[i]), NULL, abort_tag(mu),
@@ -110,7 +111,7 @@ int multi_abort_progress(engine_t *eng, eng_comm_t *c)
                 a->rx[i] = NULL; /* that node's notice is missed; its data still fails us */
         a->posted = 1;
     }
-    if (mu->busy && !c->broken) {
+    if (mu->busy && !broken) {
         uint64_t now = now_ns();
         if (now < a->next_rx_ns)
             return 0;
@@ -121,7 +122,7 @@ int multi_abort_progress(engine_t *eng, eng_comm_t *c)
             a->tx[i] = NULL;
             n++;
         }
-        if (a->rx[i] == NULL || c->broken)
+        if (a->rx[i] == NULL || broken)
             continue;
         rc = tp_test(a->rx[i], &done);
         if (!done)
@@ -132,33 +133,33 @@ int multi_abort_progress(engine_t *eng, eng_comm_t *c)
          * its side while the others may still run (the last op with other nodes, transfers).
          * If the node died or the link is gone (heartbeats, TCP keepalive), the next op that
          * needs the connection fails at once. */
-        if (rc == 0)
-            heard(eng, c, i);
-        else
-            DBG("COLL", "comm %u: the data connection to node %u (%s) ended (%d)", c->id, i,
-                mu->addrs[i], rc);
+        if (rc == 0) {
+            heard(mu, i);
+            return n; /* the engine acts on it before anything else happens */
+        }
+        DBG("COLL", "comm %u: the data connection to node %u (%s) ended (%d)", mu->id, i,
+            mu->addrs[i], rc);
     }
     return n;
 }
 
-int multi_abort_listen_now(engine_t *eng, eng_comm_t *c)
+int span_abort_listen_now(span_comm_t *mu)
 {
-    if (c->multi->abort != NULL)
-        c->multi->abort->next_rx_ns = 0;
-    return multi_abort_progress(eng, c);
+    if (mu->abort != NULL)
+        mu->abort->next_rx_ns = 0;
+    return span_abort_progress(mu, 0);
 }
 
-void multi_abort_send(engine_t *eng, eng_comm_t *c, uint32_t rank, uint32_t what, uint64_t limit)
+void span_abort_send(span_comm_t *mu, uint32_t rank, int what, uint64_t limit)
 {
-    eng_multi_t *mu = c->multi;
-    struct multi_abort *a = abort_get(mu);
+    struct span_abort *a = abort_get(mu);
     int done;
 
     if (a == NULL || a->sent || mu->nready < mu->nnodes - 1)
         return;
     a->sent = 1;
     a->out[0] = rank;
-    a->out[1] = what;
+    a->out[1] = (uint32_t)what;
     a->out[2] = (uint32_t)limit;
     a->out[3] = (uint32_t)(limit >> 32);
     for (uint32_t i = 0; i < mu->nnodes; i++) {
@@ -171,9 +172,9 @@ void multi_abort_send(engine_t *eng, eng_comm_t *c, uint32_t rank, uint32_t what
     }
 }
 
-int multi_abort_pending(const eng_multi_t *mu)
+int span_abort_pending(const span_comm_t *mu)
 {
-    const struct multi_abort *a = mu->abort;
+    const struct span_abort *a = mu->abort;
 
     for (uint32_t i = 0; a != NULL && i < mu->nnodes; i++)
         if (a->tx[i] != NULL)
@@ -181,9 +182,9 @@ int multi_abort_pending(const eng_multi_t *mu)
     return 0;
 }
 
-void multi_abort_free(eng_multi_t *mu)
+void span_abort_free(span_comm_t *mu)
 {
-    struct multi_abort *a = mu->abort;
+    struct span_abort *a = mu->abort;
 
     if (a == NULL)
         return;

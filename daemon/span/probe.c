@@ -11,8 +11,8 @@
  * figures with its recent measurements of the same daemons (probe_hist.h: one probe on a busy
  * host scatters) and sends them to every node, so that all nodes feed the same numbers to the
  * cost model and pick the same algorithm for every op (they must: their schedules have to
- * match). Probe messages carry the comm's probe tags (multi_tag.h). A child of a split whose
- * connections are all its parent's takes the parent's figures instead (multi_conn.c): they
+ * match). Probe messages carry the comm's probe tags (tag.h). A child of a split whose
+ * connections are all its parent's takes the parent's figures instead (link.c): they
  * describe the same links.
  */
 #include <errno.h>
@@ -24,9 +24,9 @@
 #include "hccl/hccl.h"
 #include "log.h"
 #include "reduce.h"
-#include "sched/engine_int.h"
-#include "sched/multi_tag.h"
-#include "sched/probe_hist.h"
+#include "span/probe_hist.h"
+#include "span/span_int.h"
+#include "span/tag.h"
 
 #define PROBE_PINGS 7
 #define PROBE_BULKS 3
@@ -40,7 +40,7 @@ _Static_assert(PROBE_PINGS <= PROBE_MEDIAN_MAX && PROBE_FANS <= PROBE_MEDIAN_MAX
 
 enum probe_phase { PH_PING, PH_BULK, PH_FAN, PH_RESULT };
 
-struct multi_probe {
+struct span_probe {
     int phase;
     uint32_t k;        /* exchange of the phase in progress (ping, bulk, fan-out) */
     int answering;     /* node 1: its answer to the message just received is going out */
@@ -80,7 +80,7 @@ static void req_cancel(tp_req_t **r)
     *r = NULL;
 }
 
-static int both_done(struct multi_probe *p)
+static int both_done(struct span_probe *p)
 {
     int a = req_done(&p->rs), b = req_done(&p->rr);
 
@@ -110,7 +110,7 @@ static double host_load(const uint64_t *hosts, uint32_t n)
 }
 
 /* Node 0 turns its timings into the figures. */
-static void probe_compute(struct multi_probe *p)
+static void probe_compute(struct span_probe *p)
 {
     double rtt = probe_median(p->rtt_us, PROBE_PINGS),
            bulk_us = probe_median(p->bulk_us, PROBE_BULKS);
@@ -126,7 +126,7 @@ static void probe_compute(struct multi_probe *p)
     p->figures[2] = (double)(now_ns() - t0) / 1000.0 / PROBE_REDUCE_BYTES;
 }
 
-static int post_pair(tp_conn_t *c, struct multi_probe *p, const void *out, size_t out_len,
+static int post_pair(tp_conn_t *c, struct span_probe *p, const void *out, size_t out_len,
                      uint64_t out_tag, void *in, size_t in_len, uint64_t in_tag)
 {
     int rc = 0;
@@ -141,7 +141,7 @@ static int post_pair(tp_conn_t *c, struct multi_probe *p, const void *out, size_
 
 /* Node 0: a small message to every other node at once, then all their answers, PROBE_FANS
  * times. 1 done, 0 pending, <0 failed. */
-static int fan_out(eng_multi_t *mu, struct multi_probe *p)
+static int fan_out(span_comm_t *mu, struct span_probe *p)
 {
     uint32_t n = mu->nnodes;
     int rc;
@@ -170,13 +170,13 @@ static int fan_out(eng_multi_t *mu, struct multi_probe *p)
     p->hosts[0] = p->host;
     p->figures[4] = host_load(p->hosts, n);
     p->earlier = probe_hist_blend(
-        &mu->eng->probe_hist, probe_hist_key(mu->addrs[0], n, TP_ADDR_MAX), now_ns(), p->figures);
+        &mu->env->probe_hist, probe_hist_key(mu->addrs[0], n, TP_ADDR_MAX), now_ns(), p->figures);
     p->phase = PH_RESULT;
     return 1;
 }
 
 /* Node 0: ping-pongs, the bulk exchange, the fan-out, then the figures to everyone. */
-static int step_node0(eng_multi_t *mu, struct multi_probe *p)
+static int step_node0(span_comm_t *mu, struct span_probe *p)
 {
     tp_conn_t *c1 = mu->conns[1];
     int rc;
@@ -225,7 +225,7 @@ static int step_node0(eng_multi_t *mu, struct multi_probe *p)
 }
 
 /* Node 1 answers the pings and the bulk message; every other node only waits for figures. */
-static int step_other(eng_multi_t *mu, struct multi_probe *p)
+static int step_other(span_comm_t *mu, struct span_probe *p)
 {
     tp_conn_t *c0 = mu->conns[0];
     int rc;
@@ -274,9 +274,9 @@ static int step_other(eng_multi_t *mu, struct multi_probe *p)
     }
 }
 
-static void probe_free(eng_multi_t *mu)
+static void probe_free(span_comm_t *mu)
 {
-    struct multi_probe *p = mu->probe;
+    struct span_probe *p = mu->probe;
 
     if (p == NULL)
         return;
@@ -297,10 +297,9 @@ static void probe_free(eng_multi_t *mu)
     mu->probe = NULL;
 }
 
-int multi_probe_progress(engine_t *eng, eng_comm_t *c)
+int span_probe_progress(span_comm_t *mu)
 {
-    eng_multi_t *mu = c->multi;
-    struct multi_probe *p = mu->probe;
+    struct span_probe *p = mu->probe;
     int rc;
 
     if (mu->probed || mu->nready < mu->nnodes - 1)
@@ -316,12 +315,11 @@ int multi_probe_progress(engine_t *eng, eng_comm_t *c)
             p->result_reqs = calloc(mu->nnodes, sizeof(*p->result_reqs));
             p->fan_reqs = calloc(mu->nnodes, sizeof(*p->fan_reqs));
             p->hosts = calloc(mu->nnodes, sizeof(*p->hosts));
-            p->host = eng->host;
+            p->host = mu->env->host;
         }
         if (p == NULL || p->bulk == NULL || p->result_reqs == NULL || p->fan_reqs == NULL ||
             p->hosts == NULL) {
-            eng_comm_break(eng, c, "no memory to measure the links");
-            return 1;
+            return span_break(mu, HCCL_E_REMOTE, "no memory to measure the links");
         }
     }
     /* A ping or pong that arrives while its side still works on the previous one is kept by
@@ -331,8 +329,7 @@ int multi_probe_progress(engine_t *eng, eng_comm_t *c)
         return 0;
     if (rc < 0) {
         probe_free(mu);
-        eng_comm_break(eng, c, "measuring the links to another daemon failed");
-        return 1;
+        return span_break(mu, HCCL_E_REMOTE, "measuring the links to another daemon failed");
     }
     /* Raw doubles: the daemons of one comm share a byte order (x86-64, aarch64 LE). */
     mu->lc.alpha_us = p->figures[0];
@@ -343,7 +340,7 @@ int multi_probe_progress(engine_t *eng, eng_comm_t *c)
     INFO("COLL",
          "comm %u: links measured by node 0: latency %.1f us, %.2f GB/s, reduce %.2f GB/s, "
          "%.1f us per extra message, %.2f daemons per core%s",
-         c->id, mu->lc.alpha_us, 1e-3 / mu->lc.beta_us_per_byte, 1e-3 / mu->lc.gamma_us_per_byte,
+         mu->id, mu->lc.alpha_us, 1e-3 / mu->lc.beta_us_per_byte, 1e-3 / mu->lc.gamma_us_per_byte,
          mu->lc.overhead_us, mu->lc.host_load,
          mu->me == 0 && p->earlier > 0 ? " (medians with earlier measurements of these daemons)"
                                        : "");
@@ -352,12 +349,12 @@ int multi_probe_progress(engine_t *eng, eng_comm_t *c)
     return 1;
 }
 
-void multi_probe_free(eng_multi_t *mu)
+void span_probe_free(span_comm_t *mu)
 {
     probe_free(mu);
 }
 
-int multi_probe_poll_fds(const eng_multi_t *mu, struct pollfd *pfd, int max)
+int span_probe_poll_fds(const span_comm_t *mu, struct pollfd *pfd, int max)
 {
     int n = 0;
 

@@ -1,5 +1,5 @@
 /* Recent link measurements by set of daemons (see probe_hist.h). */
-#include "sched/probe_hist.h"
+#include "span/probe_hist.h"
 
 #include <stdlib.h>
 #include <string.h>

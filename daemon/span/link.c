@@ -1,0 +1,376 @@
+/*
+ * Data connections of communicators that span daemons: node j connects to every node i < j
+ * and announces its index; node i accepts (the connection manager, transport/tp_cm.h, learns
+ * the job from the handshake and j from the announcement) and gets it handed over here. A comm
+ * runs collectives once all its connections are ready.
+ *
+ * A child of HcclCommSplit takes its parent's connection instead wherever the root daemon
+ * says both ends hold one (span_spec_t.share): no handshake, no second socket. Such a
+ * connection is a span_link counted by its users, so parent and child may go in any order;
+ * tags keep their messages apart (tag.h). The parent's connection already proved the parent's
+ * key, from which the child's is derived: whoever may use one may use the other.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "futex.h"
+#include "hccl/hccl.h"
+#include "log.h"
+#include "span/span_int.h"
+#include "span/tag.h"
+
+_Static_assert(SPAN_ADDR_MAX == TP_ADDR_MAX, "data addresses have one size");
+
+/* How long a shared connection drops the late messages of a comm that is gone. */
+#define FORGET_NS (30 * 1000000000ull)
+
+/* Marks a data connection with its comm's class (DSCP on TCP). Only a comm's own connections:
+ * one it shares keeps its parent's marking. A split's children are the same tenant's job and
+ * class alike; re-marking would change the class of the parent's traffic under it. */
+static void link_mark(const span_comm_t *sc, tp_conn_t *conn)
+{
+    int dscp = sc->qos_class >= 0 ? sc->qos.dscp(sc->qos.ctx, sc->qos_class) : -1;
+
+    if (dscp >= 0)
+        tp_set_dscp(conn, dscp);
+}
+
+/* A connection of one comm so far; counted among the daemon's open ones. NULL (and the
+ * connection closed) if out of memory. */
+static span_link_t *link_new(span_env_t *env, tp_conn_t *conn)
+{
+    span_link_t *l = calloc(1, sizeof(*l));
+
+    if (l == NULL) {
+        tp_close(conn);
+        return NULL;
+    }
+    l->conn = conn;
+    l->refs = 1;
+    env->data_conns++;
+    return l;
+}
+
+/* One comm less uses l; the last one closes it. */
+static void link_put(span_env_t *env, span_link_t *l)
+{
+    if (l == NULL || --l->refs > 0)
+        return;
+    tp_close(l->conn);
+    free(l);
+    env->data_conns--;
+}
+
+int span_link_take(span_comm_t *sc, uint32_t peer, tp_conn_t *conn)
+{
+    if (peer >= sc->nnodes || peer <= sc->me || sc->links[peer] != NULL)
+        return -EINVAL;
+    if ((sc->links[peer] = link_new(sc->env, conn)) == NULL)
+        return span_break(sc, HCCL_E_REMOTE, "no memory for a data connection"), 0;
+    sc->conns[peer] = conn;
+    link_mark(sc, conn);
+    sc->nready++;
+    return 0;
+}
+
+/* Advances our outgoing connections; counts the ones that became ready. */
+int span_conns_progress(span_comm_t *sc)
+{
+    int n = 0;
+
+    for (uint32_t i = 0; i < sc->me && sc->nready < sc->nnodes - 1; i++) {
+        if (sc->conns[i] == NULL || sc->conn_ready[i])
+            continue;
+        int st = tp_conn_state(sc->conns[i]);
+        if (st == 1) {
+            sc->conn_ready[i] = 1;
+            sc->nready++;
+            n++;
+        } else if (st < 0) {
+            return span_break(sc, HCCL_E_REMOTE, "a data connection to another daemon failed");
+        }
+    }
+    return n;
+}
+
+int span_ready_timeout(span_comm_t *sc)
+{
+    char why[SPAN_WHY_MAX];
+    uint32_t ready = 0;
+    int at;
+
+    if (sc->probed || now_ns() < sc->ready_by_ns)
+        return 0;
+    at = snprintf(why, sizeof(why), "HCCL_CONNECT_TIMEOUT: no data connection yet with node");
+    for (uint32_t i = 0; i < sc->nnodes; i++) {
+        int up = i == sc->me || (i < sc->me ? sc->conn_ready[i] : sc->links[i] != NULL);
+        ready += up && i != sc->me;
+        if (!up && at < (int)sizeof(why) - 40)
+            at += snprintf(why + at, sizeof(why) - (size_t)at, " %u (%s)", i, sc->addrs[i]);
+    }
+    if (ready == sc->nnodes - 1)
+        snprintf(why + at, sizeof(why) - (size_t)at,
+                 " (all connected; their measurement did not end)");
+    return span_break(sc, HCCL_E_TIMEOUT, "%s", why);
+}
+
+static void span_comm_unlink(span_comm_t *sc)
+{
+    for (span_comm_t **pp = &sc->env->comms; *pp != NULL; pp = &(*pp)->next)
+        if (*pp == sc) {
+            *pp = sc->next;
+            break;
+        }
+}
+
+void span_comm_free(span_comm_t *sc)
+{
+    if (sc->busy)
+        l1_free(sc->run);
+    sched_free(&sc->sched);
+    free(sc->fresh);
+    span_p2p_free(sc);
+    span_probe_free(sc);
+    span_abort_free(sc);
+    free(sc->out);
+    free(sc->in);
+    free(sc->scratch);
+    for (uint32_t i = 0; sc->links != NULL && i < sc->nnodes; i++) {
+        /* A connection that others keep: what the peers still send this comm goes. */
+        if (sc->links[i] != NULL && sc->links[i]->refs > 1)
+            tp_forget(sc->links[i]->conn, (uint64_t)TAG_COMM_MASK << 32, (uint64_t)sc->tag << 32,
+                      FORGET_NS);
+        link_put(sc->env, sc->links[i]);
+    }
+    if (sc->env != NULL) {
+        tp_cm_job_release(sc->env->cm, sc->job_id);
+        span_comm_unlink(sc);
+    }
+    free(sc->links);
+    free(sc->conn_ready);
+    free(sc->conns);
+    free(sc->addrs);
+    free(sc->rdma_addrs);
+    free(sc->node_addrs);
+    free(sc->global_of);
+    free(sc->gone);
+    free(sc->ranks);
+    free(sc->evq);
+    span_place_free(&sc->pl);
+    free(sc);
+}
+
+/* The members are node me's ranks, in rank order (sp->global). */
+static int place_members(span_comm_t *sc, const span_spec_t *sp)
+{
+    uint32_t n = sp->local ? sp->local : 1;
+
+    sc->nlocal = sp->local;
+    sc->global_of = calloc(n, sizeof(*sc->global_of));
+    sc->gone = calloc(n, 1);
+    sc->ranks = calloc(n, sizeof(*sc->ranks));
+    if (sc->global_of == NULL || sc->gone == NULL || sc->ranks == NULL)
+        return -ENOMEM;
+    memcpy(sc->global_of, sp->global, sp->local * sizeof(*sc->global_of));
+    for (uint32_t l = 0; l < sp->local; l++)
+        if (sp->global[l] >= sp->nglobal || sp->rank_node[sp->global[l]] != sp->me)
+            return -EINVAL;
+    return 0;
+}
+
+static span_comm_t *span_comm_alloc(const span_spec_t *sp)
+{
+    span_comm_t *sc = calloc(1, sizeof(*sc));
+
+    if (sc == NULL)
+        return NULL;
+    sc->id = sp->comm_id;
+    sc->nnodes = sp->nnodes;
+    sc->me = sp->me;
+    sc->log_ops = sp->log_ops;
+    sc->qos_class = sp->qos_class;
+    sc->ready_by_ns =
+        now_ns() + (uint64_t)(sp->connect_timeout_s ? sp->connect_timeout_s : 120) * 1000000000ull;
+    sc->deterministic = sp->deterministic;
+    for (int k = 0; k < DESC_KIND_MAX; k++) {
+        sc->forced[k] = sp->level1 != NULL ? sp->level1[k] : -1;
+        sc->forced_src[k] = sp->level1_src != NULL ? sp->level1_src[k] : ALGO_SRC_HCCL_ALGO;
+    }
+    for (int k = 0; k < DESC_KIND_MAX; k++)
+        for (int b = 0; b < 64; b++)
+            sc->picks[k][b].algo = -1;
+    sc->lc = algo_cost_fixed(); /* until links are measured at init */
+    memcpy(sc->job_id, sp->job_id, AUTH_JOB_BYTES);
+    memcpy(sc->key, sp->key, AUTH_KEY_BYTES);
+    sc->tag = tag_comm(sp->job_id);
+    sc->conns = calloc(sp->nnodes, sizeof(*sc->conns));
+    sc->links = calloc(sp->nnodes, sizeof(*sc->links));
+    sc->conn_ready = calloc(sp->nnodes, 1);
+    sc->addrs = calloc(sp->nnodes, sizeof(*sc->addrs));
+    sc->rdma_addrs = calloc(sp->nnodes, sizeof(*sc->rdma_addrs));
+    sc->node_addrs = calloc(sp->nnodes, sizeof(*sc->node_addrs));
+    if (sc->conns == NULL || sc->links == NULL || sc->conn_ready == NULL || sc->addrs == NULL ||
+        sc->rdma_addrs == NULL || sc->node_addrs == NULL ||
+        span_place_init(&sc->pl, sp->rank_node, sp->nglobal, sp->nnodes) != 0) {
+        span_comm_free(sc);
+        return NULL;
+    }
+    for (uint32_t i = 0; i < sp->nnodes; i++) {
+        snprintf(sc->addrs[i], sizeof(sc->addrs[i]), "%s", sp->addrs[i]);
+        if (sp->rdma_addrs != NULL && sp->rdma_addrs[i] != NULL)
+            snprintf(sc->rdma_addrs[i], sizeof(sc->rdma_addrs[i]), "%s", sp->rdma_addrs[i]);
+        snprintf(sc->node_addrs[i].tcp, TP_ADDR_MAX, "%s", sc->addrs[i]);
+        snprintf(sc->node_addrs[i].rdma, TP_ADDR_MAX, "%s", sc->rdma_addrs[i]);
+    }
+    return sc;
+}
+
+static span_comm_t *env_comm_find(span_env_t *env, uint32_t id)
+{
+    for (span_comm_t *sc = env->comms; sc != NULL; sc = sc->next)
+        if (sc->id == id)
+            return sc;
+    return NULL;
+}
+
+/* Whether a comm other than self on link l already uses these tag bits (tag.h). */
+static int tag_taken(const span_comm_t *self, const span_link_t *l, uint32_t tag)
+{
+    for (const span_comm_t *sc = self->env->comms; sc != NULL; sc = sc->next) {
+        if (sc == self || sc->tag != tag)
+            continue;
+        for (uint32_t i = 0; i < sc->nnodes; i++)
+            if (sc->links[i] == l)
+                return 1;
+    }
+    return 0;
+}
+
+/* Takes the parent's connection to node i (the node at the same data address): ready, so it
+ * counts at once, and measured with the parent. */
+static int link_share(span_comm_t *sc, const span_comm_t *pm, uint32_t i)
+{
+    for (uint32_t p = 0; p < pm->nnodes; p++) {
+        span_link_t *l = pm->links[p];
+        if (p == pm->me || l == NULL || strcmp(pm->addrs[p], sc->addrs[i]) != 0)
+            continue;
+        if (tag_taken(sc, l, sc->tag)) {
+            ERR("NET", "comm %u: its tag bits %#x are taken on the connection to node %u", sc->id,
+                sc->tag, i);
+            return -EBUSY;
+        }
+        l->refs++;
+        sc->links[i] = l;
+        sc->conns[i] = l->conn;
+        sc->nready++;
+        sc->conn_ready[i] = 1;
+        sc->nshared++;
+        return 0;
+    }
+    ERR("NET", "comm %u: the parent has no connection to node %u (%s) to share", sc->id, i,
+        sc->addrs[i]);
+    return -ENOENT;
+}
+
+/* A child's connections that its parent already has; the parent's link figures when that is
+ * all of them (the same links: measuring them again would only cost time). */
+static int links_inherit(span_comm_t *sc, const span_spec_t *sp)
+{
+    span_comm_t *pc = sp->parent_comm_id != 0 ? env_comm_find(sc->env, sp->parent_comm_id) : NULL;
+    int rc;
+
+    if (sp->share == NULL)
+        return 0;
+    for (uint32_t i = 0; i < sc->nnodes; i++) {
+        if (i == sc->me || !sp->share[i])
+            continue;
+        if (pc == NULL) {
+            ERR("NET", "comm %u: its parent comm %u is gone; no connection to share", sc->id,
+                sp->parent_comm_id);
+            return -ENOENT;
+        }
+        if ((rc = link_share(sc, pc, i)) != 0)
+            return rc;
+    }
+    if (sp->inherit_links && sc->nshared == sc->nnodes - 1 && pc != NULL && pc->probed) {
+        sc->lc = pc->lc;
+        sc->probed = 1;
+    }
+    if (sc->nshared > 0)
+        INFO("NET", "comm %u: %u of %u data connections shared with parent comm %u%s", sc->id,
+             sc->nshared, sc->nnodes - 1, sp->parent_comm_id,
+             sc->probed ? ", and its link figures" : "");
+    return 0;
+}
+
+/* Connects to every lower node the child does not share a connection with. With
+ * HCCL_TRANSPORT=rdma, a pair without RDMA on both ends is an error, not a quiet TCP. */
+static int links_connect(span_comm_t *sc)
+{
+    tp_cm_t *cm = sc->env->cm;
+    tp_conn_t *conn;
+
+    for (uint32_t i = 0; i < sc->nnodes; i++)
+        if (i != sc->me && tp_cm_choose(cm, &sc->node_addrs[sc->me], &sc->node_addrs[i]) == NULL) {
+            ERR("NET", "HCCL_TRANSPORT=rdma, but node %u (%s) has no RDMA data address", i,
+                sc->addrs[i]);
+            return -ENODEV;
+        }
+    for (uint32_t i = 0; i < sc->me; i++) {
+        if (sc->links[i] != NULL)
+            continue;
+        if (tp_cm_connect(cm, &sc->node_addrs[sc->me], sc->me, &sc->node_addrs[i], i, sc->nnodes,
+                          sc->job_id, sc->key, &conn) != 0 ||
+            (sc->links[i] = link_new(sc->env, conn)) == NULL)
+            return -ECONNREFUSED;
+        sc->conns[i] = conn;
+        link_mark(sc, conn);
+    }
+    return 0;
+}
+
+int span_comm_new(span_env_t *env, const span_spec_t *sp, const span_qos_t *qos, span_comm_t **sc_p,
+                  char *why)
+{
+    span_comm_t *sc = span_comm_alloc(sp);
+    int rc;
+
+    *sc_p = sc;
+    if (sc == NULL) {
+        snprintf(why, SPAN_WHY_MAX, "no memory");
+        return -ENOMEM;
+    }
+    sc->qos = *qos;
+    if (tp_cm_job_claim(env->cm, sc->job_id, sc->key) != 0) {
+        span_comm_free(sc);
+        *sc_p = NULL;
+        snprintf(why, SPAN_WHY_MAX, "no memory");
+        return -ENOMEM;
+    }
+    sc->env = env;
+    sc->next = env->comms;
+    env->comms = sc;
+    if ((rc = place_members(sc, sp)) != 0)
+        snprintf(why, SPAN_WHY_MAX, "its ranks' placement does not add up");
+    else if ((rc = links_inherit(sc, sp)) != 0)
+        snprintf(why, SPAN_WHY_MAX, "cannot share its parent's data connections");
+    else if ((rc = links_connect(sc)) != 0)
+        snprintf(why, SPAN_WHY_MAX, "cannot open a data connection to another daemon");
+    return rc;
+}
+
+uint32_t span_links(const span_comm_t *sc, char (*addrs)[SPAN_ADDR_MAX], uint32_t max)
+{
+    uint32_t n = 0;
+
+    /* Only a comm whose links are all up and measured: what a child takes from it then is
+     * the same on every daemon (the split's allgather ran over it). */
+    if (!sc->probed || sc->nready != sc->nnodes - 1)
+        return 0;
+    for (uint32_t i = 0; i < sc->nnodes && n < max; i++)
+        if (i != sc->me && sc->conns[i] != NULL && tp_conn_state(sc->conns[i]) == 1)
+            snprintf(addrs[n++], SPAN_ADDR_MAX, "%s", sc->addrs[i]);
+    return n;
+}

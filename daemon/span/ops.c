@@ -1,0 +1,279 @@
+/* The table the engine drives span comms through (span.h), their events, and the daemon's
+ * span environment: the connection manager and what every span comm shares. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "futex.h"
+#include "log.h"
+#include "span/span_int.h"
+
+_Static_assert(SPAN_LINK_MAX == TP_DESC_MAX, "a link description fits span_ops_t.stats");
+
+span_ev_t *span_ev_push(span_comm_t *sc, span_ev_kind_t kind)
+{
+    static span_ev_t lost;
+
+    if (sc->evq_n == sc->evq_cap) {
+        uint32_t cap = sc->evq_cap ? sc->evq_cap * 2 : 8;
+        span_ev_t *v = malloc(cap * sizeof(*v));
+        if (v == NULL) {
+            ERR("COLL", "comm %u: no memory for an event; it is lost", sc->id);
+            return memset(&lost, 0, sizeof(lost));
+        }
+        for (uint32_t i = 0; i < sc->evq_n; i++)
+            v[i] = sc->evq[(sc->evq_head + i) % sc->evq_cap];
+        free(sc->evq);
+        sc->evq = v;
+        sc->evq_head = 0;
+        sc->evq_cap = cap;
+    }
+    span_ev_t *ev = &sc->evq[(sc->evq_head + sc->evq_n++) % sc->evq_cap];
+    *ev = (span_ev_t){.kind = kind, .culprit = UINT32_MAX};
+    return ev;
+}
+
+int span_break(span_comm_t *sc, HcclResult status, const char *fmt, ...)
+{
+    span_ev_t *ev = span_ev_push(sc, SPAN_EV_BROKEN);
+    va_list ap;
+
+    ev->status = status;
+    va_start(ap, fmt);
+    vsnprintf(ev->why, sizeof(ev->why), fmt, ap);
+    va_end(ap);
+    return 1;
+}
+
+static int ops_event(span_comm_t *sc, span_ev_t *ev)
+{
+    if (sc->evq_n == 0)
+        return 0;
+    *ev = sc->evq[sc->evq_head];
+    sc->evq_head = (sc->evq_head + 1) % sc->evq_cap;
+    sc->evq_n--;
+    return 1;
+}
+
+/* Whether the last event queued changes the comm (progress stops there). */
+static int ops_stopped(const span_comm_t *sc)
+{
+    if (sc->evq_n == 0)
+        return 0;
+    span_ev_kind_t k = sc->evq[(sc->evq_head + sc->evq_n - 1) % sc->evq_cap].kind;
+    return k == SPAN_EV_BROKEN || k == SPAN_EV_RANK_LEFT;
+}
+
+static span_state_t ops_state(const span_comm_t *sc)
+{
+    if (sc->nready < sc->nnodes - 1)
+        return SPAN_CONNECTING;
+    return sc->probed ? SPAN_READY : SPAN_PROBING;
+}
+
+static int ops_progress(span_comm_t *sc, int broken)
+{
+    int n;
+
+    if (broken)
+        return span_abort_progress(sc, 1);
+    if (ops_state(sc) != SPAN_READY) {
+        /* Nothing starts before the links are measured: a rank that finished early and left
+         * must not close a connection with probe messages still unread. */
+        n = span_conns_progress(sc);
+        if (!ops_stopped(sc))
+            n += span_probe_progress(sc);
+        if (!ops_stopped(sc))
+            n += span_ready_timeout(sc);
+        if (ops_stopped(sc) || ops_state(sc) != SPAN_READY)
+            return n;
+    } else {
+        n = 0;
+    }
+    n += span_abort_progress(sc, 0);
+    if (!ops_stopped(sc))
+        n += span_coll_progress(sc);
+    if (!ops_stopped(sc))
+        n += span_p2p_progress(sc);
+    return n;
+}
+
+static int ops_busy(const span_comm_t *sc)
+{
+    return sc->busy;
+}
+
+static void ops_notify(span_comm_t *sc, uint32_t rank, int what, uint64_t limit)
+{
+    span_abort_send(sc, rank, what, limit);
+}
+
+static int ops_rank_left(span_comm_t *sc, uint32_t l)
+{
+    if (l >= sc->nlocal)
+        return 0;
+    sc->gone[l] = 1;
+    return sc->busy && l == 0 && sc->work != sc->out;
+}
+
+static int ops_waits(const span_comm_t *sc, int broken)
+{
+    if (broken)
+        return span_abort_pending(sc);
+    return sc->busy || sc->flights != NULL || !sc->probed || sc->nready < sc->nnodes - 1;
+}
+
+static int ops_qos_active(const span_comm_t *sc, uint64_t now)
+{
+    return sc->busy || now < sc->more_until_ns;
+}
+
+static int ops_poll_fds(const span_comm_t *sc, int broken, struct pollfd *pfd, int max)
+{
+    int n = 0;
+
+    if (broken)
+        return 0;
+    n += span_p2p_poll_fds(sc, pfd + n, max - n);
+    n += span_probe_poll_fds(sc, pfd + n, max - n);
+    if (sc->busy)
+        return n + l1_poll_fds(sc->run, pfd + n, max - n);
+    /* Idle, it still listens for the other nodes' notices (abort.c). */
+    for (uint32_t i = 0; i < sc->nnodes && n < max; i++)
+        if (sc->conns[i] != NULL && (sc->abort != NULL || tp_conn_state(sc->conns[i]) == 0))
+            n += tp_poll_fds(sc->conns[i], pfd + n, max - n);
+    return n;
+}
+
+static void ops_stats(const span_comm_t *sc, span_stats_t *st, char (*link)[SPAN_LINK_MAX],
+                      uint32_t max, uint32_t *nnodes)
+{
+    const link_cost_t *lc = &sc->lc;
+
+    *st = (span_stats_t){.algo = sc->sched.steps != NULL ? sc->sched_key.algo : -1,
+                         .on_wire = sc->busy,
+                         .measured = sc->probed && sc->nnodes > 1};
+    if (st->measured) {
+        st->alpha_us = lc->alpha_us;
+        st->gbps = lc->beta_us_per_byte > 0 ? 1e-3 / lc->beta_us_per_byte : 0;
+        st->reduce_gbps = lc->gamma_us_per_byte > 0 ? 1e-3 / lc->gamma_us_per_byte : 0;
+        st->overhead_us = lc->overhead_us;
+        st->host_load = lc->host_load;
+    }
+    *nnodes = 0;
+    for (uint32_t i = 0; i < sc->nnodes && i < max; i++) {
+        link[i][0] = '\0';
+        if (sc->conns[i] != NULL)
+            tp_describe(sc->conns[i], link[i], SPAN_LINK_MAX);
+        *nnodes = i + 1;
+    }
+}
+
+const span_ops_t span_ops = {
+    .state = ops_state,
+    .progress = ops_progress,
+    .event = ops_event,
+    .busy = ops_busy,
+    .coll_start = span_coll_start,
+    .p2p_post = span_p2p_post,
+    .p2p_cancel = span_p2p_cancel,
+    .notify = ops_notify,
+    .rank_left = ops_rank_left,
+    .waits = ops_waits,
+    .qos_active = ops_qos_active,
+    .poll_fds = ops_poll_fds,
+    .stats = ops_stats,
+    .links = span_links,
+    .free = span_comm_free,
+};
+
+span_env_t *span_env_new(void)
+{
+    span_env_t *env = calloc(1, sizeof(*env));
+
+    if (env != NULL && (env->cm = tp_cm_new()) == NULL) {
+        free(env);
+        env = NULL;
+    }
+    return env;
+}
+
+void span_env_free(span_env_t *env)
+{
+    if (env == NULL)
+        return;
+    tp_cm_free(env->cm);
+    free(env);
+}
+
+int span_env_listen(span_env_t *env, const char *ip, char *addr_out, char *rdma_out)
+{
+    tp_cm_addrs_t a;
+    int rc = tp_cm_set_mode(env->cm, getenv("HCCL_TRANSPORT"));
+
+    addr_out[0] = rdma_out[0] = '\0';
+    if (rc == 0)
+        rc = tp_cm_listen(env->cm, ip, &a);
+    if (rc == 0) {
+        snprintf(addr_out, SPAN_ADDR_MAX, "%s", a.tcp);
+        snprintf(rdma_out, SPAN_ADDR_MAX, "%s", a.rdma);
+    }
+    return rc;
+}
+
+int span_env_expect(span_env_t *env, const uint8_t *job_id, const uint8_t *key)
+{
+    return tp_cm_job_expect(env->cm, job_id, key);
+}
+
+void span_env_set_host(span_env_t *env, uint64_t host)
+{
+    env->host = host;
+}
+
+uint32_t span_env_data_conns(const span_env_t *env)
+{
+    return env->data_conns;
+}
+
+static span_comm_t *env_comm_by_job(span_env_t *env, const uint8_t *job_id)
+{
+    for (span_comm_t *sc = env->comms; sc != NULL; sc = sc->next)
+        if (memcmp(sc->job_id, job_id, AUTH_JOB_BYTES) == 0)
+            return sc;
+    return NULL;
+}
+
+int span_env_progress(span_env_t *env)
+{
+    uint8_t job[AUTH_JOB_BYTES];
+    uint32_t peer;
+    tp_conn_t *conn;
+    int n = tp_cm_progress(env->cm);
+
+    while ((conn = tp_cm_take(env->cm, job, &peer)) != NULL) {
+        span_comm_t *sc = env_comm_by_job(env, job);
+        if (sc == NULL || span_link_take(sc, peer, conn) != 0) {
+            WARN("NET", "data connection from node %u for no waiting comm; closed", peer);
+            tp_close(conn);
+        }
+    }
+    return n;
+}
+
+int span_env_accepting(const span_env_t *env)
+{
+    return tp_cm_accepting(env->cm);
+}
+
+int span_env_poll_fds(const span_env_t *env, struct pollfd *pfd, int max)
+{
+    return tp_cm_poll_fds(env->cm, pfd, max);
+}
+
+void span_env_polled(span_env_t *env, const struct pollfd *pfd, int n)
+{
+    tp_cm_polled(env->cm, pfd, n);
+}

@@ -1,0 +1,160 @@
+/*
+ * Send/Recv between ranks of different daemons. A send goes out on the comm's connection to
+ * the receiver's node as soon as it is queued, and a receive is posted on the connection from
+ * the sender's node as soon as it is queued: the transport keeps a message that arrives before
+ * its receive (transport.h), so neither side waits for the other to post. All messages of one
+ * (sender, receiver) pair carry one tag, so they match in posting order, as HCCL's and MPI's
+ * pairs do; collectives, and other comms sharing the connection, use other tags (tag.h).
+ * Pairs within this node take the engine's local path (sched/match.c). The engine hands each
+ * transfer over as it is queued (span_p2p_post); its end is a P2P_DONE event.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "desc_check.h"
+#include "dtype.h"
+#include "futex.h"
+#include "hccl/hccl.h"
+#include "log.h"
+#include "span/span_int.h"
+#include "span/tag.h"
+#include "span/xfer_result.h"
+
+_Static_assert(SPAN_RANK_MAX <= TAG_RANK_MAX, "ranks fit the send/recv tags");
+
+/* One posted transfer; its descriptor is out of the member's queue. */
+struct p2p_flight {
+    desc_t d;
+    uint32_t local;        /* the member that posted it */
+    uint64_t t_in, t_post; /* taken in, put on the connection (now_ns()) */
+    tp_req_t *req;
+    struct p2p_flight *next;
+};
+
+static int node_ready(const span_comm_t *mu, uint32_t node)
+{
+    return mu->conns[node] != NULL && tp_conn_state(mu->conns[node]) == 1;
+}
+
+int span_p2p_post(span_comm_t *mu, uint32_t l, const desc_t *d, uint64_t t_in, void *buf)
+{
+    uint32_t me = mu->global_of[l], node = mu->pl.node[d->root];
+    uint64_t bytes = d->count * dtype_size(d->dtype);
+    struct p2p_flight *f;
+    int rc;
+
+    if (!node_ready(mu, node))
+        return 0;
+    /* Records are reused: the per-descriptor path allocates only while the pool grows. */
+    if ((f = mu->spare_flights) != NULL)
+        mu->spare_flights = f->next;
+    else if ((f = calloc(1, sizeof(*f))) == NULL)
+        return 0;
+    f->d = *d;
+    f->local = l;
+    f->t_in = t_in;
+    f->t_post = now_ns();
+    if (d->kind == DESC_SEND)
+        rc = tp_isend(mu->conns[node], buf, bytes, NULL, tag_p2p(mu->tag, me, d->root), &f->req);
+    else
+        rc = tp_irecv(mu->conns[node], buf, bytes, NULL, tag_p2p(mu->tag, d->root, me), &f->req);
+    if (rc != 0) {
+        f->next = mu->spare_flights;
+        mu->spare_flights = f;
+        return rc == -EAGAIN ? 0 : rc;
+    }
+    f->next = mu->flights;
+    mu->flights = f;
+    return 1;
+}
+
+/* The end of f with status, as an event; t_post 0: withdrawn (no timing). */
+static void flight_done(span_comm_t *mu, const struct p2p_flight *f, HcclResult status,
+                        uint64_t t_post)
+{
+    span_ev_t *ev = span_ev_push(mu, SPAN_EV_P2P_DONE);
+
+    ev->status = status;
+    ev->local = f->local;
+    ev->tag = f->d.tag;
+    ev->t_in = f->t_in;
+    ev->t_post = t_post;
+    ev->bytes = f->d.count * dtype_size(f->d.dtype);
+    ev->is_send = f->d.kind == DESC_SEND;
+    if (t_post != 0)
+        ev->prof = (span_prof_t){.t_start = t_post, .l1_ns = now_ns() - t_post, .algo = -1};
+}
+
+int span_p2p_progress(span_comm_t *mu)
+{
+    int n = 0, failed = 0;
+
+    for (struct p2p_flight **pp = &mu->flights; *pp != NULL;) {
+        struct p2p_flight *f = *pp;
+        const transport_ops_t *ops = f->req->conn->ops; /* done frees the request */
+        int done = 0, rc = tp_test(f->req, &done);
+        if (!done) {
+            pp = &f->next;
+            continue;
+        }
+        *pp = f->next;
+        if (rc != 0) {
+            ERR("COLL", "comm %u: %s between rank %u and rank %u failed (%d)", mu->id,
+                desc_kind_name(f->d.kind), mu->global_of[f->local], f->d.root, rc);
+            failed = 1;
+        }
+        /* -EPROTO: the sender's message has another length than this receive wants. */
+        flight_done(mu, f,
+                    rc == 0         ? HCCL_SUCCESS
+                    : rc == -EPROTO ? HCCL_E_PARA
+                                    : xfer_result(ops, rc),
+                    f->t_post);
+        f->next = mu->spare_flights;
+        mu->spare_flights = f;
+        n++;
+    }
+    if (failed)
+        span_break(mu, HCCL_E_REMOTE, "a transfer between daemons failed");
+    return n;
+}
+
+unsigned span_p2p_cancel(span_comm_t *mu, HcclResult status)
+{
+    unsigned n = 0;
+
+    /* Their connections may be shared with other comms and stay open: withdraw the requests. */
+    while (mu->flights != NULL) {
+        struct p2p_flight *f = mu->flights;
+        mu->flights = f->next;
+        tp_cancel(f->req);
+        flight_done(mu, f, status, 0);
+        f->next = mu->spare_flights;
+        mu->spare_flights = f;
+        n++;
+    }
+    return n;
+}
+
+void span_p2p_free(span_comm_t *mu)
+{
+    while (mu->flights != NULL) {
+        struct p2p_flight *f = mu->flights;
+        mu->flights = f->next;
+        tp_cancel(f->req);
+        free(f);
+    }
+    while (mu->spare_flights != NULL) {
+        struct p2p_flight *f = mu->spare_flights;
+        mu->spare_flights = f->next;
+        free(f);
+    }
+}
+
+int span_p2p_poll_fds(const span_comm_t *mu, struct pollfd *pfd, int max)
+{
+    int n = 0;
+
+    for (const struct p2p_flight *f = mu->flights; f != NULL && n < max; f = f->next)
+        n += tp_poll_fds(mu->conns[mu->pl.node[f->d.root]], pfd + n, max - n);
+    return n;
+}

@@ -1,0 +1,150 @@
+/* A communicator spanning several daemons, inside the span layer (span.h). */
+#ifndef HCCLD_SPAN_SPAN_INT_H
+#define HCCLD_SPAN_SPAN_INT_H
+
+#include <stdint.h>
+
+#include "algo/algo.h"
+#include "algo/cost.h"
+#include "exec/l1.h"
+#include "span/place.h"
+#include "span/probe_hist.h"
+#include "span/span.h"
+#include "transport/tp_cm.h"
+#include "transport/transport.h"
+
+/* What a schedule was built for (zeroed padding: compared with memcmp). */
+typedef struct sched_key {
+    int32_t algo, kind;
+    uint32_t root, pad;
+    uint64_t count; /* the op's count (a rank's block); node blocks follow (node_count) */
+} sched_key_t;
+
+/* A data connection to a peer daemon and how many comms use it: the children of a split
+ * share their parent's (link.c); the last one to go closes it. */
+typedef struct span_link {
+    tp_conn_t *conn;
+    uint32_t refs;
+} span_link_t;
+
+struct span_env {
+    tp_cm_t *cm;
+    span_comm_t *comms;      /* every span comm here */
+    probe_hist_t probe_hist; /* recent link measurements (probe.c) */
+    uint64_t host;           /* span_env_set_host */
+    uint32_t data_conns;     /* open now (shared ones once) */
+};
+
+struct span_comm {
+    uint32_t id;         /* the engine's comm id */
+    uint32_t nnodes, me; /* this node's index */
+    span_place_t pl;     /* which node and level-1 position each global rank has */
+    uint32_t nlocal;     /* this node's ranks */
+    uint32_t *global_of; /* [nlocal]: global rank of each local member, in rank order */
+    uint8_t *gone;       /* [nlocal]: the member left; its buffers are not touched again */
+    l0_rank_t *ranks;    /* [nlocal]: the buffers of the collective in flight */
+    uint8_t job_id[AUTH_JOB_BYTES], key[AUTH_KEY_BYTES];
+    char (*addrs)[TP_ADDR_MAX];      /* data address of every node */
+    char (*rdma_addrs)[TP_ADDR_MAX]; /* RDMA data address of every node, "" if none */
+    tp_cm_addrs_t *node_addrs;       /* the same, for the connection manager */
+    tp_conn_t **conns;               /* by node; NULL for me (what l1 and the probe use) */
+    span_link_t **links;             /* by node, the same connections with their use counts */
+    uint32_t nshared;                /* connections taken from the parent comm */
+    uint32_t tag;                    /* this comm's part of every message tag (tag.h) */
+    span_env_t *env;
+    uint32_t nready;
+    uint8_t *conn_ready;       /* [nnodes]: the connection to node i is ready (outgoing ones) */
+    int forced[DESC_KIND_MAX]; /* the level-1 choice settings force per kind, or -1 */
+    uint8_t forced_src[DESC_KIND_MAX]; /* enum algo_src: which setting forced it */
+    int deterministic;                 /* choose on algo_cost_fixed(), not measured links */
+    /* The cost model's verdict by kind and log2 of the block size: the choice (-1: not yet)
+     * and every candidate's predicted microseconds (-1: does not serve the kind). */
+    struct algo_pick {
+        int8_t algo;
+        uint8_t src; /* enum algo_src */
+        float cost_us[ALGO_COUNT];
+    } picks[DESC_KIND_MAX][64];
+    link_cost_t lc;
+    int log_ops;   /* a rank asked (HCCL_DEBUG=INFO) for each op's choice in the log */
+    int qos_class; /* -1: none */
+    span_qos_t qos;
+    /* the operation in flight */
+    int busy;
+    /* The last piece said more of its op follow (DESC_F_MORE): until the next piece starts, or
+     * this time passes, the op still counts as under way for QoS. */
+    uint64_t more_until_ns;
+    sched_t sched; /* kept after the op for the next one with the same key */
+    sched_key_t sched_key;
+    /* sched_fresh_reads() of the schedule over the input's range (sched_prepare): the flags,
+     * its result (-EINVAL: not a kind or layout that reads in place) and whether the schedule
+     * writes all of that range */
+    uint8_t *fresh;
+    int fresh_rc, fresh_all;
+    l1_run_t *run;
+    uint8_t *out, *in, *scratch; /* node buffers, kept across ops and grown on demand */
+    uint8_t *work;               /* OUT of the op in flight: out, or local rank 0's receive range */
+    uint64_t out_cap, in_cap, scratch_cap;
+    desc_t d0;
+    uint64_t check[4], check_in[4];   /* the op in flight as this node and the previous see it */
+    uint64_t t0_ns;                   /* when the op in flight started */
+    uint64_t t_l1_ns;                 /* when its level 1 started */
+    uint64_t qos_since_ns;            /* QoS holds its next round back since then, or 0 */
+    uint64_t qos_wait_ns;             /* time held back so far */
+    struct p2p_flight *flights;       /* send/recv with other nodes in flight (p2p.c) */
+    struct p2p_flight *spare_flights; /* finished records, reused */
+    struct span_probe *probe;         /* link measurement in progress (probe.c) */
+    struct span_abort *abort;         /* notices to and from the other nodes (abort.c) */
+    int probed;                       /* lc holds measured figures: collectives may start */
+    uint64_t ready_by_ns; /* connections not ready and measured by then: the comm times out */
+    span_prof_t prof;     /* of the collective in flight */
+    /* events not yet taken (span_ops_t.event), oldest at evq_head */
+    span_ev_t *evq;
+    uint32_t evq_head, evq_n, evq_cap;
+    span_comm_t *next; /* in env->comms */
+};
+
+/* Local member of global rank g, or UINT32_MAX when another node holds it. */
+static inline uint32_t span_local(const span_comm_t *sc, uint32_t g)
+{
+    return g < sc->pl.nranks && sc->pl.node[g] == sc->me ? sc->pl.pos[g] - sc->pl.first[sc->me]
+                                                         : UINT32_MAX;
+}
+
+/* ops.c: queues an event (span.h); without memory it is lost, logged. Returns ev. */
+span_ev_t *span_ev_push(span_comm_t *sc, span_ev_kind_t kind);
+/* Queues BROKEN with status and why (printf-style); returns 1 (work done). */
+int span_break(span_comm_t *sc, HcclResult status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* link.c */
+void span_comm_free(span_comm_t *sc);
+uint32_t span_links(const span_comm_t *sc, char (*addrs)[SPAN_ADDR_MAX], uint32_t max);
+int span_conns_progress(span_comm_t *sc);
+int span_ready_timeout(span_comm_t *sc);
+/* A connection from node peer handed over by the connection manager: 0 taken, or -errno
+ * (not one this comm waits for; the caller closes it). */
+int span_link_take(span_comm_t *sc, uint32_t peer, tp_conn_t *conn);
+/* coll.c */
+int span_coll_start(span_comm_t *sc, const desc_t *d, const l0_rank_t *ranks);
+int span_coll_progress(span_comm_t *sc);
+void span_coll_end(span_comm_t *sc);
+/* p2p.c */
+int span_p2p_post(span_comm_t *sc, uint32_t l, const desc_t *d, uint64_t t_in, void *buf);
+int span_p2p_progress(span_comm_t *sc);
+unsigned span_p2p_cancel(span_comm_t *sc, HcclResult status);
+void span_p2p_free(span_comm_t *sc);
+int span_p2p_poll_fds(const span_comm_t *sc, struct pollfd *pfd, int max);
+/* probe.c */
+int span_probe_progress(span_comm_t *sc);
+int span_probe_poll_fds(const span_comm_t *sc, struct pollfd *pfd, int max);
+void span_probe_free(span_comm_t *sc);
+/* abort.c */
+int span_abort_progress(span_comm_t *sc, int broken);
+/* The same without waiting for the busy comm's next look: a transfer just failed because a
+ * peer went away, which may have said why first. */
+int span_abort_listen_now(span_comm_t *sc);
+void span_abort_send(span_comm_t *sc, uint32_t rank, int what, uint64_t limit);
+int span_abort_pending(const span_comm_t *sc);
+void span_abort_free(span_comm_t *sc);
+
+#endif
