@@ -54,6 +54,9 @@ int tp_cm_job_expect(tp_cm_t *cm, const uint8_t job_id[AUTH_JOB_BYTES],
  * out by tp_cm_take(). 0 or -ENOMEM. */
 int tp_cm_job_claim(tp_cm_t *cm, const uint8_t job_id[AUTH_JOB_BYTES],
                     const uint8_t key[AUTH_KEY_BYTES]);
+/* One claim less. The last forgets the job at once, even one expected before it was claimed:
+ * a connection for it that finishes its handshake later is closed (unless the job is claimed
+ * or expected again). Nothing for a job with no claim. */
 void tp_cm_job_release(tp_cm_t *cm, const uint8_t job_id[AUTH_JOB_BYTES]);
 
 /* Accepts (when poll() said a listener is readable, else at most every 20 ms), advances the

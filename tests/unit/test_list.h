@@ -16,6 +16,7 @@
     X(algo_want)                                                                                   \
     X(tcp)                                                                                         \
     X(stripe)                                                                                      \
+    X(tp_cm)                                                                                       \
     X(qos)                                                                                         \
     X(qos_sched)                                                                                   \
     X(probe_hist)                                                                                  \
