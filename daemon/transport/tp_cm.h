@@ -41,9 +41,9 @@ void tp_cm_free(tp_cm_t *cm);
 int tp_cm_set_mode(tp_cm_t *cm, const char *value);
 int tp_cm_mode(const tp_cm_t *cm);
 
-/* Starts accepting on ip (port chosen): over TCP, whose address goes to out->tcp, and over
- * RDMA when a device carries ip and the mode is not tcp (out->rdma, else ""; mode rdma without
- * a device: -ENODEV). 0 or a negative errno, logged. */
+/* Once per manager: starts accepting on ip (port chosen): over TCP, whose address goes to out->tcp,
+ * and over RDMA when a device carries ip and the mode is not tcp (out->rdma, else ""; mode rdma
+ * without a device: -ENODEV). 0 or a negative errno, logged. */
 int tp_cm_listen(tp_cm_t *cm, const char *ip, tp_cm_addrs_t *out);
 
 /* Peers may connect for this job before its comm exists here: their connections are
@@ -85,8 +85,8 @@ const transport_ops_t *tp_cm_choose(const tp_cm_t *cm, const tp_cm_addrs_t *me,
  * comm of nnodes for job/key, over tp_cm_choose()'s transport: striped over
  * HCCL_RDMA_QPS_PER_CONNECTION QPs or HCCLD_TCP_NSOCKS sockets where those ask for more than
  * one (and nnodes <= TP_STRIPE_NODE_MAX). RDMA connects from me's own RDMA address. Its
- * handshake then advances in tp_conn_state(). 0, -ENODEV (no transport for the pair) or
- * -ECONNREFUSED. */
+ * handshake then advances in tp_conn_state(). 0, -ENODEV (no transport for the pair),
+ * -ECONNREFUSED or -ENOMEM (wrapping the stripes). */
 int tp_cm_connect(tp_cm_t *cm, const tp_cm_addrs_t *me, uint32_t my_node, const tp_cm_addrs_t *peer,
                   uint32_t peer_node, uint32_t nnodes, const uint8_t job_id[AUTH_JOB_BYTES],
                   const uint8_t key[AUTH_KEY_BYTES], tp_conn_t **c_p);
