@@ -72,7 +72,7 @@ static void heard(span_comm_t *mu, uint32_t i)
     mu->abort->sent = 1; /* the others heard it from that node as well */
     if (what == SPAN_NOTICE_LEFT && rank < mu->pl.nranks) {
         INFO("COLL", "comm %u: node %u (%s) says rank %u left after %llu collective pieces", mu->id,
-             i, mu->addrs[i], rank, (unsigned long long)limit);
+             i, mu->node_addrs[i].tcp, rank, (unsigned long long)limit);
         ev = span_ev_push(mu, SPAN_EV_RANK_LEFT);
         ev->culprit = rank;
         ev->limit = limit;
@@ -80,7 +80,7 @@ static void heard(span_comm_t *mu, uint32_t i)
     }
     if (what == SPAN_NOTICE_MISMATCH) {
         span_break(mu, HCCL_E_PARA, "node %u (%s) reports that ranks posted different collectives",
-                   i, mu->addrs[i]);
+                   i, mu->node_addrs[i].tcp);
         return;
     }
     ev = span_ev_push(mu, SPAN_EV_BROKEN);
@@ -89,10 +89,10 @@ static void heard(span_comm_t *mu, uint32_t i)
     ev->set_culprit = 1;
     if (rank < mu->pl.nranks)
         snprintf(ev->why, sizeof(ev->why), "node %u (%s) reports that rank %u died or failed", i,
-                 mu->addrs[i], rank);
+                 mu->node_addrs[i].tcp, rank);
     else
         snprintf(ev->why, sizeof(ev->why), "node %u (%s) reports the comm broken there", i,
-                 mu->addrs[i]);
+                 mu->node_addrs[i].tcp);
 }
 
 int span_abort_progress(span_comm_t *mu, int broken)
@@ -138,7 +138,7 @@ int span_abort_progress(span_comm_t *mu, int broken)
             return n; /* the engine acts on it before anything else happens */
         }
         DBG("COLL", "comm %u: the data connection to node %u (%s) ended (%d)", mu->id, i,
-            mu->addrs[i], rc);
+            mu->node_addrs[i].tcp, rc);
     }
     return n;
 }

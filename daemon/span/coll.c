@@ -458,7 +458,8 @@ int span_coll_progress(span_comm_t *mu)
             ERR("COLL",
                 "comm %u piece %llu: node %u (%s) runs %s where this node runs %s: ranks posted "
                 "different collectives",
-                mu->id, (unsigned long long)mu->d0.seq, prev, mu->addrs[prev], theirs, mine);
+                mu->id, (unsigned long long)mu->d0.seq, prev, mu->node_addrs[prev].tcp, theirs,
+                mine);
         else
             ERR("COLL",
                 "comm %u piece %llu: a message of another length than %s needs came in: ranks "

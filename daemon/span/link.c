@@ -108,7 +108,8 @@ int span_ready_timeout(span_comm_t *sc)
         int up = i == sc->me || (i < sc->me ? sc->conn_ready[i] : sc->links[i] != NULL);
         ready += up && i != sc->me;
         if (!up && at < (int)sizeof(why) - 40)
-            at += snprintf(why + at, sizeof(why) - (size_t)at, " %u (%s)", i, sc->addrs[i]);
+            at +=
+                snprintf(why + at, sizeof(why) - (size_t)at, " %u (%s)", i, sc->node_addrs[i].tcp);
     }
     if (ready == sc->nnodes - 1)
         snprintf(why + at, sizeof(why) - (size_t)at,
@@ -151,8 +152,6 @@ void span_comm_free(span_comm_t *sc)
     free(sc->links);
     free(sc->conn_ready);
     free(sc->conns);
-    free(sc->addrs);
-    free(sc->rdma_addrs);
     free(sc->node_addrs);
     free(sc->global_of);
     free(sc->gone);
@@ -208,21 +207,17 @@ static span_comm_t *span_comm_alloc(const span_spec_t *sp)
     sc->conns = calloc(sp->nnodes, sizeof(*sc->conns));
     sc->links = calloc(sp->nnodes, sizeof(*sc->links));
     sc->conn_ready = calloc(sp->nnodes, 1);
-    sc->addrs = calloc(sp->nnodes, sizeof(*sc->addrs));
-    sc->rdma_addrs = calloc(sp->nnodes, sizeof(*sc->rdma_addrs));
     sc->node_addrs = calloc(sp->nnodes, sizeof(*sc->node_addrs));
-    if (sc->conns == NULL || sc->links == NULL || sc->conn_ready == NULL || sc->addrs == NULL ||
-        sc->rdma_addrs == NULL || sc->node_addrs == NULL ||
+    if (sc->conns == NULL || sc->links == NULL || sc->conn_ready == NULL ||
+        sc->node_addrs == NULL ||
         span_place_init(&sc->pl, sp->rank_node, sp->nglobal, sp->nnodes) != 0) {
         span_comm_free(sc);
         return NULL;
     }
     for (uint32_t i = 0; i < sp->nnodes; i++) {
-        snprintf(sc->addrs[i], sizeof(sc->addrs[i]), "%s", sp->addrs[i]);
+        snprintf(sc->node_addrs[i].tcp, TP_ADDR_MAX, "%s", sp->addrs[i]);
         if (sp->rdma_addrs != NULL && sp->rdma_addrs[i] != NULL)
-            snprintf(sc->rdma_addrs[i], sizeof(sc->rdma_addrs[i]), "%s", sp->rdma_addrs[i]);
-        snprintf(sc->node_addrs[i].tcp, TP_ADDR_MAX, "%s", sc->addrs[i]);
-        snprintf(sc->node_addrs[i].rdma, TP_ADDR_MAX, "%s", sc->rdma_addrs[i]);
+            snprintf(sc->node_addrs[i].rdma, TP_ADDR_MAX, "%s", sp->rdma_addrs[i]);
     }
     return sc;
 }
@@ -254,7 +249,7 @@ static int link_share(span_comm_t *sc, const span_comm_t *pm, uint32_t i)
 {
     for (uint32_t p = 0; p < pm->nnodes; p++) {
         span_link_t *l = pm->links[p];
-        if (p == pm->me || l == NULL || strcmp(pm->addrs[p], sc->addrs[i]) != 0)
+        if (p == pm->me || l == NULL || strcmp(pm->node_addrs[p].tcp, sc->node_addrs[i].tcp) != 0)
             continue;
         if (tag_taken(sc, l, sc->tag)) {
             ERR("NET", "comm %u: its tag bits %#x are taken on the connection to node %u", sc->id,
@@ -270,7 +265,7 @@ static int link_share(span_comm_t *sc, const span_comm_t *pm, uint32_t i)
         return 0;
     }
     ERR("NET", "comm %u: the parent has no connection to node %u (%s) to share", sc->id, i,
-        sc->addrs[i]);
+        sc->node_addrs[i].tcp);
     return -ENOENT;
 }
 
@@ -315,7 +310,7 @@ static int links_connect(span_comm_t *sc)
     for (uint32_t i = 0; i < sc->nnodes; i++)
         if (i != sc->me && tp_cm_choose(cm, &sc->node_addrs[sc->me], &sc->node_addrs[i]) == NULL) {
             ERR("NET", "HCCL_TRANSPORT=rdma, but node %u (%s) has no RDMA data address", i,
-                sc->addrs[i]);
+                sc->node_addrs[i].tcp);
             return -ENODEV;
         }
     for (uint32_t i = 0; i < sc->me; i++) {
@@ -371,6 +366,6 @@ uint32_t span_links(const span_comm_t *sc, char (*addrs)[SPAN_ADDR_MAX], uint32_
         return 0;
     for (uint32_t i = 0; i < sc->nnodes && n < max; i++)
         if (i != sc->me && sc->conns[i] != NULL && tp_conn_state(sc->conns[i]) == 1)
-            snprintf(addrs[n++], SPAN_ADDR_MAX, "%s", sc->addrs[i]);
+            snprintf(addrs[n++], SPAN_ADDR_MAX, "%s", sc->node_addrs[i].tcp);
     return n;
 }

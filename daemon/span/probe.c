@@ -169,8 +169,9 @@ static int fan_out(span_comm_t *mu, struct span_probe *p)
     p->figures[3] = n > 2 && fan > rtt ? (fan - rtt) / (2.0 * (n - 2)) : mu->lc.overhead_us;
     p->hosts[0] = p->host;
     p->figures[4] = host_load(p->hosts, n);
-    p->earlier = probe_hist_blend(
-        &mu->env->probe_hist, probe_hist_key(mu->addrs[0], n, TP_ADDR_MAX), now_ns(), p->figures);
+    p->earlier = probe_hist_blend(&mu->env->probe_hist,
+                                  probe_hist_key(mu->node_addrs[0].tcp, n, sizeof(tp_cm_addrs_t)),
+                                  now_ns(), p->figures);
     p->phase = PH_RESULT;
     return 1;
 }

@@ -44,13 +44,11 @@ struct span_comm {
     uint8_t *gone;       /* [nlocal]: the member left; its buffers are not touched again */
     l0_rank_t *ranks;    /* [nlocal]: the buffers of the collective in flight */
     uint8_t job_id[AUTH_JOB_BYTES], key[AUTH_KEY_BYTES];
-    char (*addrs)[TP_ADDR_MAX];      /* data address of every node */
-    char (*rdma_addrs)[TP_ADDR_MAX]; /* RDMA data address of every node, "" if none */
-    tp_cm_addrs_t *node_addrs;       /* the same, for the connection manager */
-    tp_conn_t **conns;               /* by node; NULL for me (what l1 and the probe use) */
-    span_link_t **links;             /* by node, the same connections with their use counts */
-    uint32_t nshared;                /* connections taken from the parent comm */
-    uint32_t tag;                    /* this comm's part of every message tag (tag.h) */
+    tp_cm_addrs_t *node_addrs; /* data addresses of every node: TCP, RDMA ("" if none) */
+    tp_conn_t **conns;         /* by node; NULL for me (what l1 and the probe use) */
+    span_link_t **links;       /* by node, the same connections with their use counts */
+    uint32_t nshared;          /* connections taken from the parent comm */
+    uint32_t tag;              /* this comm's part of every message tag (tag.h) */
     span_env_t *env;
     uint32_t nready;
     uint8_t *conn_ready;       /* [nnodes]: the connection to node i is ready (outgoing ones) */
