@@ -4,10 +4,11 @@
  *
  * For each size: fresh send/receive buffers are malloc'ed and touched once, WARMUP calls run,
  * a barrier lines the ranks up, ITERS calls are timed with CLOCK_MONOTONIC, and the reported
- * time is the slowest rank's average. busbw = algbw * 2(n-1)/n as in nccl-tests.
+ * time is the slowest rank's average (with -m: the slowest rank's median iteration, as
+ * hccl_perf_test -m). busbw = algbw * 2(n-1)/n as in nccl-tests.
  *
  *   mpirun -np N mpi_allreduce [-b MIN] [-e MAX] [-f FACTOR | -i STEP] [-n ITERS] [-w WARMUP]
- *                              [-l LATITERS]
+ *                              [-l LATITERS] [-m]
  *
  * Output (rank 0): one "size time_us algbw busbw" line per size, then a "# latency" line
  * for 8-byte messages timed over LATITERS calls (0 disables it).
@@ -31,6 +32,7 @@ struct bench_opts {
     int iters;
     int warmup;
     int lat_iters;
+    int median;
 };
 
 struct bench_result {
@@ -48,8 +50,9 @@ static void usage(FILE *out)
         return;
     }
     fprintf(out, "usage: mpi_allreduce [-b MIN] [-e MAX] [-f FACTOR | -i STEP] [-n ITERS] "
-                 "[-w WARMUP] [-l LATITERS]\n"
-                 "  sizes in bytes, K/M/G suffixes allowed (powers of 1024)\n");
+                 "[-w WARMUP] [-l LATITERS] [-m]\n"
+                 "  sizes in bytes, K/M/G suffixes allowed (powers of 1024)\n"
+                 "  -m: time the median iteration (of the slowest rank), not the mean\n");
 }
 
 /* Parses "64", "4K", "1M", "2G" into bytes; returns 0 on a malformed value. */
@@ -63,7 +66,7 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
                              .warmup = 5,
                              .lat_iters = 1000};
     opterr = g_rank == 0;
-    while ((c = getopt(argc, argv, "b:e:f:i:n:w:l:h")) != -1) {
+    while ((c = getopt(argc, argv, "b:e:f:i:n:w:l:mh")) != -1) {
         int ok = 1;
         switch (c) {
         case 'b': ok = arg_size(optarg, &o->min_bytes); break;
@@ -79,6 +82,7 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
         case 'n': ok = arg_int(optarg, 1, 1000000000, &o->iters); break;
         case 'w': ok = arg_int(optarg, 0, 1000000000, &o->warmup); break;
         case 'l': ok = arg_int(optarg, 0, 1000000000, &o->lat_iters); break;
+        case 'm': o->median = 1; break;
         case 'h': usage(stdout); return 1;
         default: ok = 0; break;
         }
@@ -124,18 +128,35 @@ static long long count_wrong(const float *buf, size_t count)
     return wrong;
 }
 
-/* Times ITERS allreduces of `count` floats; returns the slowest rank's average in us. */
-static double time_allreduce(float *send, float *recv, size_t count, int warmup, int iters)
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Times ITERS allreduces of `count` floats; returns the slowest rank's average in us, or with
+ * `median` the slowest rank's median iteration (iter_us: room for ITERS times, or NULL). */
+static double time_allreduce(float *send, float *recv, size_t count, int warmup, int iters,
+                             double *iter_us)
 {
     for (int i = 0; i < warmup; i++) {
         MPI_Allreduce(send, recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     }
     MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = now_s();
+    double t0 = now_s(), t = t0;
     for (int i = 0; i < iters; i++) {
         MPI_Allreduce(send, recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        if (iter_us != NULL) {
+            double t1 = now_s();
+            iter_us[i] = (t1 - t) * 1e6;
+            t = t1;
+        }
     }
     double local = (now_s() - t0) * 1e6 / iters;
+    if (iter_us != NULL) {
+        qsort(iter_us, (size_t)iters, sizeof(*iter_us), cmp_double);
+        local = iters % 2 ? iter_us[iters / 2] : (iter_us[iters / 2 - 1] + iter_us[iters / 2]) / 2;
+    }
     double slowest;
     MPI_Allreduce(&local, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     return slowest;
@@ -145,24 +166,27 @@ static double time_allreduce(float *send, float *recv, size_t count, int warmup,
  * Allocates this size's buffers, touches them (so page faults stay out of the timing), times
  * the allreduce and checks the last result.
  */
-static int run_size(size_t bytes, int warmup, int iters, struct bench_result *res)
+static int run_size(size_t bytes, int warmup, int iters, int median, struct bench_result *res)
 {
     size_t count = bytes / sizeof(float);
     float *send = malloc(count * sizeof(float));
     float *recv = malloc(count * sizeof(float));
-    if (send == NULL || recv == NULL) {
+    double *iter_us = median ? malloc((size_t)iters * sizeof(double)) : NULL;
+    if (send == NULL || recv == NULL || (median && iter_us == NULL)) {
         fprintf(stderr, "mpi_allreduce: rank %d: malloc(%zu) failed\n", g_rank, bytes);
         free(send);
         free(recv);
+        free(iter_us);
         return -1;
     }
     fill_input(send, count);
     memset(recv, 0, count * sizeof(float));
-    res->time_us = time_allreduce(send, recv, count, warmup, iters);
+    res->time_us = time_allreduce(send, recv, count, warmup, iters, iter_us);
     long long wrong = count_wrong(recv, count);
     MPI_Allreduce(&wrong, &res->wrong, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
     free(send);
     free(recv);
+    free(iter_us);
     return 0;
 }
 
@@ -192,7 +216,7 @@ static int run_sweep(const struct bench_opts *o, long long *wrong_total)
     for (size_t bytes = o->min_bytes; bytes <= o->max_bytes; bytes = next_size(o, bytes)) {
         struct bench_result res;
         size_t used = bytes / sizeof(float) * sizeof(float);
-        if (run_size(used, o->warmup, o->iters, &res) != 0) {
+        if (run_size(used, o->warmup, o->iters, o->median, &res) != 0) {
             return -1;
         }
         *wrong_total += res.wrong;
@@ -207,7 +231,7 @@ static int run_latency(const struct bench_opts *o, long long *wrong_total)
 {
     struct bench_result res;
     int warmup = o->lat_iters / 10 > o->warmup ? o->lat_iters / 10 : o->warmup;
-    if (run_size(8, warmup, o->lat_iters, &res) != 0) {
+    if (run_size(8, warmup, o->lat_iters, o->median, &res) != 0) {
         return -1;
     }
     *wrong_total += res.wrong;
@@ -227,7 +251,8 @@ static void print_header(const struct bench_opts *o)
         *nl = '\0';
     }
     printf("# mpi_allreduce: %s\n", lib);
-    printf("# nranks %d, float sum, warmup %d, iters %d\n", g_nranks, o->warmup, o->iters);
+    printf("# nranks %d, float sum, warmup %d, iters %d%s\n", g_nranks, o->warmup, o->iters,
+           o->median ? ", time: median iteration" : "");
     printf("# %10s %10s %8s %8s\n", "size(B)", "time(us)", "algbw", "busbw");
 }
 
