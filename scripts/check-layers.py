@@ -64,8 +64,6 @@ KNOWN = {
     ("daemon/server/jobs.c", "algo/algo_env.h"),
     ("daemon/server/scomm.c", "algo/algo_env.h"),
     ("daemon/server/server.h", "algo/algo_want.h"),
-    # Peer daemons prove the job key with the transports' handshake code.
-    ("daemon/server/peer.h", "transport/auth.h"),
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

@@ -13,7 +13,7 @@
 #include "hccl/hccl.h"
 
 #include "server/share.h"
-#include "transport/auth.h"
+#include "auth.h"
 
 #define PEER_ADDR_MAX 64
 #define PEER_JOB_BYTES 16

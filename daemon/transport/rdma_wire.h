@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "transport/auth.h"
+#include "auth.h"
 
 #define RDMA_WIRE_VERSION 1
 /* rdma_cm carries 56 bytes of private data in a connect request on RoCE, 196 in a reply and

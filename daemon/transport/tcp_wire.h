@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "transport/auth.h"
+#include "auth.h"
 
 #define TCP_WIRE_VERSION 1
 #define TCP_HS_BYTES 80

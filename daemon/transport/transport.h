@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "transport/auth.h"
+#include "auth.h"
 
 typedef struct tp_listener tp_listener_t;
 typedef struct tp_conn tp_conn_t;

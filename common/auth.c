@@ -1,4 +1,4 @@
-#include "transport/auth.h"
+#include "auth.h"
 
 #include <sodium.h>
 #include <string.h>

@@ -1,6 +1,7 @@
-/* Proof of a job key between daemons: HMAC-SHA256 over both sides' nonces, never the key. */
-#ifndef HCCLD_TRANSPORT_AUTH_H
-#define HCCLD_TRANSPORT_AUTH_H
+/* Proof of a shared key (a job key between daemons, a comm's lane key between ranks):
+ * HMAC-SHA256 over both sides' nonces, never the key. */
+#ifndef HCCLD_COMMON_AUTH_H
+#define HCCLD_COMMON_AUTH_H
 
 #include <stddef.h>
 #include <stdint.h>
