@@ -175,7 +175,7 @@ $(NETNS_BIN): $(call obj,$(NETNS_SRC) tests/integration/harness.c tests/integrat
 # RoCE without RDMA hardware: a QEMU guest with two soft-RoCE devices (tests/rdma-vm/README.md):
 # its selftest (rping, ib_write_bw across rxe1 -> rxe0), then the RDMA transport's suite and its
 # throughput against ib_write_bw in one guest run (tests/rdma/run.sh; make test runs that part).
-RDMA_TP_SRC    := $(wildcard daemon/transport/rdma*.c) daemon/transport/tp_kept.c daemon/transport/tp_addr.c
+RDMA_TP_SRC    := $(wildcard daemon/transport/rdma*.c) daemon/transport/tp_kept.c
 RDMA_TEST_BIN  := $(BUILD)/tests/rdma_tests
 RDMA_BENCH_BIN := $(BUILD)/tests/bench_rdma
 $(RDMA_TEST_BIN): $(call obj,tests/rdma/test_rdma.c tests/rdma/main.c $(TP_TEST_SRC) $(RDMA_TP_SRC)) $(BUILD)/lib/libhcclcommon.a

@@ -12,8 +12,8 @@
 #include "frame.h"
 #include "hccl/hccl.h"
 
-#include "server/share.h"
 #include "auth.h"
+#include "server/share.h"
 
 #define PEER_ADDR_MAX 64
 #define PEER_JOB_BYTES 16

@@ -16,9 +16,9 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "net_addr.h"
 #include "transport/rdma.h"
 #include "transport/rdma_wire.h"
-#include "transport/tp_addr.h"
 #include "transport/tp_kept.h"
 #include "transport/tp_queue.h"
 
@@ -149,7 +149,7 @@ static inline rdma_req_t *rdma_req_of(tp_req_t *r)
     return (rdma_req_t *)r;
 }
 
-/* rdma_id.c: event channels and ids (addresses: transport/tp_addr.h). */
+/* rdma_id.c: event channels and ids (addresses: common/net_addr.h). */
 /* A nonblocking event channel of its own for an id that will use the address ip (named in the
  * log); -ENODEV (logged) on a machine without RDMA devices. */
 int rdma_chan_open(const char *ip, struct rdma_event_channel **ch_p);

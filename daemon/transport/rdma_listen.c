@@ -31,7 +31,7 @@ int rdma_tp_listen(const char *ip, tp_listener_t **l_p, char *addr_out, size_t c
     rdma_listener_t *l;
     int rc;
 
-    if (tp_ip_parse(ip, 0, &ss, NULL) != 0) {
+    if (net_ip_parse(ip, 0, &ss, NULL) != 0) {
         ERR("NET", "RDMA listen: \"%s\" is not a numeric IP address", ip);
         return -EINVAL;
     }
@@ -52,7 +52,7 @@ int rdma_tp_listen(const char *ip, tp_listener_t **l_p, char *addr_out, size_t c
         ERR("NET", "rdma_listen(%s) failed: %s", ip, strerror(-rc));
         goto err_id;
     }
-    tp_addr_format(rdma_get_local_addr(l->id), l->addr, sizeof(l->addr));
+    net_addr_format(rdma_get_local_addr(l->id), l->addr, sizeof(l->addr));
     if (snprintf(addr_out, cap, "%s", l->addr) >= (int)cap) {
         rc = -ENOSPC;
         goto err_id;

@@ -112,8 +112,8 @@ int rdma_setup_connect(const char *src_ip, const char *addr, const uint8_t job[A
 
     if (my_node == TP_NODE_UNKNOWN)
         return -EINVAL;
-    if (tp_addr_parse(addr, &dst, NULL) != 0 ||
-        (src_ip != NULL && tp_ip_parse(src_ip, 0, &src, NULL))) {
+    if (net_addr_parse(addr, &dst, NULL) != 0 ||
+        (src_ip != NULL && net_ip_parse(src_ip, 0, &src, NULL))) {
         ERR("NET", "RDMA connect: \"%s\" (from \"%s\") is not a numeric ip:port (ip)", addr,
             src_ip != NULL ? src_ip : "any");
         return -EINVAL;
@@ -343,7 +343,7 @@ rdma_conn_t *rdma_setup_accept(struct rdma_cm_event *ev, tp_key_lookup_fn lookup
     c->state = RDMA_ST_CONFIRM;
     /* The traffic class is the connecting side's, from its request (rdma_qp.c). */
     c->av_set = 1;
-    tp_addr_format(rdma_get_peer_addr(c->id), c->peer, sizeof(c->peer));
+    net_addr_format(rdma_get_peer_addr(c->id), c->peer, sizeof(c->peer));
     /* Its own channel, so that its events reach the engine through its own fd. */
     rc = rdma_chan_open(c->peer, &c->ch);
     if (rc == 0 && rdma_migrate_id(c->id, c->ch) != 0)

@@ -1,5 +1,5 @@
 #include "transport/tcp_sock.h"
-#include "transport/tp_addr.h"
+#include "net_addr.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -116,7 +116,7 @@ int tcp_sock_listen(const char *ip, int *fd_p, char *addr_out, size_t cap)
     socklen_t len;
     int fd = -1, rc;
 
-    rc = tp_ip_parse(ip, 0, &ss, &len);
+    rc = net_ip_parse(ip, 0, &ss, &len);
     if (rc != 0) {
         ERR("NET", "listen: \"%s\" is not a numeric IP address", ip);
         return rc;
@@ -132,7 +132,7 @@ int tcp_sock_listen(const char *ip, int *fd_p, char *addr_out, size_t cap)
         ERR("NET", "bind/listen/getsockname(%s) failed: %s", ip, strerror(-rc));
         goto err_close;
     }
-    rc = tp_addr_format((const struct sockaddr *)&ss, addr_out, cap);
+    rc = net_addr_format((const struct sockaddr *)&ss, addr_out, cap);
     if (rc != 0)
         goto err_close;
     *fd_p = fd;
@@ -149,7 +149,7 @@ int tcp_sock_connect(const char *addr, int *fd_p)
     socklen_t len;
     int fd = -1, rc;
 
-    rc = tp_addr_parse(addr, &ss, &len);
+    rc = net_addr_parse(addr, &ss, &len);
     if (rc != 0) {
         ERR("NET", "connect: \"%s\" is not ip:port", addr);
         return rc;

@@ -11,9 +11,9 @@
 #include <sys/socket.h>
 
 #include "../transport/pair.h"
+#include "net_addr.h"
 #include "test_list.h"
 #include "transport/rdma.h"
-#include "transport/tp_addr.h"
 #include "transport/tp_cm.h"
 #include "transport/tp_stripe.h"
 
@@ -282,7 +282,7 @@ START_TEST(test_poll_fds_listener_first)
     ck_assert_int_eq(getsockopt(pfd[0].fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &ilen), 0);
     ck_assert_int_eq(listening, 1);
     ck_assert_int_eq(getsockname(pfd[0].fd, (struct sockaddr *)&ss, &len), 0);
-    ck_assert_int_eq(tp_addr_parse(s.addrs.tcp, &want, NULL), 0);
+    ck_assert_int_eq(net_addr_parse(s.addrs.tcp, &want, NULL), 0);
     ck_assert_int_eq(((struct sockaddr_in *)&ss)->sin_port,
                      ((struct sockaddr_in *)&want)->sin_port);
     /* While a connection is accepted, its fds follow the listener's. */

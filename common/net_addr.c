@@ -1,4 +1,4 @@
-#include "transport/tp_addr.h"
+#include "net_addr.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -8,7 +8,7 @@
 
 #include "env.h"
 
-int tp_ip_parse(const char *ip, uint16_t port, struct sockaddr_storage *ss, socklen_t *len_p)
+int net_ip_parse(const char *ip, uint16_t port, struct sockaddr_storage *ss, socklen_t *len_p)
 {
     struct sockaddr_in *in4 = (struct sockaddr_in *)ss;
     struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
@@ -31,7 +31,7 @@ int tp_ip_parse(const char *ip, uint16_t port, struct sockaddr_storage *ss, sock
     return 0;
 }
 
-int tp_addr_parse(const char *addr, struct sockaddr_storage *ss, socklen_t *len_p)
+int net_addr_parse(const char *addr, struct sockaddr_storage *ss, socklen_t *len_p)
 {
     char host[INET6_ADDRSTRLEN];
     const char *colon = strrchr(addr, ':');
@@ -50,10 +50,10 @@ int tp_addr_parse(const char *addr, struct sockaddr_storage *ss, socklen_t *len_
         return -EINVAL;
     memcpy(host, h, hlen);
     host[hlen] = '\0';
-    return tp_ip_parse(host, (uint16_t)port, ss, len_p);
+    return net_ip_parse(host, (uint16_t)port, ss, len_p);
 }
 
-int tp_addr_format(const struct sockaddr *sa, char *out, size_t cap)
+int net_addr_format(const struct sockaddr *sa, char *out, size_t cap)
 {
     char host[INET6_ADDRSTRLEN] = "?";
     int n;
