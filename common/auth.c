@@ -30,3 +30,9 @@ int auth_check(const uint8_t *key, size_t keylen, const char *role, const uint8_
     auth_mac(key, keylen, role, n1, n2, want);
     return sodium_memcmp(want, mac, AUTH_MAC_BYTES) == 0;
 }
+
+void auth_derive(const uint8_t *key, size_t keylen, const char *label,
+                 uint8_t out[AUTH_DERIVED_BYTES])
+{
+    crypto_generichash(out, AUTH_DERIVED_BYTES, (const uint8_t *)label, strlen(label), key, keylen);
+}

@@ -17,4 +17,10 @@ void auth_mac(const uint8_t *key, size_t keylen, const char *role, const uint8_t
 int auth_check(const uint8_t *key, size_t keylen, const char *role, const uint8_t *n1,
                const uint8_t *n2, const uint8_t *mac, size_t maclen);
 
+#define AUTH_DERIVED_BYTES 32
+
+/* A key for one purpose (label) derived from key (at least 16 bytes): keyed BLAKE2b. */
+void auth_derive(const uint8_t *key, size_t keylen, const char *label,
+                 uint8_t out[AUTH_DERIVED_BYTES]);
+
 #endif

@@ -66,6 +66,7 @@ typedef struct hc_client {
 } hc_client_t;
 
 typedef struct hc_coop hc_coop_t;
+typedef struct hc_lanes hc_lanes_t;
 
 /* A comm's settings from its HcclCommConfig (comm_cfg.c); a split's child inherits them. */
 typedef struct hc_comm_cfg {
@@ -93,6 +94,7 @@ typedef struct hc_comm {
     uint64_t coll_seq;
     HcclResult async_err;
     hc_coop_t *coop;    /* cooperative level 0, or NULL: everything through the daemon */
+    hc_lanes_t *lanes;  /* small ops straight between the ranks (lane.h), or NULL */
     uint32_t nnodes;    /* daemons the comm spans */
     uint64_t split_seq; /* HcclCommSplit calls so far (they pair up across ranks) */
     int has_job;        /* job_id/job_key known: comms across daemons derive children from them */
@@ -211,6 +213,9 @@ int hc_coop_aborted(const hc_comm_t *comm);
 
 /* comm.c */
 HcclResult hc_comm_check(HcclComm comm, hc_comm_t **c_p);
+/* health.c: waits until the daemon says the comm (c->id, c->rank) is connected to the other
+ * daemons and measured; HCCL_E_TIMEOUT past deadline, or the comm's error. */
+HcclResult hc_comm_wait_ready(hc_comm_t *c, uint64_t deadline);
 void hc_comm_set_error(hc_comm_t *comm, HcclResult rc);
 /* Joins rank `rank` of n to the job ri names (agreed: computed by the ranks, see agreed.c) and
  * returns the new communicator in *comm. parent_job: a split child's parent's job id, or NULL;

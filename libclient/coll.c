@@ -11,6 +11,7 @@
 #include "client.h"
 #include "desc_check.h"
 #include "dtype.h"
+#include "lane.h"
 #include "log.h"
 
 #define HC_MAX_OPS HCCL_BATCH_SEND_RECV_MAX /* ops run together: a batch of sends and receives */
@@ -225,9 +226,12 @@ HcclResult hc_ops_run(hc_comm_t *comm, const hc_op_t *ops, unsigned nops)
     if (nops == 0 || nops > HC_MAX_OPS)
         return HCCL_E_PARA;
 
-    if (comm->coop != NULL && nops == 1 && desc_is_collective(ops[0].kind))
+    int lanes = comm->lanes != NULL && nops == 1 && desc_is_collective(ops[0].kind);
+    if (lanes && hc_lanes_before(comm, &ops[0], &rc)) {
+        lanes = 0; /* done over the lanes */
+    } else if (comm->coop != NULL && nops == 1 && desc_is_collective(ops[0].kind)) {
         rc = hc_coop_run(comm, &ops[0]);
-    else {
+    } else {
         /* A batch of many large ops, or a crowded arena, runs fewer pieces of each op at once
          * (every op the same number) rather than failing. */
         unsigned nstage = HC_PIPELINE;
@@ -252,6 +256,8 @@ HcclResult hc_ops_run(hc_comm_t *comm, const hc_op_t *ops, unsigned nops)
         for (unsigned i = 0; i < planned; i++)
             hc_plan_free(comm, &plans[i]);
     }
+    if (lanes)
+        hc_lanes_after(comm, &ops[0], rc);
     if (rc != HCCL_SUCCESS)
         hc_comm_set_error(comm, rc);
     return rc;

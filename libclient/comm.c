@@ -8,6 +8,7 @@
 #include "client.h"
 #include "env.h"
 #include "futex.h"
+#include "lane.h"
 #include "log.h"
 #include "prof.h"
 #include "rootinfo.h"
@@ -81,6 +82,8 @@ static HcclResult init_answer(const Hccld__CommInitResp *r, int *fds, int nfds, 
     comm->nnodes = r->nnodes ? r->nnodes : 1;
     snprintf(comm->qos_class, sizeof(comm->qos_class), "%s", r->qos_class ? r->qos_class : "");
     hc_prof_note_rank(r->rank);
+    if (r->l0_mode != 1 && r->direct_max > 0)
+        return hc_lanes_open(comm, r, fds, nfds);
     if (r->l0_mode != 1) {
         for (int i = 0; i < nfds; i++)
             close(fds[i]);
@@ -150,6 +153,10 @@ static HcclResult init_call(hc_client_t *c, const Hccld__RootInfo *ri, uint32_t 
     req.algo_by_config = ar.by_config;
     req.deterministic = ar.deterministic;
     req.log_ops = log_level_cur >= LOG_INFO;
+    /* A forced level-1 algorithm, or a deterministic choice of one, is for every op: none goes
+     * over lanes then. */
+    req.direct_max =
+        ar.algo[0] != '\0' || ar.algorithm[0] != '\0' || ar.deterministic ? 0 : hc_lanes_wanted();
     if (parent_job != NULL) {
         req.parent_job_id.data = (uint8_t *)parent_job;
         req.parent_job_id.len = sizeof(comm->job_id);
@@ -323,6 +330,7 @@ static void comm_free(hc_comm_t *c)
 {
     c->magic = 0;
     hc_coop_detach(c);
+    hc_lanes_close(c);
     free(c);
 }
 

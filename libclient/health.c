@@ -3,7 +3,10 @@
  * rank's in flight, whether the comm broke meanwhile: a member died or left (its control block
  * says so, on one node), a peer daemon was lost or a rank on another node died (the daemon says
  * so, asked at most every HEALTH_EVERY_NS). A break found so is kept as the comm's async error.
+ * The same question tells a comm's lanes when its daemons are ready (hc_comm_wait_ready).
  */
+#include <unistd.h>
+
 #include "client.h"
 #include "futex.h"
 
@@ -29,6 +32,35 @@ static HcclResult ask_daemon(hc_comm_t *c)
         rc = (HcclResult)resp->comm_health_resp->result;
     frame_msg_free(resp);
     return rc;
+}
+
+HcclResult hc_comm_wait_ready(hc_comm_t *c, uint64_t deadline)
+{
+    Hccld__CommHealthReq req = HCCLD__COMM_HEALTH_REQ__INIT;
+    useconds_t pause_us = 200;
+
+    req.comm_id = c->id;
+    req.rank = c->rank;
+    for (;;) {
+        Hccld__Msg m = HCCLD__MSG__INIT, *resp = NULL;
+        m.body_case = HCCLD__MSG__BODY_COMM_HEALTH_REQ;
+        m.comm_health_req = &req;
+        HcclResult rc = hc_ctl_call(c->c, &m, &resp, HEALTH_TIMEOUT_MS);
+        if (rc != HCCL_SUCCESS)
+            return rc;
+        int ready = 0;
+        if (resp->body_case != HCCLD__MSG__BODY_COMM_HEALTH_RESP)
+            rc = HCCL_E_INTERNAL;
+        else
+            rc = (HcclResult)resp->comm_health_resp->result, ready = resp->comm_health_resp->ready;
+        frame_msg_free(resp);
+        if (rc != HCCL_SUCCESS || ready)
+            return rc;
+        if (now_ns() > deadline)
+            return HCCL_E_TIMEOUT;
+        usleep(pause_us);
+        pause_us = pause_us < 10000 ? pause_us * 2 : pause_us;
+    }
 }
 
 static HcclResult comm_health(hc_comm_t *c)

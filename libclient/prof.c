@@ -63,6 +63,12 @@ void hc_prof_piece(const cqe_t *e)
     }
 }
 
+void hc_prof_direct(void)
+{
+    if (cur != NULL)
+        cur->direct = 1;
+}
+
 /* Bytes the way nccl-tests counts them (the larger side), and the bus bandwidth factor. */
 static uint64_t op_bytes(const hc_call_t *call, double *bus_p)
 {
@@ -118,20 +124,25 @@ void hc_prof_end(hc_prof_acc_t *acc, const hc_call_t *call, int result)
         .collective = call->alltoallv || desc_is_collective(call->op.kind),
         .algo = acc->algo >= 0 ? algo_name(acc->algo) : "none",
         .algo_by = acc->algo >= 0 ? algo_src_name(acc->algo_src) : NULL,
-        .path = comm->coop != NULL && acc->pieces == 0 ? "coop" : "daemon",
+        .path = acc->direct                              ? "direct"
+                : comm->coop != NULL && acc->pieces == 0 ? "coop"
+                                                         : "daemon",
         .time_us = us(t_ns),
         .queued_us = us(acc->queued_ns),
         .qos_wait_us = us(acc->qos_wait_ns),
-        .l1_us = us(acc->l1_ns),
         .start_us = us(acc->t0_ns),
         .peer = -1,
         .root = -1,
     };
 
     cur = NULL;
-    /* Nothing reached the daemon: level 0 ran among the ranks (or nothing ran). */
+    /* Nothing reached the daemon: level 0 ran among the ranks (or nothing ran); over lanes,
+     * the whole time is between nodes. */
     if (acc->pieces == 0 && comm->coop != NULL && result == HCCL_SUCCESS)
         acc->l0_ns = t_ns;
+    if (acc->direct && result == HCCL_SUCCESS)
+        acc->l1_ns = t_ns;
+    rec.l1_us = us(acc->l1_ns);
     rec.l0_us = us(acc->l0_ns);
     rec.algbw = t_ns ? (double)rec.bytes / (double)t_ns : 0; /* bytes per ns = GB/s */
     rec.busbw = rec.algbw * bus;

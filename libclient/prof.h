@@ -19,6 +19,7 @@ typedef struct hc_prof_acc {
     uint32_t pieces;
     int algo;     /* the last piece's level-1 algorithm, -1: none */
     int algo_src; /* enum algo_src: what chose it */
+    int direct;   /* it ran over the comm's lanes, between the ranks (lane.h) */
 } hc_prof_acc_t;
 
 /* One operation's record, as prof_writer.c writes it (see the README's Profiling section).
@@ -43,6 +44,8 @@ void hc_prof_note_rank(uint32_t rank);
 void hc_prof_begin(hc_prof_acc_t *acc, const hc_call_t *call);
 /* Adds one completed piece to the thread's open accumulator, if any. */
 void hc_prof_piece(const cqe_t *e);
+/* Marks the thread's open accumulator, if any: the call runs over lanes. */
+void hc_prof_direct(void);
 /* Closes acc and writes the call's record. */
 void hc_prof_end(hc_prof_acc_t *acc, const hc_call_t *call, int result);
 

@@ -43,6 +43,7 @@ typedef struct engine_comm_stats {
     uint32_t queued;
     int broken;
     HcclResult broken_status; /* when broken: the HcclResult its ops fail with */
+    int ready;                /* connected to the other daemons and measured: ops run at once */
     int algo;                 /* level-1 algorithm of its last collective across daemons, or -1 */
     int on_wire;              /* a collective runs with the other daemons now */
     uint32_t nlocal;          /* members here */

@@ -47,6 +47,8 @@ static void job_freed(uv_handle_t *h)
 {
     job_t *j = h->data;
 
+    for (uint32_t r = 0; j->ranks != NULL && r < j->nranks; r++)
+        lane_offer_close(&j->ranks[r].lane);
     free(j->ranks);
     free(j);
 }
@@ -246,6 +248,8 @@ static void job_complete_multinode(server_t *srv, job_t *j)
     char **nodes = calloc(j->nranks, sizeof(*nodes)), **data = calloc(j->nranks, sizeof(*data));
     char **rdma = calloc(j->nranks, sizeof(*rdma));
     uint32_t *rank_node = calloc(j->nranks, sizeof(*rank_node)), nn = 0;
+    char **lane_addrs = calloc(j->nranks, sizeof(*lane_addrs));
+    uint64_t *lane_max = calloc(j->nranks, sizeof(*lane_max));
     Hccld__Msg m = HCCLD__MSG__INIT;
     Hccld__Membership mb = HCCLD__MEMBERSHIP__INIT;
     scomm_t *c = NULL;
@@ -288,6 +292,15 @@ static void job_complete_multinode(server_t *srv, job_t *j)
     if (cls < 0)
         cls = srv->qos.default_cls;
     mb.qos_class = srv->qos.cls[cls].name;
+    if (lane_addrs != NULL && lane_max != NULL) {
+        for (uint32_t r = 0; r < j->nranks; r++) {
+            lane_addrs[r] = j->ranks[r].lane.addr;
+            lane_max[r] = j->ranks[r].lane.direct_max;
+        }
+        mb.direct_max = lanes_direct_max((const char *const *)lane_addrs, lane_max, j->nranks);
+        mb.n_lane_addrs = j->nranks;
+        mb.lane_addrs = lane_addrs;
+    }
     /* The class also sets the piece size, the same on every node. */
     chunk = (uint64_t)srv->qos.cls[cls].chunk_kib << 10;
     mb.chunk_bytes = chunk;
@@ -332,7 +345,10 @@ out:
     for (uint32_t r = 0; r < j->nranks; r++)
         if (j->ranks[r].s != NULL && result == HCCL_SUCCESS)
             send_multinode_resp(j->ranks[r].s, j->ranks[r].req_id, c, r, nn, chunk,
-                                j->ranks[r].notice);
+                                j->ranks[r].notice, &j->ranks[r].lane,
+                                &(lanes_info_t){.addrs = (const char *const *)lane_addrs,
+                                                .direct_max = mb.direct_max,
+                                                .key = j->key});
         else if (j->ranks[r].s != NULL)
             send_init_resp(j->ranks[r].s, j->ranks[r].req_id, result, why ? why : "out of memory",
                            0, j->nranks, r, 0);
@@ -340,6 +356,8 @@ out:
     free(data);
     free(rdma);
     free(rank_node);
+    free(lane_addrs);
+    free(lane_max);
     free(pairs);
     share_note_free(&own);
     job_free(j);
@@ -365,6 +383,8 @@ static int job_add(job_t *j, uint32_t nranks, uint32_t rank, join_t join)
         j->ranks = calloc(nranks, sizeof(*j->ranks));
         if (j->ranks == NULL)
             return -ENOMEM;
+        for (uint32_t r = 0; r < nranks; r++)
+            j->ranks[r].lane = LANE_OFFER_NONE;
         j->nranks = nranks;
     }
     j->ranks[rank] = join;
@@ -439,7 +459,11 @@ void jobs_comm_init(server_t *srv, session_t *s, uint64_t req_id, const Hccld__C
         why = join_refusal(j, req->nranks, req->rank);
     }
     char err[160];
-    join_t join = {.s = s, .req_id = req_id, .l0_mode = req->l0_mode, .log_ops = req->log_ops};
+    join_t join = {.s = s,
+                   .req_id = req_id,
+                   .l0_mode = req->l0_mode,
+                   .log_ops = req->log_ops,
+                   .lane = LANE_OFFER_NONE};
     if (why == NULL &&
         algo_check(&join.want, req->algo, req->algorithm, req->algo_by_config, req->deterministic,
                    err, sizeof(err), join.notice, sizeof(join.notice)) != 0)
@@ -448,9 +472,13 @@ void jobs_comm_init(server_t *srv, session_t *s, uint64_t req_id, const Hccld__C
         join.has_parent = 1;
         memcpy(join.parent, req->parent_job_id.data, SHARE_JOB_BYTES);
     }
+    /* Lanes only matter to a comm that spans daemons, which needs a peer listener. */
+    if (why == NULL && srv->advertised[0] != '\0')
+        join.lane = lane_offer_make(srv->data_addr, req->direct_max);
     if (why == NULL && job_add(j, req->nranks, req->rank, join) != 0)
         why = "out of memory", result = HCCL_E_MEMORY;
     if (why != NULL) {
+        lane_offer_close(&join.lane);
         WARN("INIT", "pid %d: comm init refused: %s", (int)s->pid, why);
         send_init_resp(s, req_id, result, why, 0, req->nranks, req->rank, 0);
         return;
@@ -467,7 +495,10 @@ static void remote_join(server_t *srv, peer_t *p, const Hccld__JoinReq *req)
     Hccld__Msg m = HCCLD__MSG__INIT;
     Hccld__Membership mb = HCCLD__MEMBERSHIP__INIT;
 
-    if (why == NULL && job_add(j, req->nranks, req->rank, (join_t){.p = p}) != 0)
+    join_t join = {.p = p, .lane = LANE_OFFER_NONE};
+    snprintf(join.lane.addr, sizeof(join.lane.addr), "%s", req->lane_addr);
+    join.lane.direct_max = req->direct_max;
+    if (why == NULL && job_add(j, req->nranks, req->rank, join) != 0)
         why = "out of memory";
     if (why == NULL) {
         snprintf(p->data_addr, sizeof(p->data_addr), "%s", req->data_addr);
@@ -506,6 +537,7 @@ void jobs_peer_gone(peer_t *p)
         for (uint32_t r = 0; r < j->nranks; r++)
             if (j->ranks[r].p == p) {
                 j->ranks[r].p = NULL;
+                j->ranks[r].lane = LANE_OFFER_NONE;
                 j->joined--;
             }
     rjobs_link_gone(p->srv, p);
@@ -530,6 +562,7 @@ void jobs_session_gone(server_t *srv, session_t *s)
         for (uint32_t r = 0; r < j->nranks; r++)
             if (j->ranks[r].s == s) {
                 j->ranks[r].s = NULL;
+                lane_offer_close(&j->ranks[r].lane);
                 j->joined--;
             }
     scomms_session_gone(srv, s);

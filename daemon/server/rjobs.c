@@ -22,6 +22,7 @@ typedef struct rjoin {
     int has_parent; /* a split's child: its parent's job id follows */
     uint8_t parent[SHARE_JOB_BYTES];
     char notice[256]; /* a warning its answer carries */
+    lane_offer_t lane;
 } rjoin_t;
 
 struct rjob {
@@ -73,6 +74,8 @@ static void rjob_freed(uv_handle_t *h)
 
     if (--r->handles_open > 0)
         return;
+    for (uint32_t i = 0; i < r->njoins; i++)
+        lane_offer_close(&r->joins[i].lane);
     free(r->joins);
     free(r);
 }
@@ -115,6 +118,8 @@ static void send_join(rjob_t *r, const rjoin_t *j)
     req.pid = (uint32_t)j->s->pid;
     req.data_addr = r->srv->data_addr;
     req.rdma_addr = r->srv->rdma_addr;
+    req.lane_addr = (char *)j->lane.addr;
+    req.direct_max = j->lane.direct_max;
     /* A split's child: tell the root which daemons our copy of the parent is connected to. */
     share_word_t w = {0};
     if (j->has_parent && share_word(r->srv, j->parent, j->s->sid, &w) == 0 && w.parent != NULL) {
@@ -264,7 +269,10 @@ void rjobs_join(server_t *srv, session_t *s, uint64_t req_id, const Hccld__CommI
         r->joins = v;
         r->cap = cap;
     }
-    r->joins[r->njoins] = (rjoin_t){.s = s, .req_id = req_id, .rank = req->rank};
+    r->joins[r->njoins] = (rjoin_t){.s = s,
+                                    .req_id = req_id,
+                                    .rank = req->rank,
+                                    .lane = lane_offer_make(srv->data_addr, req->direct_max)};
     snprintf(r->joins[r->njoins].notice, sizeof(r->joins[r->njoins].notice), "%s", notice);
     if (req->parent_job_id.len == SHARE_JOB_BYTES) {
         r->joins[r->njoins].has_parent = 1;
@@ -342,12 +350,17 @@ void rjobs_membership(server_t *srv, peer_t *p, const Hccld__Membership *m)
                                                            .rdma_nodes = rdma_nodes,
                                                            .connect_timeout_s = r->timeout_s},
                                        &why);
+    /* An older root sends no lane addresses: no lanes. */
+    lanes_info_t lanes = {.addrs = (const char *const *)m->lane_addrs,
+                          .direct_max = m->n_lane_addrs == m->nranks ? m->direct_max : 0,
+                          .key = r->key};
     INFO("INIT", "job %s: comm %u formed with %u ranks on %zu daemons (root %s)", r->hex,
          c ? c->id : 0, m->nranks, m->n_nodes, r->root);
     for (uint32_t i = 0; i < r->njoins; i++)
         if (r->joins[i].s != NULL && result == HCCL_SUCCESS)
             send_multinode_resp(r->joins[i].s, r->joins[i].req_id, c, r->joins[i].rank,
-                                (uint32_t)m->n_nodes, chunk, r->joins[i].notice);
+                                (uint32_t)m->n_nodes, chunk, r->joins[i].notice, &r->joins[i].lane,
+                                &lanes);
         else if (r->joins[i].s != NULL)
             send_init_resp(r->joins[i].s, r->joins[i].req_id, result, why, 0, m->nranks,
                            r->joins[i].rank, 0);
@@ -368,8 +381,10 @@ void rjobs_session_gone(server_t *srv, session_t *s)
 {
     for (rjob_t *r = srv->rjobs; r != NULL; r = r->next)
         for (uint32_t i = 0; i < r->njoins; i++)
-            if (r->joins[i].s == s)
+            if (r->joins[i].s == s) {
                 r->joins[i].s = NULL;
+                lane_offer_close(&r->joins[i].lane);
+            }
 }
 
 void rjobs_stop(server_t *srv)

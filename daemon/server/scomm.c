@@ -13,8 +13,10 @@
 
 #include "coop.h"
 #include "futex.h"
+#include "uds.h"
 
 #include "algo/algo_env.h"
+#include "auth.h"
 #include "hccl/hccl.h"
 #include "log.h"
 #include "server/server.h"
@@ -31,9 +33,12 @@ static void init_resp_send(session_t *s, uint64_t req_id, Hccld__CommInitResp *r
 
 /* The answer to a rank of a comm that spans several daemons. */
 void send_multinode_resp(session_t *s, uint64_t req_id, const scomm_t *c, uint32_t rank,
-                         uint32_t nnodes, uint64_t chunk, const char *notice)
+                         uint32_t nnodes, uint64_t chunk, const char *notice, lane_offer_t *lane,
+                         const lanes_info_t *ln)
 {
     Hccld__CommInitResp r = HCCLD__COMM_INIT_RESP__INIT;
+    uint8_t lane_key[AUTH_DERIVED_BYTES];
+    int fds[UDS_MAX_FDS], nfds = 0;
 
     r.result = c != NULL ? HCCL_SUCCESS : HCCL_E_MEMORY;
     r.message = "";
@@ -45,7 +50,25 @@ void send_multinode_resp(session_t *s, uint64_t req_id, const scomm_t *c, uint32
     r.notice = (char *)(notice != NULL ? notice : "");
     if (c != NULL)
         r.qos_class = s->srv->qos.cls[c->qos_class].name;
-    init_resp_send(s, req_id, &r);
+    if (c != NULL && ln != NULL && ln->direct_max > 0)
+        nfds = lanes_answer(lane, ln->addrs, c->nranks, rank, ln->direct_max, ln->key, lane_key, &r,
+                            fds, UDS_MAX_FDS);
+    if (nfds == 0) {
+        init_resp_send(s, req_id, &r);
+    } else {
+        Hccld__Msg m = HCCLD__MSG__INIT;
+        m.req_id = req_id;
+        m.body_case = HCCLD__MSG__BODY_COMM_INIT_RESP;
+        m.comm_init_resp = &r;
+        if (session_send_fds(s, &m, fds, nfds) != 0) {
+            /* Its peers connect to it in vain and fail their init within the timeout. */
+            ERR("INIT", "comm %u: could not pass the lane sockets to rank %u", c->id, rank);
+            send_init_resp(s, req_id, HCCL_E_INTERNAL, "could not pass the lane sockets", 0,
+                           c->nranks, rank, 0);
+        }
+        for (int i = 0; i < nfds; i++)
+            close(fds[i]);
+    }
 }
 
 void send_init_resp(session_t *s, uint64_t req_id, HcclResult result, const char *why,
@@ -286,15 +309,17 @@ void scomm_on_health(server_t *srv, session_t *s, uint64_t req_id, const Hccld__
     Hccld__CommHealthResp r = HCCLD__COMM_HEALTH_RESP__INIT;
     scomm_t *c = scomm_lookup(srv, req->comm_id);
     engine_comm_stats_t st;
+    int known = 0;
 
     if (c == NULL || req->rank >= c->nranks || c->sids[req->rank] != s->sid)
         r.result = HCCL_E_PARA;
     else if (c->broken)
         r.result = HCCL_E_REMOTE; /* a member here died */
-    else if (engine_get_comm_stats(srv->eng, c->id, &st) == 0 && st.broken)
+    else if ((known = engine_get_comm_stats(srv->eng, c->id, &st) == 0) && st.broken)
         r.result = st.broken_status != HCCL_SUCCESS ? st.broken_status : HCCL_E_REMOTE;
     else
         r.result = HCCL_SUCCESS;
+    r.ready = r.result == HCCL_SUCCESS && known && st.ready;
     m.req_id = req_id;
     m.body_case = HCCLD__MSG__BODY_COMM_HEALTH_RESP;
     m.comm_health_resp = &r;

@@ -13,6 +13,7 @@
 #include "algo/algo_want.h"
 #include "frame.h"
 #include "sched/engine.h"
+#include "server/lanes.h"
 #include "server/peer.h"
 #include "server/qos_conf.h"
 #include "server/share.h"
@@ -52,6 +53,7 @@ typedef struct join {
     int log_ops;      /* it runs at HCCL_DEBUG=INFO: log each op's algorithm choice */
     int has_parent;   /* a split's child: the parent's job id follows */
     uint8_t parent[SHARE_JOB_BYTES];
+    lane_offer_t lane; /* a local rank's listener, a remote rank's address; LANE_OFFER_NONE */
 } join_t;
 
 typedef struct job job_t;
@@ -181,9 +183,18 @@ void scomms_session_gone(server_t *srv, session_t *s);
 void scomms_stop(server_t *srv);
 void send_init_resp(session_t *s, uint64_t req_id, HcclResult result, const char *why,
                     uint32_t comm_id, uint32_t nranks, uint32_t rank, uint64_t chunk);
-/* chunk: the piece size the root daemon decided (Membership.chunk_bytes). */
+/* What a comm's lanes need for an init answer (lanes.h): every rank's listener address, the
+ * comm's direct_max (0: no lanes) and the job key. */
+typedef struct lanes_info {
+    const char *const *addrs;
+    uint64_t direct_max;
+    const uint8_t *key;
+} lanes_info_t;
+/* chunk: the piece size the root daemon decided (Membership.chunk_bytes); lane: the rank's
+ * listener, handed over with the answer when ln gives the comm lanes. */
 void send_multinode_resp(session_t *s, uint64_t req_id, const scomm_t *c, uint32_t rank,
-                         uint32_t nnodes, uint64_t chunk, const char *notice);
+                         uint32_t nnodes, uint64_t chunk, const char *notice, lane_offer_t *lane,
+                         const lanes_info_t *ln);
 /* Forms a communicator of n ranks of this node (ranks[r] in comm rank order) and answers each;
  * job_hex names it in logs and status. 0, or a negative errno after answering with an error. */
 int comm_form(server_t *srv, uint32_t n, const join_t *ranks, const char *hex);

@@ -41,5 +41,7 @@ int rank_p2p_mismatch(HcclComm comm, uint32_t r, uint32_t n, void *arg);
 void multinode_add_tools(TCase *tc);
 /* test_multinode_share.c: the "tuning" and "share" test cases. */
 void multinode_add_share(Suite *s);
+/* test_multinode_lanes.c: the "lanes" test case (small ops straight between the ranks). */
+void multinode_add_lanes(Suite *s);
 
 #endif

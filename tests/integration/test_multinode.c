@@ -496,6 +496,7 @@ Suite *multinode_suite(void)
     tcase_add_test(tc, test_missing_rank_times_out);
     suite_add_tcase(s, tc);
     multinode_add_share(s);
+    multinode_add_lanes(s);
     TCase *faults = tcase_create("faults");
     tcase_set_timeout(faults, 120);
     tcase_add_test(faults, test_frozen_daemon_times_out);

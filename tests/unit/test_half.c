@@ -9,22 +9,13 @@
 #include <string.h>
 
 #include "half.h"
+#include "test_list.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #include <immintrin.h>
 #define HAVE_X86 1
 #endif
-
-/*
- * Like ck_assert_msg, for loops over many values: Check records the location of every passing
- * ck_assert (a message to the parent process), which is far too slow for millions of checks.
- */
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            ck_abort_msg(__VA_ARGS__);                                                             \
-    } while (0)
 
 static uint32_t bits_of(float f)
 {

@@ -22,7 +22,18 @@
     X(probe_hist)                                                                                  \
     X(bootstrap)                                                                                   \
     X(l1)                                                                                          \
-    X(engine)
+    X(engine)                                                                                      \
+    X(lane_plan)
+
+/*
+ * Like ck_assert_msg, for loops over many values: Check records the location of every passing
+ * ck_assert (a message to the parent process), which is far too slow for millions of checks.
+ */
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            ck_abort_msg(__VA_ARGS__);                                                             \
+    } while (0)
 
 #define X(name) Suite *name##_suite(void);
 UNIT_SUITES(X)

@@ -15,16 +15,7 @@
 #include "dtype.h"
 #include "half.h"
 #include "reduce.h"
-
-/*
- * Like ck_assert_msg, for loops over many values: Check records the location of every passing
- * ck_assert (a message to the parent process), which is far too slow for millions of checks.
- */
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            ck_abort_msg(__VA_ARGS__);                                                             \
-    } while (0)
+#include "test_list.h"
 
 #define NISAS 3
 #define MAX_COUNT 4097

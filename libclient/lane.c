@@ -1,0 +1,336 @@
+/* Small allreduces and barriers over a comm's lanes, and the headers of the collectives that go
+ * through the daemon instead (lane.h). */
+#include "lane.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "desc_check.h"
+#include "dtype.h"
+#include "futex.h"
+#include "log.h"
+#include "prof.h"
+#include "reduce.h"
+
+#define SLEEP_SLICE_MS 100 /* a waiting rank looks at HcclCommAbort at least this often */
+
+/* A header's flags: the sender runs this collective through the daemon, falls back to the
+ * daemon with it, or gave up on it (count holds its status). */
+enum { LANE_F_DAEMON = 1, LANE_F_FALLBACK = 2, LANE_F_ABORT = 4 };
+
+/* What both sides of a step must agree on. */
+typedef struct lane_hdr {
+    uint64_t seq;
+    uint64_t count;
+    uint8_t kind, dtype, redop, flags, pad[4];
+} lane_hdr_t;
+
+/* The outcome of a lane op: done (rc), or every rank takes it to the daemon. */
+enum { LANE_DONE, LANE_FALL_BACK };
+
+static int lanes_state(const hc_lanes_t *ln)
+{
+    return __atomic_load_n(&ln->state, __ATOMIC_ACQUIRE);
+}
+
+static void lanes_set_state(hc_lanes_t *ln, int state, HcclResult broken)
+{
+    ln->broken = broken;
+    __atomic_store_n(&ln->state, state, __ATOMIC_RELEASE);
+}
+
+static int lanes_take(const hc_lanes_t *ln, const hc_op_t *op)
+{
+    if (op->kind == DESC_BARRIER)
+        return 1;
+    return op->kind == DESC_ALLREDUCE && op->count * dtype_size(op->dtype) <= ln->max;
+}
+
+static lane_hdr_t op_hdr(const hc_lanes_t *ln, const hc_op_t *op, uint8_t flags)
+{
+    int barrier = op->kind == DESC_BARRIER;
+
+    return (lane_hdr_t){.seq = ln->seq,
+                        .count = barrier ? 0 : op->count,
+                        .kind = op->kind,
+                        .dtype = barrier ? 0 : op->dtype,
+                        .redop = barrier ? 0 : op->redop,
+                        .flags = flags};
+}
+
+/* The lanes of this rank: fold partner first, then one per level. */
+static int lane_fds(const hc_lanes_t *ln, int *fds)
+{
+    int n = 0;
+
+    if (ln->fold_fd >= 0)
+        fds[n++] = ln->fold_fd;
+    for (uint32_t l = 0; l < ln->plan.levels; l++)
+        if (ln->fd[l] >= 0)
+            fds[n++] = ln->fd[l];
+    return n;
+}
+
+/* Sends h to every partner without waiting on any (a full socket is a dead or stuck partner,
+ * which the daemon path will find). */
+static void lanes_tell(const hc_lanes_t *ln, const lane_hdr_t *h)
+{
+    int fds[HC_LANE_LEVELS_MAX + 1], n = lane_fds(ln, fds);
+
+    for (int i = 0; i < n; i++)
+        (void)send(fds[i], h, sizeof(*h), MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+/* One wait for the socket: spins (yielding the core) until spin_until, then sleeps in poll for
+ * at most a slice. 0, or -ETIMEDOUT / -ECANCELED (HcclCommAbort). */
+static int lane_wait(hc_comm_t *comm, struct pollfd *pfd, uint64_t spin_until, uint64_t deadline)
+{
+    uint64_t now = now_ns();
+
+    if (__atomic_load_n(&comm->aborted, __ATOMIC_ACQUIRE))
+        return -ECANCELED;
+    if (now >= deadline)
+        return -ETIMEDOUT;
+    if (now < spin_until) {
+        sched_yield();
+        return 0;
+    }
+    uint64_t ms = (deadline - now) / 1000000 + 1;
+    if (poll(pfd, 1, ms < SLEEP_SLICE_MS ? (int)ms : SLEEP_SLICE_MS) < 0 && errno != EINTR)
+        return -errno;
+    return 0;
+}
+
+/* Advances a send of tx (iov[0..1]) by what the socket takes; bytes left, or -errno. */
+static ssize_t send_some(int fd, struct iovec *iov, size_t left)
+{
+    struct iovec *v = iov[0].iov_len ? iov : iov + 1;
+    struct msghdr mh = {.msg_iov = v, .msg_iovlen = v == iov ? 2 : 1};
+    ssize_t k = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+    if (k < 0)
+        return errno == EAGAIN || errno == EINTR ? (ssize_t)left : -errno;
+    for (size_t t, s = (size_t)k; s > 0; s -= t) {
+        v = iov[0].iov_len ? iov : iov + 1;
+        t = s < v->iov_len ? s : v->iov_len;
+        v->iov_base = (uint8_t *)v->iov_base + t;
+        v->iov_len -= t;
+    }
+    return (ssize_t)(left - (size_t)k);
+}
+
+/*
+ * Sends tx (header and data, if do_send) while it receives the partner's message into rx (if
+ * do_recv), so that neither side blocks on a full socket buffer. The partner's header is checked
+ * as soon as it is whole. Returns 0; 1 when it differs from want (ln->rx holds it; nothing more
+ * is read); or a negative errno (-EPIPE: the partner closed its lane).
+ */
+static int lane_exchange(hc_comm_t *comm, int fd, struct iovec *tx, const lane_hdr_t *want,
+                         size_t rx_len, int do_send, int do_recv, uint64_t deadline)
+{
+    uint8_t *rx = comm->lanes->rx;
+    size_t tx_left = do_send ? tx[0].iov_len + tx[1].iov_len : 0, got = 0;
+    size_t rx_left = do_recv ? rx_len : 0;
+    uint64_t spin_until = now_ns() + comm->c->spin_ns;
+    int checked = !do_recv;
+
+    while (tx_left > 0 || rx_left > 0) {
+        size_t before = tx_left + rx_left;
+        if (tx_left > 0) {
+            ssize_t left = send_some(fd, tx, tx_left);
+            if (left < 0)
+                return (int)left;
+            tx_left = (size_t)left;
+        }
+        if (rx_left > 0) {
+            ssize_t k = recv(fd, rx + got, rx_left, MSG_DONTWAIT);
+            if (k == 0)
+                return -EPIPE;
+            if (k < 0 && errno != EAGAIN && errno != EINTR)
+                return -errno;
+            got += k > 0 ? (size_t)k : 0;
+            rx_left -= k > 0 ? (size_t)k : 0;
+            if (!checked && got >= sizeof(lane_hdr_t)) {
+                if (memcmp(rx, want, sizeof(*want)) != 0)
+                    return 1;
+                checked = 1;
+            }
+        }
+        if (tx_left + rx_left < before || (tx_left == 0 && rx_left == 0))
+            continue;
+        struct pollfd pfd = {.fd = fd,
+                             .events = (short)((tx_left ? POLLOUT : 0) | (rx_left ? POLLIN : 0))};
+        int rc = lane_wait(comm, &pfd, spin_until, deadline);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* One step with the partner on fd: send acc (if do_send), receive its data (if do_recv) and
+ * combine as (lower rank's) op (higher rank's) into acc when reduce is set, else take it. 0, 1
+ * (its header differs from h) or a negative errno. */
+static int lane_step(hc_comm_t *comm, int fd, const lane_hdr_t *h, size_t bytes, int do_send,
+                     int do_recv, int me_low, int reduce, uint64_t deadline)
+{
+    hc_lanes_t *ln = comm->lanes;
+    struct iovec tx[2] = {{(void *)h, sizeof(*h)}, {ln->acc, bytes}};
+    int rc = lane_exchange(comm, fd, tx, h, sizeof(*h) + bytes, do_send, do_recv, deadline);
+
+    if (rc != 0 || !do_recv || bytes == 0)
+        return rc;
+    const uint8_t *theirs = ln->rx + sizeof(*h);
+    if (!reduce) {
+        memcpy(ln->acc, theirs, bytes);
+    } else {
+        const void *srcs[2] = {me_low ? ln->acc : theirs, me_low ? theirs : ln->acc};
+        reduce_n((HcclDataType)h->dtype, (HcclReduceOp)h->redop, ln->acc, srcs, 2,
+                 (size_t)h->count);
+    }
+    return 0;
+}
+
+/* The schedule of lane.h over acc (bytes of it; 0 for a barrier). */
+static int lanes_allreduce(hc_comm_t *comm, const lane_hdr_t *h, size_t bytes, uint64_t deadline)
+{
+    hc_lanes_t *ln = comm->lanes;
+    const lane_plan_t *p = &ln->plan;
+    int red = h->kind == DESC_ALLREDUCE, rc = 0;
+
+    if (p->fold != UINT32_MAX && p->extra) /* give ours, take the result */
+        return lane_step(comm, ln->fold_fd, h, bytes, 1, 1, 1, 0, deadline);
+    if (p->fold != UINT32_MAX)
+        rc = lane_step(comm, ln->fold_fd, h, bytes, 0, 1, 0, red, deadline);
+    for (uint32_t l = 0; rc == 0 && l < p->levels; l++)
+        rc = lane_step(comm, ln->fd[l], h, bytes, 1, 1, !(p->vme & (1u << l)), red, deadline);
+    if (rc == 0 && p->fold != UINT32_MAX)
+        rc = lane_step(comm, ln->fold_fd, h, bytes, 1, 0, 0, 0, deadline);
+    return rc;
+}
+
+/* Whether a partner has already said that it gave up on or fell back from collective seq, though
+ * its data reached us first (HcclCommAbort on a rank that had sent it): then neither does this
+ * rank take the result. */
+static int lanes_given_up(const hc_lanes_t *ln, uint64_t seq)
+{
+    int fds[HC_LANE_LEVELS_MAX + 1], n = lane_fds(ln, fds);
+    lane_hdr_t h;
+
+    for (int i = 0; i < n; i++)
+        if (recv(fds[i], &h, sizeof(h), MSG_PEEK | MSG_DONTWAIT) == (ssize_t)sizeof(h) &&
+            h.seq == seq && (h.flags & (LANE_F_ABORT | LANE_F_FALLBACK)))
+            return 1;
+    return 0;
+}
+
+/* Runs op over the lanes: LANE_DONE with *rc_p, or LANE_FALL_BACK (the partners were told). */
+static int lanes_run(hc_comm_t *comm, const hc_op_t *op, HcclResult *rc_p)
+{
+    hc_lanes_t *ln = comm->lanes;
+    size_t bytes = op->kind == DESC_BARRIER ? 0 : op->count * dtype_size(op->dtype);
+    lane_hdr_t h = op_hdr(ln, op, 0);
+
+    hc_prof_direct();
+    if (bytes > 0)
+        memcpy(ln->acc, op->send, bytes);
+    int rc = lanes_allreduce(comm, &h, bytes, hc_comm_deadline(comm));
+    if (rc == 0 && lanes_given_up(ln, h.seq))
+        rc = 1;
+    if (rc == 0) {
+        if (bytes > 0)
+            memcpy(op->recv, ln->acc, bytes);
+        *rc_p = HCCL_SUCCESS;
+        return LANE_DONE;
+    }
+    if (rc == -ETIMEDOUT || rc == -ECANCELED) {
+        *rc_p = rc == -ETIMEDOUT ? HCCL_E_TIMEOUT : HCCL_E_SUSPENDING;
+        lane_hdr_t a = op_hdr(ln, op, LANE_F_ABORT);
+        a.count = (uint64_t)*rc_p;
+        lanes_tell(ln, &a);
+        lanes_set_state(ln, HC_LANES_BROKEN, *rc_p);
+        ERR("COLL", "rank %u: %s of %zu bytes over lanes failed: %s", comm->rank,
+            desc_kind_name(op->kind), bytes, HcclGetErrorString(*rc_p));
+        return LANE_DONE;
+    }
+    /* Another op or size, a partner that fell back or went through the daemon, or one gone:
+     * the daemon decides, for every rank alike. */
+    lane_hdr_t f = op_hdr(ln, op, LANE_F_FALLBACK);
+    lanes_tell(ln, &f);
+    WARN("COLL", "rank %u: %s #%llu: %s; it goes through the daemon, and so does every later op",
+         comm->rank, desc_kind_name(op->kind), (unsigned long long)h.seq,
+         rc == 1 ? "a partner's differs or fell back" : "a partner's lane failed");
+    return LANE_FALL_BACK;
+}
+
+int hc_lanes_before(hc_comm_t *comm, const hc_op_t *op, HcclResult *rc_p)
+{
+    hc_lanes_t *ln = comm->lanes;
+
+    if (lanes_state(ln) == HC_LANES_OFF)
+        return 0;
+    pthread_mutex_lock(&ln->lock);
+    if (ln->state == HC_LANES_BROKEN) {
+        *rc_p = ln->broken;
+        pthread_mutex_unlock(&ln->lock);
+        return 1;
+    }
+    if (ln->state == HC_LANES_OFF) { /* retired meanwhile */
+        pthread_mutex_unlock(&ln->lock);
+        return 0;
+    }
+    if (!lanes_take(ln, op)) {
+        lane_hdr_t d = op_hdr(ln, op, LANE_F_DAEMON);
+        lanes_tell(ln, &d);
+        ln->announced = 1;
+        return 0; /* hc_lanes_after unlocks */
+    }
+    if (lanes_run(comm, op, rc_p) == LANE_DONE) {
+        ln->seq++;
+        pthread_mutex_unlock(&ln->lock);
+        return 1;
+    }
+    ln->announced = 0;
+    return 0;
+}
+
+/* Takes every partner's header of the daemon-path collective just done; 0 when each says it
+ * ran the same one through the daemon. */
+static int lanes_drain(hc_comm_t *comm, const hc_op_t *op)
+{
+    hc_lanes_t *ln = comm->lanes;
+    int fds[HC_LANE_LEVELS_MAX + 1], n = lane_fds(ln, fds);
+    lane_hdr_t want = op_hdr(ln, op, LANE_F_DAEMON);
+    struct iovec none[2] = {{NULL, 0}, {NULL, 0}};
+    uint64_t deadline = hc_comm_deadline(comm);
+
+    for (int i = 0; i < n; i++)
+        if (lane_exchange(comm, fds[i], none, &want, sizeof(want), 0, 1, deadline) != 0)
+            return -1;
+    return 0;
+}
+
+void hc_lanes_after(hc_comm_t *comm, const hc_op_t *op, HcclResult rc)
+{
+    hc_lanes_t *ln = comm->lanes;
+
+    if (lanes_state(ln) == HC_LANES_OFF)
+        return;
+    if (rc != HCCL_SUCCESS) {
+        lanes_set_state(ln, HC_LANES_BROKEN, rc);
+    } else if (!ln->announced) {
+        lanes_set_state(ln, HC_LANES_OFF, HCCL_SUCCESS); /* a fall back that succeeded */
+    } else if (lanes_drain(comm, op) != 0) {
+        WARN("COLL",
+             "rank %u: a partner did not run collective #%llu through the daemon too; "
+             "every later op goes through the daemon",
+             comm->rank, (unsigned long long)ln->seq);
+        lanes_set_state(ln, HC_LANES_OFF, HCCL_SUCCESS);
+    }
+    ln->seq++;
+    ln->announced = 0;
+    pthread_mutex_unlock(&ln->lock);
+}

@@ -1,0 +1,145 @@
+/*
+ * Lanes (libclient/lane.h): allreduces up to HCCLD_DIRECT_MAX bytes and barriers of a comm that
+ * spans daemons run between the ranks directly. Checked element by element against the
+ * reference on every dtype and op, out of place, in place and in HcclMemAlloc buffers, on 2 and
+ * 3 daemons (a rank count that is no power of two folds ranks in), and the daemons' payload
+ * counters say none of it went through them; larger ops, HCCLD_DIRECT_MAX=0 and a forced
+ * HCCL_ALGO still go through the daemons.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "multinode.h"
+#include "ref.h"
+
+#define LANE_MAX_BYTES 65536 /* HC_DIRECT_MAX_DEFAULT */
+
+typedef struct lanes_arg {
+    uint64_t big; /* also run one allreduce of this many floats (0: none) */
+} lanes_arg_t;
+
+static int check_allreduce(HcclComm comm, uint32_t r, uint32_t n, int dt, int op, uint64_t count,
+                           uint8_t *s, uint8_t *o)
+{
+    uint64_t bad = 0, first = 0;
+
+    ref_fill(dt, op, r, s, 0, count);
+    if (o != s)
+        memset(o, 0xEE, count * dtype_size(dt));
+    HcclResult rc = HcclAllReduce(s, o, count, (HcclDataType)dt, (HcclReduceOp)op, comm, NULL);
+    if (rc != HCCL_SUCCESS) {
+        fprintf(stderr, "rank %u: allreduce dt %d op %d count %llu: %s\n", r, dt, op,
+                (unsigned long long)count, HcclGetErrorString(rc));
+        return 1;
+    }
+    for (uint64_t i = 0; i < count; i++)
+        if (!ref_equal(dt, o, i, ref_reduced(dt, op, n, i)) && bad++ == 0)
+            first = i;
+    if (bad)
+        fprintf(stderr, "rank %u: allreduce dt %d op %d count %llu: %llu wrong, first at %llu\n", r,
+                dt, op, (unsigned long long)count, (unsigned long long)bad,
+                (unsigned long long)first);
+    return bad != 0;
+}
+
+/* Every dtype and op at counts up to the largest that fits the lanes, in three kinds of
+ * buffer, with barriers between; then the big allreduce if asked. */
+static int lanes_ops(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+{
+    const lanes_arg_t *a = arg;
+    size_t cap = LANE_MAX_BYTES + (a->big * 4);
+    uint8_t *s = malloc(cap), *o = malloc(cap), *zs = NULL, *zo = NULL;
+    int failed = 0;
+
+    if (s == NULL || o == NULL || HcclMemAlloc((void **)&zs, LANE_MAX_BYTES) != HCCL_SUCCESS ||
+        HcclMemAlloc((void **)&zo, LANE_MAX_BYTES) != HCCL_SUCCESS)
+        return 10;
+    for (int dt = 0; dt < HCCL_DATA_TYPE_RESERVED && failed < 3; dt++) {
+        uint64_t counts[] = {0, 1, 3, 1000, LANE_MAX_BYTES / dtype_size(dt)};
+        for (int op = 0; op < HCCL_REDUCE_RESERVED; op++) {
+            if (op == HCCL_REDUCE_PROD && n > 4)
+                continue;
+            for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+                failed += check_allreduce(comm, r, n, dt, op, counts[k], s, o);
+                failed += check_allreduce(comm, r, n, dt, op, counts[k], o, o);
+                failed += check_allreduce(comm, r, n, dt, op, counts[k], zs, zo);
+            }
+            failed += HcclBarrier(comm, NULL) != HCCL_SUCCESS;
+        }
+    }
+    if (a->big > 0)
+        failed += check_allreduce(comm, r, n, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, a->big, s, o);
+    HcclMemFree(zs);
+    HcclMemFree(zo);
+    free(s);
+    free(o);
+    return failed != 0;
+}
+
+static uint64_t tx_sum(cluster_t *c)
+{
+    uint64_t t = 0;
+
+    for (unsigned d = 0; d < c->n; d++) {
+        uint64_t v = harness_daemon_tx_bytes(c->socks[d]);
+        ck_assert_msg(v != UINT64_MAX, "no status from daemon %u", d);
+        t += v;
+    }
+    return t;
+}
+
+/* Runs lanes_ops with `per` ranks on each daemon of c: the payload bytes the daemons sent. */
+static uint64_t run_lanes(cluster_t *c, unsigned per, uint64_t big)
+{
+    lanes_arg_t a = {.big = big};
+    uint64_t before = tx_sum(c);
+
+    ck_assert_msg(run_ranks(c, per, lanes_ops, &a) == 0, "%u daemons x %u ranks, big %llu", c->n,
+                  per, (unsigned long long)big);
+    return tx_sum(c) - before;
+}
+
+START_TEST(test_lanes_allreduce)
+{
+    for (unsigned nd = 2; nd <= 3; nd++) {
+        cluster_t c;
+        cluster_start(&c, nd);
+        for (unsigned per = 1; per <= 2; per++)
+            ck_assert_msg(run_lanes(&c, per, 0) == 0,
+                          "%u daemons x %u ranks: small allreduces reached the daemons", nd, per);
+        /* One float over the limit goes through the daemons, checked the same way. */
+        ck_assert_uint_gt(run_lanes(&c, 1, LANE_MAX_BYTES / 4 + 1), 0);
+        cluster_stop(&c);
+    }
+}
+END_TEST
+
+START_TEST(test_lanes_off)
+{
+    cluster_t c;
+
+    cluster_start(&c, 2);
+    setenv("HCCLD_DIRECT_MAX", "0", 1);
+    ck_assert_uint_gt(run_lanes(&c, 1, 0), 0);
+    unsetenv("HCCLD_DIRECT_MAX");
+    setenv("HCCL_ALGO", "level0:NA;level1:ring", 1);
+    ck_assert_uint_gt(run_lanes(&c, 1, 0), 0);
+    unsetenv("HCCL_ALGO");
+    setenv("HCCLD_DIRECT_MAX", "4096", 1); /* fp64 x 1000 and x 8192 go through the daemons */
+    ck_assert_uint_gt(run_lanes(&c, 1, 0), 0);
+    unsetenv("HCCLD_DIRECT_MAX");
+    cluster_stop(&c);
+}
+END_TEST
+
+void multinode_add_lanes(Suite *s)
+{
+    TCase *tc = tcase_create("lanes");
+
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_lanes_allreduce);
+    tcase_add_test(tc, test_lanes_off);
+    suite_add_tcase(s, tc);
+}
