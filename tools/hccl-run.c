@@ -86,7 +86,9 @@ static pid_t spawn(int rank, int n, place_t pl, char **daemons, const char *hex,
     set_env_u("HCCL_LOCAL_SIZE", (unsigned long)pl.size);
     if (daemons[pl.daemon] != NULL)
         setenv("HCCLD_SOCKET", daemons[pl.daemon], 1);
-    bind_local_rank((unsigned)pl.local, (unsigned)pl.size);
+    /* Every rank runs on this machine, whatever daemon it uses: pin among all of them, as
+     * mpirun pins the processes of a host (ranks of two daemons here must not share a core). */
+    bind_local_rank((unsigned)rank, (unsigned)n);
     execvp(argv[0], argv);
     fprintf(stderr, "hccl-run: cannot run %s: %s\n", argv[0], strerror(errno));
     _exit(127);
