@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Small-message allreduce latency across daemons against Open MPI over TCP (issue 23, goal 3):
 # N private daemons on loopback with 1 rank each (N in LAT_DAEMONS), fp32 sum, 8 B - 4 KiB, the
-# median iteration of the slowest rank, out of place. hcclD with malloc'ed buffers, with
-# HcclMemAlloc buffers (-z), and Open MPI (ob1, btl self,tcp on lo) take turns for LAT_ROUNDS
-# rounds; each figure is the median of its rounds. Prints us per size and contender, each
-# hcclD figure's ratio to Open MPI and the goal (`make bench-latency`).
+# median iteration of the slowest rank, out of place, malloc'ed buffers. hcclD as it runs (small
+# ops over lanes, libclient/lane.h), hcclD with HCCLD_DIRECT_MAX=0 (every op through the daemons)
+# and Open MPI (ob1, btl self,tcp on lo) take turns for LAT_ROUNDS rounds; each figure is the
+# median of its rounds. Prints us per size and contender, the ratios to Open MPI and the goal
+# (`make bench-latency`). Then where an 8-byte allreduce on 2 daemons spends its time, from
+# HCCL_PROF_ENABLE records on each path: the daemon's share (queued, level 0, level 1) and the
+# rest, the hand-offs between rank and daemon.
 #
 #   bench/latency.sh [BUILD]      (default build)
 #
@@ -65,7 +68,7 @@ for ((k = 1; k <= ROUNDS; k++)); do
     for n in $DAEMONS; do
         echo "bench/latency: round $k of $ROUNDS: $n daemons x 1 rank"
         hccld_run "$n" "$OUT/hccld_n${n}_r$k.txt"
-        hccld_run "$n" "$OUT/hccldz_n${n}_r$k.txt" -z
+        HCCLD_DIRECT_MAX=0 hccld_run "$n" "$OUT/hcclddaemon_n${n}_r$k.txt"
         mpi_run "$n" "$OUT/openmpi_n${n}_r$k.txt"
     done
 done
@@ -85,16 +88,51 @@ medians() {
         echo
         echo "== allreduce fp32 sum latency, $n daemons x 1 rank, loopback TCP:" \
             "median iteration (us), median of $ROUNDS rounds; goal: hcclD/OpenMPI <= $goal =="
-        printf "%10s %10s %10s %10s %14s %14s\n" size hcclD hcclD-z OpenMPI hcclD/OpenMPI \
-            hcclD-z/OpenMPI
+        printf "%10s %10s %13s %10s %14s %17s\n" size hcclD hcclD-daemon OpenMPI hcclD/OpenMPI \
+            daemon/OpenMPI
         medians "$OUT"/hccld_n"${n}"_r*.txt >"$TMP/h"
-        medians "$OUT"/hccldz_n"${n}"_r*.txt >"$TMP/z"
+        medians "$OUT"/hcclddaemon_n"${n}"_r*.txt >"$TMP/z"
         medians "$OUT"/openmpi_n"${n}"_r*.txt >"$TMP/m"
         awk -v g="$goal" 'FILENAME == ARGV[1] { h[$1] = $2; next }
             FILENAME == ARGV[2] { z[$1] = $2; next }
             ($1 in h) && ($1 in z) && $2 > 0 {
-                printf "%10s %10.1f %10.1f %10.1f %14.2f %14.2f%s\n", $1, h[$1], z[$1], $2,
+                printf "%10s %10.1f %13.1f %10.1f %14.2f %17.2f%s\n", $1, h[$1], z[$1], $2,
                     h[$1] / $2, z[$1] / $2, (h[$1] / $2 <= g ? "" : "  (over the goal)") }' \
             "$TMP/h" "$TMP/z" "$TMP/m"
     done
 } | tee "$OUT/summary.txt"
+
+# breakdown PATH [VAR=VALUE]: one profiled 8-byte run on 2 daemons; the median of each field.
+breakdown() {
+    local name=$1 var=${2:-}
+    rm -f "$OUT/prof_$name".*.json
+    (
+        export HCCL_PROF_ENABLE=1 HCCL_PROF_FILE="$OUT/prof_$name.%r.json"
+        [ -z "$var" ] || export "${var?}"
+        MIN=8 MAX=8 hccld_run 2 "$OUT/prof_$name.txt"
+    )
+    /usr/bin/python3 - "$name" "$OUT"/prof_"$name".*.json <<'PY'
+import json, statistics, sys
+name, files = sys.argv[1], sys.argv[2:]
+recs = [json.loads(l) for f in files for l in open(f) if '"allreduce"' in l]
+recs = [r for r in recs if r.get("bytes") == 8]
+if not recs:
+    print(f"{name:>8}  (no records)")
+    sys.exit(0)
+m = {k: statistics.median(r[k] for r in recs) for k in ("time_us", "queued_us", "l0_us", "l1_us")}
+rest = m["time_us"] - m["queued_us"] - m["l0_us"] - m["l1_us"]
+print(f"{name:>8} {m['time_us']:9.1f} {m['queued_us']:9.1f} {m['l0_us']:9.1f} {m['l1_us']:9.1f}"
+      f" {rest:9.1f}  {recs[0]['path']} ({len(recs)} records)")
+PY
+}
+{
+    echo
+    echo "== where an 8-byte allreduce on 2 daemons x 1 rank spends its time (us, median of" \
+        "HCCL_PROF_ENABLE records of both ranks) =="
+    echo "    path      time    queued  level 0   level 1  hand-offs"
+    breakdown lanes
+    breakdown daemon HCCLD_DIRECT_MAX=0
+    echo "(daemon path: queued, level 0 and level 1 are the daemon's; the hand-offs are the rest:"
+    echo " the rank's post and the daemon's intake, the completion and the rank's wake-up."
+    echo " Over lanes the whole op is level 1 between the ranks.)"
+} | tee -a "$OUT/summary.txt"
