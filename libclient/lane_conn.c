@@ -244,7 +244,9 @@ static void lanes_free(hc_lanes_t *ln)
 HcclResult hc_lanes_open(hc_comm_t *comm, const Hccld__CommInitResp *r, int *fds, int nfds)
 {
     hc_lanes_t *ln = calloc(1, sizeof(*ln));
-    uint64_t deadline = now_ns() + hc_env_connect_timeout_s() * 1000000000ull;
+    /* The daemons enforce HCCL_CONNECT_TIMEOUT on their side of the comm and name what they
+     * waited for; the lanes wait a little longer, as the init answer does. */
+    uint64_t deadline = now_ns() + (hc_env_connect_timeout_s() + 5) * 1000000000ull;
     HcclResult rc = HCCL_E_MEMORY;
 
     if (ln == NULL)
