@@ -96,8 +96,11 @@ int lanes_answer(lane_offer_t *o, const char *const *addrs, uint32_t n, uint32_t
     socklen_t len = sizeof(ss);
     int nfds = 1;
 
-    if (o->fd < 0 || direct_max == 0 || rank >= n || n < 2 || (int)k + 1 > max_fds)
+    /* A comm has lanes only if every rank offered a listener (lanes_direct_max). */
+    if (direct_max == 0 || n < 2)
         return 0;
+    if (o->fd < 0 || rank >= n || (int)k + 1 > max_fds)
+        return -1;
     fds[0] = o->fd;
     for (; nfds <= (int)k; nfds++)
         if ((fds[nfds] = bound_socket(o->addr, &ss, &len)) < 0)
@@ -105,7 +108,7 @@ int lanes_answer(lane_offer_t *o, const char *const *addrs, uint32_t n, uint32_t
     if (nfds <= (int)k) {
         while (--nfds > 0)
             close(fds[nfds]);
-        return 0; /* o->fd stays the caller's to close */
+        return -1; /* o->fd stays the caller's to close */
     }
     o->fd = -1;
     auth_derive(key, ROOTINFO_KEY_BYTES, LANE_KEY_LABEL, key_out);

@@ -35,9 +35,10 @@ uint64_t lanes_direct_max(const char *const *addrs, const uint64_t *max, uint32_
 
 /* Fills r's lane fields for global rank `rank` of n and the sockets to hand over with it:
  * fds[0] = o->fd (taken: o->fd becomes -1), then r->lane_sockets new unconnected sockets.
- * Returns how many fds to send (0: no lanes for this rank; r untouched). The caller sends them
- * and closes them after. key: the job key (ROOTINFO_KEY_BYTES); key_out: room for the lane key
- * that r->lane_key then points to. */
+ * Returns how many fds to send; 0: the comm has no lanes (r untouched); -1: it has, but this
+ * rank's sockets could not be made (logged): the rank must fail its init, as its peers will
+ * fail to reach it. The caller sends the fds and closes them after. key: the job key
+ * (ROOTINFO_KEY_BYTES); key_out: room for the lane key that r->lane_key then points to. */
 int lanes_answer(lane_offer_t *o, const char *const *addrs, uint32_t n, uint32_t rank,
                  uint64_t direct_max, const uint8_t *key, uint8_t *key_out, Hccld__CommInitResp *r,
                  int *fds, int max_fds);

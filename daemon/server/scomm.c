@@ -53,7 +53,10 @@ void send_multinode_resp(session_t *s, uint64_t req_id, const scomm_t *c, uint32
     if (c != NULL && ln != NULL && ln->direct_max > 0)
         nfds = lanes_answer(lane, ln->addrs, c->nranks, rank, ln->direct_max, ln->key, lane_key, &r,
                             fds, UDS_MAX_FDS);
-    if (nfds == 0) {
+    if (nfds < 0) {
+        send_init_resp(s, req_id, HCCL_E_TCP_CONNECT, "could not make the rank's lane sockets", 0,
+                       c->nranks, rank, 0);
+    } else if (nfds == 0) {
         init_resp_send(s, req_id, &r);
     } else {
         Hccld__Msg m = HCCLD__MSG__INIT;
