@@ -94,7 +94,7 @@ NETNS_SRC  := $(wildcard tests/netns/*.c)
 NETNS_BIN  := $(BUILD)/tests/netns_tests
 
 .PHONY: all test test-unit test-integration test-netns test-rdma test-tsan soak demo bench bench-multinode bench-qos bench-stripes bench-determinism bench-torch \
-	bench-latency install clean \
+	bench-latency bench-all install clean \
 	format-check layer-check
 all: $(BIN_HCCLD) $(BIN_TOOLS) $(LIB_SO) $(LIB_A) $(LIB_PC)
 
@@ -225,6 +225,10 @@ bench: all
 
 bench-qos: all
 	./bench/qos.sh $(BUILD)
+
+bench-all: all
+	HCCLD_DEPS_BENCH=1 ./scripts/install-deps.sh
+	./bench/all.sh $(BUILD)
 
 bench-latency: all
 	HCCLD_DEPS_BENCH=1 ./scripts/install-deps.sh

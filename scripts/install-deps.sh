@@ -21,9 +21,9 @@ PKGS="$PKGS libopenblas0-serial"
 PKGS="$PKGS qemu-system-x86 busybox-static cpio kmod
 rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest"
 
-# Benchmarks compare against both MPIs; only `make bench` needs them.
+# Benchmarks compare against both MPIs and plot with gnuplot; only the bench targets need them.
 if [ "${HCCLD_DEPS_BENCH:-0}" = 1 ]; then
-    PKGS="$PKGS openmpi-bin libopenmpi-dev mpich libmpich-dev"
+    PKGS="$PKGS openmpi-bin libopenmpi-dev mpich libmpich-dev gnuplot-nox"
 fi
 
 if [ "$(id -u)" != 0 ]; then
