@@ -266,6 +266,17 @@ static int lanes_run(hc_comm_t *comm, const hc_op_t *op, HcclResult *rc_p)
     return LANE_FALL_BACK;
 }
 
+void hc_lanes_retire(hc_comm_t *comm, HcclResult status)
+{
+    hc_lanes_t *ln = comm->lanes;
+    lane_hdr_t a = {.seq = ln->seq, .count = (uint64_t)status, .flags = LANE_F_ABORT};
+
+    pthread_mutex_lock(&ln->lock);
+    lanes_tell(ln, &a);
+    lanes_set_state(ln, HC_LANES_BROKEN, status);
+    pthread_mutex_unlock(&ln->lock);
+}
+
 int hc_lanes_before(hc_comm_t *comm, const hc_op_t *op, HcclResult *rc_p)
 {
     hc_lanes_t *ln = comm->lanes;

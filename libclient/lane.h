@@ -73,5 +73,8 @@ void hc_lanes_close(hc_comm_t *comm);
  * calls hc_lanes_after with its status. Holds the lanes in between. */
 int hc_lanes_before(hc_comm_t *comm, const hc_op_t *op, HcclResult *rc_p);
 void hc_lanes_after(hc_comm_t *comm, const hc_op_t *op, HcclResult rc);
+/* Every later collective fails with status; the partners hear it (at init: the comm broke
+ * before this rank's lanes were up). */
+void hc_lanes_retire(hc_comm_t *comm, HcclResult status);
 
 #endif

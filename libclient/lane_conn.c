@@ -268,17 +268,22 @@ HcclResult hc_lanes_open(hc_comm_t *comm, const Hccld__CommInitResp *r, int *fds
     /* Ops start once the daemons' side of the comm is up, as on the daemon path: a rank that
      * dies or leaves from then on is news every daemon of the comm hears. A comm whose daemons
      * never get there fails its ops, as the daemon path would: with the daemons' status. */
-    if ((rc = hc_comm_wait_ready(comm, deadline)) != HCCL_SUCCESS) {
+    HcclResult ready = hc_comm_wait_ready(comm, deadline);
+    if (ready != HCCL_SUCCESS)
         ERR("INIT", "rank %u: the comm's daemons never got ready (%s): its ops will fail", r->rank,
-            HcclGetErrorString(rc));
-        ln->state = HC_LANES_BROKEN;
-        ln->broken = rc;
+            HcclGetErrorString(ready));
+    /* A comm that broke meanwhile (faster ranks already ran an op that failed) still connects:
+     * its partners wait for the lanes, and then hear why this rank fails its ops. */
+    int err = ready == HCCL_E_TIMEOUT || ready == HCCL_E_UNAVAIL
+                  ? -ETIMEDOUT
+                  : lanes_connect(ln, r, fds[0], fds + 1, (uint32_t)nfds - 1, deadline);
+    if (ready != HCCL_SUCCESS) {
         comm->lanes = ln;
+        hc_lanes_retire(comm, ready);
         ln = NULL;
         rc = HCCL_SUCCESS;
         goto out;
     }
-    int err = lanes_connect(ln, r, fds[0], fds + 1, (uint32_t)nfds - 1, deadline);
     if (err != 0) {
         rc = err == -ETIMEDOUT ? HCCL_E_TIMEOUT : HCCL_E_TCP_CONNECT;
         goto out;
