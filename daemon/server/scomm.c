@@ -21,14 +21,16 @@
 #include "log.h"
 #include "server/server.h"
 
-static void init_resp_send(session_t *s, uint64_t req_id, Hccld__CommInitResp *r)
+/* Sends r, with nfds descriptors (0: none); 0 or a negative errno. */
+static int init_resp_send(session_t *s, uint64_t req_id, Hccld__CommInitResp *r, const int *fds,
+                          int nfds)
 {
     Hccld__Msg m = HCCLD__MSG__INIT;
 
     m.req_id = req_id;
     m.body_case = HCCLD__MSG__BODY_COMM_INIT_RESP;
     m.comm_init_resp = r;
-    session_send(s, &m);
+    return nfds > 0 ? session_send_fds(s, &m, fds, nfds) : session_send(s, &m);
 }
 
 /* The answer to a rank of a comm that spans several daemons. */
@@ -56,22 +58,14 @@ void send_multinode_resp(session_t *s, uint64_t req_id, const scomm_t *c, uint32
     if (nfds < 0) {
         send_init_resp(s, req_id, HCCL_E_TCP_CONNECT, "could not make the rank's lane sockets", 0,
                        c->nranks, rank, 0);
-    } else if (nfds == 0) {
-        init_resp_send(s, req_id, &r);
-    } else {
-        Hccld__Msg m = HCCLD__MSG__INIT;
-        m.req_id = req_id;
-        m.body_case = HCCLD__MSG__BODY_COMM_INIT_RESP;
-        m.comm_init_resp = &r;
-        if (session_send_fds(s, &m, fds, nfds) != 0) {
-            /* Its peers connect to it in vain and fail their init within the timeout. */
-            ERR("INIT", "comm %u: could not pass the lane sockets to rank %u", c->id, rank);
-            send_init_resp(s, req_id, HCCL_E_INTERNAL, "could not pass the lane sockets", 0,
-                           c->nranks, rank, 0);
-        }
-        for (int i = 0; i < nfds; i++)
-            close(fds[i]);
+    } else if (init_resp_send(s, req_id, &r, fds, nfds) != 0 && nfds > 0) {
+        /* Its peers connect to it in vain and fail their init within the timeout. */
+        ERR("INIT", "comm %u: could not pass the lane sockets to rank %u", c->id, rank);
+        send_init_resp(s, req_id, HCCL_E_INTERNAL, "could not pass the lane sockets", 0, c->nranks,
+                       rank, 0);
     }
+    for (int i = 0; i < nfds; i++)
+        close(fds[i]);
 }
 
 void send_init_resp(session_t *s, uint64_t req_id, HcclResult result, const char *why,
@@ -85,7 +79,7 @@ void send_init_resp(session_t *s, uint64_t req_id, HcclResult result, const char
     r.nranks = nranks;
     r.rank = rank;
     r.chunk_bytes = chunk;
-    init_resp_send(s, req_id, &r);
+    init_resp_send(s, req_id, &r, NULL, 0);
 }
 
 static uint64_t comm_chunk(server_t *srv, uint32_t n, const join_t *ranks)
