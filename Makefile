@@ -93,7 +93,7 @@ SIM_BIN    := $(BUILD)/tests/sim_all
 NETNS_SRC  := $(wildcard tests/netns/*.c)
 NETNS_BIN  := $(BUILD)/tests/netns_tests
 
-.PHONY: all test test-unit test-integration test-netns test-rdma test-tsan soak demo bench bench-multinode bench-qos bench-stripes bench-determinism bench-torch \
+.PHONY: all test test-unit test-integration test-netns test-rdma test-tsan soak demo bench bench-multinode bench-qos bench-stripes bench-determinism bench-torch bench-stream \
 	bench-latency bench-all install clean \
 	format-check layer-check
 all: $(BIN_HCCLD) $(BIN_TOOLS) $(LIB_SO) $(LIB_A) $(LIB_PC)
@@ -242,6 +242,9 @@ bench-determinism: all
 
 bench-torch: all
 	./bench/torch.sh $(BUILD)
+
+bench-stream: all
+	./bench/stream.sh $(BUILD)
 
 bench-multinode: all
 	HCCLD_DEPS_BENCH=1 ./scripts/install-deps.sh

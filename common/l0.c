@@ -114,8 +114,10 @@ uint64_t l0_bytes(const l0_op_t *op)
     return (uint64_t)lane_count(op) * op->count * dtype_size(op->dtype);
 }
 
-/* Reduces nsrc sources at byte offset off into dst, in rounds of at most L0_MAX_FANIN. */
-static void reduce_span(const l0_op_t *op, unsigned lane, uint8_t *dst, uint64_t off, uint64_t n)
+/* Reduces nsrc sources at byte offset off into dst, in rounds of at most L0_MAX_FANIN; the last
+ * round streams its stores if asked to. */
+static void reduce_span(const l0_op_t *op, unsigned lane, uint8_t *dst, uint64_t off, uint64_t n,
+                        int stream)
 {
     const void *src[L0_MAX_FANIN];
     size_t es = dtype_size(op->dtype);
@@ -127,12 +129,30 @@ static void reduce_span(const l0_op_t *op, unsigned lane, uint8_t *dst, uint64_t
             src[m++] = dst; /* the partial result so far */
         while (m < L0_MAX_FANIN && k < op->nranks)
             src[m++] = lane_src(op, lane, k++) + off;
-        reduce_n(op->dtype, op->redop, dst, src, m, n / es);
+        if (stream && k == op->nranks)
+            reduce_n_stream(op->dtype, op->redop, dst, src, m, n / es);
+        else
+            reduce_n(op->dtype, op->redop, dst, src, m, n / es);
     }
+}
+
+static void copy_span(const l0_op_t *op, uint8_t *dst, const uint8_t *src, uint64_t n)
+{
+    const void *one[1] = {src};
+
+    if (dst == src)
+        return;
+    if (op->stream)
+        reduce_n_stream(HCCL_DATA_TYPE_UINT8, HCCL_REDUCE_SUM, dst, one, 1, n);
+    else
+        memcpy(dst, src, n);
 }
 
 static void lane_span(const l0_op_t *op, unsigned lane, uint64_t off, uint64_t n)
 {
+    /* A streamed result for several outputs is computed here, in cache, and then streamed to
+     * each: reading it back from the first output would fetch it from memory again. */
+    static __thread uint8_t bounce[L0_BLOCK] __attribute__((aligned(64)));
     uint8_t *dsts[L0_MAX_FANIN * 4 > 256 ? L0_MAX_FANIN * 4 : 256];
     unsigned nd = lane_dsts(op, lane, dsts), first = 0;
     const uint8_t *src;
@@ -140,15 +160,19 @@ static void lane_span(const l0_op_t *op, unsigned lane, uint64_t off, uint64_t n
     if (nd == 0)
         return;
     if (op->kind == DESC_ALLREDUCE || op->kind == DESC_REDUCE || op->kind == DESC_REDUCE_SCATTER) {
-        reduce_span(op, lane, dsts[0] + off, off, n);
-        src = dsts[0] + off;
-        first = 1;
+        if (op->stream && nd > 1) {
+            reduce_span(op, lane, bounce, off, n, 0);
+            src = bounce;
+        } else {
+            reduce_span(op, lane, dsts[0] + off, off, n, op->stream);
+            src = dsts[0] + off;
+            first = 1;
+        }
     } else {
         src = lane_src(op, lane, 0) + off;
     }
     for (unsigned j = first; j < nd; j++)
-        if (dsts[j] + off != src)
-            memcpy(dsts[j] + off, src, n);
+        copy_span(op, dsts[j] + off, src, n);
 }
 
 void l0_run_part(const l0_op_t *op, unsigned part, unsigned nparts)

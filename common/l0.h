@@ -26,6 +26,7 @@ typedef struct l0_op {
     uint32_t nranks;
     uint64_t count;      /* elements per block */
     uint32_t only_plus1; /* 0: all outputs; r + 1: only rank r's (each rank computes its own) */
+    uint8_t stream;      /* write outputs with streaming stores (reduce_n_stream): large ops */
     const l0_rank_t *ranks;
 } l0_op_t;
 

@@ -18,12 +18,15 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#include <immintrin.h>
 #define REDUCE_X86 1
 #endif
 
 struct reduce_isa_desc {
     const char *name;
     const reduce_kernel_fn (*table)[HCCL_REDUCE_RESERVED];
+    const reduce_kernel_fn (*table_nt)[HCCL_REDUCE_RESERVED];
+    unsigned vb; /* vector bytes: where the streaming kernels want dst aligned */
     int (*supported)(void);
 };
 
@@ -59,10 +62,10 @@ static int cpu_has_avx512(void)
 
 /* From worst to best, so the best supported one is the last supported one. */
 static const struct reduce_isa_desc isas[] = {
-    {"generic", reduce_table_generic, cpu_has_generic},
+    {"generic", reduce_table_generic, reduce_table_nt_generic, 16, cpu_has_generic},
 #ifdef REDUCE_X86
-    {"avx2", reduce_table_avx2, cpu_has_avx2},
-    {"avx512", reduce_table_avx512, cpu_has_avx512},
+    {"avx2", reduce_table_avx2, reduce_table_nt_avx2, 32, cpu_has_avx2},
+    {"avx512", reduce_table_avx512, reduce_table_nt_avx512, 64, cpu_has_avx512},
 #endif
 };
 #define NISAS (sizeof(isas) / sizeof(isas[0]))
@@ -157,4 +160,41 @@ void reduce_n(HcclDataType dt, HcclReduceOp op, void *dst, const void *const *sr
         return;
     }
     isa_current()->table[dt][op](dst, srcs, nsrc, count);
+}
+
+void reduce_n_stream(HcclDataType dt, HcclReduceOp op, void *dst, const void *const *srcs,
+                     unsigned nsrc, size_t count)
+{
+    const struct reduce_isa_desc *isa = isa_current();
+    const void *rest[REDUCE_STREAM_MAX_SRCS];
+    size_t es, head;
+
+    if (!dtype_valid((int)dt) || !redop_valid((int)op) || nsrc == 0 || count == 0)
+        return;
+    es = dtype_size((int)dt);
+    head = (isa->vb - (uintptr_t)dst % isa->vb) % isa->vb;
+    if (nsrc > REDUCE_STREAM_MAX_SRCS || head % es != 0 || (nsrc == 1 && dst == srcs[0])) {
+        reduce_n(dt, op, dst, srcs, nsrc, count);
+        return;
+    }
+    /* The elements before dst's first aligned vector go the usual way. */
+    head /= es;
+    if (head >= count) {
+        reduce_n(dt, op, dst, srcs, nsrc, count);
+        return;
+    }
+    if (head > 0)
+        reduce_n(dt, op, dst, srcs, nsrc, head);
+    for (unsigned k = 0; k < nsrc; k++)
+        rest[k] = (const uint8_t *)srcs[k] + head * es;
+    if (nsrc == 1) /* a copy: bytes streamed whatever the type, bit for bit */
+        isa->table_nt[HCCL_DATA_TYPE_UINT8][HCCL_REDUCE_SUM]((uint8_t *)dst + head * es, rest, 1,
+                                                             (count - head) * es);
+    else
+        isa->table_nt[dt][op]((uint8_t *)dst + head * es, rest, nsrc, count - head);
+#ifdef REDUCE_X86
+    /* Streaming stores are weakly ordered: they must reach memory before whatever the caller
+     * publishes next (a release store does not order them). */
+    _mm_sfence();
+#endif
 }

@@ -33,6 +33,17 @@ void reduce_n(HcclDataType dt, HcclReduceOp op, void *dst, const void *const *sr
               size_t count);
 
 /*
+ * reduce_n, but dst is written with non-temporal (streaming) stores where it is aligned, which
+ * bypass the cache: for outputs much larger than the cache that nobody reads soon, they save
+ * the read of every destination line. The stores are complete (fenced) when it returns. nsrc
+ * == 1 is a streamed copy. More than REDUCE_STREAM_MAX_SRCS sources, or a destination never
+ * aligned to the vector size, go the usual way.
+ */
+#define REDUCE_STREAM_MAX_SRCS 64u
+void reduce_n_stream(HcclDataType dt, HcclReduceOp op, void *dst, const void *const *srcs,
+                     unsigned nsrc, size_t count);
+
+/*
  * Selects the kernels: "generic", "avx2" or "avx512" (case-insensitive). NULL selects the
  * ISA named by the environment variable HCCLD_SIMD if set (and not "auto"), else the best
  * one the CPU has. Returns 0, or -1 if the named ISA is unknown or this CPU lacks it; then an

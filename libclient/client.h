@@ -60,7 +60,8 @@ typedef struct hc_client {
     hc_arena_t alloc;
     int dead; /* through hc_client_dead() and hc_client_set_dead() only (atomic) */
     uint64_t spin_ns;
-    int spin_score; /* adaptive spinning (submit.c); atomic */
+    uint64_t stream_min; /* HCCLD_STREAM_MIN: node-wide output bytes that bypass the cache */
+    int spin_score;      /* adaptive spinning (submit.c); atomic */
     uint64_t exec_timeout_ns;
     char advertised[64]; /* "IP:PORT" peer daemons reach our daemon at; empty: not listening */
 } hc_client_t;
@@ -128,6 +129,9 @@ typedef struct hc_op {
 hc_client_t *hc_client_get(HcclResult *err_p);
 /* The same; a first connection gets an arena of mb MB (0: HCCL_BUFFSIZE's). */
 hc_client_t *hc_client_get_mb(uint64_t mb, HcclResult *err_p);
+/* Cooperative ops whose outputs, all ranks together, reach this many bytes write them with
+ * streaming stores (coop.c): half the last-level cache of the machines measured. */
+#define HC_STREAM_MIN_DEFAULT (16ull << 20)
 #define HC_BUFFSIZE_DEFAULT_MB 200
 #define HC_BUFFSIZE_MAX_MB 16384
 /* Sends req and waits for the answer with the same id; HCCL_E_TIMEOUT or HCCL_E_UNAVAIL. */

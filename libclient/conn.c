@@ -151,6 +151,7 @@ static HcclResult client_open(uint64_t mb, hc_client_t **c_p)
     pthread_mutex_init(&c->cq_lock, NULL);
     uds_conn_init(&c->conn, -1);
     if (env_u64("HCCLD_SPIN_US", 50, 0, 1000000, &spin_us) != 0 ||
+        env_u64("HCCLD_STREAM_MIN", HC_STREAM_MIN_DEFAULT, 0, UINT64_MAX, &c->stream_min) != 0 ||
         env_u64("HCCL_EXEC_TIMEOUT", 1836, 1, 86400 * 7, &exec_s) != 0) {
         free(c);
         return HCCL_E_PARA;

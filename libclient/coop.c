@@ -22,6 +22,7 @@
 #include "futex.h"
 #include "l0.h"
 #include "log.h"
+#include "reduce.h"
 
 #define SLEEP_SLICE_NS 100000000ll
 
@@ -272,6 +273,7 @@ typedef struct coop_plan {
     int zc_in, zc_out;
     int in_place;  /* zero-copy input overlapping the output */
     int stage_out; /* output staged in the arena so that peers can write shares */
+    int stream;    /* outputs too large to stay in cache: written with streaming stores */
     uint64_t piece, npieces;
 } coop_plan_t;
 
@@ -299,6 +301,11 @@ static void coop_plan(hc_comm_t *comm, const hc_op_t *op, coop_plan_t *p)
     /* Computing its own output costs each rank a read of every input: fine for two ranks,
      * wasteful beyond, where shares into staged outputs move less memory. */
     p->stage_out = !p->zc_out && comm->nranks > COOP_OWN_OUTPUT_MAX;
+    /* Streaming pays where the outputs of all ranks together outgrow the shared cache and lie
+     * out of place; in place, every output line was just read, so writing it through the cache
+     * costs nothing extra. */
+    p->stream = comm->c->stream_min != 0 && rlen * comm->nranks >= comm->c->stream_min &&
+                !spans_overlap(op->send, slen, op->recv, rlen);
     p->piece = comm->chunk_bytes / (es * hc_kind_max_blocks(op->kind, comm->nranks));
     p->piece = p->piece ? p->piece : 1;
     p->npieces = (op->count + p->piece - 1) / p->piece;
@@ -349,6 +356,17 @@ static void coop_piece_desc(hc_comm_t *comm, const coop_plan_t *p, uint64_t k, u
     }
 }
 
+/* Copies a finished result into the user's buffer, streaming if the plan says so. */
+static void copy_out(const coop_plan_t *p, uint8_t *dst, const uint8_t *src, uint64_t n)
+{
+    const void *one[1] = {src};
+
+    if (p->stream)
+        reduce_n_stream(HCCL_DATA_TYPE_UINT8, HCCL_REDUCE_SUM, dst, one, 1, n);
+    else
+        memcpy(dst, src, n);
+}
+
 static int all_zc_out(const hc_coop_t *cp, uint32_t n, unsigned par)
 {
     for (uint32_t q = 0; q < n; q++)
@@ -388,15 +406,17 @@ static HcclResult run_piece(hc_comm_t *comm, const coop_plan_t *p, uint64_t piec
                   .count = cnt,
                   .ranks = cp->l0r};
     if (all_zc_out(cp, n, par)) {
-        /* Everyone's output is reachable: each rank computes one share into all of them. */
+        /* Everyone's output is reachable: each rank computes one share into all of them. A
+         * staged output is read again at once, so only the final copy streams. */
+        l0.stream = p->stream && !p->stage_out;
         l0_run_part(&l0, me, n);
         publish(cp->ctl, &mine->done, k);
         if ((rc = wait_all(comm, 1, k)) != HCCL_SUCCESS || !p->stage_out)
             return rc;
         uint64_t es = dtype_size(d.dtype);
         for (uint32_t b = 0; b < p->r.nblocks; b++)
-            memcpy(p->op->recv + b * p->op->recv_stride + first * es,
-                   comm->c->arena + d.recv_off + b * cnt * es, cnt * es);
+            copy_out(p, p->op->recv + b * p->op->recv_stride + first * es,
+                     comm->c->arena + d.recv_off + b * cnt * es, cnt * es);
         return HCCL_SUCCESS;
     }
     /* Each rank computes its own output, wherever it is; in place, into the (unused) staging
@@ -406,13 +426,15 @@ static HcclResult run_piece(hc_comm_t *comm, const coop_plan_t *p, uint64_t piec
     cp->l0r[me].recv = p->in_place ? scratch : p->op->recv + first * es;
     cp->l0r[me].recv_stride = p->in_place ? cnt * es : p->op->recv_stride;
     l0.only_plus1 = me + 1;
+    l0.stream = p->stream && !p->in_place;
     if (p->r.nblocks > 0)
         l0_run_part(&l0, 0, 1);
     publish(cp->ctl, &mine->done, k);
     if (p->zc_in && (rc = wait_all(comm, 1, k)) != HCCL_SUCCESS)
         return rc;
     for (uint32_t b = 0; p->in_place && b < p->r.nblocks; b++)
-        memcpy(p->op->recv + b * p->op->recv_stride + first * es, scratch + b * cnt * es, cnt * es);
+        copy_out(p, p->op->recv + b * p->op->recv_stride + first * es, scratch + b * cnt * es,
+                 cnt * es);
     return HCCL_SUCCESS;
 }
 

@@ -231,19 +231,27 @@ int colls_all_cases(HcclComm comm, uint32_t r, uint32_t n, void *arg)
 }
 
 /* Both level-0 paths: ranks cooperating among themselves, and the daemon's executor
- * (HCCLD_TEST_QUICK=1: the quick matrix). */
+ * (HCCLD_TEST_QUICK=1: the quick matrix); then the cooperative path once more with every output
+ * written by streaming stores (HCCLD_STREAM_MIN=1), on the quick matrix. */
 static void run_kind(int kind)
 {
-    static const char *const modes[] = {"coop", "daemon"};
+    static const char *const modes[] = {"coop", "daemon", "coop"};
+    static const char *const stream_min[] = {NULL, NULL, "1"};
 
-    for (int m = 0; m < 2; m++)
-        for (uint32_t n = 1; n <= 4; n++) {
+    for (int m = 0; m < 3; m++)
+        for (uint32_t n = m == 2 ? 2 : 1; n <= 4; n++) {
             setenv("HCCL_L0_MODE", modes[m], 1);
-            colls_arg_t a = {.kind = kind, .quick = harness_quick()};
+            if (stream_min[m] != NULL)
+                setenv("HCCLD_STREAM_MIN", stream_min[m], 1);
+            else
+                unsetenv("HCCLD_STREAM_MIN");
+            colls_arg_t a = {.kind = kind, .quick = harness_quick() || stream_min[m] != NULL};
             int failed = harness_run_ranks(n, colls_all_cases, &a, 240);
-            ck_assert_msg(failed == 0, "%s with %u ranks (%s): %d ranks failed",
-                          desc_kind_name(kind), n, modes[m], failed);
+            ck_assert_msg(failed == 0, "%s with %u ranks (%s%s): %d ranks failed",
+                          desc_kind_name(kind), n, modes[m],
+                          stream_min[m] != NULL ? ", streaming stores" : "", failed);
         }
+    unsetenv("HCCLD_STREAM_MIN");
 }
 
 START_TEST(test_allreduce)

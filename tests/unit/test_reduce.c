@@ -279,6 +279,7 @@ struct reduce_case {
     size_t count;
     unsigned nsrc;
     enum placement where;
+    int stream; /* reduce_n_stream instead of reduce_n */
 };
 
 /* The bytes of a buffer that a case uses: the guards, the data and its misalignment. */
@@ -342,7 +343,8 @@ static void run_case(const struct reduce_case *c)
         dst_base = src_mem[k];
     }
 
-    reduce_n((HcclDataType)c->dt, (HcclReduceOp)c->op, dst, srcs, c->nsrc, c->count);
+    (c->stream ? reduce_n_stream : reduce_n)((HcclDataType)c->dt, (HcclReduceOp)c->op, dst, srcs,
+                                             c->nsrc, c->count);
 
     for (size_t i = 0; i < c->count; i++) {
         uint64_t in[MAX_SRC];
@@ -351,16 +353,17 @@ static void run_case(const struct reduce_case *c)
         uint64_t want = ref_elem(c->dt, c->op, in, c->nsrc);
         uint64_t got = get_bits(c->dt, dst, i);
         CHECK(same_result(c->dt, got, want),
-              "%s %s %s n=%zu nsrc=%u %s: [%zu] = %#llx, want %#llx (src0 %#llx src1 %#llx)",
-              c->isa, dtype_name(c->dt), redop_name(c->op), c->count, c->nsrc,
-              placement_names[c->where], i, (unsigned long long)got, (unsigned long long)want,
-              (unsigned long long)in[0], (unsigned long long)(c->nsrc > 1 ? in[1] : 0));
+              "%s%s %s %s n=%zu nsrc=%u %s: [%zu] = %#llx, want %#llx (src0 %#llx src1 %#llx)",
+              c->isa, c->stream ? " stream" : "", dtype_name(c->dt), redop_name(c->op), c->count,
+              c->nsrc, placement_names[c->where], i, (unsigned long long)got,
+              (unsigned long long)want, (unsigned long long)in[0],
+              (unsigned long long)(c->nsrc > 1 ? in[1] : 0));
     }
     check_guards(c, dst_base, dst);
     check_sources(c, data, dst);
 }
 
-/* Every dtype x op x count x nsrc x placement, for ISA number _i. */
+/* Every dtype x op x count x nsrc x placement, regular and streaming stores, for ISA _i. */
 START_TEST(matches_reference)
 {
     const char *isa = isa_names[_i];
@@ -372,10 +375,11 @@ START_TEST(matches_reference)
         for (int op = 0; op < HCCL_REDUCE_RESERVED; op++)
             for (size_t n = 0; n < sizeof(counts) / sizeof(counts[0]); n++)
                 for (unsigned nsrc = 1; nsrc <= MAX_SRC; nsrc++)
-                    for (int where = 0; where < NPLACEMENTS; where++) {
-                        struct reduce_case c = {isa, dt, op, counts[n], nsrc, where};
-                        run_case(&c);
-                    }
+                    for (int where = 0; where < NPLACEMENTS; where++)
+                        for (int stream = 0; stream < 2; stream++) {
+                            struct reduce_case c = {isa, dt, op, counts[n], nsrc, where, stream};
+                            run_case(&c);
+                        }
 }
 END_TEST
 
