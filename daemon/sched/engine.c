@@ -382,7 +382,9 @@ int engine_comm_create(engine_t *eng, uint32_t comm_id, uint32_t nranks, const u
     c->id = comm_id;
     c->nranks = nranks;
     c->m = calloc(nranks, sizeof(*c->m));
-    c->l0r = calloc(nranks, sizeof(*c->l0r));
+    /* A send/recv runs as a 2-rank level-0 op (p2p_run), also on a comm of one rank that sends
+     * to itself. */
+    c->l0r = calloc(nranks < 2 ? 2 : nranks, sizeof(*c->l0r));
     if (c->m == NULL || c->l0r == NULL || eng_comm_set_ranks(c, nranks, NULL) != 0) {
         eng_comm_free(c);
         return -ENOMEM;

@@ -244,9 +244,11 @@ START_TEST(test_alltoallv)
 }
 END_TEST
 
+/* From 1 rank on: a comm of one rank sends to itself (the daemon once wrote past its per-rank
+ * table there, and died when the comm was destroyed; the next run would then fail). */
 START_TEST(test_batch)
 {
-    for (uint32_t n = 2; n <= 4; n++) {
+    for (uint32_t n = 1; n <= 4; n++) {
         ck_assert_msg(harness_run_ranks(n, p2p_batch_case, NULL, 120) == 0, "batch, %u ranks", n);
         ck_assert_msg(harness_run_ranks(n, p2p_batch_edges, NULL, 120) == 0,
                       "batch edges, %u ranks", n);
