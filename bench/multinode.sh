@@ -430,7 +430,8 @@ part_bw() {
     if [ "$split" -le "$max" ]; then
         ranges+=("large:$((split > min ? split : min)):$max:$ITERS:$WARMUP")
     fi
-    # -z: both buffers come from the arena (HCCL_BUFFSIZE MiB, 200 by default).
+    # -z: both buffers come from the arena (HCCL_BUFFSIZE MiB, 200 by default); -R: malloc'd
+    # buffers registered with HcclCommRegister, whose pages move into the arena too.
     arena_mib=$((max * 2 / (1 << 20) + 64))
     # The three take turns, BW_ROUNDS times: one run of each differs from the next by 10-30%
     # on this machine, and load from elsewhere then spoils one round, not one contender.
@@ -441,6 +442,8 @@ part_bw() {
             run_on "bw_hccld_r${round}_$tag" "$BW_DAEMONS" "$BW_DAEMONS" "" "${sweep[@]}"
             run_on "bw_hccld-z_r${round}_$tag" "$BW_DAEMONS" "$BW_DAEMONS" \
                 "HCCL_BUFFSIZE=$arena_mib" "${sweep[@]}" -z
+            run_on "bw_hccld-R_r${round}_$tag" "$BW_DAEMONS" "$BW_DAEMONS" \
+                "HCCL_BUFFSIZE=$arena_mib" "${sweep[@]}" -R
             # pml ob1: the TCP BTL really carries the data (UCX's pml would go through shared
             # memory).
             run "bw_openmpi_r${round}_$tag" mpirun.openmpi --allow-run-as-root --oversubscribe \
@@ -451,12 +454,14 @@ part_bw() {
 }
 
 # bw_medians: "column size busbw" with the median over the rounds (the lower middle one of an
-# even count): column 1 hcclD, 2 hcclD-z, 3 Open MPI; "wrong" if any round's check failed.
+# even count): column 1 hcclD, 2 hcclD-z, 3 Open MPI, 4 hcclD-R; "wrong" if any round's check
+# failed.
 bw_medians() {
     {
         extract 1 "$RES"/bw_hccld_r*.txt
         extract 2 "$RES"/bw_hccld-z_r*.txt
         extract 3 "$RES"/bw_openmpi_r*.txt
+        extract 4 "$RES"/bw_hccld-R_r*.txt
     } | awk '
         { k = $1 " " $2; if (!(k in n)) order[++nk] = k
           if ($3 == "wrong") bad[k] = 1; else if ($3 ~ /^[0-9.]+$/) v[k, ++n[k]] = $3 + 0
@@ -480,8 +485,8 @@ print_bw() {
     echo
     echo "== allreduce fp32 sum, $BW_DAEMONS daemons x 1 rank on loopback (TCP):" \
         "bus bandwidth (GB/s), out of place, median of $BW_ROUNDS rounds =="
-    printf "%10s %9s %9s %9s %14s %16s\n" size hcclD hcclD-z OpenMPI hcclD/OpenMPI \
-        hcclD-z/OpenMPI
+    printf "%10s %9s %9s %9s %9s %14s %16s %16s\n" size hcclD hcclD-R hcclD-z OpenMPI \
+        hcclD/OpenMPI hcclD-R/OpenMPI hcclD-z/OpenMPI
     bw_medians | awk '
         { bw[$1, $2] = $3; if (!($2 in seen)) { seen[$2] = 1; sizes[++ns] = $2 } }
         function get(c, s) { return ((c, s) in bw) ? bw[c, s] : "-" }
@@ -492,8 +497,9 @@ print_bw() {
         END {
             for (i = 1; i <= ns; i++) {
                 s = sizes[i]
-                printf "%10s %9s %9s %9s %14s %16s\n", s, get(1, s), get(2, s), get(3, s),
-                    div(get(1, s), get(3, s)), div(get(2, s), get(3, s))
+                printf "%10s %9s %9s %9s %9s %14s %16s %16s\n", s, get(1, s), get(4, s),
+                    get(2, s), get(3, s), div(get(1, s), get(3, s)), div(get(4, s), get(3, s)),
+                    div(get(2, s), get(3, s))
             }
         }' | sort -n
     top=$(bytes "$BW_MAX")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Compares hcclD's allreduce with Open MPI's and MPICH's on this node: fp32 sum, 2 and 4 ranks,
-# 1 MiB..64 MiB, bus bandwidth as nccl-tests defines it, plus 8-byte latency with 2 ranks.
+# 1 MiB..64 MiB, plain (malloc), registered (-R) and HcclMemAlloc (-z) buffers, bus bandwidth as
+# nccl-tests defines it, plus 8-byte latency with 2 ranks.
 #
 #   bench/run.sh [BUILD]      (default build; `make bench` runs it)
 #
@@ -102,6 +103,7 @@ for n in $RANKS; do
     {
         run "hccld-z_np$n" "$PERF" -t allreduce -d float -o sum -g "$n" -z $sweep
         run "hccld_np$n" "$PERF" -t allreduce -d float -o sum -g "$n" $sweep
+        run "hccld-R_np$n" "$PERF" -t allreduce -d float -o sum -g "$n" -R $sweep
         run "openmpi_np$n" ompi "$n" "$OUT/mpi_allreduce.openmpi" $sweep -l 0
         run "mpich_np$n" mpich "$n" "$OUT/mpi_allreduce.mpich" $sweep -l 0
     }
@@ -135,13 +137,14 @@ print_table() {
     local n=$1
     echo
     echo "== allreduce fp32 sum, $n ranks: bus bandwidth (GB/s), out of place =="
-    printf "%10s %9s %9s %9s %9s %12s %12s\n" size hcclD-z hcclD OpenMPI MPICH \
-        "z/bestMPI" "hcclD/bestMPI"
+    printf "%10s %9s %9s %9s %9s %9s %12s %12s %12s\n" size hcclD-z hcclD-R hcclD OpenMPI MPICH \
+        "z/bestMPI" "R/bestMPI" "hcclD/bestMPI"
     {
         extract 1 "$RES/hccld-z_np$n.txt"
         extract 2 "$RES/hccld_np$n.txt"
         extract 3 "$RES/openmpi_np$n.txt"
         extract 4 "$RES/mpich_np$n.txt"
+        extract 5 "$RES/hccld-R_np$n.txt"
     } | awk '
         { bw[$1, $2] = $3; if (!($2 in seen)) { seen[$2] = 1; sizes[++ns] = $2 } }
         function get(c, s) { return ((c, s) in bw) ? bw[c, s] : "-" }
@@ -153,8 +156,9 @@ print_table() {
                 s = sizes[i]
                 o = get(3, s); m = get(4, s)
                 best = (o == "-") ? m : (m == "-" || o + 0 >= m + 0) ? o : m
-                printf "%10s %9s %9s %9s %9s %12s %12s\n", s, get(1, s), get(2, s), o, m,
-                    div(get(1, s), best), div(get(2, s), best)
+                printf "%10s %9s %9s %9s %9s %9s %12s %12s %12s\n", s, get(1, s), get(5, s),
+                    get(2, s), o, m, div(get(1, s), best), div(get(5, s), best),
+                    div(get(2, s), best)
             }
         }' | sort -n
 }

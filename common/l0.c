@@ -1,5 +1,6 @@
 #include "l0.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "dtype.h"
@@ -148,11 +149,9 @@ static void copy_span(const l0_op_t *op, uint8_t *dst, const uint8_t *src, uint6
         memcpy(dst, src, n);
 }
 
-static void lane_span(const l0_op_t *op, unsigned lane, uint64_t off, uint64_t n)
+/* bounce: L0_BLOCK bytes, or NULL when the op does not stream. */
+static void lane_span(const l0_op_t *op, unsigned lane, uint64_t off, uint64_t n, uint8_t *bounce)
 {
-    /* A streamed result for several outputs is computed here, in cache, and then streamed to
-     * each: reading it back from the first output would fetch it from memory again. */
-    static __thread uint8_t bounce[L0_BLOCK] __attribute__((aligned(64)));
     uint8_t *dsts[L0_MAX_FANIN * 4 > 256 ? L0_MAX_FANIN * 4 : 256];
     unsigned nd = lane_dsts(op, lane, dsts), first = 0;
     const uint8_t *src;
@@ -160,7 +159,7 @@ static void lane_span(const l0_op_t *op, unsigned lane, uint64_t off, uint64_t n
     if (nd == 0)
         return;
     if (op->kind == DESC_ALLREDUCE || op->kind == DESC_REDUCE || op->kind == DESC_REDUCE_SCATTER) {
-        if (op->stream && nd > 1) {
+        if (bounce != NULL && nd > 1) {
             reduce_span(op, lane, bounce, off, n, 0);
             src = bounce;
         } else {
@@ -180,9 +179,15 @@ void l0_run_part(const l0_op_t *op, unsigned part, unsigned nparts)
     size_t es = dtype_size(op->dtype);
     uint64_t lane_bytes = op->count * es, total = lane_count(op) * lane_bytes;
     uint64_t align = 64, begin, end;
+    uint8_t *bounce = NULL;
 
     if (total == 0 || op->nranks > 256)
         return;
+    /* A streamed result for several outputs is computed in this cache-resident block and then
+     * streamed to each: reading it back from the first output would fetch it from memory
+     * again. Without the block, the first output is read back. */
+    if (op->stream)
+        bounce = aligned_alloc(64, L0_BLOCK);
     /* Parts start on cache-line boundaries (and element boundaries) so they share no line. */
     while (align % es != 0)
         align += 64;
@@ -196,7 +201,8 @@ void l0_run_part(const l0_op_t *op, unsigned part, unsigned nparts)
             n = end - begin;
         if (n > L0_BLOCK)
             n = L0_BLOCK / es * es;
-        lane_span(op, lane, off, n);
+        lane_span(op, lane, off, n, bounce);
         begin += n;
     }
+    free(bounce);
 }

@@ -5,6 +5,7 @@
 #include "desc_check.h"
 #include "dtype.h"
 #include "log.h"
+#include "reg.h"
 #include "stream.h"
 
 /* Validates what every operation shares; *bytes_p gets count * element size. */
@@ -407,4 +408,20 @@ HcclResult HcclMemFree(void *ptr)
     if (!hc_in_arena(c, ptr, 0, &off) || hc_arena_free(&c->alloc, off) != 0)
         return HCCL_E_PARA;
     return HCCL_SUCCESS;
+}
+
+HcclResult HcclCommRegister(HcclComm comm, void *buff, uint64_t size, void **handle)
+{
+    hc_comm_t *c;
+    HcclResult rc = hc_comm_check(comm, &c);
+
+    return rc != HCCL_SUCCESS ? rc : hc_reg_add(c, buff, size, handle);
+}
+
+HcclResult HcclCommDeregister(HcclComm comm, void *handle)
+{
+    hc_comm_t *c;
+    HcclResult rc = hc_comm_check(comm, &c);
+
+    return rc != HCCL_SUCCESS ? rc : hc_reg_remove(c, handle);
 }

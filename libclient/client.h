@@ -64,7 +64,11 @@ typedef struct hc_client {
     int spin_score;      /* adaptive spinning (submit.c); atomic */
     uint64_t exec_timeout_ns;
     char advertised[64]; /* "IP:PORT" peer daemons reach our daemon at; empty: not listening */
+    pthread_mutex_t reg_lock;
+    struct hc_reg *regs; /* registered buffers (reg.h), newest first */
 } hc_client_t;
+
+typedef struct hc_reg hc_reg_t;
 
 typedef struct hc_coop hc_coop_t;
 typedef struct hc_lanes hc_lanes_t;
@@ -202,7 +206,10 @@ uint64_t hc_kind_max_blocks(uint8_t kind, uint32_t n);
  * arena has no room for the slots (logged when nstage is 1: the caller may try fewer). */
 HcclResult hc_plan(hc_comm_t *comm, const hc_op_t *op, unsigned nstage, op_plan_t *p);
 void hc_plan_free(hc_comm_t *comm, op_plan_t *p);
-void hc_piece_prep(hc_comm_t *comm, op_plan_t *p, uint64_t piece, unsigned stage, desc_t *d);
+int hc_piece_zc(hc_comm_t *comm, int op_zc, uint64_t op_off, const uint8_t *base, uint64_t stride,
+                uint32_t nblocks, uint64_t es, uint64_t first, uint64_t n, uint64_t *off_p);
+void hc_piece_prep(hc_comm_t *comm, op_plan_t *p, uint64_t piece, unsigned stage, desc_t *d,
+                   int *r_staged_p);
 void hc_piece_copy_out(hc_comm_t *comm, const op_plan_t *p, uint64_t piece, unsigned stage);
 
 /* coop.c */

@@ -13,6 +13,7 @@
 #include "dtype.h"
 #include "lane.h"
 #include "log.h"
+#include "reg.h"
 
 #define HC_MAX_OPS HCCL_BATCH_SEND_RECV_MAX /* ops run together: a batch of sends and receives */
 
@@ -21,6 +22,7 @@ typedef struct inflight {
     uint64_t piece;
     uint32_t slot;  /* completion slot */
     unsigned stage; /* staging slot */
+    int r_staged;   /* its receive blocks are copied out of the slot */
 } inflight_t;
 
 /* Blocks a kind can have on one side at most, on any rank: fixes P for the whole comm. */
@@ -58,9 +60,9 @@ HcclResult hc_plan(hc_comm_t *comm, const hc_op_t *op, unsigned nstage, op_plan_
     if (p->npieces == 0)
         p->npieces = 1;
     span = p->s.nblocks ? (p->s.nblocks - 1) * op->send_stride + p->s.bytes : 0;
-    p->s_zc = p->s.nblocks == 0 || hc_in_arena(comm->c, op->send, span, &p->s_off);
+    p->s_zc = p->s.nblocks == 0 || hc_mem_off(comm->c, op->send, span, &p->s_off);
     span = p->r.nblocks ? (p->r.nblocks - 1) * op->recv_stride + p->r.bytes : 0;
-    p->r_zc = p->r.nblocks == 0 || hc_in_arena(comm->c, op->recv, span, &p->r_off);
+    p->r_zc = p->r.nblocks == 0 || hc_mem_off(comm->c, op->recv, span, &p->r_off);
     p->slot_bytes = ((p->s_zc ? 0 : p->s.nblocks) + (p->r_zc ? 0 : p->r.nblocks)) * p->piece * es;
     p->slot_bytes = (p->slot_bytes + 63) / 64 * 64;
     p->nstage = nstage;
@@ -87,15 +89,36 @@ static void piece_range(const op_plan_t *p, uint64_t piece, uint64_t *first_p, u
     *n_p = n < p->piece ? n : p->piece;
 }
 
-/* Fills the descriptor for one piece, copying staged send blocks into the slot. */
-void hc_piece_prep(hc_comm_t *comm, op_plan_t *p, uint64_t piece, unsigned stage, desc_t *d)
+/*
+ * Whether one side of a piece (nblocks blocks of n elements from element `first`, stride apart)
+ * lies in the arena: all of the op's side did (*off_p from the plan), or this piece's blocks lie
+ * on registered pages (reg.h), which a registered buffer's partial end pages do not.
+ */
+int hc_piece_zc(hc_comm_t *comm, int op_zc, uint64_t op_off, const uint8_t *base, uint64_t stride,
+                uint32_t nblocks, uint64_t es, uint64_t first, uint64_t n, uint64_t *off_p)
+{
+    if (op_zc || nblocks == 0) {
+        *off_p = op_off + first * es;
+        return 1;
+    }
+    return hc_mem_off(comm->c, base + first * es, (nblocks - 1) * stride + n * es, off_p);
+}
+
+/* Fills the descriptor for one piece, copying staged send blocks into the slot; *r_staged_p
+ * says whether its receive blocks are staged (copied out at completion). */
+void hc_piece_prep(hc_comm_t *comm, op_plan_t *p, uint64_t piece, unsigned stage, desc_t *d,
+                   int *r_staged_p)
 {
     const hc_op_t *op = p->op;
-    uint64_t es = dtype_size(op->dtype), first, n, slot;
+    uint64_t es = dtype_size(op->dtype), first, n, slot, s_off, r_off;
     uint8_t *arena = comm->c->arena;
 
     piece_range(p, piece, &first, &n);
     slot = p->stage_off + stage * p->slot_bytes;
+    int s_zc = hc_piece_zc(comm, p->s_zc, p->s_off, op->send, op->send_stride, p->s.nblocks, es,
+                           first, n, &s_off);
+    int r_zc = hc_piece_zc(comm, p->r_zc, p->r_off, op->recv, op->recv_stride, p->r.nblocks, es,
+                           first, n, &r_off);
     *d = (desc_t){.comm_id = comm->id,
                   .kind = op->kind,
                   .dtype = op->dtype,
@@ -103,18 +126,21 @@ void hc_piece_prep(hc_comm_t *comm, op_plan_t *p, uint64_t piece, unsigned stage
                   .count = n,
                   .root = op->root,
                   .rank = comm->rank};
-    if (p->s_zc) {
-        d->send_off = p->s_off + first * es;
+    if (s_zc) {
+        d->send_off = s_off;
         d->send_stride = op->send_stride;
     } else {
         d->send_off = slot;
         d->send_stride = n * es;
         for (uint32_t b = 0; b < p->s.nblocks; b++)
             memcpy(arena + slot + b * n * es, op->send + b * op->send_stride + first * es, n * es);
-        slot += p->s.nblocks * n * es;
     }
-    if (p->r_zc) {
-        d->recv_off = p->r_off + first * es;
+    /* The receive blocks follow the send blocks' place in the slot, used or not, as
+     * hc_piece_copy_out expects. */
+    slot += p->s_zc ? 0 : p->s.nblocks * n * es;
+    *r_staged_p = !r_zc;
+    if (r_zc) {
+        d->recv_off = r_off;
         d->recv_stride = op->recv_stride;
     } else {
         d->recv_off = slot;
@@ -140,8 +166,6 @@ void hc_piece_copy_out(hc_comm_t *comm, const op_plan_t *p, uint64_t piece, unsi
     uint64_t es = dtype_size(op->dtype), first, n, slot;
     const uint8_t *arena = comm->c->arena;
 
-    if (p->r_zc)
-        return;
     piece_range(p, piece, &first, &n);
     slot = p->stage_off + stage * p->slot_bytes + (p->s_zc ? 0 : p->s.nblocks * n * es);
     for (uint32_t b = 0; b < p->r.nblocks; b++)
@@ -153,7 +177,7 @@ static HcclResult retire(hc_comm_t *comm, inflight_t *f, uint64_t deadline)
     uint32_t culprit = 0;
     HcclResult rc = hc_wait_by(comm->c, f->slot, deadline, &culprit);
 
-    if (rc == HCCL_SUCCESS)
+    if (rc == HCCL_SUCCESS && f->r_staged)
         hc_piece_copy_out(comm, f->p, f->piece, f->stage);
     /* Once per comm: who it was (the daemons' logs also name the node). */
     if (rc == HCCL_E_REMOTE && culprit != 0 && !comm->culprit_logged) {
@@ -189,7 +213,7 @@ static HcclResult pipeline(hc_comm_t *comm, op_plan_t *plans, unsigned nops)
             f->p = p;
             f->piece = p->next++;
             f->stage = stage_next[i]++ % p->nstage;
-            hc_piece_prep(comm, p, f->piece, f->stage, &d);
+            hc_piece_prep(comm, p, f->piece, f->stage, &d, &f->r_staged);
             rc = hc_submit(comm->c, &d, &comm->aborted, &f->slot);
             if (rc != HCCL_SUCCESS)
                 return rc;

@@ -11,6 +11,7 @@
 #include "lane.h"
 #include "log.h"
 #include "prof.h"
+#include "reg.h"
 #include "rootinfo.h"
 
 HcclResult hc_comm_check(HcclComm comm, hc_comm_t **c_p)
@@ -328,6 +329,7 @@ static void comm_leave(hc_comm_t *c)
 
 static void comm_free(hc_comm_t *c)
 {
+    hc_reg_drop_comm(c);
     c->magic = 0;
     hc_coop_detach(c);
     hc_lanes_close(c);

@@ -149,6 +149,7 @@ static HcclResult client_open(uint64_t mb, hc_client_t **c_p)
     pthread_cond_init(&c->ctl_cv, NULL);
     pthread_mutex_init(&c->sq_lock, NULL);
     pthread_mutex_init(&c->cq_lock, NULL);
+    pthread_mutex_init(&c->reg_lock, NULL);
     uds_conn_init(&c->conn, -1);
     if (env_u64("HCCLD_SPIN_US", 50, 0, 1000000, &spin_us) != 0 ||
         env_u64("HCCLD_STREAM_MIN", HC_STREAM_MIN_DEFAULT, 0, UINT64_MAX, &c->stream_min) != 0 ||

@@ -23,6 +23,7 @@
 #include "l0.h"
 #include "log.h"
 #include "reduce.h"
+#include "reg.h"
 
 #define SLEEP_SLICE_NS 100000000ll
 
@@ -265,15 +266,22 @@ static HcclResult run_inline(hc_comm_t *comm, const hc_op_t *op)
     return HCCL_SUCCESS;
 }
 
-/* How this rank's buffers take part in a large operation. */
-typedef struct coop_plan {
-    const hc_op_t *op;
-    desc_side_t s, r;
-    uint64_t s_off, r_off;
+/* How this rank's buffers take part in one piece of a large operation. */
+typedef struct coop_sides {
+    uint64_t s_off, r_off; /* arena offsets of the piece's first blocks, where zero-copy */
     int zc_in, zc_out;
     int in_place;  /* zero-copy input overlapping the output */
     int stage_out; /* output staged in the arena so that peers can write shares */
-    int stream;    /* outputs too large to stay in cache: written with streaming stores */
+} coop_sides_t;
+
+/* How this rank's buffers take part in a large operation: `all` holds for every piece when the
+ * whole op lies in the arena; pieces on registered pages are found piece by piece. */
+typedef struct coop_plan {
+    const hc_op_t *op;
+    desc_side_t s, r;
+    coop_sides_t all; /* offsets of the op's first blocks */
+    int overlap;      /* the input and output spans overlap */
+    int stream;       /* outputs too large to stay in cache: written with streaming stores */
     uint64_t piece, npieces;
 } coop_plan_t;
 
@@ -294,25 +302,40 @@ static void coop_plan(hc_comm_t *comm, const hc_op_t *op, coop_plan_t *p)
         p->r.nblocks = 0; /* the root's buffer already holds the result */
     slen = p->s.nblocks ? (p->s.nblocks - 1) * op->send_stride + p->s.bytes : 0;
     rlen = p->r.nblocks ? (p->r.nblocks - 1) * op->recv_stride + p->r.bytes : 0;
-    p->zc_in = p->s.nblocks == 0 || hc_in_arena(comm->c, op->send, slen, &p->s_off);
-    p->zc_out = p->r.nblocks == 0 || hc_in_arena(comm->c, op->recv, rlen, &p->r_off);
-    /* Peers may still read a zero-copy input that this rank's own output overwrites. */
-    p->in_place = p->zc_in && spans_overlap(op->send, slen, op->recv, rlen);
-    /* Computing its own output costs each rank a read of every input: fine for two ranks,
-     * wasteful beyond, where shares into staged outputs move less memory. */
-    p->stage_out = !p->zc_out && comm->nranks > COOP_OWN_OUTPUT_MAX;
+    p->all.zc_in = p->s.nblocks == 0 || hc_mem_off(comm->c, op->send, slen, &p->all.s_off);
+    p->all.zc_out = p->r.nblocks == 0 || hc_mem_off(comm->c, op->recv, rlen, &p->all.r_off);
+    p->overlap = spans_overlap(op->send, slen, op->recv, rlen);
     /* Streaming pays where the outputs of all ranks together outgrow the shared cache and lie
      * out of place; in place, every output line was just read, so writing it through the cache
      * costs nothing extra. */
-    p->stream = comm->c->stream_min != 0 && rlen * comm->nranks >= comm->c->stream_min &&
-                !spans_overlap(op->send, slen, op->recv, rlen);
+    p->stream =
+        comm->c->stream_min != 0 && rlen * comm->nranks >= comm->c->stream_min && !p->overlap;
     p->piece = comm->chunk_bytes / (es * hc_kind_max_blocks(op->kind, comm->nranks));
     p->piece = p->piece ? p->piece : 1;
     p->npieces = (op->count + p->piece - 1) / p->piece;
 }
 
-static void coop_piece_desc(hc_comm_t *comm, const coop_plan_t *p, uint64_t k, uint64_t first,
-                            uint64_t n, desc_t *d)
+/* Where this rank's blocks of the piece at element `first` lie. */
+static void coop_piece_sides(hc_comm_t *comm, const coop_plan_t *p, uint64_t first, uint64_t n,
+                             coop_sides_t *ps)
+{
+    const hc_op_t *op = p->op;
+    uint64_t es = dtype_size(op->dtype);
+
+    memset(ps, 0, sizeof(*ps));
+    ps->zc_in = hc_piece_zc(comm, p->all.zc_in, p->all.s_off, op->send, op->send_stride,
+                            p->s.nblocks, es, first, n, &ps->s_off);
+    ps->zc_out = hc_piece_zc(comm, p->all.zc_out, p->all.r_off, op->recv, op->recv_stride,
+                             p->r.nblocks, es, first, n, &ps->r_off);
+    /* Peers may still read a zero-copy input that this rank's own output overwrites. */
+    ps->in_place = ps->zc_in && p->overlap;
+    /* Computing its own output costs each rank a read of every input: fine for two ranks,
+     * wasteful beyond, where shares into staged outputs move less memory. */
+    ps->stage_out = !ps->zc_out && comm->nranks > COOP_OWN_OUTPUT_MAX;
+}
+
+static void coop_piece_desc(hc_comm_t *comm, const coop_plan_t *p, const coop_sides_t *ps,
+                            uint64_t k, uint64_t first, uint64_t n, desc_t *d)
 {
     const hc_op_t *op = p->op;
     hc_coop_t *cp = comm->coop;
@@ -327,8 +350,8 @@ static void coop_piece_desc(hc_comm_t *comm, const coop_plan_t *p, uint64_t k, u
                   .root = op->root,
                   .rank = comm->rank,
                   .total = op->count};
-    if (p->zc_in) {
-        d->send_off = p->s_off + first * es;
+    if (ps->zc_in) {
+        d->send_off = ps->s_off;
         d->send_stride = op->send_stride;
     } else {
         d->send_off = cp->stage_off + (k & 1) * cp->stage_slot;
@@ -337,14 +360,14 @@ static void coop_piece_desc(hc_comm_t *comm, const coop_plan_t *p, uint64_t k, u
             memcpy(comm->c->arena + d->send_off + b * n * es,
                    op->send + b * op->send_stride + first * es, n * es);
     }
-    if (p->zc_out) {
+    if (ps->zc_out) {
         d->flags |= DESC_F_ZC_OUT;
-        d->recv_off = p->r_off + first * es;
+        d->recv_off = ps->r_off;
         d->recv_stride = op->recv_stride;
-    } else if (p->stage_out) {
+    } else if (ps->stage_out) {
         d->flags |= DESC_F_ZC_OUT;
         d->recv_off =
-            cp->stage_off + (k & 1) * cp->stage_slot + (p->zc_in ? 0 : p->s.nblocks * n * es);
+            cp->stage_off + (k & 1) * cp->stage_slot + (ps->zc_in ? 0 : p->s.nblocks * n * es);
         d->recv_stride = n * es;
     } else {
         d->recv_off = d->send_off; /* never used by peers; kept inside the arena */
@@ -383,11 +406,13 @@ static HcclResult run_piece(hc_comm_t *comm, const coop_plan_t *p, uint64_t piec
     coop_slot_t *mine = &cp->ctl->slot[me];
     uint64_t k = ++comm->coll_seq, first = piece * p->piece, cnt = p->op->count - first;
     unsigned par = k & 1;
+    coop_sides_t ps;
     desc_t d;
     HcclResult rc;
 
     cnt = cnt < p->piece ? cnt : p->piece;
-    coop_piece_desc(comm, p, k, first, cnt, &d);
+    coop_piece_sides(comm, p, first, cnt, &ps);
+    coop_piece_desc(comm, p, &ps, k, first, cnt, &d);
     post(cp->ctl, &mine->pkt[par].d, &d);
     if ((rc = wait_all(comm, 0, k)) != HCCL_SUCCESS || (rc = check_slots(comm, par)) != 0)
         return rc;
@@ -408,10 +433,10 @@ static HcclResult run_piece(hc_comm_t *comm, const coop_plan_t *p, uint64_t piec
     if (all_zc_out(cp, n, par)) {
         /* Everyone's output is reachable: each rank computes one share into all of them. A
          * staged output is read again at once, so only the final copy streams. */
-        l0.stream = p->stream && !p->stage_out;
+        l0.stream = p->stream && !ps.stage_out;
         l0_run_part(&l0, me, n);
         publish(cp->ctl, &mine->done, k);
-        if ((rc = wait_all(comm, 1, k)) != HCCL_SUCCESS || !p->stage_out)
+        if ((rc = wait_all(comm, 1, k)) != HCCL_SUCCESS || !ps.stage_out)
             return rc;
         uint64_t es = dtype_size(d.dtype);
         for (uint32_t b = 0; b < p->r.nblocks; b++)
@@ -423,16 +448,16 @@ static HcclResult run_piece(hc_comm_t *comm, const coop_plan_t *p, uint64_t piec
      * slot first, copied out once no peer reads the input any more. */
     uint64_t es = dtype_size(d.dtype);
     uint8_t *scratch = comm->c->arena + cp->stage_off + (k & 1) * cp->stage_slot;
-    cp->l0r[me].recv = p->in_place ? scratch : p->op->recv + first * es;
-    cp->l0r[me].recv_stride = p->in_place ? cnt * es : p->op->recv_stride;
+    cp->l0r[me].recv = ps.in_place ? scratch : p->op->recv + first * es;
+    cp->l0r[me].recv_stride = ps.in_place ? cnt * es : p->op->recv_stride;
     l0.only_plus1 = me + 1;
-    l0.stream = p->stream && !p->in_place;
+    l0.stream = p->stream && !ps.in_place;
     if (p->r.nblocks > 0)
         l0_run_part(&l0, 0, 1);
     publish(cp->ctl, &mine->done, k);
-    if (p->zc_in && (rc = wait_all(comm, 1, k)) != HCCL_SUCCESS)
+    if (ps.zc_in && (rc = wait_all(comm, 1, k)) != HCCL_SUCCESS)
         return rc;
-    for (uint32_t b = 0; p->in_place && b < p->r.nblocks; b++)
+    for (uint32_t b = 0; ps.in_place && b < p->r.nblocks; b++)
         copy_out(p, p->op->recv + b * p->op->recv_stride + first * es, scratch + b * cnt * es,
                  cnt * es);
     return HCCL_SUCCESS;

@@ -169,8 +169,10 @@ static void print_header(const struct bench *b)
     printf(" warmup iters: %d iters: %d validation: %d%s\n", o->warmup, o->iters, o->check,
            o->median ? " time: median iteration" : "");
     printf("# buffers: %s, launch: %s, rank 0: pid %d on %s\n#\n",
-           o->zero_copy ? "HcclMemAlloc" : "malloc", o->use_stream ? "stream" : "blocking",
-           (int)getpid(), host);
+           o->zero_copy       ? "HcclMemAlloc"
+           : o->register_bufs ? "malloc, registered"
+                              : "malloc",
+           o->use_stream ? "stream" : "blocking", (int)getpid(), host);
     printf("# %81s %36s\n", "out-of-place", "in-place");
     printf("# %10s %12s %9s %7s %6s %9s %7s %7s %7s %9s %7s %7s %7s\n", "size", "count", "type",
            "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
@@ -408,11 +410,21 @@ static int bench_setup(struct bench *b)
     if (buffers_alloc(b) != 0) {
         return -1;
     }
+    if (b->opt.register_bufs) {
+        TRY(b, HcclCommRegister(b->comm, b->sendbuf, b->buf_bytes, &b->reg_send));
+        TRY(b, HcclCommRegister(b->comm, b->recvbuf, b->buf_bytes, &b->reg_recv));
+    }
     return json_open(b);
 }
 
 static void bench_teardown(struct bench *b)
 {
+    if (b->reg_send != NULL) {
+        perf_hccl_failed(b, "HcclCommDeregister", HcclCommDeregister(b->comm, b->reg_send));
+    }
+    if (b->reg_recv != NULL) {
+        perf_hccl_failed(b, "HcclCommDeregister", HcclCommDeregister(b->comm, b->reg_recv));
+    }
     buffers_free(b);
     if (b->stream != NULL) {
         HcclStreamDestroy(b->stream);
@@ -468,6 +480,7 @@ static void usage(FILE *out)
             "  -r ROOT    root of broadcast, reduce and scatter (default 0)\n"
             "  -c 0|1     check results (default 1)\n"
             "  -z         use HcclMemAlloc buffers (zero copy) instead of malloc\n"
+            "  -R         register the malloc'ed buffers with HcclCommRegister\n"
             "  -S         issue the timed iterations on an HcclStream, synchronize once\n"
             "  -m         time column: the median iteration (of the slowest rank) instead\n"
             "             of the mean; not with -S\n"
@@ -535,6 +548,7 @@ static int parse_opt(int c, const char *arg, struct perf_opts *o)
     case 'r': return arg_int(arg, 0, 1 << 30, &o->root);
     case 'c': return arg_int(arg, 0, 1, &o->check);
     case 'z': o->zero_copy = 1; return 1;
+    case 'R': o->register_bufs = 1; return 1;
     case 'S': o->use_stream = 1; return 1;
     case 'm': o->median = 1; return 1;
     case 'A': o->algos = arg; return 1;
@@ -558,7 +572,7 @@ static int parse_args(int argc, char **argv, struct perf_opts *o)
                             .dtype = HCCL_DATA_TYPE_FP32,
                             .op = HCCL_REDUCE_SUM,
                             .check = 1};
-    while ((c = getopt(argc, argv, "t:b:e:f:i:g:n:w:d:o:r:c:zSmA:J:h")) != -1) {
+    while ((c = getopt(argc, argv, "t:b:e:f:i:g:n:w:d:o:r:c:zRSmA:J:h")) != -1) {
         if (c == 'h') {
             usage(stdout);
             return 1;

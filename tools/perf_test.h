@@ -34,6 +34,7 @@ struct perf_opts {
     int root;
     int check;
     int zero_copy;
+    int register_bufs; /* -R: malloc'ed buffers registered with HcclCommRegister */
     int use_stream;
     int median;        /* the time column is the median iteration, not the mean */
     const char *algos; /* -A: level-1 algorithms to compare, comma-separated */
@@ -81,7 +82,9 @@ struct bench {
     size_t buf_bytes;
     void *sendbuf;
     void *recvbuf;
-    void *expected;       /* scratch for the expected output, malloc'ed */
+    void *expected; /* scratch for the expected output, malloc'ed */
+    void *reg_send; /* -R: registration handles */
+    void *reg_recv;
     uint64_t pattern_mod; /* input values are in [0, pattern_mod) */
     FILE *json;
     int json_records;

@@ -8,6 +8,7 @@
     X(colls)                                                                                       \
     X(p2p)                                                                                         \
     X(api)                                                                                         \
+    X(reg)                                                                                         \
     X(config)                                                                                      \
     X(hostile)                                                                                     \
     X(bootstrap)                                                                                   \

@@ -1,7 +1,9 @@
 /*
  * Every collective x data type x reduce op x count x placement x rank count, each result
  * compared element by element with the reference. Buffers: malloc'd (staged) out of place and
- * in place, and HcclMemAlloc'd (zero copy).
+ * in place, HcclMemAlloc'd (zero copy), and (the matrix, from 1000 elements on, the quick
+ * matrix's types and ops) malloc'd and registered with HcclCommRegister, out of place and in
+ * place, starting mid-page.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +16,16 @@
 #include "shm.h"
 #include "suites.h"
 
-enum mode { MODE_OOP, MODE_INPLACE, MODE_ZEROCOPY, MODE_COUNT };
+/* The random cases draw from the first MODE_COUNT modes; the matrix runs them all. */
+enum mode {
+    MODE_OOP,
+    MODE_INPLACE,
+    MODE_ZEROCOPY,
+    MODE_COUNT,
+    MODE_REG = MODE_COUNT,
+    MODE_REG_INPLACE,
+    MODE_ALL
+};
 
 static const uint64_t counts[] = {0, 1, 3, 1000, 65537, 1048579};
 #define NCOUNTS (sizeof(counts) / sizeof(counts[0]))
@@ -23,6 +34,9 @@ static const uint64_t counts[] = {0, 1, 3, 1000, 65537, 1048579};
 typedef struct bufs {
     uint8_t *send, *recv;   /* malloc'd, nranks * MAXCOUNT * 8 bytes each */
     uint8_t *zsend, *zrecv; /* HcclMemAlloc'd, same size */
+    uint8_t *rsend, *rrecv; /* registered: inside rmem, 40 bytes past a malloc'd block's start */
+    uint8_t *rmem[2];
+    void *reg[2];
 } bufs_t;
 
 typedef struct ccase {
@@ -88,10 +102,11 @@ static HcclResult call(const ccase_t *c, HcclComm comm, uint8_t *s, uint8_t *o)
 static void place(const ccase_t *c, const bufs_t *b, uint32_t r, uint8_t **s_p, uint8_t **o_p)
 {
     size_t es = dtype_size(c->dt);
-    uint8_t *s = c->mode == MODE_ZEROCOPY ? b->zsend : b->send;
-    uint8_t *o = c->mode == MODE_ZEROCOPY ? b->zrecv : b->recv;
+    int reg = c->mode == MODE_REG || c->mode == MODE_REG_INPLACE;
+    uint8_t *s = c->mode == MODE_ZEROCOPY ? b->zsend : reg ? b->rsend : b->send;
+    uint8_t *o = c->mode == MODE_ZEROCOPY ? b->zrecv : reg ? b->rrecv : b->recv;
 
-    if (c->mode == MODE_INPLACE) {
+    if (c->mode == MODE_INPLACE || c->mode == MODE_REG_INPLACE) {
         if (c->kind == DESC_ALLGATHER)
             s = o + r * c->count * es;
         else if (c->kind == DESC_REDUCE_SCATTER)
@@ -157,7 +172,7 @@ int colls_random_case(HcclComm comm, uint32_t r, uint32_t n, uint64_t seed, uint
         HcclMemFree(b.zrecv);
         free(b.send);
         free(b.recv);
-        b = (bufs_t){malloc(bytes), malloc(bytes), NULL, NULL};
+        b = (bufs_t){.send = malloc(bytes), .recv = malloc(bytes)};
         if (b.send == NULL || b.recv == NULL || HcclMemAlloc((void **)&b.zsend, bytes) != 0 ||
             HcclMemAlloc((void **)&b.zrecv, bytes) != 0)
             return 1;
@@ -194,22 +209,44 @@ static int case_wanted(int quick, int dt, int op, size_t k)
     return dt_ok && (op == HCCL_REDUCE_SUM || op == HCCL_REDUCE_MAX) && k + 1 < NCOUNTS;
 }
 
+/* Registered buffers of `bytes` each that start mid-page, so that their first and last pages
+ * stay the caller's; 0, or -1 if registering failed. */
+static int reg_bufs(HcclComm comm, bufs_t *b, size_t bytes)
+{
+    for (int i = 0; i < 2; i++) {
+        b->rmem[i] = malloc(bytes + 4096);
+        if (b->rmem[i] == NULL)
+            return -1;
+    }
+    b->rsend = b->rmem[0] + 40;
+    b->rrecv = b->rmem[1] + 40;
+    if (HcclCommRegister(comm, b->rsend, bytes, &b->reg[0]) != HCCL_SUCCESS ||
+        HcclCommRegister(comm, b->rrecv, bytes, &b->reg[1]) != HCCL_SUCCESS)
+        return -1;
+    return 0;
+}
+
 int colls_all_cases(HcclComm comm, uint32_t r, uint32_t n, void *arg)
 {
     const colls_arg_t *a = arg;
     int kind = a->kind, failed = 0;
     size_t bytes = n * MAXCOUNT * 8;
-    bufs_t b = {malloc(bytes), malloc(bytes), NULL, NULL};
+    bufs_t b = {.send = malloc(bytes), .recv = malloc(bytes)};
+
+    /* The registered cases' largest count: the quick matrix stops below 1M+3. */
+    size_t reg_bytes = n * (a->quick ? counts[NCOUNTS - 2] : MAXCOUNT) * 8;
 
     if (b.send == NULL || b.recv == NULL || HcclMemAlloc((void **)&b.zsend, bytes) != 0 ||
-        HcclMemAlloc((void **)&b.zrecv, bytes) != 0)
+        HcclMemAlloc((void **)&b.zrecv, bytes) != 0 || reg_bufs(comm, &b, reg_bytes) != 0)
         return 10;
     for (int dt = 0; dt < HCCL_DATA_TYPE_RESERVED; dt++)
         for (int op = 0; op < (is_reduction(kind) ? HCCL_REDUCE_RESERVED : 1); op++)
             for (size_t k = 0; k < NCOUNTS; k++)
-                for (int mode = 0; mode < MODE_COUNT; mode++) {
-                    if ((mode == MODE_INPLACE && (kind == DESC_ALLTOALL || kind == DESC_SCATTER ||
-                                                  kind == DESC_BROADCAST)) ||
+                for (int mode = 0; mode < MODE_ALL; mode++) {
+                    int inplace = mode == MODE_INPLACE || mode == MODE_REG_INPLACE;
+                    if ((inplace && (kind == DESC_ALLTOALL || kind == DESC_SCATTER ||
+                                     kind == DESC_BROADCAST)) ||
+                        (mode >= MODE_REG && (counts[k] < 1000 || !case_wanted(1, dt, op, 0))) ||
                         !case_wanted(a->quick, dt, op, k))
                         continue;
                     /* The root moves around so that every rank serves as one. */
@@ -223,10 +260,15 @@ int colls_all_cases(HcclComm comm, uint32_t r, uint32_t n, void *arg)
                     if (failed > 5)
                         return 1;
                 }
+    if (HcclCommDeregister(comm, b.reg[0]) != HCCL_SUCCESS ||
+        HcclCommDeregister(comm, b.reg[1]) != HCCL_SUCCESS)
+        failed++;
     HcclMemFree(b.zsend);
     HcclMemFree(b.zrecv);
     free(b.send);
     free(b.recv);
+    free(b.rmem[0]);
+    free(b.rmem[1]);
     return failed ? 1 : 0;
 }
 

@@ -284,6 +284,19 @@ HCCL_API HcclResult HcclStreamDestroy(HcclStream stream);
 HCCL_API HcclResult HcclMemAlloc(void **ptr, size_t size);
 HCCL_API HcclResult HcclMemFree(void *ptr);
 
+/*
+ * Registers ordinary memory (malloc, new, anonymous mmap) with comm so that collectives on it
+ * skip the staging copy, as NCCL's ncclCommRegister does: the whole pages of [buff, buff +
+ * size) are moved into the arena in place (same addresses, same content), so register a buffer
+ * that ops reuse (gradient buckets) while no other thread uses it. *handle is for
+ * HcclCommDeregister, which moves the pages back; HcclCommDestroy deregisters what is left.
+ * Deregister before freeing the memory. After fork(), a child shares registered pages with its
+ * parent. HCCL_E_PARA: not private anonymous memory, or pages shared with another registered
+ * buffer; HCCL_E_MEMORY: no room in the arena (HCCL_BUFFSIZE).
+ */
+HCCL_API HcclResult HcclCommRegister(HcclComm comm, void *buff, uint64_t size, void **handle);
+HCCL_API HcclResult HcclCommDeregister(HcclComm comm, void *handle);
+
 #ifdef __cplusplus
 }
 #endif
