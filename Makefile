@@ -17,7 +17,8 @@ PYVER    := $(shell /usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version
 PYDIR    ?= $(PREFIX)/lib/python$(or $(PYVER),3)/dist-packages
 VERSION  := 0.1.0
 
-PKGS_CORE   := libuv libprotobuf-c hwloc libsystemd inih libsodium jansson libibverbs librdmacm
+PKGS_CORE   := libuv libprotobuf-c hwloc libsystemd inih libsodium jansson libibverbs librdmacm \
+               libmicrohttpd
 PKGS_CLIENT := libprotobuf-c jansson libsodium
 PKGS_TEST   := check
 
@@ -30,7 +31,7 @@ $(DEPS_STAMP): scripts/install-deps.sh
 	    ! command -v clang-format >/dev/null 2>&1 || ! command -v systemd-analyze >/dev/null 2>&1 || \
 	    ! [ -e "$$(clang -print-runtime-dir 2>/dev/null)/libclang_rt.fuzzer-x86_64.a" ] || \
 	    ! /usr/bin/python3 -c 'import numpy, torch' 2>/dev/null || \
-	    ! dpkg -s libopenblas0-serial >/dev/null 2>&1 || \
+	    ! dpkg -s libopenblas0-serial >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1 || \
 	    ! pkg-config --exists $(PKGS_CORE) $(PKGS_TEST); then \
 	    echo "hcclD: installing missing dependencies (scripts/install-deps.sh)"; \
 	    ./scripts/install-deps.sh; fi

@@ -35,10 +35,11 @@ static void usage(FILE *f)
             "  --socket PATH        client socket (default " DEFAULT_SOCKET ")\n"
             "  --admin-socket PATH  admin socket (default NAME-admin.sock for socket NAME.sock)\n"
             "  --config FILE        INI configuration ([daemon] workers, chunk_kib, log_level,\n"
-            "                       l0_mode = auto|coop|daemon)\n"
+            "                       l0_mode = auto|coop|daemon, metrics_listen)\n"
             "  --log-level LEVEL    error|warn|info|debug (default warn)\n"
             "  --workers N          executor threads (default: online CPUs)\n"
             "  --listen IP:PORT     accept peer daemons (default 0.0.0.0:60000; none: one node)\n"
+            "  --metrics-listen IP:PORT  serve GET /metrics for Prometheus there (default: off)\n"
             "  --foreground         do not detach (systemd and tests use this)\n"
             "  --version, --help\n");
 }
@@ -56,23 +57,30 @@ static void admin_beside(opts_t *o)
 
 static int parse_args(int argc, char **argv, opts_t *o)
 {
-    static const struct option lo[] = {
-        {"socket", required_argument, 0, 's'},  {"admin-socket", required_argument, 0, 'a'},
-        {"config", required_argument, 0, 'c'},  {"log-level", required_argument, 0, 'l'},
-        {"workers", required_argument, 0, 'w'}, {"foreground", no_argument, 0, 'f'},
-        {"listen", required_argument, 0, 'L'},  {"version", no_argument, 0, 'V'},
-        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+    static const struct option lo[] = {{"socket", required_argument, 0, 's'},
+                                       {"admin-socket", required_argument, 0, 'a'},
+                                       {"config", required_argument, 0, 'c'},
+                                       {"log-level", required_argument, 0, 'l'},
+                                       {"workers", required_argument, 0, 'w'},
+                                       {"foreground", no_argument, 0, 'f'},
+                                       {"listen", required_argument, 0, 'L'},
+                                       {"version", no_argument, 0, 'V'},
+                                       {"metrics-listen", required_argument, 0, 'M'},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
     int c, level = -1;
     uint64_t workers = UINT64_MAX;
+    const char *metrics = NULL;
     char err[512];
 
     snprintf(o->socket_path, sizeof(o->socket_path), "%s", DEFAULT_SOCKET);
     o->d.log_level = LOG_WARN;
     o->d.chunk = DEFAULT_CHUNK;
     snprintf(o->listen, sizeof(o->listen), "0.0.0.0:60000");
-    while ((c = getopt_long(argc, argv, "s:a:c:l:w:fVhL:", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "s:a:c:l:w:fVhL:M:", lo, NULL)) != -1) {
         switch (c) {
         case 'L': snprintf(o->listen, sizeof(o->listen), "%s", optarg); break;
+        case 'M': metrics = optarg; break;
         case 's': snprintf(o->socket_path, sizeof(o->socket_path), "%s", optarg); break;
         case 'a': snprintf(o->admin_path, sizeof(o->admin_path), "%s", optarg); break;
         case 'c': o->config = optarg; break;
@@ -107,6 +115,8 @@ static int parse_args(int argc, char **argv, opts_t *o)
         o->d.log_level = level;
     if (workers != UINT64_MAX)
         o->d.workers = workers;
+    if (metrics != NULL)
+        snprintf(o->d.metrics_listen, sizeof(o->d.metrics_listen), "%s", metrics);
     const char *mode = getenv("HCCLD_L0_MODE");
     if (mode != NULL && (o->d.l0_mode = daemon_l0_mode_parse(mode)) < 0) {
         fprintf(stderr, "hccld: HCCLD_L0_MODE wants auto, coop or daemon\n");
@@ -191,7 +201,8 @@ int main(int argc, char **argv)
                            .max_arena = SERVER_MAX_ARENA,
                            .l0_mode = o.d.l0_mode,
                            .listen = strcmp(o.listen, "none") == 0 ? NULL : o.listen,
-                           .config_path = o.config};
+                           .config_path = o.config,
+                           .metrics_listen = o.d.metrics_listen[0] ? o.d.metrics_listen : NULL};
     if (server_start(&srv, loop, &cfg) != 0)
         return 1;
     if (notify_fd >= 0) {

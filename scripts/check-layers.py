@@ -60,7 +60,7 @@ GENERATED = {"hccld.pb-c.h": "proto/hccld.proto"}
 KNOWN = {
     # The server parses and merges HCCL_ALGO / HCCL_ALGORITHM at comm init and names
     # algorithms in status answers; it keeps the wanted algorithms in its comm state.
-    ("daemon/server/admin.c", "algo/algo.h"),
+    ("daemon/server/status.c", "algo/algo.h"),
     ("daemon/server/jobs.c", "algo/algo_env.h"),
     ("daemon/server/scomm.c", "algo/algo_env.h"),
     ("daemon/server/server.h", "algo/algo_want.h"),

@@ -8,6 +8,7 @@ set -eu
 PKGS="build-essential gcc clang libclang-rt-14-dev clang-format pkg-config make git
 libuv1-dev libprotobuf-c-dev protobuf-c-compiler libhwloc-dev check
 libibverbs-dev librdmacm-dev libsystemd-dev libjansson-dev libinih-dev libsodium-dev
+libmicrohttpd-dev prometheus
 iproute2 procps iptables iperf3 systemd
 python3 python3-numpy python3-torch"
 

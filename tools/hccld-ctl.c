@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "env.h"
+#include "metrics_text.h"
 #include "uds.h"
 
 #define DEFAULT_ADMIN "/run/hccld/hccld-admin.sock"
@@ -109,13 +110,14 @@ static json_t *status_json(const Hccld__StatusResp *r)
                                   f->msg_overhead_us, "daemons_per_core", f->daemons_per_core);
         json_array_append_new(
             comms,
-            json_pack(
-                "{s:i, s:s, s:i, s:i, s:i, s:s, s:s, s:s, s:I, s:i, s:i, s:o, s:o, s:b, s:o, s:o}",
-                "id", (int)c->comm_id, "job", c->job_id, "nranks", (int)c->nranks, "joined",
-                (int)c->joined, "nnodes", (int)c->nnodes, "level0", c->level0, "class",
-                c->qos_class, "algo", c->algo, "ops_done", (json_int_t)c->ops_done, "ops_in_flight",
-                (int)c->ops_in_flight, "rank0", (int)c->rank0, "ranks", ranks, "posted", posted,
-                "on_wire", (int)c->on_wire, "links", links, "link_figures", figs));
+            json_pack("{s:i, s:s, s:i, s:i, s:i, s:s, s:s, s:s, s:I, s:i, s:i, s:o, s:o, s:b, s:o, "
+                      "s:o, s:b}",
+                      "id", (int)c->comm_id, "job", c->job_id, "nranks", (int)c->nranks, "joined",
+                      (int)c->joined, "nnodes", (int)c->nnodes, "level0", c->level0, "class",
+                      c->qos_class, "algo", c->algo, "ops_done", (json_int_t)c->ops_done,
+                      "ops_in_flight", (int)c->ops_in_flight, "rank0", (int)c->rank0, "ranks",
+                      ranks, "posted", posted, "on_wire", (int)c->on_wire, "links", links,
+                      "link_figures", figs, "broken", (int)c->broken));
     }
     o = json_pack("{s:s, s:I, s:s, s:i, s:s, s:I, s:I, s:I, s:I, s:o, s:o}", "version", r->version,
                   "uptime_ms", (json_int_t)r->uptime_ms, "socket", r->socket, "workers",
@@ -123,6 +125,7 @@ static json_t *status_json(const Hccld__StatusResp *r)
                   "ops_done", (json_int_t)r->ops_done, "net_tx_bytes", (json_int_t)r->net_tx_bytes,
                   "net_rx_bytes", (json_int_t)r->net_rx_bytes, "clients", clients, "comms", comms);
     json_object_set_new(o, "advertised", json_string(r->advertised));
+    json_object_set_new(o, "metrics_addr", json_string(r->metrics_addr));
     json_object_set_new(o, "data_conns", json_integer(r->data_conns));
     return o;
 }
@@ -193,6 +196,8 @@ static void print_text(const Hccld__StatusResp *r)
     printf("hccld %s, up %llu s, socket %s, %u workers, simd %s\n", r->version,
            (unsigned long long)(r->uptime_ms / 1000), r->socket, r->workers, r->simd);
     printf("peers reach it at: %s\n", r->advertised[0] ? r->advertised : "(not listening)");
+    if (r->metrics_addr[0] != '\0')
+        printf("Prometheus metrics: http://%s/metrics\n", r->metrics_addr);
     printf("ops: %llu done, %llu in flight\n", (unsigned long long)r->ops_done,
            (unsigned long long)r->ops_in_flight);
     printf("between daemons: %llu bytes sent, %llu received, %u data connections open\n",
@@ -265,89 +270,6 @@ static int cmd_topology(const char *path, int json)
     return 0;
 }
 
-/* Prometheus text exposition format, version 0.0.4. */
-static void metric(const char *name, const char *type, const char *help)
-{
-    printf("# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-static uint64_t cls_sent(const Hccld__QosClass *c)
-{
-    return c->sent_bytes;
-}
-static uint64_t cls_rate(const Hccld__QosClass *c)
-{
-    return c->rate_bps;
-}
-static uint64_t cls_cap(const Hccld__QosClass *c)
-{
-    return c->max_bw_bps;
-}
-static uint64_t cls_waiting(const Hccld__QosClass *c)
-{
-    return c->waiting;
-}
-static uint64_t cls_clients(const Hccld__QosClass *c)
-{
-    return c->clients;
-}
-
-/* One family with a line per class. */
-static void class_metric(const Hccld__QosResp *q, const char *name, const char *type,
-                         const char *help, uint64_t (*get)(const Hccld__QosClass *))
-{
-    metric(name, type, help);
-    for (size_t i = 0; i < q->n_classes; i++)
-        printf("%s{class=\"%s\"} %llu\n", name, q->classes[i]->name,
-               (unsigned long long)get(q->classes[i]));
-}
-
-static void print_metrics(const Hccld__StatusResp *r, const Hccld__QosResp *q)
-{
-    uint64_t cum = 0;
-
-    metric("hccld_up_seconds", "gauge", "Time since the daemon started.");
-    printf("hccld_up_seconds %.3f\n", (double)r->uptime_ms / 1000);
-    metric("hccld_ops_total", "counter", "Operations (or pieces) the daemon completed.");
-    printf("hccld_ops_total %llu\n", (unsigned long long)r->ops_done);
-    metric("hccld_ops_in_flight", "gauge", "Descriptors queued or running.");
-    printf("hccld_ops_in_flight %llu\n", (unsigned long long)r->ops_in_flight);
-    metric("hccld_clients", "gauge", "Connected client processes.");
-    printf("hccld_clients %zu\n", r->n_clients);
-    metric("hccld_comms", "gauge", "Communicators.");
-    printf("hccld_comms %zu\n", r->n_comms);
-    metric("hccld_net_sent_bytes_total", "counter", "Payload bytes sent to peer daemons.");
-    printf("hccld_net_sent_bytes_total %llu\n", (unsigned long long)r->net_tx_bytes);
-    metric("hccld_net_received_bytes_total", "counter",
-           "Payload bytes received from peer daemons.");
-    printf("hccld_net_received_bytes_total %llu\n", (unsigned long long)r->net_rx_bytes);
-    metric("hccld_data_connections", "gauge",
-           "Data connections to peer daemons open (a split's children share their parent's).");
-    printf("hccld_data_connections %u\n", r->data_conns);
-    metric("hccld_op_duration_seconds", "histogram",
-           "Collective pieces the daemon ran (inside the node or across daemons), by duration.");
-    for (size_t k = 0; k < r->n_lat_bucket; k++) {
-        cum += r->lat_bucket[k];
-        if (k + 1 < r->n_lat_bucket)
-            printf("hccld_op_duration_seconds_bucket{le=\"%g\"} %llu\n", (double)(1ull << k) / 1e6,
-                   (unsigned long long)cum);
-    }
-    printf("hccld_op_duration_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
-    printf("hccld_op_duration_seconds_sum %.6f\n", (double)r->lat_sum_us / 1e6);
-    printf("hccld_op_duration_seconds_count %llu\n", (unsigned long long)r->lat_count);
-    if (q == NULL)
-        return;
-    class_metric(q, "hccld_class_sent_bytes_total", "counter",
-                 "Bytes a QoS class sent to peer daemons.", cls_sent);
-    class_metric(q, "hccld_class_rate_bits_per_second", "gauge",
-                 "A class's rate over the last second.", cls_rate);
-    class_metric(q, "hccld_class_max_bits_per_second", "gauge", "A class's cap (0: none).",
-                 cls_cap);
-    class_metric(q, "hccld_class_waiting", "gauge",
-                 "Communicators a class held back in the last pass.", cls_waiting);
-    class_metric(q, "hccld_class_clients", "gauge", "Clients in a class.", cls_clients);
-}
-
 enum status_view { VIEW_STATUS, VIEW_METRICS, VIEW_COMMS };
 
 /* status, its communicators only, or the same figures in Prometheus's text format. */
@@ -368,7 +290,7 @@ static int cmd_status(const char *path, int json, int view)
     m.qos_req = &q;
     qresp = ask(path, &m, HCCLD__MSG__BODY_QOS_RESP);
     if (view == VIEW_METRICS) {
-        print_metrics(resp->status_resp, qresp ? qresp->qos_resp : NULL);
+        metrics_text(stdout, resp->status_resp, qresp ? qresp->qos_resp : NULL);
     } else if (view == VIEW_COMMS && json) {
         json_t *o = status_json(resp->status_resp);
         json_t *comms = json_object_get(o, "comms");

@@ -40,6 +40,8 @@ static int on_ini(void *user, const char *section, const char *name, const char 
         x->c->log_level = log_level_parse(value);
     else if (strcmp(name, "l0_mode") == 0 && daemon_l0_mode_parse(value) >= 0)
         x->c->l0_mode = daemon_l0_mode_parse(value);
+    else if (strcmp(name, "metrics_listen") == 0 && strlen(value) < sizeof(x->c->metrics_listen))
+        snprintf(x->c->metrics_listen, sizeof(x->c->metrics_listen), "%s", value);
     else {
         /* The first bad setting is the one reported. */
         if (x->err[0] == '\0')

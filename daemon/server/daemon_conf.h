@@ -1,7 +1,7 @@
 /*
  * hccld.conf's [daemon] section: the settings that the command line also has (workers,
- * chunk_kib, log_level, l0_mode). The QoS sections are qos_conf.h's; each reader ignores the
- * other's sections.
+ * chunk_kib, log_level, l0_mode, metrics_listen). The QoS sections are qos_conf.h's; each reader
+ * ignores the other's sections.
  */
 #ifndef HCCLD_SERVER_DAEMON_CONF_H
 #define HCCLD_SERVER_DAEMON_CONF_H
@@ -10,10 +10,11 @@
 #include <stdint.h>
 
 typedef struct daemon_conf {
-    uint64_t workers; /* executor threads, 0: online CPUs */
-    uint64_t chunk;   /* bytes */
-    int log_level;    /* enum log_level */
-    int l0_mode;      /* L0_AUTO, L0_COOP or L0_DAEMON (server.h) */
+    uint64_t workers;        /* executor threads, 0: online CPUs */
+    uint64_t chunk;          /* bytes */
+    int log_level;           /* enum log_level */
+    int l0_mode;             /* L0_AUTO, L0_COOP or L0_DAEMON (server.h) */
+    char metrics_listen[64]; /* "IP:PORT" of the Prometheus endpoint; empty: off */
 } daemon_conf_t;
 
 /* auto|coop|daemon -> L0_*, or -1. */

@@ -128,24 +128,8 @@ static const char *change(server_t *srv, session_t *s, const Hccld__QosReq *q)
     return NULL;
 }
 
-void qos_admin_handle(server_t *srv, session_t *s, uint64_t req_id, const Hccld__QosReq *q)
+void qos_list_fill(server_t *srv, Hccld__QosResp *r, Hccld__QosClass *cls, Hccld__QosClass **clsp)
 {
-    Hccld__Msg m = HCCLD__MSG__INIT;
-    Hccld__QosResp r = HCCLD__QOS_RESP__INIT;
-    Hccld__QosClass cls[QOS_MAX_CLASSES], *clsp[QOS_MAX_CLASSES];
-    const char *why = NULL;
-
-    if (q->op != HCCLD__QOS_REQ__OP__LIST) {
-        why = change(srv, s, q);
-        if (why != NULL)
-            WARN("QOS", "admin pid %d uid %d: qos %s %s refused: %s", (int)s->pid, (int)s->uid,
-                 q->op == HCCLD__QOS_REQ__OP__SET ? "set" : "assign", q->cls, why);
-        else {
-            INFO("QOS", "admin pid %d uid %d changed class %s", (int)s->pid, (int)s->uid, q->cls);
-            qos_reclassify(srv);
-            qos_apply(srv);
-        }
-    }
     for (int i = 0; i < srv->qos.ncls; i++) {
         const qos_class_t *c = &srv->qos.cls[i];
         hccld__qos_class__init(&cls[i]);
@@ -165,11 +149,32 @@ void qos_admin_handle(server_t *srv, session_t *s, uint64_t req_id, const Hccld_
                 x->kind == SESSION_CLIENT && x->state == SESSION_READY && x->qos_class == i;
         clsp[i] = &cls[i];
     }
+    r->n_classes = (size_t)srv->qos.ncls;
+    r->classes = clsp;
+    r->default_class = srv->qos.cls[srv->qos.default_cls].name;
+}
+
+void qos_admin_handle(server_t *srv, session_t *s, uint64_t req_id, const Hccld__QosReq *q)
+{
+    Hccld__Msg m = HCCLD__MSG__INIT;
+    Hccld__QosResp r = HCCLD__QOS_RESP__INIT;
+    Hccld__QosClass cls[QOS_MAX_CLASSES], *clsp[QOS_MAX_CLASSES];
+    const char *why = NULL;
+
+    if (q->op != HCCLD__QOS_REQ__OP__LIST) {
+        why = change(srv, s, q);
+        if (why != NULL)
+            WARN("QOS", "admin pid %d uid %d: qos %s %s refused: %s", (int)s->pid, (int)s->uid,
+                 q->op == HCCLD__QOS_REQ__OP__SET ? "set" : "assign", q->cls, why);
+        else {
+            INFO("QOS", "admin pid %d uid %d changed class %s", (int)s->pid, (int)s->uid, q->cls);
+            qos_reclassify(srv);
+            qos_apply(srv);
+        }
+    }
+    qos_list_fill(srv, &r, cls, clsp);
     r.result = why == NULL ? HCCL_SUCCESS : HCCL_E_PARA;
     r.message = (char *)(why ? why : "");
-    r.n_classes = (size_t)srv->qos.ncls;
-    r.classes = clsp;
-    r.default_class = srv->qos.cls[srv->qos.default_cls].name;
     m.req_id = req_id;
     m.body_case = HCCLD__MSG__BODY_QOS_RESP;
     m.qos_resp = &r;

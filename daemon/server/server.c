@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "server/metrics_http.h"
 #include "server/server.h"
 #include "server/topo.h"
 #include "uds.h"
@@ -128,6 +129,13 @@ int server_start(server_t *srv, uv_loop_t *loop, const server_config_t *cfg)
         unlink(cfg->socket_path);
         return rc;
     }
+    if (cfg->metrics_listen != NULL &&
+        (srv->metrics = metrics_http_start(srv, cfg->metrics_listen, srv->metrics_addr,
+                                           sizeof(srv->metrics_addr))) == NULL) {
+        unlink(cfg->socket_path);
+        unlink(cfg->admin_path);
+        return -EADDRNOTAVAIL;
+    }
     signal_watch(srv, &srv->sigterm, SIGTERM);
     signal_watch(srv, &srv->sigint, SIGINT);
     signal_watch(srv, &srv->sighup, SIGHUP);
@@ -166,6 +174,8 @@ void server_stop(server_t *srv)
     uv_close((uv_handle_t *)&srv->sigint, NULL);
     uv_close((uv_handle_t *)&srv->sighup, NULL);
     service_watchdog_stop(srv);
+    metrics_http_stop(srv->metrics);
+    srv->metrics = NULL;
     topo_free(srv->topo);
     srv->topo = NULL;
 }

@@ -32,9 +32,10 @@ typedef struct server_config {
     unsigned workers;
     uint64_t chunk_bytes; /* staging chunk agreed by a comm's ranks */
     uint64_t max_arena;
-    int l0_mode;             /* 0 auto, 1 coop, 2 daemon: HCCLD_L0_MODE, the operator's say */
-    const char *listen;      /* "IP:PORT" for peer daemons, or NULL */
-    const char *config_path; /* hccld.conf: its QoS sections are read at start and on SIGHUP */
+    int l0_mode;                /* 0 auto, 1 coop, 2 daemon: HCCLD_L0_MODE, the operator's say */
+    const char *listen;         /* "IP:PORT" for peer daemons, or NULL */
+    const char *config_path;    /* hccld.conf: its QoS sections are read at start and on SIGHUP */
+    const char *metrics_listen; /* "IP:PORT" of the Prometheus endpoint, or NULL */
 } server_config_t;
 
 typedef struct rjob rjob_t;
@@ -91,6 +92,8 @@ typedef struct server {
     char pinned[64];   /* the cores our threads run on, empty if not pinned */
     uv_timer_t watchdog;
     int watchdog_on;
+    struct metrics_http *metrics;     /* the Prometheus endpoint, or NULL */
+    char metrics_addr[PEER_ADDR_MAX]; /* its bound "IP:PORT", empty when off */
 } server_t;
 
 enum l0_mode { L0_AUTO = 0, L0_COOP = 1, L0_DAEMON = 2 };
@@ -250,5 +253,7 @@ void qos_reclassify(server_t *srv);
 /* Hands the classes' priorities and caps to the data path (start, reload, qos set). */
 void qos_apply(server_t *srv);
 void qos_admin_handle(server_t *srv, session_t *s, uint64_t req_id, const Hccld__QosReq *q);
+/* The classes, their figures and the default class into r (cls and clsp: QOS_MAX_CLASSES). */
+void qos_list_fill(server_t *srv, Hccld__QosResp *r, Hccld__QosClass *cls, Hccld__QosClass **clsp);
 
 #endif

@@ -27,14 +27,15 @@ def tool(name):
 
 class Daemon:
     """hccld --foreground on DIR/hccld.sock (admin: DIR/hccld-admin.sock) in a new temporary
-    directory, listening for peer daemons on `listen`; stop() ends it and removes DIR."""
+    directory, listening for peer daemons on `listen`, with hccld's `args` beside; stop() ends it
+    and removes DIR."""
 
-    def __init__(self, listen="127.0.0.1:0", log_level="error"):
+    def __init__(self, listen="127.0.0.1:0", log_level="error", args=()):
         self.dir = tempfile.mkdtemp(prefix="hccld-")
         self.sock = os.path.join(self.dir, "hccld.sock")
         self.admin = os.path.join(self.dir, "hccld-admin.sock")
         self.proc = subprocess.Popen([tool("hccld"), "--socket", self.sock, "--foreground",
-                                      "--listen", listen, "--log-level", log_level])
+                                      "--listen", listen, "--log-level", log_level, *args])
         deadline = time.monotonic() + 10
         while not (os.path.exists(self.sock) and os.path.exists(self.admin)):
             if self.proc.poll() is not None or time.monotonic() > deadline:

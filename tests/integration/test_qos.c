@@ -202,8 +202,8 @@ START_TEST(test_metrics)
     ck_assert_ptr_nonnull(strstr(out, "hccld_op_duration_seconds_bucket{le=\"+Inf\"} "));
     ck_assert_ptr_nonnull(strstr(out, "hccld_op_duration_seconds_count "));
     ck_assert_ptr_nonnull(
-        strstr(out, "hccld_class_max_bits_per_second{class=\"HIGH\"} 40000000000"));
-    ck_assert_ptr_nonnull(strstr(out, "hccld_class_rate_bits_per_second{class=\"LOW\"} "));
+        strstr(out, "hccld_class_max_bytes_per_second{class=\"HIGH\"} 5000000000"));
+    ck_assert_ptr_nonnull(strstr(out, "hccld_class_rate_bytes_per_second{class=\"LOW\"} "));
     ck_assert_int_eq(harness_ctl(0, NULL, 0, "metrics --json"), 2);
 }
 END_TEST

@@ -1,0 +1,142 @@
+/* Prometheus' text exposition format for a daemon's status (metrics_text.h). */
+#include "metrics_text.h"
+
+#include <inttypes.h>
+
+static void family(FILE *f, const char *name, const char *type, const char *help)
+{
+    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* A label value as the format wants it: backslash, double quote and newline escaped. */
+static void label_value(FILE *f, const char *s)
+{
+    for (; s != NULL && *s != '\0'; s++) {
+        if (*s == '\\' || *s == '"')
+            fputc('\\', f);
+        if (*s == '\n')
+            fputs("\\n", f);
+        else
+            fputc(*s, f);
+    }
+}
+
+static void one(FILE *f, const char *name, const char *type, const char *help, uint64_t v)
+{
+    family(f, name, type, help);
+    fprintf(f, "%s %" PRIu64 "\n", name, v);
+}
+
+typedef struct fam {
+    const char *name, *type, *help;
+} fam_t;
+
+/* Per QoS class (label class), in the order of class_values. */
+static const fam_t class_fams[] = {
+    {"hccld_class_sent_bytes_total", "counter", "Bytes a QoS class sent to peer daemons."},
+    {"hccld_class_rate_bytes_per_second", "gauge",
+     "A class's rate to peer daemons over the last second."},
+    {"hccld_class_max_bytes_per_second", "gauge",
+     "A class's cap on its rate to peer daemons (0: none)."},
+    {"hccld_class_waiting", "gauge", "Communicators a class held back in the last pass."},
+    {"hccld_class_clients", "gauge", "Clients in a class."},
+};
+#define NCLASS_FAMS (sizeof(class_fams) / sizeof(class_fams[0]))
+
+static void class_values(const Hccld__QosClass *c, uint64_t v[NCLASS_FAMS])
+{
+    /* Prometheus' base unit is the byte; the classes count bits per second. */
+    v[0] = c->sent_bytes;
+    v[1] = c->rate_bps / 8;
+    v[2] = c->max_bw_bps / 8;
+    v[3] = c->waiting;
+    v[4] = c->clients;
+}
+
+/* Per communicator (labels comm, job, class), in the order of comm_values. */
+static const fam_t comm_fams[] = {
+    {"hccld_comm_ops_total", "counter",
+     "Collective pieces a communicator completed on this daemon."},
+    {"hccld_comm_ops_in_flight", "gauge", "A communicator's descriptors queued or running."},
+    {"hccld_comm_ranks", "gauge", "A communicator's ranks."},
+    {"hccld_comm_ranks_joined", "gauge", "A communicator's ranks still connected."},
+    {"hccld_comm_broken", "gauge",
+     "1 when a communicator is broken (a rank died, a peer was lost, an abort)."},
+};
+#define NCOMM_FAMS (sizeof(comm_fams) / sizeof(comm_fams[0]))
+
+static void comm_values(const Hccld__CommStatus *c, uint64_t v[NCOMM_FAMS])
+{
+    v[0] = c->ops_done;
+    v[1] = c->ops_in_flight;
+    v[2] = c->nranks;
+    v[3] = c->joined;
+    v[4] = c->broken;
+}
+
+static void class_families(FILE *f, const Hccld__QosResp *q)
+{
+    uint64_t v[NCLASS_FAMS];
+
+    for (size_t k = 0; k < NCLASS_FAMS; k++) {
+        family(f, class_fams[k].name, class_fams[k].type, class_fams[k].help);
+        for (size_t i = 0; i < q->n_classes; i++) {
+            class_values(q->classes[i], v);
+            fprintf(f, "%s{class=\"", class_fams[k].name);
+            label_value(f, q->classes[i]->name);
+            fprintf(f, "\"} %" PRIu64 "\n", v[k]);
+        }
+    }
+}
+
+static void comm_families(FILE *f, const Hccld__StatusResp *r)
+{
+    uint64_t v[NCOMM_FAMS];
+
+    for (size_t k = 0; k < NCOMM_FAMS; k++) {
+        family(f, comm_fams[k].name, comm_fams[k].type, comm_fams[k].help);
+        for (size_t i = 0; i < r->n_comms; i++) {
+            const Hccld__CommStatus *c = r->comms[i];
+            comm_values(c, v);
+            fprintf(f, "%s{comm=\"%u\",job=\"", comm_fams[k].name, c->comm_id);
+            label_value(f, c->job_id);
+            fputs("\",class=\"", f);
+            label_value(f, c->qos_class);
+            fprintf(f, "\"} %" PRIu64 "\n", v[k]);
+        }
+    }
+}
+
+void metrics_text(FILE *f, const Hccld__StatusResp *r, const Hccld__QosResp *q)
+{
+    uint64_t cum = 0;
+
+    family(f, "hccld_up_seconds", "gauge", "Time since the daemon started.");
+    fprintf(f, "hccld_up_seconds %.3f\n", (double)r->uptime_ms / 1000);
+    one(f, "hccld_ops_total", "counter", "Operations (or pieces) the daemon completed.",
+        r->ops_done);
+    one(f, "hccld_ops_in_flight", "gauge", "Descriptors queued or running.", r->ops_in_flight);
+    one(f, "hccld_clients", "gauge", "Connected client processes.", r->n_clients);
+    one(f, "hccld_comms", "gauge", "Communicators.", r->n_comms);
+    one(f, "hccld_net_sent_bytes_total", "counter", "Payload bytes sent to peer daemons.",
+        r->net_tx_bytes);
+    one(f, "hccld_net_received_bytes_total", "counter", "Payload bytes received from peer daemons.",
+        r->net_rx_bytes);
+    one(f, "hccld_data_connections", "gauge",
+        "Data connections to peer daemons open (a split's children share their parent's).",
+        r->data_conns);
+    family(f, "hccld_op_duration_seconds", "histogram",
+           "Collective pieces the daemon ran (inside the node or across daemons), by duration.");
+    for (size_t k = 0; k < r->n_lat_bucket; k++) {
+        cum += r->lat_bucket[k];
+        if (k + 1 < r->n_lat_bucket)
+            fprintf(f, "hccld_op_duration_seconds_bucket{le=\"%g\"} %" PRIu64 "\n",
+                    (double)(1ull << k) / 1e6, cum);
+    }
+    fprintf(f, "hccld_op_duration_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n", cum);
+    fprintf(f, "hccld_op_duration_seconds_sum %.6f\n", (double)r->lat_sum_us / 1e6);
+    fprintf(f, "hccld_op_duration_seconds_count %" PRIu64 "\n", r->lat_count);
+    comm_families(f, r);
+    if (q != NULL)
+        class_families(f, q);
+}

@@ -1,0 +1,183 @@
+/* The daemon's status as the admin socket answers it (status.h). */
+#include "server/status.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "algo/algo.h"
+#include "coop.h"
+#include "reduce.h"
+#include "server/server.h"
+
+/* Pieces every rank has posted: the ranks' own count of collectives run among themselves. */
+static uint64_t coop_pieces_done(const coop_ctl_t *ctl)
+{
+    uint64_t low = UINT64_MAX;
+
+    for (uint32_t q = 0; q < ctl->nranks; q++) {
+        uint64_t v = coop_posted(&ctl->slot[q]);
+        low = v < low ? v : low;
+    }
+    return low == UINT64_MAX ? 0 : low;
+}
+
+static uint64_t now_ms(server_t *srv)
+{
+    return uv_now(srv->loop);
+}
+
+static void fill_clients(server_t *srv, Hccld__StatusResp *r, Hccld__ClientStatus *cs,
+                         Hccld__ClientStatus **csp)
+{
+    size_t n = 0;
+
+    for (session_t *s = srv->sessions; s != NULL; s = s->next) {
+        engine_session_stats_t st = {0};
+        if (s->kind != SESSION_CLIENT || s->state != SESSION_READY)
+            continue;
+        engine_get_session_stats(srv->eng, s->sid, &st);
+        hccld__client_status__init(&cs[n]);
+        cs[n].client_id = s->sid;
+        cs[n].pid = (uint32_t)s->pid;
+        cs[n].uid = (uint32_t)s->uid;
+        cs[n].job_name = s->job_name;
+        cs[n].ops_submitted = st.submitted;
+        cs[n].ops_completed = st.completed;
+        cs[n].qos_class = srv->qos.cls[s->qos_class].name;
+        csp[n] = &cs[n];
+        n++;
+    }
+    r->n_clients = n;
+    r->clients = csp;
+}
+
+/* Pieces each rank of a coop comm posted in the control block. */
+static void coop_posted_all(const coop_ctl_t *ctl, engine_comm_stats_t *st)
+{
+    st->nlocal = ctl->nranks < ENGINE_STATS_RANKS ? ctl->nranks : ENGINE_STATS_RANKS;
+    for (uint32_t q = 0; q < st->nlocal; q++) {
+        st->posted[q] = coop_posted(&ctl->slot[q]);
+        st->ranks[q] = q;
+    }
+}
+
+/* posted, ranks, links and link_txt: ENGINE_STATS_RANKS entries per comm, for the answer's
+ * per-rank progress and per-node connections. */
+static void fill_comms(server_t *srv, Hccld__StatusResp *r, Hccld__CommStatus *cm,
+                       Hccld__CommStatus **cmp, uint64_t *posted, uint32_t *ranks, char **links,
+                       char (*link_txt)[ENGINE_LINK_MAX], Hccld__LinkFigures *lf)
+{
+    size_t n = 0;
+
+    for (scomm_t *c = srv->comms; c != NULL; c = c->next) {
+        engine_comm_stats_t st = {0};
+        engine_get_comm_stats(srv->eng, c->id, &st);
+        if (c->coop != NULL) {
+            st.ops_done += coop_pieces_done(c->coop);
+            coop_posted_all(c->coop, &st);
+        }
+        hccld__comm_status__init(&cm[n]);
+        cm[n].comm_id = c->id;
+        cm[n].nranks = c->nranks;
+        cm[n].joined = c->nranks - c->left;
+        cm[n].ops_done = st.ops_done;
+        cm[n].ops_in_flight = st.queued;
+        cm[n].job_id = c->job_hex;
+        cm[n].level0 = c->coop != NULL ? "coop" : "daemon";
+        cm[n].nnodes = c->nnodes;
+        cm[n].broken = st.broken != 0;
+        cm[n].qos_class = c->qos_class >= 0 && c->qos_class < srv->qos.ncls
+                              ? srv->qos.cls[c->qos_class].name
+                              : "";
+        cm[n].algo = st.algo >= 0 ? (char *)algo_name(st.algo) : "";
+        cm[n].rank0 = st.nlocal > 0 ? st.ranks[0] : 0;
+        memcpy(ranks + n * ENGINE_STATS_RANKS, st.ranks, st.nlocal * sizeof(*st.ranks));
+        cm[n].ranks = ranks + n * ENGINE_STATS_RANKS;
+        cm[n].n_ranks = st.nlocal;
+        cm[n].on_wire = st.on_wire;
+        memcpy(posted + n * ENGINE_STATS_RANKS, st.posted, st.nlocal * sizeof(*st.posted));
+        cm[n].posted = posted + n * ENGINE_STATS_RANKS;
+        cm[n].n_posted = st.nlocal;
+        for (uint32_t k = 0; k < st.nnodes; k++) {
+            char *t = link_txt[n * ENGINE_STATS_RANKS + k];
+            memcpy(t, st.link[k], ENGINE_LINK_MAX);
+            links[n * ENGINE_STATS_RANKS + k] = t;
+        }
+        cm[n].links = links + n * ENGINE_STATS_RANKS;
+        cm[n].n_links = st.nnodes;
+        if (st.measured) {
+            hccld__link_figures__init(&lf[n]);
+            lf[n].latency_us = st.alpha_us;
+            lf[n].gbps = st.gbps;
+            lf[n].reduce_gbps = st.reduce_gbps;
+            lf[n].msg_overhead_us = st.overhead_us;
+            lf[n].daemons_per_core = st.host_load;
+            cm[n].link_figures = &lf[n];
+        }
+        cmp[n] = &cm[n];
+        n++;
+    }
+    r->n_comms = n;
+    r->comms = cmp;
+}
+
+int status_build(server_t *srv, status_t *x)
+{
+    Hccld__StatusResp *r = &x->r;
+    size_t ns = srv->nsessions + 1, nc = 1;
+    engine_stats_t st;
+
+    memset(x, 0, sizeof(*x));
+    hccld__status_resp__init(r);
+    for (scomm_t *c = srv->comms; c != NULL; c = c->next)
+        nc++;
+    x->cs = calloc(ns, sizeof(*x->cs));
+    x->csp = calloc(ns, sizeof(*x->csp));
+    x->cm = calloc(nc, sizeof(*x->cm));
+    x->cmp = calloc(nc, sizeof(*x->cmp));
+    x->posted = calloc(nc * ENGINE_STATS_RANKS, sizeof(*x->posted));
+    x->ranks = calloc(nc * ENGINE_STATS_RANKS, sizeof(*x->ranks));
+    x->links = calloc(nc * ENGINE_STATS_RANKS, sizeof(*x->links));
+    x->link_txt = calloc(nc * ENGINE_STATS_RANKS, sizeof(*x->link_txt));
+    x->lf = calloc(nc, sizeof(*x->lf));
+    if (x->cs == NULL || x->csp == NULL || x->cm == NULL || x->cmp == NULL || x->posted == NULL ||
+        x->ranks == NULL || x->links == NULL || x->link_txt == NULL || x->lf == NULL) {
+        status_free(x);
+        return -1;
+    }
+    engine_get_stats(srv->eng, &st);
+    memcpy(x->lat_bucket, st.lat_bucket, sizeof(x->lat_bucket));
+    r->version = HCCLD_VERSION;
+    r->uptime_ms = now_ms(srv) - srv->started_ms;
+    r->socket = (char *)srv->cfg.socket_path;
+    r->ops_in_flight = st.ops_queued;
+    r->ops_done = st.ops_done;
+    r->net_tx_bytes = st.net_tx_bytes;
+    r->net_rx_bytes = st.net_rx_bytes;
+    r->n_lat_bucket = ENGINE_LAT_BUCKETS;
+    r->lat_bucket = x->lat_bucket;
+    r->lat_sum_us = st.lat_sum_us;
+    r->lat_count = st.lat_count;
+    r->data_conns = st.data_conns;
+    r->workers = engine_workers(srv->eng);
+    r->simd = (char *)reduce_isa();
+    r->advertised = srv->advertised;
+    r->metrics_addr = srv->metrics_addr;
+    fill_clients(srv, r, x->cs, x->csp);
+    fill_comms(srv, r, x->cm, x->cmp, x->posted, x->ranks, x->links, x->link_txt, x->lf);
+    return 0;
+}
+
+void status_free(status_t *x)
+{
+    free(x->cs);
+    free(x->csp);
+    free(x->cm);
+    free(x->cmp);
+    free(x->posted);
+    free(x->ranks);
+    free(x->links);
+    free(x->link_txt);
+    free(x->lf);
+    memset(x, 0, sizeof(*x));
+}
