@@ -386,6 +386,7 @@ HcclResult HcclMemAlloc(void **ptr, size_t size)
     if ((c = hc_client_get(&rc)) == NULL)
         return rc;
     off = hc_arena_alloc(&c->alloc, size);
+    hc_client_put(c);
     if (off == UINT64_MAX) {
         ERR("COLL", "HcclMemAlloc(%zu): the arena is full (raise HCCL_BUFFSIZE, now %llu MiB)",
             size, (unsigned long long)(c->l.arena_bytes >> 20));
@@ -406,8 +407,9 @@ HcclResult HcclMemFree(void *ptr)
     if ((c = hc_client_get(&rc)) == NULL)
         return rc;
     if (!hc_in_arena(c, ptr, 0, &off) || hc_arena_free(&c->alloc, off) != 0)
-        return HCCL_E_PARA;
-    return HCCL_SUCCESS;
+        rc = HCCL_E_PARA;
+    hc_client_put(c);
+    return rc;
 }
 
 HcclResult HcclCommRegister(HcclComm comm, void *buff, uint64_t size, void **handle)

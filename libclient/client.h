@@ -66,6 +66,7 @@ typedef struct hc_client {
     char advertised[64]; /* "IP:PORT" peer daemons reach our daemon at; empty: not listening */
     pthread_mutex_t reg_lock;
     struct hc_reg *regs; /* registered buffers (reg.h), newest first */
+    unsigned holds;      /* callers and comms using it (conn.c's lock) */
 } hc_client_t;
 
 typedef struct hc_reg hc_reg_t;
@@ -129,10 +130,15 @@ typedef struct hc_op {
 } hc_op_t;
 
 /* conn.c */
-/* The process's client, connecting on first use; NULL and *err_p when the daemon is away. */
+/* The process's connection to its daemon, opened on first use, with a hold the caller gives back
+ * with hc_client_put (a comm keeps one for its life). A connection whose daemon is gone is
+ * replaced by a new one once nothing holds it and its arena is empty (the daemon restarted).
+ * NULL and *err_p when the daemon is away. */
 hc_client_t *hc_client_get(HcclResult *err_p);
 /* The same; a first connection gets an arena of mb MB (0: HCCL_BUFFSIZE's). */
 hc_client_t *hc_client_get_mb(uint64_t mb, HcclResult *err_p);
+void hc_client_hold(hc_client_t *c);
+void hc_client_put(hc_client_t *c);
 /* Cooperative ops whose outputs, all ranks together, reach this many bytes write them with
  * streaming stores (coop.c): half the last-level cache of the machines measured. */
 #define HC_STREAM_MIN_DEFAULT (16ull << 20)

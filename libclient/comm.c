@@ -49,7 +49,9 @@ HcclResult HcclGetRootInfo(HcclRootInfo *rootInfo)
     req.timeout_s = (uint32_t)hc_env_connect_timeout_s();
     m.body_case = HCCLD__MSG__BODY_ROOT_INFO_REQ;
     m.root_info_req = &req;
-    if ((rc = hc_ctl_call(c, &m, &resp, 10000)) != HCCL_SUCCESS)
+    rc = hc_ctl_call(c, &m, &resp, 10000);
+    hc_client_put(c);
+    if (rc != HCCL_SUCCESS)
         return rc;
     if (resp->body_case != HCCLD__MSG__BODY_ROOT_INFO_RESP || resp->root_info_resp->info == NULL)
         rc = resp->body_case == HCCLD__MSG__BODY_ROOT_INFO_RESP
@@ -186,6 +188,7 @@ HcclResult hc_comm_init(hc_client_t *c, const Hccld__RootInfo *ri, uint32_t n, u
     }
     hc->magic = HC_COMM_MAGIC;
     hc->c = c;
+    hc_client_hold(c);
     hc->nranks = n;
     hc->rank = rank;
     /* Splits of a comm across daemons derive their jobs from these (libclient/split.c). */
@@ -228,6 +231,7 @@ HcclResult hc_comm_init_root(uint32_t nRanks, const HcclRootInfo *rootInfo, uint
                  "its first comm or HCCL_BUFFSIZE) and stays so",
                  mb, (unsigned long long)(c->l.arena_bytes >> 20));
         rc = hc_comm_init(c, ri, nRanks, rank, 0, NULL, cfg, comm);
+        hc_client_put(c);
     }
     hccld__root_info__free_unpacked(ri, NULL);
     return rc;
@@ -333,6 +337,7 @@ static void comm_free(hc_comm_t *c)
     c->magic = 0;
     hc_coop_detach(c);
     hc_lanes_close(c);
+    hc_client_put(c->c);
     free(c);
 }
 

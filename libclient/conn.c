@@ -181,6 +181,25 @@ static HcclResult client_open(uint64_t mb, hc_client_t **c_p)
     return HCCL_SUCCESS;
 }
 
+/* hc_daemon_gone without its error: nothing is lost when nothing uses the connection. */
+static int conn_lost(hc_client_t *c)
+{
+    struct pollfd pfd = {.fd = c->conn.fd, .events = POLLRDHUP};
+
+    return hc_client_dead(c) ||
+           (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLHUP | POLLRDHUP | POLLERR)));
+}
+
+static int arena_empty(hc_arena_t *a)
+{
+    int empty;
+
+    pthread_mutex_lock(&a->lock);
+    empty = a->n == 1 && !a->v[0].used;
+    pthread_mutex_unlock(&a->lock);
+    return empty;
+}
+
 hc_client_t *hc_client_get(HcclResult *err_p)
 {
     return hc_client_get_mb(0, err_p);
@@ -198,18 +217,41 @@ hc_client_t *hc_client_get_mb(uint64_t mb, HcclResult *err_p)
         client_free(c);
         c = client_cur = NULL;
     }
+    /* Its daemon is gone (restarted?) and nothing of this process uses it: start afresh. */
+    if (c != NULL && c->holds == 0 && conn_lost(c) && arena_empty(&c->alloc)) {
+        INFO("IPC", "the connection to the daemon was lost; connecting again");
+        client_free(c);
+        c = client_cur = NULL;
+    }
     if (c == NULL) {
         log_setup();
         rc = client_open(mb, &c);
         client_cur = rc == HCCL_SUCCESS ? c : NULL;
     }
-    pthread_mutex_unlock(&client_lock);
     if (c != NULL && hc_client_dead(c)) {
+        pthread_mutex_unlock(&client_lock);
         *err_p = HCCL_E_UNAVAIL;
         return NULL;
     }
+    if (c != NULL)
+        c->holds++;
+    pthread_mutex_unlock(&client_lock);
     *err_p = rc;
     return c;
+}
+
+void hc_client_hold(hc_client_t *c)
+{
+    pthread_mutex_lock(&client_lock);
+    c->holds++;
+    pthread_mutex_unlock(&client_lock);
+}
+
+void hc_client_put(hc_client_t *c)
+{
+    pthread_mutex_lock(&client_lock);
+    c->holds--;
+    pthread_mutex_unlock(&client_lock);
 }
 
 int hc_daemon_gone(hc_client_t *c)

@@ -193,10 +193,12 @@ static HcclResult launcher_join(const launch_t *l, HcclComm *comm)
     hc_facts_str(&f, l->job);
     hc_facts_str(&f, spec);
     hc_facts_u64(&f, l->size);
-    if ((rc = hc_job_derive(&f, "the launcher's job id, root address and world size", id, key)) !=
-        HCCL_SUCCESS)
-        return rc;
-    return hc_init_agreed(c, id, key, root, (uint32_t)l->size, (uint32_t)l->rank, NULL, NULL, comm);
+    rc = hc_job_derive(&f, "the launcher's job id, root address and world size", id, key);
+    if (rc == HCCL_SUCCESS)
+        rc = hc_init_agreed(c, id, key, root, (uint32_t)l->size, (uint32_t)l->rank, NULL, NULL,
+                            comm);
+    hc_client_put(c);
+    return rc;
 }
 
 /* RANK_TABLE_FILE: the rank is RANK_ID (HCCL's name), else the launcher's. */

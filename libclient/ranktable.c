@@ -84,6 +84,11 @@ static HcclResult check_server(const hc_client_t *c, const ranktable_t *rt, uint
     return HCCL_E_PARA;
 }
 
+static const char *root_of(const hc_client_t *c, const ranktable_t *rt)
+{
+    return c->advertised[0] != '\0' ? rt->servers[rt->rank_server[0]] : "";
+}
+
 static HcclResult cluster_init(const char *path, const char *text, size_t len,
                                const ranktable_t *rt, uint32_t rank, const hc_comm_cfg_t *cfg,
                                HcclComm *comm)
@@ -93,16 +98,18 @@ static HcclResult cluster_init(const char *path, const char *text, size_t len,
     hc_client_t *c;
     HcclResult rc;
 
-    c = hc_client_get_mb(cfg != NULL ? cfg->buff_mb : 0, &rc);
-    if (c == NULL || (rc = check_server(c, rt, rank, path)) != HCCL_SUCCESS)
+    if ((c = hc_client_get_mb(cfg != NULL ? cfg->buff_mb : 0, &rc)) == NULL)
         return rc;
-    hc_facts_init(&f, "ranktable");
-    hc_facts_add(&f, text, len);
-    if ((rc = hc_job_derive(&f, "the rank table", id, key)) != HCCL_SUCCESS)
-        return rc;
+    if ((rc = check_server(c, rt, rank, path)) == HCCL_SUCCESS) {
+        hc_facts_init(&f, "ranktable");
+        hc_facts_add(&f, text, len);
+        rc = hc_job_derive(&f, "the rank table", id, key);
+    }
     /* One server and a daemon that does not listen: the job stays on this daemon. */
-    const char *root = c->advertised[0] != '\0' ? rt->servers[rt->rank_server[0]] : "";
-    return hc_init_agreed(c, id, key, root, rt->nranks, rank, NULL, cfg, comm);
+    if (rc == HCCL_SUCCESS)
+        rc = hc_init_agreed(c, id, key, root_of(c, rt), rt->nranks, rank, NULL, cfg, comm);
+    hc_client_put(c);
+    return rc;
 }
 
 static HcclResult cluster_info(const char *rankTableFile, uint32_t rank, const hc_comm_cfg_t *cfg,

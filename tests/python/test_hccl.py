@@ -230,6 +230,41 @@ class TestComms(unittest.TestCase):
                 np.testing.assert_array_equal(got[(np.dtype(d).name, int(hccl.SUM))],
                                               reference(4, d, hccl.SUM))
 
+    def test_connects_again_after_the_daemon_restarts(self):
+        # In a child of its own: the test process keeps its connection to the module's daemon.
+        def child(q):
+            try:
+                first = Daemon()
+                os.environ["HCCLD_SOCKET"] = first.sock
+                comm = hccl.Comm(1, hccl.get_root_info(), 0)
+                first.stop()
+                second = Daemon()
+                os.environ["HCCLD_SOCKET"] = second.sock
+                try:
+                    hccl.get_root_info()
+                    held = "no error"
+                except hccl.HcclError as e:
+                    held = int(e.result)
+                comm.destroy()  # its daemon is gone; nothing holds the connection after this
+                with hccl.Comm(1, hccl.get_root_info(), 0) as again:
+                    q.put((held, again.all_reduce(np.array([7, 8], np.int32)).tolist()))
+                second.stop()
+            except BaseException as e:  # pylint: disable=broad-except
+                q.put(repr(e))
+
+        q = ranks._ctx.Queue()  # pylint: disable=protected-access
+        p = ranks._ctx.Process(target=child, args=(q,))  # pylint: disable=protected-access
+        p.start()
+        try:
+            got = q.get(timeout=60)
+        finally:
+            p.join(10)
+            if p.is_alive():
+                p.kill()
+        # While a comm of the dead daemon lives the connection stays (its calls fail); then a
+        # new one is made.
+        self.assertEqual(got, (int(hccl.Result.E_UNAVAIL), [7, 8]))
+
 
 if __name__ == "__main__":
     unittest.main()
