@@ -74,6 +74,61 @@ static void comm_values(const Hccld__CommStatus *c, uint64_t v[NCOMM_FAMS])
     v[4] = c->broken;
 }
 
+/* Per peer daemon (label peer: its data address), in the order of peer_values. */
+static const fam_t peer_fams[] = {
+    {"hccld_peer_sent_bytes_total", "counter",
+     "Bytes of the data connections to a peer daemon that it acknowledged (TCP) or that we sent "
+     "(RDMA), closed connections included."},
+    {"hccld_peer_received_bytes_total", "counter",
+     "Bytes received on the data connections from a peer daemon, closed ones included."},
+    {"hccld_peer_retransmits_total", "counter",
+     "TCP segments retransmitted on the data connections to a peer daemon."},
+    {"hccld_peer_sent_segments_total", "counter",
+     "TCP segments sent on the data connections to a peer daemon (retransmits included)."},
+    {"hccld_peer_link_warnings_total", "counter",
+     "Warnings the link monitor logged about a peer daemon's data connections (retransmits or "
+     "round trip jumped, RDMA errors)."},
+    {"hccld_peer_connections_lost_total", "counter",
+     "Data connections to a peer daemon that failed (the peer died, a reset, a timeout)."},
+    {"hccld_peer_data_connections", "gauge", "Data connections to a peer daemon open now."},
+    {"hccld_peer_rtt_seconds", "gauge",
+     "Smoothed TCP round trip to a peer daemon (the largest of its open connections)."},
+    {"hccld_peer_send_rate_bytes_per_second", "gauge",
+     "Rate to a peer daemon over the link monitor's last interval (1 s)."},
+    {"hccld_peer_receive_rate_bytes_per_second", "gauge",
+     "Rate from a peer daemon over the link monitor's last interval (1 s)."},
+};
+#define NPEER_FAMS (sizeof(peer_fams) / sizeof(peer_fams[0]))
+
+static void peer_values(const Hccld__PeerLinks *p, double v[NPEER_FAMS])
+{
+    v[0] = (double)p->tx_bytes;
+    v[1] = (double)p->rx_bytes;
+    v[2] = (double)p->retrans;
+    v[3] = (double)p->segs_out;
+    v[4] = (double)p->warnings;
+    v[5] = (double)p->lost;
+    v[6] = p->links;
+    v[7] = p->rtt_us / 1e6;
+    v[8] = p->tx_bytes_per_s;
+    v[9] = p->rx_bytes_per_s;
+}
+
+static void peer_families(FILE *f, const Hccld__StatusResp *r)
+{
+    double v[NPEER_FAMS];
+
+    for (size_t k = 0; k < NPEER_FAMS; k++) {
+        family(f, peer_fams[k].name, peer_fams[k].type, peer_fams[k].help);
+        for (size_t i = 0; i < r->n_peer_links; i++) {
+            peer_values(r->peer_links[i], v);
+            fprintf(f, "%s{peer=\"", peer_fams[k].name);
+            label_value(f, r->peer_links[i]->peer);
+            fprintf(f, "\"} %.17g\n", v[k]);
+        }
+    }
+}
+
 static void class_families(FILE *f, const Hccld__QosResp *q)
 {
     uint64_t v[NCLASS_FAMS];
@@ -137,6 +192,7 @@ void metrics_text(FILE *f, const Hccld__StatusResp *r, const Hccld__QosResp *q)
     fprintf(f, "hccld_op_duration_seconds_sum %.6f\n", (double)r->lat_sum_us / 1e6);
     fprintf(f, "hccld_op_duration_seconds_count %" PRIu64 "\n", r->lat_count);
     comm_families(f, r);
+    peer_families(f, r);
     if (q != NULL)
         class_families(f, q);
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ctl_links.h"
 #include "env.h"
 #include "metrics_text.h"
 #include "uds.h"
@@ -18,6 +19,8 @@ static void usage(FILE *f)
                "  topology                     packages, NUMA nodes, cores, NICs, RDMA devices\n"
                "  comms                        communicators: ranks, daemons, class, algorithm\n"
                "  metrics                      the status in Prometheus's text format\n"
+               "  links                        data connections to peer daemons: bytes, rates,\n"
+               "                               retransmits, round trip, per peer daemon\n"
                "  qos list                     classes and how many clients each has\n"
                "  qos set CLASS [--max-bw RATE] [--priority N]\n"
                "                               change a class (root or the admin group)\n"
@@ -270,7 +273,7 @@ static int cmd_topology(const char *path, int json)
     return 0;
 }
 
-enum status_view { VIEW_STATUS, VIEW_METRICS, VIEW_COMMS };
+enum status_view { VIEW_STATUS, VIEW_METRICS, VIEW_COMMS, VIEW_LINKS };
 
 /* status, its communicators only, or the same figures in Prometheus's text format. */
 static int cmd_status(const char *path, int json, int view)
@@ -299,6 +302,8 @@ static int cmd_status(const char *path, int json, int view)
         dump(comms);
     } else if (view == VIEW_COMMS) {
         print_comms(resp->status_resp);
+    } else if (view == VIEW_LINKS) {
+        ctl_links_print(resp->status_resp, json);
     } else if (json) {
         print_json(resp->status_resp, qresp ? qresp->qos_resp : NULL);
     } else {
@@ -423,6 +428,8 @@ int main(int argc, char **argv)
         return cmd_status(path, 0, VIEW_METRICS);
     if (strcmp(argv[0], "comms") == 0 && (argc == 1 || (argc == 2 && !strcmp(argv[1], "--json"))))
         return cmd_status(path, json || argc == 2, VIEW_COMMS);
+    if (strcmp(argv[0], "links") == 0 && (argc == 1 || (argc == 2 && !strcmp(argv[1], "--json"))))
+        return cmd_status(path, json || argc == 2, VIEW_LINKS);
     if (strcmp(argv[0], "topology") == 0 &&
         (argc == 1 || (argc == 2 && !strcmp(argv[1], "--json"))))
         return cmd_topology(path, json || argc == 2);

@@ -441,6 +441,13 @@ void engine_get_stats(engine_t *eng, engine_stats_t *st_p)
     pthread_mutex_unlock(&eng->lock);
 }
 
+void engine_links(engine_t *eng, link_view_fn fn, void *ctx)
+{
+    pthread_mutex_lock(&eng->lock);
+    span_env_links(eng->senv, fn, ctx);
+    pthread_mutex_unlock(&eng->lock);
+}
+
 int engine_get_comm_stats(engine_t *eng, uint32_t comm_id, engine_comm_stats_t *st_p)
 {
     int rc = -ENOENT;

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "hccl/hccl.h"
+#include "link_info.h"
 #include "shm.h"
 
 typedef struct engine engine_t;
@@ -135,6 +136,9 @@ int engine_comm_create(engine_t *eng, uint32_t comm_id, uint32_t nranks, const u
 void engine_comm_leave(engine_t *eng, uint32_t comm_id, uint32_t rank);
 
 void engine_get_stats(engine_t *eng, engine_stats_t *st_p);
+/* Calls fn (under the engine's lock: briefly) for every ready data connection to a peer
+ * daemon, with its health (link_info.h). */
+void engine_links(engine_t *eng, link_view_fn fn, void *ctx);
 /* The host this daemon runs on (topo_host_id; 0: unknown), which the link probe tells peer
  * daemons so that the cost model knows who shares a machine's cores. */
 void engine_set_host(engine_t *eng, uint64_t host);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "server/link_mon.h"
 #include "server/metrics_http.h"
 #include "server/server.h"
 #include "server/topo.h"
@@ -136,6 +137,14 @@ int server_start(server_t *srv, uv_loop_t *loop, const server_config_t *cfg)
         unlink(cfg->admin_path);
         return -EADDRNOTAVAIL;
     }
+    srv->links = link_mon_start(srv, &rc);
+    if (rc != 0) {
+        metrics_http_stop(srv->metrics);
+        srv->metrics = NULL;
+        unlink(cfg->socket_path);
+        unlink(cfg->admin_path);
+        return rc;
+    }
     signal_watch(srv, &srv->sigterm, SIGTERM);
     signal_watch(srv, &srv->sigint, SIGINT);
     signal_watch(srv, &srv->sighup, SIGHUP);
@@ -176,6 +185,8 @@ void server_stop(server_t *srv)
     service_watchdog_stop(srv);
     metrics_http_stop(srv->metrics);
     srv->metrics = NULL;
+    link_mon_stop(srv->links);
+    srv->links = NULL;
     topo_free(srv->topo);
     srv->topo = NULL;
 }

@@ -7,6 +7,7 @@
 #include "algo/algo.h"
 #include "coop.h"
 #include "reduce.h"
+#include "server/link_mon.h"
 #include "server/server.h"
 
 /* Pieces every rank has posted: the ranks' own count of collectives run among themselves. */
@@ -163,6 +164,7 @@ int status_build(server_t *srv, status_t *x)
     r->simd = (char *)reduce_isa();
     r->advertised = srv->advertised;
     r->metrics_addr = srv->metrics_addr;
+    link_mon_status(srv->links, r);
     fill_clients(srv, r, x->cs, x->csp);
     fill_comms(srv, r, x->cm, x->cmp, x->posted, x->ranks, x->links, x->link_txt, x->lf);
     return 0;

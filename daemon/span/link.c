@@ -37,10 +37,11 @@ static void link_mark(const span_comm_t *sc, tp_conn_t *conn)
         tp_set_dscp(conn, dscp);
 }
 
-/* A connection of one comm so far; counted among the daemon's open ones. NULL (and the
- * connection closed) if out of memory. */
-static span_link_t *link_new(span_env_t *env, tp_conn_t *conn)
+/* A connection of one comm so far, to node `node`; counted among the daemon's open ones. NULL
+ * (and the connection closed) if out of memory. */
+static span_link_t *link_new(span_comm_t *sc, uint32_t node, tp_conn_t *conn)
 {
+    span_env_t *env = sc->env;
     span_link_t *l = calloc(1, sizeof(*l));
 
     if (l == NULL) {
@@ -49,15 +50,36 @@ static span_link_t *link_new(span_env_t *env, tp_conn_t *conn)
     }
     l->conn = conn;
     l->refs = 1;
+    l->owner = sc->id;
+    l->serial = ++env->link_serials;
+    snprintf(l->peer, sizeof(l->peer), "%s",
+             conn->ops->kind == TP_KIND_RDMA && sc->node_addrs[node].rdma[0] != '\0'
+                 ? sc->node_addrs[node].rdma
+                 : sc->node_addrs[node].tcp);
     env->data_conns++;
     return l;
 }
 
-/* One comm less uses l; the last one closes it. */
+static void link_view(const span_link_t *l, link_view_t *v)
+{
+    *v = (link_view_t){.serial = l->serial, .comm_id = l->owner, .users = l->refs};
+    snprintf(v->peer, sizeof(v->peer), "%s", l->peer);
+    tp_describe(l->conn, v->desc, sizeof(v->desc));
+    tp_link_info(l->conn, &v->info);
+}
+
+/* One comm less uses l; the last one closes it, keeping its last figures for the monitor
+ * (the oldest kept go when too many closed between two of its walks). */
 static void link_put(span_env_t *env, span_link_t *l)
 {
     if (l == NULL || --l->refs > 0)
         return;
+    if (env->nclosed == SPAN_CLOSED_MAX)
+        memmove(env->closed, env->closed + 1, (SPAN_CLOSED_MAX - 1) * sizeof(env->closed[0]));
+    else
+        env->nclosed++;
+    link_view(l, &env->closed[env->nclosed - 1]);
+    env->closed[env->nclosed - 1].closed = 1;
     tp_close(l->conn);
     free(l);
     env->data_conns--;
@@ -67,7 +89,7 @@ int span_link_take(span_comm_t *sc, uint32_t peer, tp_conn_t *conn)
 {
     if (peer >= sc->nnodes || peer <= sc->me || sc->links[peer] != NULL)
         return -EINVAL;
-    if ((sc->links[peer] = link_new(sc->env, conn)) == NULL)
+    if ((sc->links[peer] = link_new(sc, peer, conn)) == NULL)
         return span_break(sc, HCCL_E_REMOTE, "no memory for a data connection"), 0;
     sc->conns[peer] = conn;
     link_mark(sc, conn);
@@ -318,7 +340,7 @@ static int links_connect(span_comm_t *sc)
             continue;
         if (tp_cm_connect(cm, &sc->node_addrs[sc->me], sc->me, &sc->node_addrs[i], i, sc->nnodes,
                           sc->job_id, sc->key, &conn) != 0 ||
-            (sc->links[i] = link_new(sc->env, conn)) == NULL)
+            (sc->links[i] = link_new(sc, i, conn)) == NULL)
             return -ECONNREFUSED;
         sc->conns[i] = conn;
         link_mark(sc, conn);
@@ -368,4 +390,23 @@ uint32_t span_links(const span_comm_t *sc, char (*addrs)[SPAN_ADDR_MAX], uint32_
         if (i != sc->me && sc->conns[i] != NULL && tp_conn_state(sc->conns[i]) == 1)
             snprintf(addrs[n++], SPAN_ADDR_MAX, "%s", sc->node_addrs[i].tcp);
     return n;
+}
+
+void span_env_links(span_env_t *env, link_view_fn fn, void *ctx)
+{
+    uint64_t walk = ++env->link_walks;
+    link_view_t v;
+
+    for (span_comm_t *sc = env->comms; sc != NULL; sc = sc->next)
+        for (uint32_t i = 0; i < sc->nnodes; i++) {
+            span_link_t *l = sc->links != NULL ? sc->links[i] : NULL;
+            if (i == sc->me || l == NULL || (i < sc->me && !sc->conn_ready[i]) || l->walked == walk)
+                continue;
+            l->walked = walk;
+            link_view(l, &v);
+            fn(ctx, &v);
+        }
+    for (uint32_t k = 0; k < env->nclosed; k++)
+        fn(ctx, &env->closed[k]);
+    env->nclosed = 0;
 }

@@ -24,6 +24,7 @@
 
 #include "hccl/hccl.h"
 #include "l0.h"
+#include "link_info.h"
 #include "shm.h"
 
 typedef struct span_env span_env_t;
@@ -155,6 +156,8 @@ int span_env_listen(span_env_t *env, const char *ip, char *addr_out, char *rdma_
 int span_env_expect(span_env_t *env, const uint8_t *job_id, const uint8_t *key);
 void span_env_set_host(span_env_t *env, uint64_t host);
 uint32_t span_env_data_conns(const span_env_t *env);
+/* Calls fn for every ready data connection (shared ones once), with its health. */
+void span_env_links(span_env_t *env, link_view_fn fn, void *ctx);
 /* Accepts data connections and hands them to their comms. */
 int span_env_progress(span_env_t *env);
 int span_env_accepting(const span_env_t *env);

@@ -25,7 +25,14 @@ typedef struct sched_key {
 typedef struct span_link {
     tp_conn_t *conn;
     uint32_t refs;
+    uint32_t owner;           /* the comm that opened it */
+    uint64_t serial;          /* link_view_t.serial */
+    uint64_t walked;          /* the last span_env_links() that reported it */
+    char peer[LINK_PEER_MAX]; /* the peer daemon's data address */
 } span_link_t;
+
+/* Closed data connections whose last figures span_env_links() has not reported yet. */
+#define SPAN_CLOSED_MAX 64
 
 struct span_env {
     tp_cm_t *cm;
@@ -33,6 +40,10 @@ struct span_env {
     probe_hist_t probe_hist; /* recent link measurements (probe.c) */
     uint64_t host;           /* span_env_set_host */
     uint32_t data_conns;     /* open now (shared ones once) */
+    uint64_t link_serials;   /* handed out so far */
+    uint64_t link_walks;     /* span_env_links() calls so far */
+    link_view_t closed[SPAN_CLOSED_MAX];
+    uint32_t nclosed;
 };
 
 struct span_comm {

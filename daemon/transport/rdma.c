@@ -191,6 +191,7 @@ const transport_ops_t tp_rdma = {
     .poll_fds = rtp_poll_fds,
     .set_dscp = rtp_set_dscp,
     .describe = rtp_describe,
+    .link_info = rdma_link_info,
     .cancel = rtp_cancel,
     .forget = rtp_forget,
     .close = rtp_close,

@@ -110,8 +110,9 @@ struct rdma_conn {
     uint64_t rx_last_ns;    /* when the peer last sent anything */
     uint64_t probe_last_ns; /* when we last probed a silent peer (rdma_msg.c) */
     int probe_out;          /* that probe is still on the QP */
-    uint64_t tx_moved_ns;   /* with work requests on the send queue: when one last completed, or
-                             * the first was posted (rdma_msg.c's stall check) */
+    uint64_t tx_bytes, rx_bytes; /* through our sends and receives (rdma_info.c) */
+    uint64_t tx_moved_ns; /* with work requests on the send queue: when one last completed, or
+                           * the first was posted (rdma_msg.c's stall check) */
     unsigned *free_send;
     unsigned nfree_send;
     rdma_req_t **send_last;  /* per send slot: the send whose last fragment it carries */
@@ -206,6 +207,8 @@ uint8_t *rdma_send_slot(rdma_conn_t *c, unsigned slot);
 uint8_t *rdma_recv_slot(rdma_conn_t *c, unsigned slot);
 int rdma_slot_recv(rdma_conn_t *c, unsigned slot);
 int rdma_slot_send(rdma_conn_t *c, unsigned slot, uint32_t bytes);
+/* rdma_info.c: see transport.h's link_info(). */
+void rdma_link_info(tp_conn_t *c, tp_link_info_t *li);
 /* A zero-length RDMA WRITE: it touches no memory and takes none of the peer's receives, but
  * like any request it needs the peer's ACK, so a peer that is gone makes the QP fail. */
 int rdma_post_probe(rdma_conn_t *c);

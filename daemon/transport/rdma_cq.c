@@ -46,9 +46,10 @@ static void wc_handle(rdma_conn_t *c, const struct ibv_wc *wc)
     }
     if (c->state == RDMA_ST_FAILED || slot >= c->depth)
         return;
-    if (wc->wr_id & RDMA_WR_RECV)
+    if (wc->wr_id & RDMA_WR_RECV) {
+        c->rx_bytes += wc->byte_len;
         (void)rdma_rx_arrived(c, slot, wc->byte_len);
-    else
+    } else
         rdma_tx_done(c, slot);
 }
 

@@ -268,5 +268,6 @@ int rdma_slot_send(rdma_conn_t *c, unsigned slot, uint32_t bytes)
         .addr = (uintptr_t)rdma_send_slot(c, slot), .length = bytes, .lkey = c->mr->lkey};
     struct ibv_send_wr wr = {.wr_id = slot, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND};
 
+    c->tx_bytes += bytes;
     return post_send(c, &wr, "ibv_post_send()");
 }

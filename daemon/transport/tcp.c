@@ -297,6 +297,7 @@ const transport_ops_t tp_tcp = {
     .poll_fds = tcp_poll_fds,
     .set_dscp = tcp_set_dscp,
     .describe = tcp_describe,
+    .link_info = tcp_link_info,
     .cancel = tcp_cancel,
     .forget = tcp_forget,
     .close = tcp_close,

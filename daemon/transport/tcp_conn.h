@@ -84,6 +84,8 @@ void tcp_msg_forget(tcp_conn_t *c, uint64_t mask, uint64_t value, uint64_t ttl_n
 void tcp_msg_cancel(tcp_req_t *r);
 /* Gives back a request that test() reported done. */
 void tcp_req_release(tcp_req_t *r);
+/* tcp_info.c: see transport.h's link_info(). */
+void tcp_link_info(tp_conn_t *c, tp_link_info_t *li);
 /* Fails the connection: every pending request completes with err (already logged). */
 void tcp_conn_fail(tcp_conn_t *c, int err);
 

@@ -452,6 +452,15 @@ static void stripe_describe(tp_conn_t *c, char *buf, size_t cap)
     snprintf(buf, cap, "%s x%u", one, s->n);
 }
 
+static void stripe_link_info(tp_conn_t *c, tp_link_info_t *li)
+{
+    stripe_conn_t *s = stripe_of(c);
+
+    for (unsigned k = 0; k < s->n; k++)
+        if (s->sub[k] != NULL)
+            tp_link_info(s->sub[k], li);
+}
+
 /* Counts q as done, pending, or failed (a completion not reported yet counts: its bytes
  * moved), without driving its connection. */
 static void part_tally(const tp_req_t *q, unsigned *done, unsigned *pending, int *failed)
@@ -516,6 +525,7 @@ static const transport_ops_t stripe_ops = {
     .poll_fds = stripe_poll_fds,
     .set_dscp = stripe_set_dscp,
     .describe = stripe_describe,
+    .link_info = stripe_link_info,
     .cancel = stripe_cancel,
     .forget = stripe_forget,
     .close = stripe_close,

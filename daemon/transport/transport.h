@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "auth.h"
+#include "link_info.h"
 
 typedef struct tp_listener tp_listener_t;
 typedef struct tp_conn tp_conn_t;
@@ -60,6 +61,9 @@ struct tp_req {
 #define TP_DESC_MAX 32
 /* Room for "ip:port" with an IPv6 address in brackets. */
 #define TP_ADDR_MAX 64
+
+/* A connection's health (link_info below; common/link_info.h says what each figure is). */
+typedef link_info_t tp_link_info_t;
 
 /*
  * Who may connect: the accepting side asks for the key of the job the connecting side names.
@@ -105,6 +109,9 @@ struct transport_ops {
     /* Names the transport and, where it has one, the device and port the connection uses
      * ("tcp", "rdma/rxe0:1"), for hccld-ctl. */
     void (*describe)(tp_conn_t *c, char *buf, size_t cap);
+    /* Adds the connection's figures to *li (see tp_link_info_t): a few syscalls, for a
+     * monitor that asks once a second. */
+    void (*link_info)(tp_conn_t *c, tp_link_info_t *li);
     /*
      * Withdraws a request not yet reported done (and frees it): its buffer is no longer
      * touched, so a connection that outlives its user (several comms share one) stays sound.
@@ -207,6 +214,11 @@ static inline int tp_set_dscp(tp_conn_t *c, int dscp)
 static inline void tp_describe(tp_conn_t *c, char *buf, size_t cap)
 {
     c->ops->describe(c, buf, cap);
+}
+
+static inline void tp_link_info(tp_conn_t *c, tp_link_info_t *li)
+{
+    c->ops->link_info(c, li);
 }
 
 static inline void tp_cancel(tp_req_t *r)

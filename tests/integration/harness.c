@@ -128,9 +128,7 @@ pid_t harness_daemon_start(const char *extra_arg)
     return pid;
 }
 
-/* The status of the daemon on client socket sock, over its admin socket (hccld-admin.sock
- * beside it), or NULL; the caller frees it with frame_msg_free. */
-static Hccld__Msg *daemon_status(const char *sock)
+Hccld__Msg *harness_daemon_status(const char *sock)
 {
     Hccld__Msg m = HCCLD__MSG__INIT, *resp = NULL;
     Hccld__StatusReq req = HCCLD__STATUS_REQ__INIT;
@@ -160,7 +158,7 @@ static Hccld__Msg *daemon_status(const char *sock)
 
 int harness_daemon_addr(const char *sock, char *out, size_t cap)
 {
-    Hccld__Msg *resp = daemon_status(sock);
+    Hccld__Msg *resp = harness_daemon_status(sock);
     int rc = -1;
 
     if (resp != NULL && resp->status_resp->advertised[0]) {
@@ -174,7 +172,7 @@ int harness_daemon_addr(const char *sock, char *out, size_t cap)
 
 int harness_daemon_data_conns(const char *sock)
 {
-    Hccld__Msg *resp = daemon_status(sock);
+    Hccld__Msg *resp = harness_daemon_status(sock);
     int n = resp != NULL ? (int)resp->status_resp->data_conns : -1;
 
     if (resp != NULL)
@@ -184,7 +182,7 @@ int harness_daemon_data_conns(const char *sock)
 
 uint64_t harness_daemon_tx_bytes(const char *sock)
 {
-    Hccld__Msg *resp = daemon_status(sock);
+    Hccld__Msg *resp = harness_daemon_status(sock);
     uint64_t n = resp != NULL ? resp->status_resp->net_tx_bytes : UINT64_MAX;
 
     if (resp != NULL)

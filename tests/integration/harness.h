@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include "hccl/hccl.h"
+#include "hccld.pb-c.h"
 
 typedef int (*rank_fn)(HcclComm comm, uint32_t rank, uint32_t n, void *arg);
 
@@ -59,6 +60,9 @@ int harness_spawn_ranks_cfg(uint32_t n, char *const *socks, const HcclCommConfig
 /* The "IP:PORT" that the daemon listening on client socket sock advertises to peer daemons,
  * asked over its admin socket (hccld-admin.sock beside sock). 0, or -1. */
 int harness_daemon_addr(const char *sock, char *out, size_t cap);
+/* The status of the daemon on client socket sock, over its admin socket (hccld-admin.sock
+ * beside it), or NULL; the caller frees it with frame_msg_free. */
+Hccld__Msg *harness_daemon_status(const char *sock);
 /* Data connections to peer daemons that daemon has open (its status' data_conns), or -1. */
 int harness_daemon_data_conns(const char *sock);
 /* Payload bytes the daemon on client socket sock sent to peer daemons in collectives

@@ -23,6 +23,19 @@ int impair_drop_input(const topo_t *t, unsigned k, const char *probability)
     return drop_rule(t, k, "-A", probability);
 }
 
+int impair_drop_from(const topo_t *t, unsigned k, unsigned src, const char *probability)
+{
+    char out[1024];
+    int rc = topo_run(t->node[k], out, sizeof(out), "iptables", "-w", "5", "-A", "INPUT", "-i",
+                      "eth0", "-s", t->addr[src], "-m", "statistic", "--mode", "random",
+                      "--probability", probability, "-j", "DROP", NULL);
+
+    if (rc != 0)
+        fprintf(stderr, "netns: iptables -A (from %s) in %s failed (status %d): %s\n", t->addr[src],
+                t->node[k], rc, out);
+    return rc == 0 ? 0 : -1;
+}
+
 int impair_undrop_input(const topo_t *t, unsigned k, const char *probability)
 {
     return drop_rule(t, k, "-D", probability);

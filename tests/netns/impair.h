@@ -12,6 +12,9 @@
 
 /* Drops each packet that node k receives on eth0 with the given probability ("0.01"). */
 int impair_drop_input(const topo_t *t, unsigned k, const char *probability);
+/* Drops each packet that node k receives on eth0 from node src's address with the given
+ * probability: only the traffic between those two nodes suffers. */
+int impair_drop_from(const topo_t *t, unsigned k, unsigned src, const char *probability);
 /* Removes that rule again. */
 int impair_undrop_input(const topo_t *t, unsigned k, const char *probability);
 /* Packets dropped so far by impair_drop_input's rule on node k; -1 if unknown. */

@@ -18,8 +18,10 @@
 #include <unistd.h>
 
 #include "../integration/harness.h"
+#include "frame.h"
 #include "impair.h"
 #include "matrix.h"
+#include "metrics_text.h"
 #include "netns_tests.h"
 #include "rootinfo.h"
 
@@ -566,6 +568,89 @@ START_TEST(test_no_data_connection_times_out)
 }
 END_TEST
 
+/*
+ * Link health: 5% of the packets between nodes 1 and 3 are dropped (both ways), nodes 1-2 and
+ * 2-3 are clean. The link monitors (sampling every 250 ms here) must count the retransmits on
+ * the connection between nodes 1 and 3, at its two ends, attributed to the other end's
+ * address, warn about it naming that address, and count none and warn nothing on the clean
+ * pairs. The figures also reach the Prometheus exposition.
+ */
+static const Hccld__PeerLinks *peer_links(const Hccld__StatusResp *r, const char *ip)
+{
+    size_t n = strlen(ip);
+
+    for (size_t i = 0; i < r->n_peer_links; i++)
+        if (strncmp(r->peer_links[i]->peer, ip, n) == 0 && r->peer_links[i]->peer[n] == ':')
+            return r->peer_links[i];
+    return NULL;
+}
+
+/* Node k's count of retransmits towards node j (0 if it never had a connection to it). */
+static uint64_t retrans_to(Hccld__Msg *const *st, const cluster_t *c, unsigned k, unsigned j)
+{
+    const Hccld__PeerLinks *p = peer_links(st[k]->status_resp, c->topo.addr[j]);
+    return p != NULL ? p->retrans : 0;
+}
+
+static int warns_about(const cluster_t *c, unsigned k, unsigned j)
+{
+    char text[64];
+
+    snprintf(text, sizeof(text), "WARN NET: data connection to %s:", c->topo.addr[j]);
+    return log_has(c->logs[k], text);
+}
+
+START_TEST(test_link_health)
+{
+    matrix_arg_t a = {.big = 1};
+    Hccld__Msg *st[3];
+    char *text = NULL, want[96];
+    size_t len = 0;
+    cluster_t c;
+
+    setenv("HCCLD_LINK_CHECK_MS", "250", 1);
+    cluster_up(&c, 3);
+    unsetenv("HCCLD_LINK_CHECK_MS");
+    ck_assert_int_eq(impair_drop_from(&c.topo, 2, 0, "0.05"), 0);
+    ck_assert_int_eq(impair_drop_from(&c.topo, 0, 2, "0.05"), 0);
+    int failed = run_job(&c, 1, matrix_run, &a);
+    usleep(600 * 1000); /* the monitors' last samples */
+    for (unsigned k = 0; k < 3; k++)
+        ck_assert_msg((st[k] = harness_daemon_status(c.socks[k])) != NULL, "status of node %u",
+                      k + 1);
+    uint64_t lossy = retrans_to(st, &c, 0, 2) + retrans_to(st, &c, 2, 0);
+    uint64_t clean = retrans_to(st, &c, 0, 1) + retrans_to(st, &c, 1, 0) +
+                     retrans_to(st, &c, 1, 2) + retrans_to(st, &c, 2, 1);
+    int warned = warns_about(&c, 0, 2) || warns_about(&c, 2, 0);
+    int warned_clean = warns_about(&c, 0, 1) || warns_about(&c, 1, 0) || warns_about(&c, 1, 2) ||
+                       warns_about(&c, 2, 1);
+    fprintf(stderr,
+            "netns: link health under 5%% loss between nodes 1 and 3: %llu retransmits there "
+            "(node 1 to 3: %llu, node 3 to 1: %llu), %llu on the clean pairs; %lld packets "
+            "dropped\n",
+            (unsigned long long)lossy, (unsigned long long)retrans_to(st, &c, 0, 2),
+            (unsigned long long)retrans_to(st, &c, 2, 0), (unsigned long long)clean,
+            (long long)(impair_dropped(&c.topo, 0) + impair_dropped(&c.topo, 2)));
+    FILE *f = open_memstream(&text, &len);
+    metrics_text(f, st[0]->status_resp, NULL);
+    fclose(f);
+    snprintf(want, sizeof(want), "hccld_peer_retransmits_total{peer=\"%s:", c.topo.addr[2]);
+    if (failed || lossy == 0 || !warned || warned_clean)
+        dump_logs(&c);
+    ck_assert_msg(failed == 0, "%d ranks failed", failed);
+    ck_assert_msg(lossy > 0, "no retransmits counted between nodes 1 and 3");
+    ck_assert_msg(lossy > clean, "%llu retransmits on the clean pairs, %llu on the lossy one",
+                  (unsigned long long)clean, (unsigned long long)lossy);
+    ck_assert_msg(warned, "neither node 1 nor node 3 warned about the other");
+    ck_assert_msg(!warned_clean, "a warning about a clean pair");
+    ck_assert_msg(strstr(text, want) != NULL, "the exposition lacks %s", want);
+    free(text);
+    for (unsigned k = 0; k < 3; k++)
+        frame_msg_free(st[k]);
+    cluster_down(&c);
+}
+END_TEST
+
 START_TEST(test_lost_link_busy)
 {
     lost_link(0);
@@ -603,6 +688,7 @@ Suite *netns_suite(void)
     add(s, "lost_link_busy", test_lost_link_busy, 2 * RANK_TIMEOUT);
     add(s, "lost_link_idle", test_lost_link_idle, 2 * RANK_TIMEOUT);
     add(s, "stalled_link", test_stalled_link_recovers, 2 * RANK_TIMEOUT);
+    add(s, "link_health", test_link_health, 2 * RANK_TIMEOUT);
     add(s, "no_data_connection", test_no_data_connection_times_out, 2 * RANK_TIMEOUT);
     return s;
 }

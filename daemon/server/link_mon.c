@@ -1,0 +1,372 @@
+/* The link monitor (link_mon.h). */
+#include "server/link_mon.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "env.h"
+#include "log.h"
+#include "server/server.h"
+
+#define LINK_CHECK_MS_DEFAULT 1000
+#define MON_PEERS_MAX 4096 /* peer daemons whose totals are kept; more are not counted */
+#define PROBLEM_MAX 160
+
+typedef struct mon_link {
+    link_view_t v;    /* the last sample */
+    link_info_t prev; /* the one before */
+    uint64_t prev_ms;
+    double tx_bps, rx_bps, retrans_ps;
+    uint32_t rtt_base_us;
+    char problem[PROBLEM_MAX]; /* the last finding; empty while healthy */
+    char found[PROBLEM_MAX];   /* this sample's */
+    int bad;
+    uint64_t bad_until_ms, warned_ms;
+    uint64_t walk; /* the sample that saw it last */
+} mon_link_t;
+
+typedef struct mon_peer {
+    char addr[LINK_PEER_MAX];
+    uint64_t tx_closed, rx_closed, retrans_closed, segs_closed; /* of its closed connections */
+    uint64_t warnings, lost;
+} mon_peer_t;
+
+struct link_mon {
+    server_t *srv;
+    uv_timer_t timer;
+    uint64_t period_ms;
+    uint64_t walk;
+    mon_link_t *links;
+    uint32_t nlinks, links_cap;
+    mon_peer_t *peers;
+    uint32_t npeers, peers_cap;
+    /* what link_mon_status hands out */
+    Hccld__DataLink *dl, **dlp;
+    Hccld__PeerLinks *pl, **plp;
+    uint32_t ndl, npl;
+};
+
+static int grow(void **v, uint32_t *cap, uint32_t need, size_t size)
+{
+    uint32_t n = *cap ? *cap : 8;
+    void *p;
+
+    if (need <= *cap)
+        return 0;
+    while (n < need)
+        n *= 2;
+    if ((p = realloc(*v, n * size)) == NULL)
+        return -ENOMEM;
+    *v = p;
+    *cap = n;
+    return 0;
+}
+
+static mon_peer_t *peer_of(link_mon_t *m, const char *addr)
+{
+    for (uint32_t i = 0; i < m->npeers; i++)
+        if (strcmp(m->peers[i].addr, addr) == 0)
+            return &m->peers[i];
+    if (m->npeers == MON_PEERS_MAX ||
+        grow((void **)&m->peers, &m->peers_cap, m->npeers + 1, sizeof(*m->peers)) != 0)
+        return NULL;
+    mon_peer_t *p = &m->peers[m->npeers++];
+    memset(p, 0, sizeof(*p));
+    snprintf(p->addr, sizeof(p->addr), "%s", addr);
+    return p;
+}
+
+static mon_link_t *link_of(link_mon_t *m, uint64_t serial)
+{
+    for (uint32_t i = 0; i < m->nlinks; i++)
+        if (m->links[i].v.serial == serial)
+            return &m->links[i];
+    return NULL;
+}
+
+/* Appends one finding to l->found ("; " between findings). */
+static void __attribute__((format(printf, 2, 3))) say(mon_link_t *l, const char *fmt, ...)
+{
+    size_t at = strlen(l->found);
+    va_list ap;
+
+    if (at > 0 && at + 2 < PROBLEM_MAX) {
+        memcpy(l->found + at, "; ", 3);
+        at += 2;
+    }
+    va_start(ap, fmt);
+    vsnprintf(l->found + at, PROBLEM_MAX - at, fmt, ap);
+    va_end(ap);
+}
+
+/* What is wrong with l since its last sample (into l->found; empty: nothing). */
+static void judge(mon_link_t *l, double dt_s)
+{
+    const link_info_t *now = &l->v.info, *was = &l->prev;
+    uint64_t dre = now->retrans - was->retrans, dsegs = now->segs_out - was->segs_out;
+
+    l->found[0] = '\0';
+    if (now->retrans >= was->retrans && dre >= LINK_WARN_RETRANS_MIN &&
+        (double)dre * 100.0 >= LINK_WARN_RETRANS_PCT * (double)dsegs)
+        say(l, "%llu of %llu segments retransmitted in %.1f s", (unsigned long long)dre,
+            (unsigned long long)dsegs, dt_s);
+    if (l->rtt_base_us > 0 && now->rtt_us > LINK_WARN_RTT_FACTOR * l->rtt_base_us &&
+        now->rtt_us > l->rtt_base_us + LINK_WARN_RTT_US)
+        say(l, "round trip %.1f ms, usually %.1f ms", now->rtt_us / 1e3, l->rtt_base_us / 1e3);
+    if (now->qp_state_bad)
+        say(l, "a queue pair is not in the ready-to-send state");
+    if (now->port_errors > was->port_errors)
+        say(l, "port error counters +%llu",
+            (unsigned long long)(now->port_errors - was->port_errors));
+    if (now->port_retries > was->port_retries)
+        say(l, "port retry counters +%llu",
+            (unsigned long long)(now->port_retries - was->port_retries));
+}
+
+static void rtt_base_update(mon_link_t *l)
+{
+    uint32_t rtt = l->v.info.rtt_us;
+
+    if (rtt == 0)
+        return;
+    if (l->rtt_base_us == 0 || rtt < l->rtt_base_us)
+        l->rtt_base_us = rtt;
+    else
+        l->rtt_base_us += (rtt - l->rtt_base_us) / 64; /* a lasting change becomes usual */
+}
+
+/* Warns when l turns unhealthy (again at most every LINK_WARN_REPEAT_MS while it stays so);
+ * says so when it has been healthy for LINK_HEALTHY_AFTER_MS. */
+static void warn_maybe(link_mon_t *m, mon_link_t *l, uint64_t now)
+{
+    mon_peer_t *p;
+
+    if (l->found[0] == '\0') {
+        if (l->bad && now >= l->bad_until_ms) {
+            INFO("NET", "data connection to %s (%s, comm %u) is healthy again", l->v.peer,
+                 l->v.desc, l->v.comm_id);
+            l->bad = 0;
+            l->problem[0] = '\0';
+        }
+        return;
+    }
+    memcpy(l->problem, l->found, sizeof(l->problem));
+    l->bad_until_ms = now + LINK_HEALTHY_AFTER_MS;
+    if (l->bad && now - l->warned_ms < LINK_WARN_REPEAT_MS)
+        return;
+    WARN("NET", "data connection to %s (%s, comm %u): %s", l->v.peer, l->v.desc, l->v.comm_id,
+         l->problem);
+    l->bad = 1;
+    l->warned_ms = now;
+    if ((p = peer_of(m, l->v.peer)) != NULL)
+        p->warnings++;
+}
+
+static void update(link_mon_t *m, mon_link_t *l, const link_view_t *v, uint64_t now)
+{
+    double dt_s = (double)(now - l->prev_ms) / 1e3;
+
+    l->prev = l->v.info;
+    l->v = *v;
+    if (dt_s > 0) {
+        l->tx_bps = (double)(v->info.tx_bytes - l->prev.tx_bytes) / dt_s;
+        l->rx_bps = (double)(v->info.rx_bytes - l->prev.rx_bytes) / dt_s;
+        l->retrans_ps = (double)(v->info.retrans - l->prev.retrans) / dt_s;
+    }
+    l->prev_ms = now;
+    judge(l, dt_s);
+    rtt_base_update(l);
+    warn_maybe(m, l, now);
+}
+
+/* A connection closed: its last figures join its peer's totals. */
+static void closed(link_mon_t *m, const link_view_t *v)
+{
+    mon_peer_t *p = peer_of(m, v->peer);
+    mon_link_t *l = link_of(m, v->serial);
+
+    if (p != NULL) {
+        p->tx_closed += v->info.tx_bytes;
+        p->rx_closed += v->info.rx_bytes;
+        p->retrans_closed += v->info.retrans;
+        p->segs_closed += v->info.segs_out;
+        if (v->info.failed) {
+            p->lost++;
+            WARN("NET", "data connection to %s (%s, comm %u) failed and closed", v->peer, v->desc,
+                 v->comm_id);
+        }
+    }
+    if (l != NULL)
+        *l = m->links[--m->nlinks];
+}
+
+static void on_view(void *ctx, const link_view_t *v)
+{
+    link_mon_t *m = ctx;
+    uint64_t now = uv_now(m->srv->loop);
+    mon_link_t *l;
+
+    if (v->closed) {
+        closed(m, v);
+        return;
+    }
+    if ((l = link_of(m, v->serial)) == NULL) {
+        if (grow((void **)&m->links, &m->links_cap, m->nlinks + 1, sizeof(*m->links)) != 0)
+            return;
+        l = &m->links[m->nlinks++];
+        memset(l, 0, sizeof(*l));
+        l->v = *v;
+        l->prev_ms = now;
+        (void)peer_of(m, v->peer);
+        rtt_base_update(l);
+    } else {
+        update(m, l, v, now);
+    }
+    l->walk = m->walk;
+}
+
+/* The status views of the sample just taken. */
+static void views_build(link_mon_t *m)
+{
+    free(m->dl);
+    free(m->dlp);
+    free(m->pl);
+    free(m->plp);
+    m->ndl = m->npl = 0;
+    m->dl = calloc(m->nlinks + 1, sizeof(*m->dl));
+    m->dlp = calloc(m->nlinks + 1, sizeof(*m->dlp));
+    m->pl = calloc(m->npeers + 1, sizeof(*m->pl));
+    m->plp = calloc(m->npeers + 1, sizeof(*m->plp));
+    if (m->dl == NULL || m->dlp == NULL || m->pl == NULL || m->plp == NULL)
+        return;
+    for (uint32_t i = 0; i < m->npeers; i++) {
+        const mon_peer_t *p = &m->peers[i];
+        Hccld__PeerLinks *o = &m->pl[i];
+        hccld__peer_links__init(o);
+        o->peer = (char *)p->addr;
+        o->tx_bytes = p->tx_closed;
+        o->rx_bytes = p->rx_closed;
+        o->retrans = p->retrans_closed;
+        o->segs_out = p->segs_closed;
+        o->warnings = p->warnings;
+        o->lost = p->lost;
+        m->plp[i] = o;
+    }
+    m->npl = m->npeers;
+    for (uint32_t i = 0; i < m->nlinks; i++) {
+        const mon_link_t *l = &m->links[i];
+        const link_info_t *li = &l->v.info;
+        Hccld__DataLink *o = &m->dl[i];
+        hccld__data_link__init(o);
+        o->peer = (char *)l->v.peer;
+        o->transport = (char *)l->v.desc;
+        o->comm = l->v.comm_id;
+        o->users = l->v.users;
+        o->nlinks = li->nlinks;
+        o->tx_bytes = li->tx_bytes;
+        o->rx_bytes = li->rx_bytes;
+        o->segs_out = li->segs_out;
+        o->retrans = li->retrans;
+        o->rtt_us = li->rtt_us;
+        o->rttvar_us = li->rttvar_us;
+        o->tx_bytes_per_s = l->tx_bps;
+        o->rx_bytes_per_s = l->rx_bps;
+        o->retrans_per_s = l->retrans_ps;
+        o->qp_state_bad = li->qp_state_bad != 0;
+        o->port_errors = li->port_errors;
+        o->port_retries = li->port_retries;
+        o->problem = (char *)l->problem;
+        o->serial = l->v.serial;
+        m->dlp[i] = o;
+        for (uint32_t k = 0; k < m->npeers; k++)
+            if (strcmp(m->peers[k].addr, l->v.peer) == 0) {
+                Hccld__PeerLinks *p = &m->pl[k];
+                p->links++;
+                p->tx_bytes += li->tx_bytes;
+                p->rx_bytes += li->rx_bytes;
+                p->retrans += li->retrans;
+                p->segs_out += li->segs_out;
+                p->tx_bytes_per_s += l->tx_bps;
+                p->rx_bytes_per_s += l->rx_bps;
+                if (li->rtt_us > p->rtt_us)
+                    p->rtt_us = li->rtt_us;
+            }
+    }
+    m->ndl = m->nlinks;
+}
+
+void link_mon_sample(link_mon_t *m)
+{
+    m->walk++;
+    engine_links(m->srv->eng, on_view, m);
+    /* A connection neither seen nor reported closed (its closing record was crowded out):
+     * its last sample joins its peer's totals. */
+    for (uint32_t i = 0; i < m->nlinks;)
+        if (m->links[i].walk != m->walk)
+            closed(m, &m->links[i].v);
+        else
+            i++;
+    views_build(m);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    link_mon_sample(t->data);
+}
+
+link_mon_t *link_mon_start(server_t *srv, int *err_p)
+{
+    uint64_t ms;
+    link_mon_t *m;
+
+    *err_p = 0;
+    if (env_u64("HCCLD_LINK_CHECK_MS", LINK_CHECK_MS_DEFAULT, 0, 3600000, &ms) != 0) {
+        *err_p = -EINVAL;
+        return NULL;
+    }
+    if (ms == 0)
+        return NULL;
+    if ((m = calloc(1, sizeof(*m))) == NULL) {
+        WARN("NET", "no memory for the link monitor: link health is not shown");
+        return NULL;
+    }
+    m->srv = srv;
+    m->period_ms = ms;
+    uv_timer_init(srv->loop, &m->timer);
+    m->timer.data = m;
+    uv_timer_start(&m->timer, on_timer, ms, ms);
+    uv_unref((uv_handle_t *)&m->timer);
+    return m;
+}
+
+static void on_closed(uv_handle_t *h)
+{
+    link_mon_t *m = h->data;
+
+    free(m->links);
+    free(m->peers);
+    free(m->dl);
+    free(m->dlp);
+    free(m->pl);
+    free(m->plp);
+    free(m);
+}
+
+void link_mon_stop(link_mon_t *m)
+{
+    if (m != NULL)
+        uv_close((uv_handle_t *)&m->timer, on_closed);
+}
+
+void link_mon_status(link_mon_t *m, Hccld__StatusResp *r)
+{
+    if (m == NULL || m->dlp == NULL || m->plp == NULL)
+        return;
+    r->n_data_links = m->ndl;
+    r->data_links = m->dlp;
+    r->n_peer_links = m->npl;
+    r->peer_links = m->plp;
+}
