@@ -151,7 +151,7 @@ $(BIN_HCCLD): $(DAEMON_OBJ) $(BUILD)/lib/libhcclcommon.a
 
 # Tools link the client library statically so that they run from the build tree.
 $(BUILD)/bin/hccl_perf_test: $(addprefix $(BUILD)/obj/tools/,perf_colls.o perf_compare.o perf_procs.o)
-$(BUILD)/bin/hccld-ctl: $(BUILD)/obj/tools/ctl_links.o
+$(BUILD)/bin/hccld-ctl: $(BUILD)/obj/tools/ctl_links.o $(BUILD)/obj/tools/ctl_watch.o
 $(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(LIB_A)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $(filter %.o,$^) $(filter %.a,$^) $(ALLLDFLAGS) $(call pc_libs,$(PKGS_CLIENT)) -lm

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ctl_links.h"
+#include "ctl_watch.h"
 #include "env.h"
 #include "metrics_text.h"
 #include "uds.h"
@@ -21,6 +22,9 @@ static void usage(FILE *f)
                "  metrics                      the status in Prometheus's text format\n"
                "  links                        data connections to peer daemons: bytes, rates,\n"
                "                               retransmits, round trip, per peer daemon\n"
+               "  watch [--stall-s S]          events as they happen, until interrupted: clients,\n"
+               "                               comms formed and broken, ranks died, peers lost,\n"
+               "                               ops waiting over S seconds (10), QoS changes\n"
                "  qos list                     classes and how many clients each has\n"
                "  qos set CLASS [--max-bw RATE] [--priority N]\n"
                "                               change a class (root or the admin group)\n"
@@ -433,7 +437,10 @@ int main(int argc, char **argv)
     if (strcmp(argv[0], "topology") == 0 &&
         (argc == 1 || (argc == 2 && !strcmp(argv[1], "--json"))))
         return cmd_topology(path, json || argc == 2);
-    rc = strcmp(argv[0], "qos") == 0 ? cmd_qos(path, json, argc, argv) : -1;
+    if (strcmp(argv[0], "watch") == 0)
+        rc = ctl_watch(path, json, argc, argv);
+    else
+        rc = strcmp(argv[0], "qos") == 0 ? cmd_qos(path, json, argc, argv) : -1;
     if (rc < 0) {
         usage(stderr);
         return 2;

@@ -458,6 +458,7 @@ int engine_get_comm_stats(engine_t *eng, uint32_t comm_id, engine_comm_stats_t *
         st_p->ops_done = c->ops_done;
         st_p->broken = c->broken;
         st_p->broken_status = c->broken_status;
+        memcpy(st_p->broken_why, c->why, sizeof(c->why));
         st_p->ready = eng_comm_state(c) == ENG_COMM_READY;
         st_p->queued = 0;
         for (uint32_t r = 0; r < c->nranks; r++)

@@ -39,15 +39,18 @@ typedef struct engine_stats {
 #define ENGINE_STATS_RANKS 256
 #define ENGINE_LINK_MAX 32 /* as TP_DESC_MAX */
 
+#define ENGINE_WHY_MAX 160
+
 typedef struct engine_comm_stats {
     uint64_t ops_done;
     uint32_t queued;
     int broken;
-    HcclResult broken_status; /* when broken: the HcclResult its ops fail with */
-    int ready;                /* connected to the other daemons and measured: ops run at once */
-    int algo;                 /* level-1 algorithm of its last collective across daemons, or -1 */
-    int on_wire;              /* a collective runs with the other daemons now */
-    uint32_t nlocal;          /* members here */
+    HcclResult broken_status;        /* when broken: the HcclResult its ops fail with */
+    char broken_why[ENGINE_WHY_MAX]; /* and why */
+    int ready;       /* connected to the other daemons and measured: ops run at once */
+    int algo;        /* level-1 algorithm of its last collective across daemons, or -1 */
+    int on_wire;     /* a collective runs with the other daemons now */
+    uint32_t nlocal; /* members here */
     /* Collective pieces each local member posted so far (the first ENGINE_STATS_RANKS), and
      * its global rank: the members behind the others are the ones a stuck collective waits
      * for. */

@@ -54,9 +54,10 @@ struct eng_comm {
     const span_ops_t *sops; /* its table: span_ops (tests: a fake) */
     int qos_class;          /* of a comm that spans daemons, or -1 */
     eng_member_t *m;
-    l0_rank_t *l0r;   /* scratch for exec */
-    op_prof_t prof;   /* of the collective under way */
-    uint32_t culprit; /* global rank that died or left, for the log and notices; or -1 */
+    l0_rank_t *l0r;           /* scratch for exec */
+    op_prof_t prof;           /* of the collective under way */
+    uint32_t culprit;         /* global rank that died or left, for the log and notices; or -1 */
+    char why[ENGINE_WHY_MAX]; /* the first break's reason */
     eng_comm_t *next;
 };
 

@@ -1,5 +1,6 @@
 /* Communicators in the engine: queues per rank, matching of peers' descriptors, execution. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -187,8 +188,10 @@ void eng_comm_break_status(engine_t *eng, eng_comm_t *c, HcclResult status, cons
         INFO("COLL", "comm %u: %s", c->id, why);
     /* Ops posted later fail the same way: a rank that posts its part of a mismatched
      * collective after the mismatch was found learns it as the others did. */
-    if (!c->broken)
+    if (!c->broken) {
         c->broken_status = status;
+        snprintf(c->why, sizeof(c->why), "%s", why);
+    }
     c->broken = 1;
     /* The withdrawn transfers complete now, after the break: what follows sees it. */
     eng_span_drain(eng, c);

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "server/events.h"
 #include "server/server.h"
 #include "server/status.h"
 #include "server/topo.h"
@@ -47,6 +48,7 @@ void admin_handle(server_t *srv, session_t *s, const Hccld__Msg *m)
     case HCCLD__MSG__BODY_STATUS_REQ: send_status(srv, s, m->req_id); break;
     case HCCLD__MSG__BODY_QOS_REQ: qos_admin_handle(srv, s, m->req_id, m->qos_req); break;
     case HCCLD__MSG__BODY_TOPOLOGY_REQ: send_topology(srv, s, m->req_id); break;
+    case HCCLD__MSG__BODY_WATCH_REQ: events_watch(srv, s, m->watch_req); break;
     default:
         WARN("IPC", "admin pid %d sent an unknown request (%d)", (int)s->pid, (int)m->body_case);
         session_close(s);

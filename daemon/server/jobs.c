@@ -17,6 +17,7 @@
 #include "log.h"
 #include "rootinfo.h"
 #include "sched/engine.h"
+#include "server/events.h"
 #include "server/server.h"
 
 _Static_assert(SERVER_MAX_RANKS <= ENGINE_RANK_MAX, "a comm's ranks fit the engine's");
@@ -533,6 +534,7 @@ void jobs_peer_msg(peer_t *p, const Hccld__Msg *m)
 
 void jobs_peer_gone(peer_t *p)
 {
+    events_peer(p->srv, p->addr, 1, "its control connection closed");
     for (job_t *j = p->srv->jobs; j != NULL; j = j->next)
         for (uint32_t r = 0; r < j->nranks; r++)
             if (j->ranks[r].p == p) {

@@ -9,6 +9,7 @@
 
 #include "env.h"
 #include "log.h"
+#include "server/events.h"
 #include "server/server.h"
 
 #define LINK_CHECK_MS_DEFAULT 1000
@@ -25,7 +26,8 @@ typedef struct mon_link {
     char found[PROBLEM_MAX];   /* this sample's */
     int bad;
     uint64_t bad_until_ms, warned_ms;
-    uint64_t walk; /* the sample that saw it last */
+    uint64_t walk;   /* the sample that saw it last */
+    int failed_told; /* its failure was an event */
 } mon_link_t;
 
 typedef struct mon_peer {
@@ -157,8 +159,11 @@ static void warn_maybe(link_mon_t *m, mon_link_t *l, uint64_t now)
     l->bad_until_ms = now + LINK_HEALTHY_AFTER_MS;
     if (l->bad && now - l->warned_ms < LINK_WARN_REPEAT_MS)
         return;
-    WARN("NET", "data connection to %s (%s, comm %u): %s", l->v.peer, l->v.desc, l->v.comm_id,
-         l->problem);
+    char text[256 + PROBLEM_MAX];
+    snprintf(text, sizeof(text), "data connection to %s (%s, comm %u): %s", l->v.peer, l->v.desc,
+             l->v.comm_id, l->problem);
+    WARN("NET", "%s", text);
+    events_link_warning(m->srv, l->v.peer, text, l->problem);
     l->bad = 1;
     l->warned_ms = now;
     if ((p = peer_of(m, l->v.peer)) != NULL)
@@ -193,10 +198,11 @@ static void closed(link_mon_t *m, const link_view_t *v)
         p->rx_closed += v->info.rx_bytes;
         p->retrans_closed += v->info.retrans;
         p->segs_closed += v->info.segs_out;
-        if (v->info.failed) {
+        if (v->info.failed && (l == NULL || !l->failed_told)) {
             p->lost++;
             WARN("NET", "data connection to %s (%s, comm %u) failed and closed", v->peer, v->desc,
                  v->comm_id);
+            events_peer(m->srv, v->peer, 1, "a data connection to it failed");
         }
     }
     if (l != NULL)
@@ -222,10 +228,20 @@ static void on_view(void *ctx, const link_view_t *v)
         l->prev_ms = now;
         (void)peer_of(m, v->peer);
         rtt_base_update(l);
+        events_peer(m->srv, v->peer, 0, NULL); /* back, if it was lost */
     } else {
         update(m, l, v, now);
     }
     l->walk = m->walk;
+    /* A failed connection stays until its comm goes: the peer is lost now. */
+    if (v->info.failed && !l->failed_told) {
+        mon_peer_t *p = peer_of(m, v->peer);
+        l->failed_told = 1;
+        if (p != NULL)
+            p->lost++;
+        WARN("NET", "data connection to %s (%s, comm %u) failed", v->peer, v->desc, v->comm_id);
+        events_peer(m->srv, v->peer, 1, "a data connection to it failed");
+    }
 }
 
 /* The status views of the sample just taken. */

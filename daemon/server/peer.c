@@ -8,6 +8,7 @@
 
 #include "hccl/hccl.h"
 #include "log.h"
+#include "server/events.h"
 #include "server/peer.h"
 #include "server/server.h"
 
@@ -80,6 +81,7 @@ static void ready(peer_t *p)
 {
     p->state = PEER_READY;
     uv_timer_stop(&p->timer);
+    events_peer(p->srv, p->addr, 0, NULL); /* back, if it was lost */
     if (p->on_ready != NULL)
         p->on_ready(p, HCCL_SUCCESS);
 }

@@ -13,6 +13,7 @@
 
 #include "hccl/hccl.h"
 #include "log.h"
+#include "server/events.h"
 #include "server/server.h"
 
 #define QOS_MAX_GROUPS 64
@@ -168,6 +169,8 @@ void qos_admin_handle(server_t *srv, session_t *s, uint64_t req_id, const Hccld_
                  q->op == HCCLD__QOS_REQ__OP__SET ? "set" : "assign", q->cls, why);
         else {
             INFO("QOS", "admin pid %d uid %d changed class %s", (int)s->pid, (int)s->uid, q->cls);
+            events_say(srv, "qos_changed", "admin pid %d uid %d: qos %s %s", (int)s->pid,
+                       (int)s->uid, q->op == HCCLD__QOS_REQ__OP__SET ? "set" : "assign", q->cls);
             qos_reclassify(srv);
             qos_apply(srv);
         }

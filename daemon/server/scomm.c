@@ -19,6 +19,7 @@
 #include "auth.h"
 #include "hccl/hccl.h"
 #include "log.h"
+#include "server/events.h"
 #include "server/server.h"
 
 /* Sends r, with nfds descriptors (0: none); 0 or a negative errno. */
@@ -258,6 +259,7 @@ int comm_form(server_t *srv, uint32_t n, const join_t *ranks, const char *hex)
     INFO("INIT", "job %s: comm %u formed with %u ranks, level 0 %s, chunk %llu KiB", hex, c->id,
          c->nranks, c->coop ? "cooperative" : "by the daemon", (unsigned long long)(chunk >> 10));
     answer_ranks(srv, n, ranks, c, chunk);
+    events_comm_formed(srv, c);
     return 0;
 }
 
@@ -432,6 +434,12 @@ void scomms_session_gone(server_t *srv, session_t *s)
         for (uint32_t r = 0; r < c->nranks; r++)
             if (c->sids[r] == s->sid) {
                 WARN("COLL", "comm %u: rank %u (pid %d) went away", c->id, r, (int)s->pid);
+                events_rank_died(srv, c, r, (int)s->pid);
+                if (c->left < c->nlocal) {
+                    char why[96];
+                    snprintf(why, sizeof(why), "rank %u (pid %d) went away", r, (int)s->pid);
+                    events_comm_broken(srv, c, why, HCCL_E_REMOTE);
+                }
                 c->sids[r] = 0;
                 c->left++;
                 scomm_abort(c, COOP_ABORT_BROKEN);

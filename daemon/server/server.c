@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "server/events.h"
 #include "server/link_mon.h"
 #include "server/metrics_http.h"
 #include "server/server.h"
@@ -187,6 +188,7 @@ void server_stop(server_t *srv)
     srv->metrics = NULL;
     link_mon_stop(srv->links);
     srv->links = NULL;
+    events_stop(srv);
     topo_free(srv->topo);
     srv->topo = NULL;
 }

@@ -95,6 +95,7 @@ typedef struct server {
     struct metrics_http *metrics;     /* the Prometheus endpoint, or NULL */
     char metrics_addr[PEER_ADDR_MAX]; /* its bound "IP:PORT", empty when off */
     struct link_mon *links;           /* the link monitor (link_mon.h), or NULL: off */
+    struct events *events;            /* hccld-ctl watch (events.h), NULL until one watches */
 } server_t;
 
 enum l0_mode { L0_AUTO = 0, L0_COOP = 1, L0_DAEMON = 2 };

@@ -8,6 +8,7 @@
 
 #include "futex.h"
 #include "log.h"
+#include "server/events.h"
 #include "server/server.h"
 
 /* The engine wakes at least every second when idle; three missed seconds mean it is stuck. */
@@ -75,6 +76,8 @@ void service_reload(server_t *srv)
         qos_apply(srv);
         INFO("INIT", "SIGHUP: QoS policy reloaded from %s: %d classes, %d rules",
              srv->cfg.config_path ? srv->cfg.config_path : "(defaults)", p->ncls, p->nrules);
+        events_say(srv, "reloaded", "SIGHUP: QoS policy reloaded from %s: %d classes, %d rules",
+                   srv->cfg.config_path ? srv->cfg.config_path : "(defaults)", p->ncls, p->nrules);
     }
     free(p);
     sd_notify(0, "READY=1");

@@ -10,6 +10,7 @@
 
 #include "log.h"
 #include "ring.h"
+#include "server/events.h"
 #include "server/server.h"
 #include "uds.h"
 
@@ -68,8 +69,11 @@ void session_close(session_t *s)
 {
     if (s->state == SESSION_CLOSING)
         return;
+    if (s->kind == SESSION_CLIENT && s->state == SESSION_READY)
+        events_client(s->srv, s, 0);
     s->state = SESSION_CLOSING;
     DBG("IPC", "client %llu (pid %d) disconnected", (unsigned long long)s->sid, (int)s->pid);
+    events_session_gone(s->srv, s);
     jobs_session_gone(s->srv, s);
     s->closes_pending = 2;
     uv_close((uv_handle_t *)&s->pipe, on_closed);
@@ -197,6 +201,7 @@ static void on_hello(session_t *s, uint64_t req_id, const Hccld__Hello *h)
     INFO("IPC", "client %llu: pid %d uid %d job '%s', class %s, arena %llu MiB",
          (unsigned long long)s->sid, (int)s->pid, (int)s->uid, s->job_name,
          srv->qos.cls[s->qos_class].name, (unsigned long long)(s->layout.arena_bytes >> 20));
+    events_client(srv, s, 1);
 }
 
 static int dispatch_client(session_t *s, const Hccld__Msg *m)

@@ -62,6 +62,16 @@ static void coop_posted_all(const coop_ctl_t *ctl, engine_comm_stats_t *st)
     }
 }
 
+void status_comm_stats(server_t *srv, const scomm_t *c, engine_comm_stats_t *st)
+{
+    memset(st, 0, sizeof(*st));
+    engine_get_comm_stats(srv->eng, c->id, st);
+    if (c->coop != NULL) {
+        st->ops_done += coop_pieces_done(c->coop);
+        coop_posted_all(c->coop, st);
+    }
+}
+
 /* posted, ranks, links and link_txt: ENGINE_STATS_RANKS entries per comm, for the answer's
  * per-rank progress and per-node connections. */
 static void fill_comms(server_t *srv, Hccld__StatusResp *r, Hccld__CommStatus *cm,
@@ -71,12 +81,8 @@ static void fill_comms(server_t *srv, Hccld__StatusResp *r, Hccld__CommStatus *c
     size_t n = 0;
 
     for (scomm_t *c = srv->comms; c != NULL; c = c->next) {
-        engine_comm_stats_t st = {0};
-        engine_get_comm_stats(srv->eng, c->id, &st);
-        if (c->coop != NULL) {
-            st.ops_done += coop_pieces_done(c->coop);
-            coop_posted_all(c->coop, &st);
-        }
+        engine_comm_stats_t st;
+        status_comm_stats(srv, c, &st);
         hccld__comm_status__init(&cm[n]);
         cm[n].comm_id = c->id;
         cm[n].nranks = c->nranks;

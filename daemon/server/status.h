@@ -22,6 +22,10 @@ typedef struct status {
     uint64_t lat_bucket[ENGINE_LAT_BUCKETS];
 } status_t;
 
+typedef struct scomm scomm_t;
+
+/* A comm's figures: the engine's, with what its ranks did among themselves (cooperative). */
+void status_comm_stats(server_t *srv, const scomm_t *c, engine_comm_stats_t *st);
 /* 0, or -1 (out of memory). status_free releases what it built. */
 int status_build(server_t *srv, status_t *x);
 void status_free(status_t *x);

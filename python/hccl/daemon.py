@@ -27,13 +27,17 @@ def tool(name):
 
 class Daemon:
     """hccld --foreground on DIR/hccld.sock (admin: DIR/hccld-admin.sock) in a new temporary
-    directory, listening for peer daemons on `listen`, with hccld's `args` beside; stop() ends it
-    and removes DIR."""
+    directory (or in `dir`, to start a daemon again on the same sockets), listening for peer
+    daemons on `listen`, with hccld's `args` beside; stop() ends it and removes a DIR it made."""
 
-    def __init__(self, listen="127.0.0.1:0", log_level="error", args=()):
-        self.dir = tempfile.mkdtemp(prefix="hccld-")
+    def __init__(self, listen="127.0.0.1:0", log_level="error", args=(), dir=None):  # noqa: A002
+        self.own_dir = dir is None
+        self.dir = tempfile.mkdtemp(prefix="hccld-") if dir is None else dir
         self.sock = os.path.join(self.dir, "hccld.sock")
         self.admin = os.path.join(self.dir, "hccld-admin.sock")
+        for stale in (self.sock, self.admin):  # a killed daemon's: wait for the new ones
+            if os.path.exists(stale):
+                os.unlink(stale)
         self.proc = subprocess.Popen([tool("hccld"), "--socket", self.sock, "--foreground",
                                       "--listen", listen, "--log-level", log_level, *args])
         deadline = time.monotonic() + 10
@@ -51,7 +55,8 @@ class Daemon:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if self.own_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
     def __enter__(self):
         return self

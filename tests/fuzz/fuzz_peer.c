@@ -14,6 +14,7 @@
 #include "fuzz_common.h"
 #include "hccl/hccl.h"
 #include "log.h"
+#include "server/events.h"
 #include "server/server.h"
 
 #define ROLE_ACCEPT "hccld-accept"
@@ -51,6 +52,11 @@ void jobs_peer_msg(peer_t *p, const Hccld__Msg *m)
 
 void jobs_peer_gone(peer_t *p)
 {
+}
+
+void events_peer(server_t *srv, const char *peer, int lost, const char *why)
+{
+    (void)srv, (void)peer, (void)lost, (void)why;
 }
 
 int whitelist_allows(const server_t *srv, const char *ip)

@@ -1,0 +1,238 @@
+"""hccld-ctl watch: every kind of event provoked on private daemons and seen in the stream, each
+within 1 s of its cause by the daemon's own clock (the time it stamps on the event; arrival
+waits are bounded at 15 s so that a loaded machine fails nothing that works), in JSON Lines and
+in text; the stream survives a reload (SIGHUP) and a restart of the daemon (the tool connects
+again), and a bad --stall-s is a usage error."""
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import threading
+import time
+import unittest
+
+import numpy as np
+
+import ranks
+from ranks import Daemon, hccl, run_ranks  # noqa: F401
+
+CTL = hccl.daemon.tool("hccld-ctl")
+WAIT_S = 15  # how long a test waits for an event to arrive at all
+WITHIN_S = 1.0  # how long after its cause the daemon must have emitted it
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Watch:
+    """hccld-ctl watch on a daemon's admin socket, its lines read by a thread."""
+
+    def __init__(self, admin, *args, json_lines=True):
+        self.json = json_lines
+        cmd = [CTL, "--admin-socket", admin, "watch", *(["--json"] if json_lines else []), *args]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True)
+        self.lines = queue.Queue()
+        self.seen = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.put(json.loads(line) if self.json else line.rstrip("\n"))
+
+    def expect(self, match, what):
+        """The first event (from now on) that match() accepts; fails after WAIT_S."""
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline:
+            try:
+                e = self.lines.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            self.seen.append(e)
+            if match(e):
+                return e
+        raise AssertionError(f"no {what} event within {WAIT_S} s; saw {self.seen[-20:]}")
+
+    def kind(self, kind, **fields):
+        return self.expect(lambda e: e["kind"] == kind and
+                           all(e.get(k) == v for k, v in fields.items()), kind)
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(10)
+        return self.proc.stderr.read()
+
+
+def soon(test, e, t0):
+    """The daemon emitted e within WITHIN_S of t0 (wall clock, seconds)."""
+    late = e["time_ms"] / 1e3 - t0
+    test.assertLessEqual(late, WITHIN_S, e)
+    test.assertGreaterEqual(late, -0.05, e)  # not before its cause
+
+
+def connect_and_leave(sock, q):
+    os.environ["HCCLD_SOCKET"] = sock
+    hccl.get_root_info()  # connects
+    q.put(os.getpid())
+    time.sleep(0.3)
+
+
+def wait_then_post(comm, r, n, delay_s):
+    if r == 1:
+        time.sleep(delay_s)
+    posted = time.time()
+    y = comm.all_reduce(np.arange(4, dtype=np.float32) + r)
+    np.testing.assert_array_equal(y, 2 * np.arange(4, dtype=np.float32) + 1)
+    return posted
+
+
+def dies_mid_op(sock, root, r, q):
+    os.environ["HCCLD_SOCKET"] = sock
+    comm = hccl.Comm(2, root, r)
+    comm.all_reduce(np.ones(4, np.float32))  # formed and working
+    q.put(("ready", r, os.getpid()))
+    if r == 1:
+        time.sleep(0.5)
+        q.put(("dying", r, time.time()))
+        q.close()
+        q.join_thread()  # the message is out before the process ends
+        os._exit(0)  # without HcclCommDestroy
+    try:
+        comm.all_reduce(np.ones(4, np.float32))
+        q.put(("result", r, "no error"))
+    except hccl.HcclError as e:
+        q.put(("result", r, int(e.result)))
+
+
+class TestWatch(unittest.TestCase):
+    def setUp(self):
+        self.daemon = Daemon()
+        os.environ["HCCLD_SOCKET"] = self.daemon.sock
+        self.watch = Watch(self.daemon.admin, "--stall-s", "1")
+        first = self.watch.kind("watching")
+        self.assertIn("watching hccld", first["text"])
+
+    def tearDown(self):
+        self.watch.stop()
+        self.daemon.stop()
+
+    def test_clients_comms_stalls(self):
+        q = ranks._ctx.Queue()  # pylint: disable=protected-access
+        t0 = time.time()
+        p = ranks._ctx.Process(target=connect_and_leave, args=(self.daemon.sock, q))  # noqa
+        p.start()
+        pid = q.get(timeout=WAIT_S)
+        soon(self, self.watch.kind("client_connected", pid=pid), t0)
+        p.join(WAIT_S)
+        left = time.time()
+        e = self.watch.kind("client_left", pid=pid)
+        self.assertLessEqual(e["time_ms"] / 1e3 - left, WITHIN_S)
+
+        # Rank 1 posts its allreduce 2.5 s after rank 0: at 1 s the stream names rank 1.
+        t0 = time.time()
+        posted = run_ranks(2, wait_then_post, 2.5)
+        formed = self.watch.kind("comm_formed")
+        soon(self, formed, t0)
+        stall = self.watch.kind("op_stalled", comm=formed["comm"])
+        self.assertEqual(stall["ranks"], [1])
+        self.assertGreaterEqual(stall["waited_s"], 1.0)
+        soon(self, stall, posted[0] + 1.0)
+        self.assertLess(stall["time_ms"] / 1e3, posted[1])  # before rank 1 came
+
+    def test_rank_dies_and_comm_breaks(self):
+        q = ranks._ctx.Queue()  # pylint: disable=protected-access
+        root = hccl.get_root_info()
+        procs = [ranks._ctx.Process(target=dies_mid_op,  # pylint: disable=protected-access
+                                    args=(self.daemon.sock, root, r, q)) for r in range(2)]
+        for p in procs:
+            p.start()
+        got = {}
+        while len(got) < 4:
+            kind, r, v = q.get(timeout=WAIT_S)
+            got[(kind, r)] = v
+        for p in procs:
+            p.join(WAIT_S)
+        died = self.watch.kind("rank_died", ranks=[1])
+        soon(self, died, got[("dying", 1)])
+        self.assertEqual(died["pid"], got[("ready", 1)])
+        broken = self.watch.kind("comm_broken", comm=died["comm"])
+        soon(self, broken, got[("dying", 1)])
+        self.assertEqual(broken["result"], int(hccl.Result.E_REMOTE))
+        self.assertEqual(got[("result", 0)], int(hccl.Result.E_REMOTE))
+
+    def test_qos_reload_and_restart(self):
+        t0 = time.time()
+        subprocess.run([CTL, "--admin-socket", self.daemon.admin, "qos", "set", "LOW",
+                        "--max-bw", "1Gbit"], check=True, capture_output=True)
+        e = self.watch.kind("qos_changed")
+        soon(self, e, t0)
+        self.assertIn("qos set LOW", e["text"])
+        t0 = time.time()
+        self.daemon.proc.send_signal(signal.SIGHUP)
+        soon(self, self.watch.kind("reloaded"), t0)
+        # The same stream goes on after the reload.
+        t0 = time.time()
+        subprocess.run([CTL, "--admin-socket", self.daemon.admin, "qos", "set", "LOW",
+                        "--max-bw", "none"], check=True, capture_output=True)
+        soon(self, self.watch.kind("qos_changed"), t0)
+        # A restart on the same sockets: the tool connects again by itself.
+        self.daemon.proc.terminate()
+        self.daemon.proc.wait(10)
+        self.daemon = Daemon(dir=self.daemon.dir)
+        self.watch.kind("watching")
+        self.assertIn("reconnecting", self.watch.stop())
+        self.watch = Watch(self.daemon.admin)  # for tearDown
+
+    def test_text_lines_and_usage(self):
+        text = Watch(self.daemon.admin, json_lines=False)
+        try:
+            line = text.expect(lambda s: " watching " in s, "watching line")
+            self.assertRegex(line, r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3} watching +watching "
+                                   r"hccld ")
+        finally:
+            text.stop()
+        for bad in ("0", "-1", "x", "1e9"):
+            r = subprocess.run([CTL, "--admin-socket", self.daemon.admin, "watch", "--stall-s",
+                                bad], capture_output=True, text=True, timeout=10)
+            self.assertEqual(r.returncode, 2, bad)
+            self.assertIn("--stall-s wants seconds", r.stderr)
+
+
+class TestWatchPeers(unittest.TestCase):
+    def test_peer_lost_and_back(self):
+        port = free_port()
+        a = Daemon()
+        b = Daemon(listen=f"127.0.0.1:{port}")
+        watch = Watch(a.admin)
+        try:
+            watch.kind("watching")
+            os.environ["HCCLD_SOCKET"] = a.sock
+
+            def fn(comm, r, n):
+                return float(comm.all_reduce(np.ones(1 << 16, np.float32))[0])
+
+            self.assertEqual(run_ranks(2, fn, socks=[a.sock, b.sock]), [2.0, 2.0])
+            t0 = time.time()
+            b.proc.kill()
+            b.proc.wait(10)
+            lost = watch.kind("peer_lost")
+            soon(self, lost, t0)
+            self.assertTrue(lost["peer"].startswith("127.0.0.1:"), lost)
+            b = Daemon(listen=f"127.0.0.1:{port}", dir=b.dir)
+            t0 = time.time()
+            self.assertEqual(run_ranks(2, fn, socks=[a.sock, b.sock]), [2.0, 2.0])
+            back = watch.kind("peer_back", peer=f"127.0.0.1:{port}")
+            self.assertGreaterEqual(back["time_ms"] / 1e3, t0 - 0.05)
+        finally:
+            watch.stop()
+            b.stop()
+            a.stop()
+
+
+if __name__ == "__main__":
+    unittest.main()
