@@ -15,6 +15,8 @@ typedef struct link_info {
                                   * count, TCP_INFO); RDMA: sent / received by our requests */
     uint64_t segs_out;           /* TCP: segments sent */
     uint64_t retrans;            /* TCP: segments retransmitted */
+    uint64_t spurious;           /* TCP: of those, the ones the peer had already (it said so
+                                  * with a D-SACK): a timer that fired early, not a loss */
     uint32_t rtt_us, rttvar_us;  /* TCP: smoothed round trip and its variation (the largest of
                                   * its sockets) */
     /* RDMA: a queue pair not in RTS; the port's error counters (symbol_error, port_rcv_errors,

@@ -20,17 +20,17 @@ static const char *si(double v, char *buf, size_t cap)
 
 static json_t *link_json(const Hccld__DataLink *l)
 {
-    return json_pack("{s:s, s:s, s:i, s:i, s:i, s:I, s:I, s:I, s:I, s:i, s:i, s:f, s:f, s:f, s:b, "
-                     "s:I, s:I, s:s, s:I}",
+    return json_pack("{s:s, s:s, s:i, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:i, s:i, s:f, s:f, s:f, "
+                     "s:b, s:I, s:I, s:s, s:I}",
                      "peer", l->peer, "transport", l->transport, "comm", (int)l->comm, "users",
                      (int)l->users, "nlinks", (int)l->nlinks, "tx_bytes", (json_int_t)l->tx_bytes,
                      "rx_bytes", (json_int_t)l->rx_bytes, "segs_out", (json_int_t)l->segs_out,
-                     "retrans", (json_int_t)l->retrans, "rtt_us", (int)l->rtt_us, "rttvar_us",
-                     (int)l->rttvar_us, "tx_bytes_per_s", l->tx_bytes_per_s, "rx_bytes_per_s",
-                     l->rx_bytes_per_s, "retrans_per_s", l->retrans_per_s, "qp_state_bad",
-                     (int)l->qp_state_bad, "port_errors", (json_int_t)l->port_errors,
-                     "port_retries", (json_int_t)l->port_retries, "problem", l->problem, "serial",
-                     (json_int_t)l->serial);
+                     "retrans", (json_int_t)l->retrans, "spurious", (json_int_t)l->spurious,
+                     "rtt_us", (int)l->rtt_us, "rttvar_us", (int)l->rttvar_us, "tx_bytes_per_s",
+                     l->tx_bytes_per_s, "rx_bytes_per_s", l->rx_bytes_per_s, "retrans_per_s",
+                     l->retrans_per_s, "qp_state_bad", (int)l->qp_state_bad, "port_errors",
+                     (json_int_t)l->port_errors, "port_retries", (json_int_t)l->port_retries,
+                     "problem", l->problem, "serial", (json_int_t)l->serial);
 }
 
 static json_t *peer_json(const Hccld__PeerLinks *p)

@@ -108,12 +108,17 @@ static void __attribute__((format(printf, 2, 3))) say(mon_link_t *l, const char 
 static void judge(mon_link_t *l, double dt_s)
 {
     const link_info_t *now = &l->v.info, *was = &l->prev;
-    uint64_t dre = now->retrans - was->retrans, dsegs = now->segs_out - was->segs_out;
+    uint64_t dsegs = now->segs_out - was->segs_out;
+    /* Retransmits the peer turned out to have had (D-SACK) are a timer's haste on a busy host,
+     * not a loss on the path: measured 124 of them between daemons with no loss at all. */
+    uint64_t dre = now->retrans - was->retrans, dsp = now->spurious - was->spurious;
+
+    dre = dre > dsp ? dre - dsp : 0;
 
     l->found[0] = '\0';
     if (now->retrans >= was->retrans && dre >= LINK_WARN_RETRANS_MIN &&
         (double)dre * 100.0 >= LINK_WARN_RETRANS_PCT * (double)dsegs)
-        say(l, "%llu of %llu segments retransmitted in %.1f s", (unsigned long long)dre,
+        say(l, "%llu of %llu segments retransmitted (lost) in %.1f s", (unsigned long long)dre,
             (unsigned long long)dsegs, dt_s);
     if (l->rtt_base_us > 0 && now->rtt_us > LINK_WARN_RTT_FACTOR * l->rtt_base_us &&
         now->rtt_us > l->rtt_base_us + LINK_WARN_RTT_US)
@@ -286,6 +291,7 @@ static void views_build(link_mon_t *m)
         o->rx_bytes = li->rx_bytes;
         o->segs_out = li->segs_out;
         o->retrans = li->retrans;
+        o->spurious = li->spurious;
         o->rtt_us = li->rtt_us;
         o->rttvar_us = li->rttvar_us;
         o->tx_bytes_per_s = l->tx_bps;

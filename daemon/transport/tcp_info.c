@@ -21,6 +21,7 @@ void tcp_link_info(tp_conn_t *base, tp_link_info_t *li)
     li->rx_bytes += ti.tcpi_bytes_received;
     li->segs_out += ti.tcpi_segs_out;
     li->retrans += ti.tcpi_total_retrans;
+    li->spurious += ti.tcpi_dsack_dups;
     if (ti.tcpi_rtt > li->rtt_us)
         li->rtt_us = ti.tcpi_rtt;
     if (ti.tcpi_rttvar > li->rttvar_us)
