@@ -32,6 +32,7 @@ $(DEPS_STAMP): scripts/install-deps.sh
 	    ! [ -e "$$(clang -print-runtime-dir 2>/dev/null)/libclang_rt.fuzzer-x86_64.a" ] || \
 	    ! /usr/bin/python3 -c 'import numpy, torch' 2>/dev/null || \
 	    ! dpkg -s libopenblas0-serial >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1 || \
+	    ! command -v gnuplot >/dev/null 2>&1 || \
 	    ! pkg-config --exists $(PKGS_CORE) $(PKGS_TEST); then \
 	    echo "hcclD: installing missing dependencies (scripts/install-deps.sh)"; \
 	    ./scripts/install-deps.sh; fi
