@@ -32,6 +32,7 @@ $(DEPS_STAMP): scripts/install-deps.sh
 	    ! [ -e "$$(clang -print-runtime-dir 2>/dev/null)/libclang_rt.fuzzer-x86_64.a" ] || \
 	    ! /usr/bin/python3 -c 'import numpy, torch' 2>/dev/null || \
 	    ! dpkg -s libopenblas0-serial >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1 || \
+	    ! command -v gnuplot >/dev/null 2>&1 || \
 	    ! pkg-config --exists $(PKGS_CORE) $(PKGS_TEST); then \
 	    echo "hcclD: installing missing dependencies (scripts/install-deps.sh)"; \
 	    ./scripts/install-deps.sh; fi
@@ -85,6 +86,8 @@ DAEMON_OBJ := $(call obj,$(DAEMON_SRC))
 
 BIN_HCCLD  := $(BUILD)/bin/hccld
 BIN_TOOLS  := $(BUILD)/bin/hccld-ctl $(BUILD)/bin/hccl-run $(BUILD)/bin/hccl_perf_test
+# Tools that are scripts: copied, so that build/bin holds every program.
+BIN_SCRIPTS := $(BUILD)/bin/hccl-prof
 LIB_SO     := $(BUILD)/lib/libhccl.so
 LIB_A      := $(BUILD)/lib/libhccl.a
 LIB_PC     := $(BUILD)/lib/pkgconfig/hccl.pc
@@ -97,7 +100,7 @@ NETNS_BIN  := $(BUILD)/tests/netns_tests
 .PHONY: all test test-unit test-integration test-netns test-rdma test-tsan soak demo bench bench-multinode bench-qos bench-stripes bench-determinism bench-torch bench-stream \
 	bench-latency bench-all install clean \
 	format-check layer-check
-all: $(BIN_HCCLD) $(BIN_TOOLS) $(LIB_SO) $(LIB_A) $(LIB_PC)
+all: $(BIN_HCCLD) $(BIN_TOOLS) $(BIN_SCRIPTS) $(LIB_SO) $(LIB_A) $(LIB_PC)
 
 $(GEN_C) $(GEN_H): proto/hccld.proto | $(DEPS_STAMP)
 	@mkdir -p $(BUILD)/gen
@@ -148,6 +151,10 @@ $(LIB_PC): Makefile
 $(BIN_HCCLD): $(DAEMON_OBJ) $(BUILD)/lib/libhcclcommon.a
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(ALLLDFLAGS) $(call pc_libs,$(PKGS_CORE)) -lm
+
+$(BIN_SCRIPTS): $(BUILD)/bin/%: tools/%
+	@mkdir -p $(@D)
+	install -m 0755 $< $@
 
 # Tools link the client library statically so that they run from the build tree.
 $(BUILD)/bin/hccl_perf_test: $(addprefix $(BUILD)/obj/tools/,perf_colls.o perf_compare.o perf_procs.o)
@@ -255,7 +262,7 @@ bench-multinode: all
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
 	    $(DESTDIR)$(PREFIX)/include/hccl
-	install -m 0755 $(BIN_HCCLD) $(BIN_TOOLS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(BIN_HCCLD) $(BIN_TOOLS) $(BIN_SCRIPTS) $(DESTDIR)$(PREFIX)/bin/
 	install -m 0755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/libhccl.so.0
 	ln -sf libhccl.so.0 $(DESTDIR)$(PREFIX)/lib/libhccl.so
 	install -m 0644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/

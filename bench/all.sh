@@ -16,7 +16,7 @@ SRC=$(cd "$(dirname "$0")" && pwd)
 OUT=$BUILD/bench/all
 mkdir -p "$OUT"
 rm -f "$OUT"/*.txt "$OUT"/*.png "$OUT"/*.dat
-command -v gnuplot >/dev/null || echo "bench/all: gnuplot not found: no plots (HCCLD_DEPS_BENCH=1 scripts/install-deps.sh)" >&2
+command -v gnuplot >/dev/null || echo "bench/all: gnuplot not found: no plots (scripts/install-deps.sh)" >&2
 
 echo "bench/all: one node (bench/run.sh)"
 "$SRC/run.sh" "$BUILD" >"$OUT/run.txt" 2>&1 || echo "bench/all: bench/run.sh failed, see $OUT/run.txt" >&2

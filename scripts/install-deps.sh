@@ -12,6 +12,9 @@ libmicrohttpd-dev prometheus
 iproute2 procps iptables iperf3 systemd
 python3 python3-numpy python3-torch"
 
+# hccl-prof draws its plots with gnuplot (the test of it too).
+PKGS="$PKGS gnuplot-nox"
+
 # python3-torch's BLAS is whatever libblas.so.3 points to: the reference BLAS unless an optimised
 # one is installed (a DDP step of bench/torch_ddp.py's model: 1.2 s, 0.23 s with OpenBLAS). The
 # serial OpenBLAS starts no threads of its own, which would spin on cores the ranks share.
@@ -22,9 +25,9 @@ PKGS="$PKGS libopenblas0-serial"
 PKGS="$PKGS qemu-system-x86 busybox-static cpio kmod
 rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest"
 
-# Benchmarks compare against both MPIs and plot with gnuplot; only the bench targets need them.
+# Benchmarks compare against both MPIs; only the bench targets need them.
 if [ "${HCCLD_DEPS_BENCH:-0}" = 1 ]; then
-    PKGS="$PKGS openmpi-bin libopenmpi-dev mpich libmpich-dev gnuplot-nox"
+    PKGS="$PKGS openmpi-bin libopenmpi-dev mpich libmpich-dev"
 fi
 
 if [ "$(id -u)" != 0 ]; then
