@@ -150,6 +150,27 @@ START_TEST(test_engine_matches_ranks)
 }
 END_TEST
 
+/* A client that connects while the engine sleeps must be told to ring the doorbell (else its
+ * first ops wait out the engine's 1 s poll): once the engine has gone to sleep over session 1,
+ * session 2, added then, finds daemon_sleeping set. */
+START_TEST(test_engine_new_session_told_to_ring)
+{
+    const shm_hdr_t *h1, *h2;
+
+    setup(1);
+    h1 = ranks[0].base;
+    for (int i = 0; i < WAIT_S * 1000 && !__atomic_load_n(&h1->daemon_sleeping, __ATOMIC_RELAXED);
+         i++)
+        usleep(1000);
+    ck_assert_msg(__atomic_load_n(&h1->daemon_sleeping, __ATOMIC_RELAXED),
+                  "the engine never went to sleep");
+    fake_add(&ranks[1], 2);
+    h2 = ranks[1].base;
+    ck_assert_uint_eq(__atomic_load_n(&h2->daemon_sleeping, __ATOMIC_RELAXED), 1);
+    teardown(2);
+}
+END_TEST
+
 /* Rank 2's process dies with rank 0's op queued: it fails with HCCL_E_REMOTE naming rank 2,
  * the comm is broken with that status, and what is posted later fails at once. */
 START_TEST(test_engine_breaks_on_a_death)
@@ -514,6 +535,7 @@ Suite *engine_suite(void)
 
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_engine_matches_ranks);
+    tcase_add_test(tc, test_engine_new_session_told_to_ring);
     tcase_add_test(tc, test_engine_breaks_on_a_death);
     tcase_add_test(tc, test_engine_rank_leaves);
     tcase_add_test(tc, test_engine_mismatch);
