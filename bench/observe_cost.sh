@@ -1,9 +1,10 @@
 #!/bin/bash
-# The cost of observing: allreduce on 4 daemons x 1 rank (loopback TCP), one build without the
-# Prometheus endpoint and the link monitor (BASE, e.g. a build of 2a349f3) against this build
-# with both on and Prometheus-like scrapes of every daemon each second, in alternating rounds
-# of the same run. Prints busbw (1-64 MiB) and the median iteration of 8 B-4 KiB, each build's
-# best of ROUNDS, and their ratio.
+# The cost of observing: allreduce on 4 daemons x 1 rank (loopback TCP), in alternating rounds
+# of one run: base, a build without the Prometheus endpoint and the link monitor (BASE, e.g. a
+# build of 2a349f3); bare, this build with the link monitor off (HCCLD_LINK_CHECK_MS=0) and no
+# endpoint; new, this build with both on and a Prometheus-like scrape of every daemon each
+# second. Prints busbw (1-64 MiB) and the median iteration of 8 B-4 KiB, each contender's best
+# of ROUNDS, and the ratios to base.
 #   bench/observe_cost.sh BASE_BUILD [NEW_BUILD] [ROUNDS]
 set -u
 BASE=${1:?usage: bench/observe_cost.sh BASE_BUILD [NEW_BUILD] [ROUNDS]}
@@ -22,15 +23,17 @@ stop() {
     PIDS=()
 }
 
-# start BUILD OBSERVED: 4 daemons; OBSERVED=1 adds --metrics-listen and a scraper.
+# start BUILD OBSERVED: 4 daemons; OBSERVED=1 adds --metrics-listen and a scraper, 0 turns
+# the link monitor off (a build without it ignores that).
 start() {
-    local build=$1 obs=$2 i socks=
+    local build=$1 obs=$2 i socks= check=
+    [ "$obs" = 0 ] && check=0
     rm -rf "$TMP/d"
     for ((i = 0; i < 4; i++)); do
         mkdir -p "$TMP/d/$i"
         local extra=()
         [ "$obs" = 1 ] && extra=(--metrics-listen 127.0.0.1:0)
-        "$build/bin/hccld" --socket "$TMP/d/$i/hccld.sock" --listen 127.0.0.1:0 --foreground \
+        HCCLD_LINK_CHECK_MS=${check:-1000} "$build/bin/hccld" --socket "$TMP/d/$i/hccld.sock" --listen 127.0.0.1:0 --foreground \
             --log-level error "${extra[@]}" >>"$TMP/hccld.log" 2>&1 &
         PIDS+=("$!")
         socks+=${socks:+,}$TMP/d/$i/hccld.sock
@@ -45,10 +48,16 @@ start() {
             urls+=("http://$("$build/bin/hccld-ctl" --admin-socket "$TMP/d/$i/hccld-admin.sock" \
                 --json status | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["metrics_addr"])')/metrics")
         done
-        (while :; do
-            for u in "${urls[@]}"; do /usr/bin/python3 -c "import urllib.request,sys; urllib.request.urlopen(sys.argv[1]).read()" "$u" >/dev/null 2>&1; done
-            sleep 1
-        done) &
+        # One long-lived scraper, as Prometheus is: every endpoint once a second.
+        /usr/bin/python3 -c '
+import sys, time, urllib.request
+while True:
+    for u in sys.argv[1:]:
+        try:
+            urllib.request.urlopen(u, timeout=5).read()
+        except OSError:
+            pass
+    time.sleep(1)' "${urls[@]}" &
         SCRAPER=$!
     fi
 }
@@ -63,8 +72,12 @@ perf() {
 
 declare -A BW LAT
 for ((r = 1; r <= ROUNDS; r++)); do
-    for who in base new; do
-        if [ $who = base ]; then start "$BASE" 0; b=$BASE; else start "$NEW" 1; b=$NEW; fi
+    for who in base bare new; do
+        case $who in
+        base) start "$BASE" 0; b=$BASE ;;
+        bare) start "$NEW" 0; b=$NEW ;;
+        new) start "$NEW" 1; b=$NEW ;;
+        esac
         while read -r bytes v; do
             k="$who $bytes"
             awk -v a="$v" -v o="${BW[$k]:-0}" 'BEGIN {exit !(a > o)}' && BW[$k]=$v
@@ -72,17 +85,22 @@ for ((r = 1; r <= ROUNDS; r++)); do
         while read -r bytes v; do
             k="$who $bytes"
             awk -v a="$v" -v o="${LAT[$k]:-1e18}" 'BEGIN {exit !(a < o)}' && LAT[$k]=$v
-        done < <(perf "$b" 6 -b 8 -e 4K -f 8 -n 300 -w 30 -m)
+        done < <(perf "$b" 6 -b 8 -e 4K -f 8 -n 1000 -w 100 -m)
         stop
     done
 done
-printf '%-10s %12s %12s %8s\n' bytes "base GB/s" "new GB/s" new/base
+ratio() {
+    awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2f", a / b; else printf "?"}'
+}
+printf '%-10s %10s %10s %10s %10s %10s\n' bytes "base GB/s" "bare GB/s" "new GB/s" bare/base new/base
 for bytes in 1048576 4194304 16777216 67108864; do
-    printf '%-10s %12s %12s %8s\n' "$bytes" "${BW[base $bytes]:-?}" "${BW[new $bytes]:-?}" \
-        "$(awk -v a="${BW[new $bytes]:-0}" -v b="${BW[base $bytes]:-0}" 'BEGIN {printf b > 0 ? "%.2f" : "?", a / b}')"
+    printf '%-10s %10s %10s %10s %10s %10s\n' "$bytes" "${BW[base $bytes]:-?}" "${BW[bare $bytes]:-?}" \
+        "${BW[new $bytes]:-?}" "$(ratio "${BW[bare $bytes]:-0}" "${BW[base $bytes]:-0}")" \
+        "$(ratio "${BW[new $bytes]:-0}" "${BW[base $bytes]:-0}")"
 done
-printf '%-10s %12s %12s %8s\n' bytes "base us" "new us" new/base
+printf '%-10s %10s %10s %10s %10s %10s\n' bytes "base us" "bare us" "new us" bare/base new/base
 for bytes in 8 64 512 4096; do
-    printf '%-10s %12s %12s %8s\n' "$bytes" "${LAT[base $bytes]:-?}" "${LAT[new $bytes]:-?}" \
-        "$(awk -v a="${LAT[new $bytes]:-0}" -v b="${LAT[base $bytes]:-0}" 'BEGIN {printf b > 0 ? "%.2f" : "?", a / b}')"
+    printf '%-10s %10s %10s %10s %10s %10s\n' "$bytes" "${LAT[base $bytes]:-?}" "${LAT[bare $bytes]:-?}" \
+        "${LAT[new $bytes]:-?}" "$(ratio "${LAT[bare $bytes]:-0}" "${LAT[base $bytes]:-0}")" \
+        "$(ratio "${LAT[new $bytes]:-0}" "${LAT[base $bytes]:-0}")"
 done
