@@ -129,6 +129,15 @@ jobs() {
         [[ $seen == *"1:rdma/rxe"* ]] && break
         sleep 0.1
     done
+    # ... and the link monitor reads it (once a second): bytes through its queue pair, which
+    # is in RTS.
+    links=""
+    for _ in $(seq 50); do
+        links=$("$BUILD/bin/hccld-ctl" --admin-socket "$work/d0/s-admin.sock" links --json \
+            2>/dev/null || true)
+        [[ $links == *'"transport":"rdma/rxe'* && $links =~ \"tx_bytes\":[1-9] ]] && break
+        sleep 0.2
+    done
     kill "$long" 2>/dev/null || true
     pkill -P "$long" 2>/dev/null || true
     wait "$long" 2>/dev/null || true
@@ -136,6 +145,13 @@ jobs() {
         echo "daemons-guest.sh: hccld-ctl comms:$seen"
     else
         echo "daemons-guest.sh: FAILED: hccld-ctl comms does not show node 1 over rdma: '$seen'"
+        failed=$((failed + 1))
+    fi
+    if [[ $links == *'"transport":"rdma/rxe'* && $links =~ \"tx_bytes\":[1-9] &&
+        $links == *'"qp_state_bad":false'* ]]; then
+        echo "daemons-guest.sh: hccld-ctl links: ${links:0:300}"
+    else
+        echo "daemons-guest.sh: FAILED: hccld-ctl links shows no RDMA link that moved bytes: '$links'"
         failed=$((failed + 1))
     fi
 
