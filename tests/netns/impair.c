@@ -73,15 +73,25 @@ int64_t impair_dropped(const topo_t *t, unsigned k)
     return sum;
 }
 
-static int tbf(const char *ns, const char *dev, const char *rate)
+static int tbf_queue(const char *ns, const char *dev, const char *rate, const char *latency)
 {
     char out[1024];
     int rc = topo_run(ns, out, sizeof(out), "tc", "qdisc", "replace", "dev", dev, "root", "tbf",
-                      "rate", rate, "burst", "512kb", "latency", "20ms", NULL);
+                      "rate", rate, "burst", "512kb", "latency", latency, NULL);
 
     if (rc != 0)
         fprintf(stderr, "netns: tc on %s in %s failed (status %d): %s\n", dev, ns, rc, out);
     return rc == 0 ? 0 : -1;
+}
+
+static int tbf(const char *ns, const char *dev, const char *rate)
+{
+    return tbf_queue(ns, dev, rate, "20ms");
+}
+
+int impair_queue(const topo_t *t, unsigned k, const char *rate, const char *latency)
+{
+    return tbf_queue(t->node[k], "eth0", rate, latency);
 }
 
 int impair_rate_limit(const topo_t *t, const char *rate)

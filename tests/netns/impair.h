@@ -26,6 +26,9 @@ int impair_block_tcp(const topo_t *t, unsigned k, const char *op, const char *ke
 
 /* A token bucket of the given rate ("1gbit") on both ends of every node's veth. */
 int impair_rate_limit(const topo_t *t, const char *rate);
+/* A token bucket of rate on node k's eth0 whose queue holds up to latency ("300ms"): a link
+ * that gets slow and deep, as a congested switch port does. */
+int impair_queue(const topo_t *t, unsigned k, const char *rate, const char *latency);
 /* Bytes that the root qdisc of dev in namespace ns has sent; -1 if unknown. */
 int64_t impair_qdisc_sent(const char *ns, const char *dev);
 

@@ -293,6 +293,12 @@ static int is_refusal(const char *line, const char *addr)
            (strstr(line, "refus") || strstr(line, "key"));
 }
 
+/* A warning (prefix) that a round trip jumped. */
+static int has_rtt_warning(const char *line, const char *prefix)
+{
+    return strstr(line, prefix) != NULL && strstr(line, "round trip") != NULL;
+}
+
 static int log_has_refusal(const char *path, const char *addr)
 {
     return log_any(path, is_refusal, addr);
@@ -451,9 +457,16 @@ static void lost_link(int idle)
 #define STALL_S 3
 #define STALL_RUN_S 8.0
 
+/* How long the ranks of a run under a changing link go on, and the slowest op they must have
+ * seen (0: no such check). */
+typedef struct run_arg {
+    double run_s, min_slowest_s;
+} run_arg_t;
+
 static int stalled_link_rank(HcclComm comm, uint32_t r, uint32_t n, void *arg)
 {
     enum { CNT = 1 << 18 };
+    const run_arg_t *ra = arg;
     int32_t *a = malloc(CNT * sizeof(int32_t)), *b = malloc(CNT * sizeof(int32_t));
     double t0 = mono_s(), slowest = 0;
     int it = 0;
@@ -462,7 +475,7 @@ static int stalled_link_rank(HcclComm comm, uint32_t r, uint32_t n, void *arg)
     for (int32_t stop = 0, any = 0; !any; it++) {
         /* Both ops count: the stall may fall in either. */
         double t = mono_s();
-        stop = t - t0 >= STALL_RUN_S;
+        stop = t - t0 >= ra->run_s;
         if (HcclAllReduce(&stop, &any, 1, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_MAX, comm, NULL) !=
             HCCL_SUCCESS)
             return 4;
@@ -480,12 +493,12 @@ static int stalled_link_rank(HcclComm comm, uint32_t r, uint32_t n, void *arg)
                 return 2;
             }
     }
-    fprintf(stderr, "netns: rank %u: %d allreduces across a %d s stall, slowest %.2f s\n", r, it,
-            STALL_S, slowest);
+    fprintf(stderr, "netns: rank %u: %d allreduces in %.0f s, slowest %.2f s\n", r, it, ra->run_s,
+            slowest);
     free(a);
     free(b);
-    /* The stall must have hit an op. */
-    return slowest < STALL_S * 0.5 ? 3 : 0;
+    /* The impairment must have hit an op. */
+    return slowest < ra->min_slowest_s ? 3 : 0;
 }
 
 START_TEST(test_stalled_link_recovers)
@@ -497,7 +510,9 @@ START_TEST(test_stalled_link_recovers)
     cluster_up(&c, 2);
     socks[0] = c.socks[0];
     socks[1] = c.socks[1];
-    ck_assert_int_eq(harness_spawn_ranks_on(2, socks, stalled_link_rank, NULL, RANK_TIMEOUT, pids),
+    ck_assert_int_eq(harness_spawn_ranks_on(2, socks, stalled_link_rank,
+                                            &(run_arg_t){STALL_RUN_S, STALL_S * 0.5}, RANK_TIMEOUT,
+                                            pids),
                      0);
     sleep(CUT_AFTER_S);
     ck_assert_int_eq(impair_drop_input(&c.topo, 1, "1"), 0);
@@ -651,6 +666,40 @@ START_TEST(test_link_health)
 }
 END_TEST
 
+/*
+ * A round trip that jumps: two daemons run allreduces; 2 s in (the link monitor, sampling every
+ * 250 ms, has learnt the link's usual round trip by then), node 2's egress gets a token bucket
+ * of 40 Mbit/s that queues up to 300 ms. Node 2's daemon must warn that its round trip to
+ * node 1 jumped, naming node 1's address. (netem is not in this kernel; tbf's queue makes the
+ * delay.)
+ */
+START_TEST(test_rtt_jump)
+{
+    char *socks[2], text[96];
+    pid_t pids[2];
+    cluster_t c;
+
+    setenv("HCCLD_LINK_CHECK_MS", "250", 1);
+    cluster_up(&c, 2);
+    unsetenv("HCCLD_LINK_CHECK_MS");
+    socks[0] = c.socks[0];
+    socks[1] = c.socks[1];
+    ck_assert_int_eq(harness_spawn_ranks_on(2, socks, stalled_link_rank, &(run_arg_t){6.0, 0},
+                                            RANK_TIMEOUT, pids),
+                     0);
+    sleep(2);
+    ck_assert_int_eq(impair_queue(&c.topo, 1, "40mbit", "300ms"), 0);
+    int failed = harness_wait(pids, 2, RANK_TIMEOUT);
+    snprintf(text, sizeof(text), "WARN NET: data connection to %s:", c.topo.addr[0]);
+    int named = log_any(c.logs[1], has_rtt_warning, text);
+    if (failed || !named)
+        dump_logs(&c);
+    ck_assert_msg(failed == 0, "%d ranks failed", failed);
+    ck_assert_msg(named, "node 2 did not warn that its round trip to node 1 jumped");
+    cluster_down(&c);
+}
+END_TEST
+
 START_TEST(test_lost_link_busy)
 {
     lost_link(0);
@@ -689,6 +738,7 @@ Suite *netns_suite(void)
     add(s, "lost_link_idle", test_lost_link_idle, 2 * RANK_TIMEOUT);
     add(s, "stalled_link", test_stalled_link_recovers, 2 * RANK_TIMEOUT);
     add(s, "link_health", test_link_health, 2 * RANK_TIMEOUT);
+    add(s, "rtt_jump", test_rtt_jump, 2 * RANK_TIMEOUT);
     add(s, "no_data_connection", test_no_data_connection_times_out, 2 * RANK_TIMEOUT);
     return s;
 }
