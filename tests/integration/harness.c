@@ -316,7 +316,7 @@ static void spawn_exec(const harness_daemon_opts_t *o, const char *bin, const ch
 pid_t harness_daemon_spawn_opts(const harness_daemon_opts_t *o, char *sock, size_t cap)
 {
     const char *bin = getenv("HCCLD_BIN");
-    char dir[] = "/tmp/hccld-test-XXXXXX";
+    char dir[] = "/tmp/hccld-test-XXXXXX", admin[256];
     pid_t pid;
 
     if (bin == NULL)
@@ -324,18 +324,21 @@ pid_t harness_daemon_spawn_opts(const harness_daemon_opts_t *o, char *sock, size
     if (o->dir == NULL && mkdtemp(dir) == NULL)
         return -1;
     snprintf(sock, cap, "%s/hccld.sock", o->dir ? o->dir : dir);
+    snprintf(admin, sizeof(admin), "%s/hccld-admin.sock", o->dir ? o->dir : dir);
     pid = fork();
     if (pid < 0)
         return -1;
     if (pid == 0)
         spawn_exec(o, bin, sock);
-    /* Ready means accepting connections; bounded so that a broken daemon fails fast. */
-    for (int i = 0; i < 1000 && !can_connect(sock); i++) {
+    /* Ready means accepting connections on both sockets (the admin one listens just after the
+     * clients' one: a status asked in between found nothing, seen once under TSan); bounded so
+     * that a broken daemon fails fast. */
+    for (int i = 0; i < 1000 && !(can_connect(sock) && can_connect(admin)); i++) {
         if (!harness_alive(pid))
             return -1;
         usleep(10000);
     }
-    if (!can_connect(sock)) {
+    if (!can_connect(sock) || !can_connect(admin)) {
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
         return -1;
