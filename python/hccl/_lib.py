@@ -69,6 +69,8 @@ _SIGNATURES = {
     "HcclStreamDestroy": [_p],
     "HcclMemAlloc": [ctypes.POINTER(_p), ctypes.c_size_t],
     "HcclMemFree": [_p],
+    "HcclCommRegister": [_p, _p, _u64, ctypes.POINTER(_p)],
+    "HcclCommDeregister": [_p, _p],
 }
 
 for _name, _args in _SIGNATURES.items():

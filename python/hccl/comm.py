@@ -5,6 +5,7 @@ import numpy as np
 
 from ._lib import COMM_NAME_MAX_LENGTH, ROOT_INFO_BYTES, CommConfig, SendRecvItem, lib
 from .buffers import Buf, as_ptr
+from .registration import Registration
 from .types import ReduceOp, check
 
 SPLIT_NOCOLOR = 0xFFFFFFFF
@@ -104,6 +105,12 @@ class Comm:
         v = ctypes.c_int()
         check(lib.HcclGetCommAsyncError(self.handle, ctypes.byref(v)), "HcclGetCommAsyncError")
         return v.value
+
+    def register(self, buf):
+        """HcclCommRegister: collectives on buf (a numpy array or buffer-protocol object; a
+        CPU torch tensor through .numpy()) skip the staging copy until the returned
+        Registration is closed."""
+        return Registration(self, buf)
 
     def destroy(self):
         if self.handle:

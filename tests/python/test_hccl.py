@@ -183,7 +183,47 @@ class TestBuffers(unittest.TestCase):
             hccl.RootInfo(b"short")
 
 
+def registered(comm, r, n, path):
+    # A 4 MiB array (malloc'd by numpy: private anonymous pages) registered, reduced in place
+    # three times, then deregistered: still the same memory, still usable.
+    x = np.arange(1 << 20, dtype=np.float32) * (r + 1)
+    addr = x.ctypes.data
+    with comm.register(x) as reg:
+        self_again = comm.register(x)  # the same pages again: the same registration, counted
+        for _ in range(3):
+            comm.all_reduce(x, x)
+        self_again.close()
+        first = x[:4].tolist()
+    x[0] = -1.0
+    # Memory that is not private anonymous (a file's pages) is refused with HCCL_E_PARA.
+    m = np.memmap(path % r, dtype=np.float32, mode="w+", shape=(1 << 16,))
+    try:
+        comm.register(m)
+        refused = None
+    except hccl.HcclError as e:
+        refused = int(e.result)
+    # One left registered for the comm's destroy to deregister.
+    comm.register(np.ones(1 << 18, np.float32))
+    return addr == x.ctypes.data, reg.handle.value, first, float(x[0]), refused
+
+
 class TestComms(unittest.TestCase):
+    def test_register(self):
+        tmp = tempfile.mkdtemp(prefix="hccl-reg-")
+        try:
+            res = run_ranks(2, registered, os.path.join(tmp, "m%d"))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        # x = (r + 1) * i summed over 2 ranks (3i), then twice more over equal inputs: 12i.
+        scale = 3 * 2 * 2
+        for same, handle, first, x0, refused in res:
+            self.assertTrue(same)
+            self.assertIsNone(handle)  # closed
+            self.assertEqual(first, [i * scale for i in range(4)])
+            self.assertEqual(x0, -1.0)
+            self.assertEqual(refused, int(hccl.Result.E_PARA))
+
+
     def test_split_and_names(self):
         def fn(comm, r, n):
             child = comm.split(r % 2 if r < 3 else hccl.SPLIT_NOCOLOR, key=r)
