@@ -74,12 +74,17 @@ done
     [ "$DDP_STEPS" -gt 0 ] || exit 0
     run ddp-gloo 2 torch_ddp.py gloo "$DDP_STEPS"
     run ddp-hccl 2 torch_ddp.py hccl "$DDP_STEPS"
+    run ddp-hcclR 2 torch_ddp.py hccl-R "$DDP_STEPS"
     echo
     echo "# DDP step, 2 ranks (bench/torch_ddp.py): the slowest rank's median step (ms);"
-    echo "# compute: the same step without DDP; hccl/gloo: hccl's step time over gloo's"
-    printf '%10s %10s %12s %12s %10s\n' gloo_ms hccl_ms gloo_comp_ms hccl_comp_ms hccl/gloo
-    paste "$OUT/ddp-gloo.np2.r0.txt" "$OUT/ddp-hccl.np2.r0.txt" | while read -r g gc h hc; do
-        printf '%10s %10s %12s %12s %10s\n' "$g" "$h" "$gc" "$hc" \
-            "$(awk -v a="$h" -v b="$g" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }')"
-    done
+    echo "# compute: the same step without DDP; hccl-R: the buckets registered"
+    echo "# (hccl.torch_hooks.registered_allreduce_hook); ratios: step time over gloo's"
+    printf '%10s %10s %10s %12s %12s %10s %10s\n' gloo_ms hccl_ms hcclR_ms gloo_comp_ms \
+        hccl_comp_ms hccl/gloo hcclR/gloo
+    paste "$OUT/ddp-gloo.np2.r0.txt" "$OUT/ddp-hccl.np2.r0.txt" "$OUT/ddp-hcclR.np2.r0.txt" |
+        while read -r g gc h hc hr _; do
+            printf '%10s %10s %10s %12s %12s %10s %10s\n' "$g" "$h" "$hr" "$gc" "$hc" \
+                "$(awk -v a="$h" -v b="$g" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }')" \
+                "$(awk -v a="$hr" -v b="$g" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }')"
+        done
 } | tee "$OUT/summary.txt"

@@ -4,6 +4,9 @@ per rank, SGD, default bucket_cap_mb), and the same step with no communication. 
 "ddp_ms compute_ms": the slowest rank's median step and the median compute-only step.
 
     torch_ddp.py BACKEND STEPS [DEPTH]      (env:// from the environment)
+
+BACKEND hccl-R: "hccl" with hccl.torch_hooks.registered_allreduce_hook, the buckets registered
+with hcclD (an arena of HCCL_BUFFSIZE=1024 MB unless set, room for the 200 MB of buckets).
 """
 import math
 import os
@@ -47,9 +50,15 @@ def main():
     backend, steps = sys.argv[1], int(sys.argv[2])
     depth = int(sys.argv[3]) if len(sys.argv) > 3 else 48
     torch.set_num_threads(1)  # the ranks share the machine's cores
-    dist.init_process_group(backend)
+    registered = backend == "hccl-R"
+    if registered:
+        os.environ.setdefault("HCCL_BUFFSIZE", "1024")
+    dist.init_process_group("hccl" if registered else backend)
     torch.manual_seed(1)
     ddp = torch.nn.parallel.DistributedDataParallel(Net(depth))
+    if registered:
+        from hccl.torch_hooks import registered_allreduce_hook  # noqa: E402
+        ddp.register_comm_hook(None, registered_allreduce_hook)
     plain = Net(depth)
     opts = [torch.optim.SGD(m.parameters(), lr=1e-3) for m in (ddp, plain)]
     g = torch.Generator().manual_seed(dist.get_rank())

@@ -36,7 +36,7 @@ from ._torch_work import Done, Work
 from .comm import RECV, SEND, Comm, RootInfo
 from ._lib import lib
 from .torch_tensors import Staged, direct, finish_avg, reduce_op
-from .types import check
+from .types import HcclError, check
 
 _STORE_KEY = "hccl/root_info"
 # Groups still open: closed at exit, before the interpreter tears down what their workers use
@@ -114,6 +114,7 @@ class ProcessGroupHCCL(dist.ProcessGroup):
         self._lane = Lane("hccl-pg", self.comm)
         self._channels = {}  # (src, dst): the Lane of p2p from rank src to rank dst
         self._coalescing = None
+        self._buckets = {}  # DDP bucket index: ((address, bytes), its Registration or None)
         _LIVE.add(self)
 
     def _submit(self, what, run, outputs, inline=True, lane=None):
@@ -443,6 +444,28 @@ class ProcessGroupHCCL(dist.ProcessGroup):
 
         work = self._submit("batch_isend_irecv", run, tensors, inline=False)
         reqs.extend([work] * len(batch))
+
+    def register_bucket(self, index, tensor):
+        """Keeps tensor, DDP bucket index's flat buffer, registered with the group's comm
+        (Comm.register: its allreduces skip the staging copy), replacing the registration of
+        the bucket's earlier buffer (DDP rebuilds its buckets once, after the first step).
+        Returns whether it is registered: a buffer the arena has no room for
+        (HCCL_BUFFSIZE) is staged as before."""
+        key = (tensor.data_ptr(), tensor.numel() * tensor.element_size())
+        have = self._buckets.get(index)
+        if have is not None and have[0] == key:
+            return have[1] is not None
+        if have is not None and have[1] is not None:
+            have[1].close()
+        try:
+            reg = self.comm.register(tensor.detach().reshape(-1).view(torch.uint8).numpy())
+        except HcclError as e:
+            if not any(r is None for _, r in self._buckets.values()):
+                print(f"hccl: DDP bucket {index} ({key[1]} bytes) is not registered "
+                      f"({e.name}); it is staged", file=sys.stderr)
+            reg = None
+        self._buckets[index] = (key, reg)
+        return reg is not None
 
     def close(self):
         """Ends the workers after the ops queued so far, then their comms."""

@@ -777,6 +777,25 @@ class TestDDP(unittest.TestCase):
                     self.assertTrue(torch.equal(a, b), f"rank {r} bucket {mb} MB param {i}")
                 self.assertFalse(torch.equal(h[0], Net().a.weight))
 
+    def test_ddp_registered_buckets(self):
+        """hccl.torch_hooks.registered_allreduce_hook: the buckets' buffers registered with
+        hcclD (re-registered when DDP rebuilds them after the first step), bit-identical to
+        gloo under DDP's own allreduce hook, on 2 ranks."""
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+        from hccl.torch_hooks import registered_allreduce_hook
+
+        def fn(r, n, gloo):
+            h = train(None, 1, r, steps=10, hook=registered_allreduce_hook)
+            pg = dist.distributed_c10d._get_default_group()  # pylint: disable=protected-access
+            regs = sorted(k for k, (_, reg) in pg._buckets.items() if reg is not None)
+            return h, train(gloo, 1, r, steps=10, hook=default_hooks.allreduce_hook), regs
+
+        for r, (h, g, regs) in enumerate(run_torch(2, fn)):
+            for i, (a, b) in enumerate(zip(h, g)):
+                self.assertTrue(torch.equal(a, b), f"rank {r} param {i}")
+            self.assertGreaterEqual(len(regs), 2, regs)  # 1 MB buckets of a 1.3 MB model
+
     def test_ddp_fp16_compress_hook(self):
         """The built-in fp16_compress_hook (gradients sent as float16, divided first): 2 ranks
         bit-identical to gloo under the same hook, 3 ranks across 2 daemons allclose."""
