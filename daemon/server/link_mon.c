@@ -89,6 +89,13 @@ static mon_link_t *link_of(link_mon_t *m, uint64_t serial)
     return NULL;
 }
 
+/* How much a counter grew; 0 if it went back (a stripe's socket whose figures could not be
+ * read this time). */
+static double grew(uint64_t now, uint64_t was)
+{
+    return now > was ? (double)(now - was) : 0;
+}
+
 /* Appends one finding to l->found ("; " between findings). */
 static void __attribute__((format(printf, 2, 3))) say(mon_link_t *l, const char *fmt, ...)
 {
@@ -108,18 +115,16 @@ static void __attribute__((format(printf, 2, 3))) say(mon_link_t *l, const char 
 static void judge(mon_link_t *l, double dt_s)
 {
     const link_info_t *now = &l->v.info, *was = &l->prev;
-    uint64_t dsegs = now->segs_out - was->segs_out;
+    double dsegs = grew(now->segs_out, was->segs_out);
     /* Retransmits the peer turned out to have had (D-SACK) are a timer's haste on a busy host,
      * not a loss on the path: measured 124 of them between daemons with no loss at all. */
-    uint64_t dre = now->retrans - was->retrans, dsp = now->spurious - was->spurious;
+    double dre = grew(now->retrans, was->retrans) - grew(now->spurious, was->spurious);
 
-    dre = dre > dsp ? dre - dsp : 0;
+    dre = dre > 0 ? dre : 0;
 
     l->found[0] = '\0';
-    if (now->retrans >= was->retrans && dre >= LINK_WARN_RETRANS_MIN &&
-        (double)dre * 100.0 >= LINK_WARN_RETRANS_PCT * (double)dsegs)
-        say(l, "%llu of %llu segments retransmitted (lost) in %.1f s", (unsigned long long)dre,
-            (unsigned long long)dsegs, dt_s);
+    if (dre >= LINK_WARN_RETRANS_MIN && dre * 100.0 >= LINK_WARN_RETRANS_PCT * dsegs)
+        say(l, "%.0f of %.0f segments retransmitted (lost) in %.1f s", dre, dsegs, dt_s);
     if (l->rtt_base_us > 0 && now->rtt_us > LINK_WARN_RTT_FACTOR * l->rtt_base_us &&
         now->rtt_us > l->rtt_base_us + LINK_WARN_RTT_US)
         say(l, "round trip %.1f ms, usually %.1f ms", now->rtt_us / 1e3, l->rtt_base_us / 1e3);
@@ -182,9 +187,9 @@ static void update(link_mon_t *m, mon_link_t *l, const link_view_t *v, uint64_t 
     l->prev = l->v.info;
     l->v = *v;
     if (dt_s > 0) {
-        l->tx_bps = (double)(v->info.tx_bytes - l->prev.tx_bytes) / dt_s;
-        l->rx_bps = (double)(v->info.rx_bytes - l->prev.rx_bytes) / dt_s;
-        l->retrans_ps = (double)(v->info.retrans - l->prev.retrans) / dt_s;
+        l->tx_bps = grew(v->info.tx_bytes, l->prev.tx_bytes) / dt_s;
+        l->rx_bps = grew(v->info.rx_bytes, l->prev.rx_bytes) / dt_s;
+        l->retrans_ps = grew(v->info.retrans, l->prev.retrans) / dt_s;
     }
     l->prev_ms = now;
     judge(l, dt_s);
