@@ -92,15 +92,19 @@ done
 ratio() {
     awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2f", a / b; else printf "?"}'
 }
-printf '%-10s %10s %10s %10s %10s %10s\n' bytes "base GB/s" "bare GB/s" "new GB/s" bare/base new/base
-for bytes in 1048576 4194304 16777216 67108864; do
-    printf '%-10s %10s %10s %10s %10s %10s\n' "$bytes" "${BW[base $bytes]:-?}" "${BW[bare $bytes]:-?}" \
-        "${BW[new $bytes]:-?}" "$(ratio "${BW[bare $bytes]:-0}" "${BW[base $bytes]:-0}")" \
-        "$(ratio "${BW[new $bytes]:-0}" "${BW[base $bytes]:-0}")"
-done
-printf '%-10s %10s %10s %10s %10s %10s\n' bytes "base us" "bare us" "new us" bare/base new/base
-for bytes in 8 64 512 4096; do
-    printf '%-10s %10s %10s %10s %10s %10s\n' "$bytes" "${LAT[base $bytes]:-?}" "${LAT[bare $bytes]:-?}" \
-        "${LAT[new $bytes]:-?}" "$(ratio "${LAT[bare $bytes]:-0}" "${LAT[base $bytes]:-0}")" \
-        "$(ratio "${LAT[new $bytes]:-0}" "${LAT[base $bytes]:-0}")"
-done
+# table ARRAY UNIT SIZES...: one row per size, the three builds and the two ratios.
+table() {
+    local -n t=$1
+    local unit=$2 bytes
+    shift 2
+    printf '%-10s %10s %10s %10s %10s %10s\n' bytes "base $unit" "bare $unit" "new $unit" \
+        bare/base new/base
+    for bytes in "$@"; do
+        printf '%-10s %10s %10s %10s %10s %10s\n' "$bytes" "${t[base $bytes]:-?}" \
+            "${t[bare $bytes]:-?}" "${t[new $bytes]:-?}" \
+            "$(ratio "${t[bare $bytes]:-0}" "${t[base $bytes]:-0}")" \
+            "$(ratio "${t[new $bytes]:-0}" "${t[base $bytes]:-0}")"
+    done
+}
+table BW GB/s 1048576 4194304 16777216 67108864
+table LAT us 8 64 512 4096

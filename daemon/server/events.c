@@ -56,11 +56,10 @@ static uint64_t wall_ms(void)
     return (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
 }
 
-static void send_to(server_t *srv, watcher_t *w, Hccld__Event *e)
+static void send_to(watcher_t *w, Hccld__Event *e)
 {
     Hccld__Msg m = HCCLD__MSG__INIT;
 
-    (void)srv;
     if (uv_stream_get_write_queue_size((uv_stream_t *)&w->s->pipe) > EVENTS_QUEUE_MAX) {
         WARN("IPC",
              "hccld-ctl watch (pid %d) reads too slowly: %u bytes of events wait for it; "
@@ -83,13 +82,8 @@ void events_emit(server_t *srv, Hccld__Event *e)
     e->time_ms = wall_ms();
     for (watcher_t *w = ev->watchers, *next; w != NULL; w = next) {
         next = w->next; /* send_to may close (and unlink) w */
-        send_to(srv, w, e);
+        send_to(w, e);
     }
-}
-
-static void vtext(char *buf, const char *fmt, va_list ap)
-{
-    vsnprintf(buf, TEXT_MAX, fmt, ap);
 }
 
 void events_say(server_t *srv, const char *kind, const char *fmt, ...)
@@ -101,7 +95,7 @@ void events_say(server_t *srv, const char *kind, const char *fmt, ...)
     if (srv->events == NULL)
         return;
     va_start(ap, fmt);
-    vtext(text, fmt, ap);
+    vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
     e.kind = (char *)kind;
     e.text = text;
@@ -328,7 +322,7 @@ static void tell_stall(server_t *srv, const scomm_t *c, const engine_comm_stats_
     for (watcher_t *w = srv->events->watchers, *next; w != NULL; w = next) {
         next = w->next;
         if (waited_ms >= w->stall_ms && !told(w, c->id, t->episode))
-            send_to(srv, w, &e);
+            send_to(w, &e);
     }
 }
 
@@ -423,7 +417,7 @@ void events_watch(server_t *srv, session_t *s, const Hccld__WatchReq *req)
     e.kind = "watching";
     e.text = text;
     e.time_ms = wall_ms();
-    send_to(srv, w, &e);
+    send_to(w, &e);
 }
 
 void events_session_gone(server_t *srv, session_t *s)

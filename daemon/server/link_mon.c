@@ -28,6 +28,7 @@ typedef struct mon_link {
     uint64_t bad_until_ms, warned_ms;
     uint64_t walk;   /* the sample that saw it last */
     int failed_told; /* its failure was an event */
+    uint32_t peer;   /* index in peers (never removed), or UINT32_MAX */
 } mon_link_t;
 
 typedef struct mon_peer {
@@ -236,7 +237,8 @@ static void on_view(void *ctx, const link_view_t *v)
         memset(l, 0, sizeof(*l));
         l->v = *v;
         l->prev_ms = now;
-        (void)peer_of(m, v->peer);
+        mon_peer_t *p = peer_of(m, v->peer);
+        l->peer = p != NULL ? (uint32_t)(p - m->peers) : UINT32_MAX;
         rtt_base_update(l);
         events_peer(m->srv, v->peer, 0, NULL); /* back, if it was lost */
     } else {
@@ -308,19 +310,18 @@ static void views_build(link_mon_t *m)
         o->problem = (char *)l->problem;
         o->serial = l->v.serial;
         m->dlp[i] = o;
-        for (uint32_t k = 0; k < m->npeers; k++)
-            if (strcmp(m->peers[k].addr, l->v.peer) == 0) {
-                Hccld__PeerLinks *p = &m->pl[k];
-                p->links++;
-                p->tx_bytes += li->tx_bytes;
-                p->rx_bytes += li->rx_bytes;
-                p->retrans += li->retrans;
-                p->segs_out += li->segs_out;
-                p->tx_bytes_per_s += l->tx_bps;
-                p->rx_bytes_per_s += l->rx_bps;
-                if (li->rtt_us > p->rtt_us)
-                    p->rtt_us = li->rtt_us;
-            }
+        if (l->peer < m->npeers) {
+            Hccld__PeerLinks *p = &m->pl[l->peer];
+            p->links++;
+            p->tx_bytes += li->tx_bytes;
+            p->rx_bytes += li->rx_bytes;
+            p->retrans += li->retrans;
+            p->segs_out += li->segs_out;
+            p->tx_bytes_per_s += l->tx_bps;
+            p->rx_bytes_per_s += l->rx_bps;
+            if (li->rtt_us > p->rtt_us)
+                p->rtt_us = li->rtt_us;
+        }
     }
     m->ndl = m->nlinks;
 }
