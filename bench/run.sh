@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # Compares hcclD's allreduce with Open MPI's and MPICH's on this node: fp32 sum, 2 and 4 ranks,
 # 1 MiB..64 MiB, plain (malloc), registered (-R) and HcclMemAlloc (-z) buffers, bus bandwidth as
-# nccl-tests defines it, plus 8-byte latency with 2 ranks.
+# nccl-tests defines it, plus 8-byte latency with 2 ranks. Every contender runs once per round,
+# in turn, and each figure is the median of the rounds: on a shared machine one run of a
+# contender can land in a slow minute that the next one escapes.
 #
 #   bench/run.sh [BUILD]      (default build; `make bench` runs it)
 #
 # Raw outputs go to BUILD/bench/results/. Iteration counts can be changed through the
-# environment: BENCH_ITERS (20), BENCH_WARMUP (5), BENCH_LAT_ITERS (1000).
+# environment: BENCH_ROUNDS (3), BENCH_ITERS (20), BENCH_WARMUP (5), BENCH_LAT_ITERS (1000).
 set -euo pipefail
 
 BUILD=${1:-build}
+ROUNDS=${BENCH_ROUNDS:-3}
 ITERS=${BENCH_ITERS:-20}
 WARMUP=${BENCH_WARMUP:-5}
 LAT_ITERS=${BENCH_LAT_ITERS:-1000}
@@ -70,18 +73,44 @@ done
 [ -S "$SOCK" ] || die "hccld did not create $SOCK within 10 s"
 export HCCLD_SOCKET=$SOCK
 
-# run NAME CMD...: runs one benchmark, keeping stdout and stderr under results/. A failed run
-# is reported and leaves its column empty; the other runs still go ahead.
+# run NAME CMD...: runs one benchmark, keeping stdout and stderr under results/ as
+# NAME.rROUND.txt/.err. A failed run is reported and leaves its column empty; the other runs
+# still go ahead.
 run() {
     local name=$1
     shift
     local start=$SECONDS
-    if "$@" >"$RES/$name.txt" 2>"$RES/$name.err"; then
-        echo "bench: $name done in $((SECONDS - start)) s"
+    if "$@" >"$RES/$name.r$round.txt" 2>"$RES/$name.r$round.err"; then
+        echo "bench: $name (round $round) done in $((SECONDS - start)) s"
     else
-        echo "bench: $name FAILED (exit $?), see $RES/$name.err" >&2
+        echo "bench: $name (round $round) FAILED (exit $?), see $RES/$name.r$round.err" >&2
         failures=$((failures + 1))
     fi
+}
+
+# median NAME: NAME.txt from its rounds, with each size's row the one of median bandwidth
+# (hccl_perf_test rows: column 8, mpi_allreduce rows: column 4); the lower middle of an even
+# count.
+median() {
+    local name=$1
+    cat "$RES/$name".r*.txt 2>/dev/null | awk '
+        /^#/ || NF < 4 || $1 !~ /^[0-9]+$/ { next }
+        {
+            bw = (NF >= 8) ? $8 : $4
+            n = ++cnt[$1]; row[$1, n] = $0; val[$1, n] = bw
+            if (n == 1) sizes[++ns] = $1
+        }
+        END {
+            for (i = 1; i <= ns; i++) {
+                s = sizes[i]; n = cnt[s]
+                for (a = 1; a <= n; a++)            # insertion sort of this size rows
+                    for (b = a; b > 1 && val[s, b] + 0 < val[s, b - 1] + 0; b--) {
+                        t = val[s, b]; val[s, b] = val[s, b - 1]; val[s, b - 1] = t
+                        t = row[s, b]; row[s, b] = row[s, b - 1]; row[s, b - 1] = t
+                    }
+                print row[s, int((n + 1) / 2)]
+            }
+        }' >"$RES/$name.txt"
 }
 
 ompi() {
@@ -98,23 +127,33 @@ mpich() {
 
 sweep="-b $MIN_BYTES -e $MAX_BYTES -f 2 -n $ITERS -w $WARMUP"
 latency="-b 8 -e 8 -n $LAT_ITERS -w $LAT_WARMUP"
+NAMES=()
 for n in $RANKS; do
+    NAMES+=("hccld-z_np$n" "hccld_np$n" "hccld-R_np$n" "openmpi_np$n" "mpich_np$n")
+done
+NAMES+=(hccld-z_lat hccld_lat openmpi_lat mpich_lat)
+for ((round = 1; round <= ROUNDS; round++)); do
+    for n in $RANKS; do
+        # shellcheck disable=SC2086
+        {
+            run "hccld-z_np$n" "$PERF" -t allreduce -d float -o sum -g "$n" -z $sweep
+            run "hccld_np$n" "$PERF" -t allreduce -d float -o sum -g "$n" $sweep
+            run "hccld-R_np$n" "$PERF" -t allreduce -d float -o sum -g "$n" -R $sweep
+            run "openmpi_np$n" ompi "$n" "$OUT/mpi_allreduce.openmpi" $sweep -l 0
+            run "mpich_np$n" mpich "$n" "$OUT/mpi_allreduce.mpich" $sweep -l 0
+        }
+    done
     # shellcheck disable=SC2086
     {
-        run "hccld-z_np$n" "$PERF" -t allreduce -d float -o sum -g "$n" -z $sweep
-        run "hccld_np$n" "$PERF" -t allreduce -d float -o sum -g "$n" $sweep
-        run "hccld-R_np$n" "$PERF" -t allreduce -d float -o sum -g "$n" -R $sweep
-        run "openmpi_np$n" ompi "$n" "$OUT/mpi_allreduce.openmpi" $sweep -l 0
-        run "mpich_np$n" mpich "$n" "$OUT/mpi_allreduce.mpich" $sweep -l 0
+        run "hccld-z_lat" "$PERF" -t allreduce -d float -o sum -g 2 -z $latency
+        run "hccld_lat" "$PERF" -t allreduce -d float -o sum -g 2 $latency
+        run "openmpi_lat" ompi 2 "$OUT/mpi_allreduce.openmpi" $latency -l 0
+        run "mpich_lat" mpich 2 "$OUT/mpi_allreduce.mpich" $latency -l 0
     }
 done
-# shellcheck disable=SC2086
-{
-    run "hccld-z_lat" "$PERF" -t allreduce -d float -o sum -g 2 -z $latency
-    run "hccld_lat" "$PERF" -t allreduce -d float -o sum -g 2 $latency
-    run "openmpi_lat" ompi 2 "$OUT/mpi_allreduce.openmpi" $latency -l 0
-    run "mpich_lat" mpich 2 "$OUT/mpi_allreduce.mpich" $latency -l 0
-}
+for name in "${NAMES[@]}"; do
+    median "$name"
+done
 
 # extract COLUMN FILE: "COLUMN size busbw time_us" for each data row of one result file.
 # hccl_perf_test rows: size count type redop root time algbw busbw ... (out-of-place first);
@@ -136,7 +175,7 @@ ratio() {
 print_table() {
     local n=$1
     echo
-    echo "== allreduce fp32 sum, $n ranks: bus bandwidth (GB/s), out of place =="
+    echo "== allreduce fp32 sum, $n ranks: bus bandwidth (GB/s), out of place, median of $ROUNDS rounds =="
     printf "%10s %9s %9s %9s %9s %9s %12s %12s %12s\n" size hcclD-z hcclD-R hcclD OpenMPI MPICH \
         "z/bestMPI" "R/bestMPI" "hcclD/bestMPI"
     {
@@ -176,7 +215,7 @@ print_latency() {
     o=$(lat_of "$RES/openmpi_lat.txt")
     m=$(lat_of "$RES/mpich_lat.txt")
     echo
-    echo "== allreduce 8 B latency, 2 ranks (us, $LAT_ITERS iterations) =="
+    echo "== allreduce 8 B latency, 2 ranks (us, $LAT_ITERS iterations, median of $ROUNDS rounds) =="
     printf "%9s %9s %9s %9s %14s %14s\n" hcclD-z hcclD OpenMPI MPICH "z/OpenMPI" "hcclD/OpenMPI"
     printf "%9s %9s %9s %9s %14s %14s\n" "$z" "$h" "$o" "$m" "$(ratio "$z" "$o")" \
         "$(ratio "$h" "$o")"
