@@ -19,9 +19,14 @@ static void on_written(uv_write_t *req, int status)
 
 int framed_send(uv_stream_t *stream, const Hccld__Msg *m)
 {
-    size_t cap = FRAME_HDR + FRAME_MAX;
-    framed_write_t *w = malloc(sizeof(*w));
+    /* Exactly the frame's size: a queue of small messages for a slow reader must hold what
+     * libuv counts as queued (uv_stream_get_write_queue_size), not FRAME_MAX for each. */
+    size_t cap = FRAME_HDR + hccld__msg__get_packed_size(m);
+    framed_write_t *w;
 
+    if (cap > FRAME_HDR + FRAME_MAX)
+        return -EMSGSIZE;
+    w = malloc(sizeof(*w));
     if (w == NULL || (w->buf.base = malloc(cap)) == NULL) {
         free(w);
         return -ENOMEM;

@@ -28,9 +28,11 @@ def tool(name):
 class Daemon:
     """hccld --foreground on DIR/hccld.sock (admin: DIR/hccld-admin.sock) in a new temporary
     directory (or in `dir`, to start a daemon again on the same sockets), listening for peer
-    daemons on `listen`, with hccld's `args` beside; stop() ends it and removes a DIR it made."""
+    daemons on `listen`, with hccld's `args` beside, its log on `stderr` (a file object; the
+    caller's stderr by default); stop() ends it and removes a DIR it made."""
 
-    def __init__(self, listen="127.0.0.1:0", log_level="error", args=(), dir=None):  # noqa: A002
+    def __init__(self, listen="127.0.0.1:0", log_level="error", args=(), dir=None,  # noqa: A002
+                 stderr=None):
         self.own_dir = dir is None
         self.dir = tempfile.mkdtemp(prefix="hccld-") if dir is None else dir
         self.sock = os.path.join(self.dir, "hccld.sock")
@@ -39,7 +41,8 @@ class Daemon:
             if os.path.exists(stale):
                 os.unlink(stale)
         self.proc = subprocess.Popen([tool("hccld"), "--socket", self.sock, "--foreground",
-                                      "--listen", listen, "--log-level", log_level, *args])
+                                      "--listen", listen, "--log-level", log_level, *args],
+                                     stderr=stderr)
         deadline = time.monotonic() + 10
         while not (os.path.exists(self.sock) and os.path.exists(self.admin)):
             if self.proc.poll() is not None or time.monotonic() > deadline:

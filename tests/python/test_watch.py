@@ -2,13 +2,16 @@
 within 1 s of its cause by the daemon's own clock (the time it stamps on the event; arrival
 waits are bounded at 15 s so that a loaded machine fails nothing that works), in JSON Lines and
 in text; the stream survives a reload (SIGHUP) and a restart of the daemon (the tool connects
-again), and a bad --stall-s is a usage error."""
+again), a bad --stall-s is a usage error, and a watcher that stops reading is dropped rather than
+buffered for."""
 import json
 import os
 import queue
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 import unittest
@@ -201,6 +204,59 @@ class TestWatch(unittest.TestCase):
                                 bad], capture_output=True, text=True, timeout=10)
             self.assertEqual(r.returncode, 2, bad)
             self.assertIn("--stall-s wants seconds", r.stderr)
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+
+class TestSlowWatcher(unittest.TestCase):
+    """A watcher that stops reading is dropped once 1 MiB of events waits for it
+    (EVENTS_QUEUE_MAX): the daemon says so, its memory stays bounded, and the other watchers
+    and clients go on being served."""
+
+    def test_dropped_not_buffered(self):
+        tmp = tempfile.mkdtemp(prefix="hccld-watch-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        log = open(os.path.join(tmp, "hccld.log"), "w+")
+        d = Daemon(log_level="warn", stderr=log)
+        good = Watch(d.admin)
+        # Its stdout is a pipe nobody reads: once the pipe is full the tool blocks on it and
+        # stops reading the daemon's socket.
+        slow = subprocess.Popen([CTL, "--admin-socket", d.admin, "watch", "--json"],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        try:
+            good.kind("watching")
+            rss0 = rss_kib(d.proc.pid)
+            # Each SIGHUP reloads the QoS policy and emits a "reloaded" event of ~100 bytes.
+            deadline = time.monotonic() + 120
+            dropped = False
+            while not dropped and time.monotonic() < deadline:
+                for _ in range(200):
+                    d.proc.send_signal(signal.SIGHUP)
+                    time.sleep(0.0005)
+                log.seek(0)
+                dropped = f"hccld-ctl watch (pid {slow.pid}) reads too slowly" in log.read()
+            self.assertTrue(dropped, "the slow watcher was never dropped")
+            self.assertIsNone(d.proc.poll())
+            self.assertLess(rss_kib(d.proc.pid) - rss0, 16 << 10)  # what one watcher may hold
+            # The other watcher still gets new events, and the daemon still answers.
+            while not good.lines.empty():
+                good.lines.get()
+            t0 = time.time()
+            subprocess.run([CTL, "--admin-socket", d.admin, "qos", "set", "LOW", "--max-bw",
+                            "1Gbit"], check=True, capture_output=True, timeout=10)
+            soon(self, good.kind("qos_changed"), t0)
+            st = subprocess.run([CTL, "--admin-socket", d.admin, "status", "--json"],
+                                check=True, capture_output=True, text=True, timeout=10)
+            self.assertIn("clients", json.loads(st.stdout))
+        finally:
+            slow.kill()
+            slow.wait(10)
+            good.stop()
+            d.stop()
+            log.close()
 
 
 class TestWatchPeers(unittest.TestCase):
