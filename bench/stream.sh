@@ -37,7 +37,7 @@ one() {
         unset HCCLD_STREAM_MIN
     fi
     # shellcheck disable=SC2086
-    "$PERF" -t allreduce -g "$n" $z -b 1M -e 64M -f 2 -n 20 -w 5 -c 0 |
+    "$PERF" -t allreduce -g "$n" $z -b 1M -e 64M -f 2 -n 20 -w 5 |
         awk -v r="$round" -v n="$n" -v b="$bufs" -v s="$setting" \
             '!/^#/ && NF >= 12 { print r, n, b, s, $1, $8, $12 }'
 }

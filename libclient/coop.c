@@ -26,6 +26,7 @@
 #include "reg.h"
 
 #define SLEEP_SLICE_NS 100000000ll
+#define COOP_ZC_STREAM_FACTOR 4
 
 struct hc_coop {
     coop_ctl_t *ctl;
@@ -282,6 +283,7 @@ typedef struct coop_plan {
     coop_sides_t all; /* offsets of the op's first blocks */
     int overlap;      /* the input and output spans overlap */
     int stream;       /* outputs too large to stay in cache: written with streaming stores */
+    int stream_zc;    /* the same for zero-copy outputs that every rank writes a share of */
     uint64_t piece, npieces;
 } coop_plan_t;
 
@@ -310,6 +312,10 @@ static void coop_plan(hc_comm_t *comm, const hc_op_t *op, coop_plan_t *p)
      * costs nothing extra. */
     p->stream =
         comm->c->stream_min != 0 && rlen * comm->nranks >= comm->c->stream_min && !p->overlap;
+    /* Zero-copy shares keep every rank's inputs and outputs in play at once: with real data
+     * they gain from streaming only once the outputs reach COOP_ZC_STREAM_FACTOR times that
+     * (below, 2 ranks at 8 MiB lost a quarter; bench/RESULTS.md). */
+    p->stream_zc = p->stream && rlen * comm->nranks / COOP_ZC_STREAM_FACTOR >= comm->c->stream_min;
     p->piece = comm->chunk_bytes / (es * hc_kind_max_blocks(op->kind, comm->nranks));
     p->piece = p->piece ? p->piece : 1;
     p->npieces = (op->count + p->piece - 1) / p->piece;
@@ -433,7 +439,7 @@ static HcclResult run_piece(hc_comm_t *comm, const coop_plan_t *p, uint64_t piec
     if (all_zc_out(cp, n, par)) {
         /* Everyone's output is reachable: each rank computes one share into all of them. A
          * staged output is read again at once, so only the final copy streams. */
-        l0.stream = p->stream && !ps.stage_out;
+        l0.stream = ps.stage_out ? 0 : p->stream_zc;
         l0_run_part(&l0, me, n);
         publish(cp->ctl, &mine->done, k);
         if ((rc = wait_all(comm, 1, k)) != HCCL_SUCCESS || !ps.stage_out)
