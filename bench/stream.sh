@@ -2,7 +2,9 @@
 # Streaming stores for large cooperative outputs (HCCLD_STREAM_MIN), on and off, side by side:
 # allreduce fp32 sum on one node, 2 and 4 ranks, malloc'ed and HcclMemAlloc'ed buffers,
 # 1..64 MiB. Rounds take turns (which setting goes first alternates), and the table shows the
-# median busbw of the rounds, out of place and in place.
+# median busbw of the rounds, out of place and in place. The tool writes its check pattern
+# into the inputs (no -c 0): inputs that were never written are read nearly for free, which
+# once made streaming look better than it is.
 #
 #   bench/stream.sh [BUILD]      (BENCH_ROUNDS, default 5)
 set -euo pipefail
