@@ -58,8 +58,8 @@ static void pin(int cpu)
     pthread_setaffinity_np(pthread_self(), sizeof(s), &s);
 }
 
-/* The staging case: `writer` copies src into shared, `reader` then copies shared out (or reads
- * a buffer of its own, `private_read`), taking turns. */
+/* The staging case (take_turns): a writer copies src into shared, a reader then copies shared
+ * out (or a buffer of its own, `private_read`), taking turns. */
 typedef struct {
     size_t n;
     char *src, *shared, *other, *dst;
@@ -68,32 +68,29 @@ typedef struct {
     double write_us;
 } stage_t;
 
-static void *writer(void *arg)
-{
-    stage_t *s = arg;
+/* One side of the staging case: side 0 copies src into shared and is timed, side 1 then copies
+ * shared (or its own buffer) out; each waits for its turn. */
+typedef struct {
+    stage_t *s;
+    int me;
+} side_t;
 
-    pin(0);
+static void *take_turns(void *arg)
+{
+    const side_t *x = arg;
+    stage_t *s = x->s;
+    char *to = x->me ? s->dst : s->shared;
+    const char *from = x->me ? (s->private_read ? s->other : s->shared) : s->src;
+
+    pin(x->me);
     for (int i = 0; i < ITERS; i++) {
-        while (atomic_load(&s->turn) != 0)
+        while (atomic_load(&s->turn) != x->me)
             sched_yield();
         double t = now_us();
-        memcpy(s->shared, s->src, s->n);
-        s->write_us += now_us() - t;
-        atomic_store(&s->turn, 1);
-    }
-    return NULL;
-}
-
-static void *reader(void *arg)
-{
-    stage_t *s = arg;
-
-    pin(1);
-    for (int i = 0; i < ITERS; i++) {
-        while (atomic_load(&s->turn) != 1)
-            sched_yield();
-        memcpy(s->dst, s->private_read ? s->other : s->shared, s->n);
-        atomic_store(&s->turn, 0);
+        memcpy(to, from, s->n);
+        if (x->me == 0)
+            s->write_us += now_us() - t;
+        atomic_store(&s->turn, !x->me);
     }
     return NULL;
 }
@@ -101,6 +98,7 @@ static void *reader(void *arg)
 static double staging_us(size_t n, int private_read)
 {
     stage_t s = {.n = n, .private_read = private_read};
+    side_t w = {&s, 0}, r = {&s, 1};
     pthread_t a, b;
 
     s.src = malloc(n);
@@ -115,8 +113,8 @@ static double staging_us(size_t n, int private_read)
     memset(s.shared, 2, n);
     memset(s.other, 3, n);
     memset(s.dst, 4, n);
-    pthread_create(&a, NULL, writer, &s);
-    pthread_create(&b, NULL, reader, &s);
+    pthread_create(&a, NULL, take_turns, &w);
+    pthread_create(&b, NULL, take_turns, &r);
     pthread_join(a, NULL);
     pthread_join(b, NULL);
     free(s.src);
