@@ -194,21 +194,28 @@ static int lane_step(hc_comm_t *comm, int fd, const lane_hdr_t *h, size_t bytes,
     return 0;
 }
 
-/* The schedule of lane.h over acc (bytes of it; 0 for a barrier). */
-static int lanes_allreduce(hc_comm_t *comm, const lane_hdr_t *h, size_t bytes, uint64_t deadline)
+/* The schedule of lane.h over acc (bytes of it; 0 for a barrier); *partner_p: the rank of the
+ * step that ended it (the one it waited for, on a timeout). */
+static int lanes_allreduce(hc_comm_t *comm, const lane_hdr_t *h, size_t bytes, uint64_t deadline,
+                           uint32_t *partner_p)
 {
     hc_lanes_t *ln = comm->lanes;
     const lane_plan_t *p = &ln->plan;
     int red = h->kind == DESC_ALLREDUCE, rc = 0;
 
+    *partner_p = p->fold;
     if (p->fold != UINT32_MAX && p->extra) /* give ours, take the result */
         return lane_step(comm, ln->fold_fd, h, bytes, 1, 1, 1, 0, deadline);
     if (p->fold != UINT32_MAX)
         rc = lane_step(comm, ln->fold_fd, h, bytes, 0, 1, 0, red, deadline);
-    for (uint32_t l = 0; rc == 0 && l < p->levels; l++)
+    for (uint32_t l = 0; rc == 0 && l < p->levels; l++) {
+        *partner_p = lane_plan_partner(p, l);
         rc = lane_step(comm, ln->fd[l], h, bytes, 1, 1, !(p->vme & (1u << l)), red, deadline);
-    if (rc == 0 && p->fold != UINT32_MAX)
+    }
+    if (rc == 0 && p->fold != UINT32_MAX) {
+        *partner_p = p->fold;
         rc = lane_step(comm, ln->fold_fd, h, bytes, 1, 0, 0, 0, deadline);
+    }
     return rc;
 }
 
@@ -237,7 +244,8 @@ static int lanes_run(hc_comm_t *comm, const hc_op_t *op, HcclResult *rc_p)
     hc_prof_direct();
     if (bytes > 0)
         memcpy(ln->acc, op->send, bytes);
-    int rc = lanes_allreduce(comm, &h, bytes, hc_comm_deadline(comm));
+    uint32_t partner;
+    int rc = lanes_allreduce(comm, &h, bytes, hc_comm_deadline(comm), &partner);
     if (rc == 0 && lanes_given_up(ln, h.seq))
         rc = 1;
     if (rc == 0) {
@@ -252,8 +260,14 @@ static int lanes_run(hc_comm_t *comm, const hc_op_t *op, HcclResult *rc_p)
         a.count = (uint64_t)*rc_p;
         lanes_tell(ln, &a);
         lanes_set_state(ln, HC_LANES_BROKEN, *rc_p);
-        ERR("COLL", "rank %u: %s of %zu bytes over lanes failed: %s", comm->rank,
-            desc_kind_name(op->kind), bytes, HcclGetErrorString(*rc_p));
+        if (rc == -ETIMEDOUT)
+            ERR("COLL",
+                "rank %u: %s of %zu bytes over lanes failed: %s, waiting for rank %u (did it "
+                "post the same op?)",
+                comm->rank, desc_kind_name(op->kind), bytes, HcclGetErrorString(*rc_p), partner);
+        else
+            ERR("COLL", "rank %u: %s of %zu bytes over lanes failed: %s", comm->rank,
+                desc_kind_name(op->kind), bytes, HcclGetErrorString(*rc_p));
         return LANE_DONE;
     }
     /* Another op or size, a partner that fell back or went through the daemon, or one gone:

@@ -268,6 +268,37 @@ const transport_ops_t *l1_failed_transport(const l1_run_t *r)
     return r->failed;
 }
 
+static uint32_t add_node(uint32_t *nodes, uint32_t n, uint32_t max, uint32_t node)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (nodes[i] == node)
+            return n;
+    if (n < max)
+        nodes[n++] = node;
+    return n;
+}
+
+uint32_t l1_waiting_on(const l1_run_t *r, uint32_t *nodes, uint32_t max, int *unstarted_p)
+{
+    const sched_t *sc = r->a.sched;
+    uint32_t n = 0, nn = r->a.nnodes;
+
+    *unstarted_p = r->check_rx != NULL && !tp_done(r->check_rx);
+    if (*unstarted_p)
+        n = add_node(nodes, n, max, (r->a.me + nn - 1) % nn);
+    if (!r->posted || r->round >= sc->nrounds)
+        return n;
+    for (uint32_t i = 0; i < sc->round_start[r->round + 1] - sc->round_start[r->round]; i++)
+        if (r->reqs[i] != NULL)
+            n = add_node(nodes, n, max, sc->steps[sc->round_start[r->round] + i].peer);
+    return n;
+}
+
+uint32_t l1_round(const l1_run_t *r)
+{
+    return r->round;
+}
+
 int l1_poll_fds(l1_run_t *r, struct pollfd *pfd, int max)
 {
     const sched_t *sc = r->a.sched;

@@ -58,6 +58,13 @@ int l1_start(const l1_args_t *a, l1_run_t **r_p);
 int l1_progress(l1_run_t *r);
 /* After l1_progress failed: the transport whose transfer failed (for xfer_result), or NULL. */
 const transport_ops_t *l1_failed_transport(const l1_run_t *r);
+/* The nodes the run waits on now, each once, at most max: the peers of the round's transfers
+ * still pending, and the previous node while its operation check has not come. *unstarted_p:
+ * that check has not come, so the previous node has not started this operation. Returns how
+ * many; 0 while a round is held back (QoS) or nothing is pending. */
+uint32_t l1_waiting_on(const l1_run_t *r, uint32_t *nodes, uint32_t max, int *unstarted_p);
+/* The round in progress (the schedule's nrounds once all are done). */
+uint32_t l1_round(const l1_run_t *r);
 /* The fds to wait on for progress; returns how many were written. */
 int l1_poll_fds(l1_run_t *r, struct pollfd *pfd, int max);
 /* Frees the run (after completion or failure), withdrawing the transfers still pending. */

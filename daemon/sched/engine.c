@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -13,6 +14,9 @@
 #include "futex.h"
 #include "hccl/hccl.h"
 #include "log.h"
+
+_Static_assert(ENGINE_WAIT_MAX == SPAN_WAIT_MAX && ENGINE_WAIT_RANKS == SPAN_WAIT_RANKS,
+               "engine_wait_t holds a span_wait_t");
 
 /* HCCLD_ENGINE_SPIN_US: keep polling (yielding) this long after the last work, then sleep. */
 #define ENGINE_SPIN_US_DEFAULT 50
@@ -480,6 +484,18 @@ int engine_get_comm_stats(engine_t *eng, uint32_t comm_id, engine_comm_stats_t *
             c->sops->stats(c->span, &ss, st_p->link, ENGINE_STATS_RANKS, &st_p->nnodes);
         st_p->algo = ss.algo;
         st_p->on_wire = ss.on_wire;
+        st_p->round = ss.round;
+        st_p->nrounds = ss.nrounds;
+        st_p->nwaiting = ss.nwaiting;
+        for (uint32_t k = 0; k < ss.nwaiting; k++) {
+            const span_wait_t *w = &ss.waiting[k];
+            engine_wait_t *e = &st_p->waiting[k];
+            e->node = w->node;
+            snprintf(e->addr, sizeof(e->addr), "%s", w->addr);
+            e->nranks = w->nranks;
+            memcpy(e->ranks, w->ranks, sizeof(e->ranks));
+            e->unstarted = w->unstarted;
+        }
         st_p->measured = ss.measured;
         st_p->alpha_us = ss.alpha_us;
         st_p->gbps = ss.gbps;

@@ -40,6 +40,17 @@ typedef struct engine_stats {
 #define ENGINE_LINK_MAX 32 /* as TP_DESC_MAX */
 
 #define ENGINE_WHY_MAX 160
+#define ENGINE_WAIT_MAX 4   /* nodes a stalled collective names (SPAN_WAIT_MAX) */
+#define ENGINE_WAIT_RANKS 8 /* ranks it names of each (SPAN_WAIT_RANKS) */
+
+/* A daemon (node) the collective on the wire waits on. */
+typedef struct engine_wait {
+    uint32_t node;
+    char addr[ENGINE_ADDR_MAX]; /* its data address */
+    uint32_t nranks;            /* ranks it holds; the first ENGINE_WAIT_RANKS in ranks */
+    uint32_t ranks[ENGINE_WAIT_RANKS];
+    int unstarted; /* it has not started the op (its operation check has not come) */
+} engine_wait_t;
 
 typedef struct engine_comm_stats {
     uint64_t ops_done;
@@ -47,9 +58,13 @@ typedef struct engine_comm_stats {
     int broken;
     HcclResult broken_status;        /* when broken: the HcclResult its ops fail with */
     char broken_why[ENGINE_WHY_MAX]; /* and why */
-    int ready;       /* connected to the other daemons and measured: ops run at once */
-    int algo;        /* level-1 algorithm of its last collective across daemons, or -1 */
-    int on_wire;     /* a collective runs with the other daemons now */
+    int ready;   /* connected to the other daemons and measured: ops run at once */
+    int algo;    /* level-1 algorithm of its last collective across daemons, or -1 */
+    int on_wire; /* a collective runs with the other daemons now */
+    /* On the wire: its level-1 round in progress of nrounds, and the daemons that round waits
+     * on (transfers pending): whom "every rank here posted, waiting on other daemons" means. */
+    uint32_t round, nrounds, nwaiting;
+    engine_wait_t waiting[ENGINE_WAIT_MAX];
     uint32_t nlocal; /* members here */
     /* Collective pieces each local member posted so far (the first ENGINE_STATS_RANKS), and
      * its global rank: the members behind the others are the ones a stuck collective waits

@@ -338,6 +338,7 @@ static void job_complete_multinode(server_t *srv, job_t *j)
                                                       .qos_class = cls,
                                                       .plan = &plan,
                                                       .rdma_nodes = (const char *const *)rdma,
+                                                      .nodes = (const char *const *)nodes,
                                                       .connect_timeout_s = j->timeout_s},
                                   &why);
     INFO("INIT", "job %s: comm %u formed with %u ranks on %u daemons", j->hex, c ? c->id : 0,

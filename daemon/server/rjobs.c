@@ -348,6 +348,7 @@ void rjobs_membership(server_t *srv, peer_t *p, const Hccld__Membership *m)
                                                            .qos_class = membership_class(srv, m),
                                                            .plan = &plan,
                                                            .rdma_nodes = rdma_nodes,
+                                                           .nodes = (const char *const *)m->nodes,
                                                            .connect_timeout_s = r->timeout_s},
                                        &why);
     /* An older root sends no lane addresses: no lanes. */

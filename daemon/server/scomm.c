@@ -140,6 +140,7 @@ static void scomm_free(scomm_t *c)
         close(c->coop_fd);
     }
     free(c->sids);
+    free(c->nodes);
     free(c);
 }
 
@@ -381,6 +382,9 @@ HcclResult multinode_engine_comm(server_t *srv, scomm_t *c, const char *const *d
     }
     c->qos_class = o->qos_class;
     c->has_job = 1;
+    if (o->nodes != NULL && (c->nodes = calloc(nnodes, sizeof(*c->nodes))) != NULL)
+        for (uint32_t i = 0; i < nnodes; i++)
+            snprintf(c->nodes[i], sizeof(c->nodes[i]), "%s", o->nodes[i]);
     memcpy(c->job_id, job_id, SHARE_JOB_BYTES);
     uint8_t *share = calloc(nnodes, 1);
     uint32_t parent_comm = 0;

@@ -139,7 +139,9 @@ struct scomm {
     char job_hex[33];
     int has_job; /* spans daemons: its job id follows (its children may share its links) */
     uint8_t job_id[SHARE_JOB_BYTES];
-    uint64_t *sids;        /* per rank; 0 once the rank left */
+    uint64_t *sids; /* per rank; 0 once the rank left */
+    /* Spanning daemons: each node's daemon address (advertised), what events name; or NULL */
+    char (*nodes)[PEER_ADDR_MAX];
     struct coop_ctl *coop; /* cooperative level 0, or NULL */
     uint64_t coop_bytes;
     int coop_fd;
@@ -212,6 +214,7 @@ typedef struct multinode_opts {
     int qos_class;            /* index into srv->qos.cls, as the root decided */
     const share_plan_t *plan; /* a split's child: the connections it shares, or NULL */
     const char *const *rdma_nodes; /* RDMA data address per node ("" none), or NULL */
+    const char *const *nodes;      /* each node's daemon address (advertised), or NULL */
     uint32_t connect_timeout_s;    /* the job's HCCL_CONNECT_TIMEOUT, for its data connections */
 } multinode_opts_t;
 HcclResult multinode_engine_comm(server_t *srv, scomm_t *c, const char *const *data_nodes,

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dtype.h"
 #include "multinode.h"
@@ -134,6 +135,44 @@ START_TEST(test_lanes_off)
 }
 END_TEST
 
+/* Rank 1 never posts: rank 0's allreduce over the lanes fails with HCCL_E_TIMEOUT after
+ * HCCL_EXEC_TIMEOUT, and its error names rank 1 as the one it waited for. */
+static int lane_waits_for_one(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+{
+    float x[4] = {1, 2, 3, 4}, y[4];
+
+    (void)n;
+    (void)arg;
+    if (r == 1) {
+        sleep(4);
+        return 0;
+    }
+    HcclResult rc = HcclAllReduce(x, y, 4, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, NULL);
+    if (rc != HCCL_E_TIMEOUT)
+        fprintf(stderr, "rank 0: the allreduce gave %d, not HCCL_E_TIMEOUT\n", rc);
+    return rc != HCCL_E_TIMEOUT;
+}
+
+START_TEST(test_lanes_timeout_names_rank)
+{
+    cluster_t c;
+    char path[64];
+
+    cluster_start(&c, 2);
+    setenv("HCCL_EXEC_TIMEOUT", "1", 1);
+    int saved = harness_stderr_to(path, sizeof(path));
+    int rc = run_ranks(&c, 1, lane_waits_for_one, NULL);
+    int named = harness_stderr_back_has(
+        saved, path,
+        "rank 0: allreduce of 16 bytes over lanes failed: HCCL_E_TIMEOUT: timed out, "
+        "waiting for rank 1 (did it post the same op?)");
+    unsetenv("HCCL_EXEC_TIMEOUT");
+    cluster_stop(&c);
+    ck_assert_int_eq(rc, 0);
+    ck_assert(named);
+}
+END_TEST
+
 void multinode_add_lanes(Suite *s)
 {
     TCase *tc = tcase_create("lanes");
@@ -141,5 +180,6 @@ void multinode_add_lanes(Suite *s)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_lanes_allreduce);
     tcase_add_test(tc, test_lanes_off);
+    tcase_add_test(tc, test_lanes_timeout_names_rank);
     suite_add_tcase(s, tc);
 }

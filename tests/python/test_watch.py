@@ -85,12 +85,12 @@ def connect_and_leave(sock, q):
     time.sleep(0.3)
 
 
-def wait_then_post(comm, r, n, delay_s):
+def wait_then_post(comm, r, n, delay_s, count=4):
     if r == 1:
         time.sleep(delay_s)
     posted = time.time()
-    y = comm.all_reduce(np.arange(4, dtype=np.float32) + r)
-    np.testing.assert_array_equal(y, 2 * np.arange(4, dtype=np.float32) + 1)
+    y = comm.all_reduce(np.arange(count, dtype=np.float32) + r)
+    np.testing.assert_array_equal(y, 2 * np.arange(count, dtype=np.float32) + 1)
     return posted
 
 
@@ -284,6 +284,32 @@ class TestWatchPeers(unittest.TestCase):
             self.assertEqual(run_ranks(2, fn, socks=[a.sock, b.sock]), [2.0, 2.0])
             back = watch.kind("peer_back", peer=f"127.0.0.1:{port}")
             self.assertGreaterEqual(back["time_ms"] / 1e3, t0 - 0.05)
+        finally:
+            watch.stop()
+            b.stop()
+            a.stop()
+
+    def test_stall_names_the_late_daemon(self):
+        """Every rank on daemon a posted; the op waits on daemon b, whose rank 1 posts 2.5 s
+        late: a's stream names b (by the address it advertises), its rank, and that b has not
+        started the op, at 1 s."""
+        port = free_port()
+        a = Daemon()
+        b = Daemon(listen=f"127.0.0.1:{port}")
+        watch = Watch(a.admin, "--stall-s", "1")
+        try:
+            watch.kind("watching")
+            os.environ["HCCLD_SOCKET"] = a.sock
+            # 256 KiB: through the daemons, not over lanes (HCCLD_DIRECT_MAX, 64 KiB).
+            posted = run_ranks(2, wait_then_post, 2.5, 1 << 16, socks=[a.sock, b.sock])
+            stall = watch.kind("op_stalled")
+            self.assertEqual(stall["ranks"], [1], stall)
+            self.assertEqual(stall["peer"], f"127.0.0.1:{port}", stall)
+            self.assertIn(f"waits on the daemon of rank 1 at 127.0.0.1:{port}, which has not "
+                          "started it", stall["text"])
+            self.assertGreaterEqual(stall["waited_s"], 1.0)
+            soon(self, stall, posted[0] + 1.0)
+            self.assertLess(stall["time_ms"] / 1e3, posted[1])  # before rank 1 came
         finally:
             watch.stop()
             b.stop()

@@ -408,6 +408,81 @@ START_TEST(test_failed_transfer_result)
 }
 END_TEST
 
+/* Node 2 of 3 has not started a ring allreduce: node 0 waits on it and knows that it has not
+ * started (its operation check has not come); node 1 waits on node 0 in a later round. Once node
+ * 2 starts, all three finish with the right sums. */
+START_TEST(test_waiting_on)
+{
+    enum { N = 3, CNT = 3000 };
+    mesh_t m;
+    sched_t sc[N];
+    l1_run_t *run[N];
+    int32_t *out[N], *in[N], *scratch[N];
+    uint64_t checks[N][2], check_in[N][2];
+    uint32_t nodes[4];
+    int unstarted = -1, done[N] = {0};
+    double deadline;
+
+    ck_assert_int_eq(mesh_open(&m, N), 0);
+    for (uint32_t me = 0; me < N; me++) {
+        ck_assert_int_eq(algo_build(ALGO_RING, DESC_ALLREDUCE, N, me, 0, CNT, &sc[me]), 0);
+        out[me] = calloc(sc[me].out_elems + 1, sizeof(int32_t));
+        in[me] = calloc(N * CNT + 1, sizeof(int32_t));
+        scratch[me] = calloc(sc[me].scratch_elems + 1, sizeof(int32_t));
+        fill(DESC_ALLREDUCE, N, me, 0, CNT, out[me], in[me]);
+        checks[me][0] = checks[me][1] = 42;
+        l1_args_t a = {.sched = &sc[me],
+                       .conns = m.c[me],
+                       .me = me,
+                       .nnodes = N,
+                       .out = (uint8_t *)out[me],
+                       .in = (uint8_t *)in[me],
+                       .scratch = (uint8_t *)scratch[me],
+                       .dtype = HCCL_DATA_TYPE_INT32,
+                       .redop = HCCL_REDUCE_SUM,
+                       .tag = 5000,
+                       .check_tag = 5000 | 1ull << 48,
+                       .check = checks[me],
+                       .check_in = check_in[me],
+                       .check_len = sizeof(checks[me])};
+        ck_assert_int_eq(l1_start(&a, &run[me]), 0);
+    }
+    /* Until node 1 is in round 1 (where it stays: node 0 cannot send more), at most 10 s. */
+    deadline = now_s() + 10;
+    while (l1_round(run[1]) < 1 && now_s() < deadline)
+        for (uint32_t me = 0; me < 2; me++)
+            ck_assert_int_eq(l1_progress(run[me]), 0);
+    for (uint32_t me = 0; me < 2; me++)
+        ck_assert_int_eq(l1_progress(run[me]), 0);
+    ck_assert_uint_eq(l1_waiting_on(run[0], nodes, 4, &unstarted), 1);
+    ck_assert_uint_eq(nodes[0], 2);
+    ck_assert_int_eq(unstarted, 1);
+    ck_assert_uint_eq(l1_round(run[0]), 0);
+    ck_assert_uint_eq(l1_waiting_on(run[1], nodes, 4, &unstarted), 1);
+    ck_assert_uint_eq(nodes[0], 0);
+    ck_assert_int_eq(unstarted, 0);
+    ck_assert_uint_eq(l1_round(run[1]), 1);
+    deadline = now_s() + 30;
+    while (!(done[0] && done[1] && done[2]) && now_s() < deadline)
+        for (uint32_t me = 0; me < N; me++) {
+            int rc = done[me] ? 1 : l1_progress(run[me]);
+            ck_assert_int_ge(rc, 0);
+            done[me] = rc == 1;
+        }
+    for (uint32_t me = 0; me < N; me++) {
+        ck_assert_msg(done[me], "node %u did not finish", me);
+        ck_assert_uint_eq(l1_waiting_on(run[me], nodes, 4, &unstarted), 0);
+        ck_assert_uint_eq(check(DESC_ALLREDUCE, N, me, 0, CNT, out[me]), 0);
+        l1_free(run[me]);
+        sched_free(&sc[me]);
+        free(out[me]);
+        free(in[me]);
+        free(scratch[me]);
+    }
+    mesh_close(&m);
+}
+END_TEST
+
 Suite *l1_suite(void)
 {
     Suite *s = suite_create("l1");
@@ -419,6 +494,7 @@ Suite *l1_suite(void)
     tcase_add_test(tc, test_check_disagrees);
     tcase_add_test(tc, test_input_left_in_place);
     tcase_add_test(tc, test_many_folds_in_place);
+    tcase_add_test(tc, test_waiting_on);
     suite_add_tcase(s, tc);
     return s;
 }
