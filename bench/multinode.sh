@@ -121,7 +121,7 @@ SEL_STALL=${BENCH_SEL_STALL:-60}
 # the library cuts each op into pieces of CHUNK / (4 B x blocks) elements (libclient/coll.c,
 # hc_plan) and the daemon picks an algorithm per piece size, so this tells which of the
 # daemon's log lines belongs to which size.
-CHUNK=$((1 << 20))
+CHUNK=$((2 << 20)) # MEDIUM's chunk_kib (hccl_perf_test's comms are of the default class)
 
 SRC_DIR=$(cd "$(dirname "$0")" && pwd)
 BUILD=$(cd "$BUILD" && pwd)

@@ -15,7 +15,7 @@ void qos_policy_defaults(qos_policy_t *p)
 {
     static const qos_class_t defaults[] = {
         {"HIGH", 0, 40000000000ull, 50, 46, 1024},
-        {"MEDIUM", 1, 20000000000ull, 100, 18, 1024},
+        {"MEDIUM", 1, 20000000000ull, 100, 18, 2048},
         {"LOW", 2, 10000000000ull, 200, 8, 256},
     };
 

@@ -128,9 +128,9 @@ static void check_rank(uint32_t r, uint32_t n, uint32_t nnodes, const char *path
         ck_assert_int_eq((int)num(o, "result"), HCCL_SUCCESS);
         ck_assert_str_eq(str(o, "path"), path);
         ck_assert_str_eq(str(o, "qos_class"), "MEDIUM");
-        /* Across daemons the root daemon's piece size for the class: MEDIUM's 1 MiB. */
+        /* Across daemons the root daemon's piece size for the class: MEDIUM's 2 MiB. */
         if (nnodes > 1)
-            ck_assert_int_eq((int)num(o, "chunk_bytes"), 1 << 20);
+            ck_assert_int_eq((int)num(o, "chunk_bytes"), 2 << 20);
         /* Collectives carry the comm's sequence (the same on every rank), transfers the peer. */
         if (i != 3)
             ck_assert_int_eq((int)num(o, "seq"), (int)(i < 3 ? i : i - 1));
