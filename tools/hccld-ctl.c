@@ -125,6 +125,8 @@ static json_t *status_json(const Hccld__StatusResp *r)
                       "ops_in_flight", (int)c->ops_in_flight, "rank0", (int)c->rank0, "ranks",
                       ranks, "posted", posted, "on_wire", (int)c->on_wire, "links", links,
                       "link_figures", figs, "broken", (int)c->broken));
+        json_object_set_new(json_array_get(comms, json_array_size(comms) - 1), "waiting_on",
+                            json_string(c->waiting_on != NULL ? c->waiting_on : ""));
     }
     o = json_pack("{s:s, s:I, s:s, s:i, s:s, s:I, s:I, s:I, s:I, s:o, s:o}", "version", r->version,
                   "uptime_ms", (json_int_t)r->uptime_ms, "socket", r->socket, "workers",
@@ -167,7 +169,9 @@ static void print_waiting(const Hccld__CommStatus *c)
                 printf(" %llu (at %llu)", member_rank(c, i), (unsigned long long)c->posted[i]);
         printf("\n");
     }
-    if (c->on_wire)
+    if (c->on_wire && c->waiting_on != NULL && c->waiting_on[0] != '\0')
+        printf("    %s\n", c->waiting_on);
+    else if (c->on_wire)
         printf("    a collective runs with the other daemons (each names its own ranks)\n");
 }
 

@@ -287,38 +287,6 @@ static int told(watcher_t *w, uint32_t comm, uint64_t episode)
     return 0;
 }
 
-/* The daemon of node w of comm c: its advertised address (what hccld-ctl status and the
- * peer events show), else its data address. */
-static const char *daemon_named(const scomm_t *c, const engine_wait_t *w)
-{
-    return c->nodes != NULL && w->node < c->nnodes ? c->nodes[w->node] : w->addr;
-}
-
-/* Appends to text at *at: the ranks of the daemons the op on the wire waits on, and where they
- * are; their ranks go to late. */
-static void waited_daemons(const scomm_t *c, const engine_comm_stats_t *st, char *text, size_t *at,
-                           uint32_t *late, uint32_t *n)
-{
-    for (uint32_t k = 0; k < st->nwaiting && *at < TEXT_MAX - 1; k++) {
-        const engine_wait_t *w = &st->waiting[k];
-        uint32_t shown = w->nranks < ENGINE_WAIT_RANKS ? w->nranks : ENGINE_WAIT_RANKS;
-        *at += (size_t)snprintf(text + *at, TEXT_MAX - *at, "%s the daemon of rank%s",
-                                k == 0                  ? ""
-                                : k + 1 == st->nwaiting ? " and"
-                                                        : ",",
-                                w->nranks > 1 ? "s" : "");
-        for (uint32_t j = 0; j < shown && *at < TEXT_MAX - 1; j++) {
-            *at += (size_t)snprintf(text + *at, TEXT_MAX - *at, "%s %u", j ? "," : "", w->ranks[j]);
-            late[(*n)++] = w->ranks[j];
-        }
-        if (shown < w->nranks && *at < TEXT_MAX - 1)
-            *at += (size_t)snprintf(text + *at, TEXT_MAX - *at, " (of %u)", w->nranks);
-        if (*at < TEXT_MAX - 1)
-            *at += (size_t)snprintf(text + *at, TEXT_MAX - *at, " at %s%s", daemon_named(c, w),
-                                    w->unstarted ? ", which has not started it" : "");
-    }
-}
-
 static void tell_stall(server_t *srv, const scomm_t *c, const engine_comm_stats_t *st,
                        const comm_track_t *t, uint64_t waited_ms)
 {
@@ -339,11 +307,10 @@ static void tell_stall(server_t *srv, const scomm_t *c, const engine_comm_stats_
         e.seq = t->key;
     } else if (st->on_wire && st->nwaiting > 0) {
         at = (size_t)snprintf(text, sizeof(text),
-                              "comm %u: an op has waited %.1f s with every rank here posted; "
-                              "its round %u of %u across daemons waits on",
-                              c->id, waited_ms / 1e3, st->round + 1, st->nrounds);
-        waited_daemons(c, st, text, &at, late, &n);
-        e.peer = (char *)daemon_named(c, &st->waiting[0]);
+                              "comm %u: an op has waited %.1f s with every rank here posted; its ",
+                              c->id, waited_ms / 1e3);
+        status_waiting_on(c, st, text + at, sizeof(text) - at, late, &n);
+        e.peer = (char *)status_daemon_named(c, &st->waiting[0]);
     } else {
         snprintf(text, sizeof(text),
                  "comm %u: an op has waited %.1f s with every rank here posted (ranks or links "

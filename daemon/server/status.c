@@ -1,6 +1,8 @@
 /* The daemon's status as the admin socket answers it (status.h). */
 #include "server/status.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,11 +74,59 @@ void status_comm_stats(server_t *srv, const scomm_t *c, engine_comm_stats_t *st)
     }
 }
 
+const char *status_daemon_named(const scomm_t *c, const engine_wait_t *w)
+{
+    return c->nodes != NULL && w->node < c->nnodes ? c->nodes[w->node] : w->addr;
+}
+
+/* snprintf at text + *at, keeping *at within cap (a truncated write stops at cap - 1). */
+static void put(char *text, size_t cap, size_t *at, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (*at >= cap - 1)
+        return;
+    va_start(ap, fmt);
+    int k = vsnprintf(text + *at, cap - *at, fmt, ap);
+    va_end(ap);
+    *at = k < 0 ? cap - 1 : *at + (size_t)k < cap ? *at + (size_t)k : cap - 1;
+}
+
+void status_waiting_on(const scomm_t *c, const engine_comm_stats_t *st, char *text, size_t cap,
+                       uint32_t *ranks, uint32_t *n_p)
+{
+    size_t at = 0;
+
+    *n_p = 0;
+    text[0] = '\0';
+    if (!st->on_wire || st->nwaiting == 0)
+        return;
+    put(text, cap, &at, "round %u of %u across daemons waits on", st->round + 1, st->nrounds);
+    for (uint32_t k = 0; k < st->nwaiting; k++) {
+        const engine_wait_t *w = &st->waiting[k];
+        uint32_t shown = w->nranks < ENGINE_WAIT_RANKS ? w->nranks : ENGINE_WAIT_RANKS;
+        put(text, cap, &at, "%s the daemon of rank%s",
+            k == 0                  ? ""
+            : k + 1 == st->nwaiting ? " and"
+                                    : ",",
+            w->nranks > 1 ? "s" : "");
+        for (uint32_t j = 0; j < shown; j++) {
+            put(text, cap, &at, "%s %u", j ? "," : "", w->ranks[j]);
+            ranks[(*n_p)++] = w->ranks[j];
+        }
+        if (shown < w->nranks)
+            put(text, cap, &at, " (of %u)", w->nranks);
+        put(text, cap, &at, " at %s%s", status_daemon_named(c, w),
+            w->unstarted ? ", which has not started it" : "");
+    }
+}
+
 /* posted, ranks, links and link_txt: ENGINE_STATS_RANKS entries per comm, for the answer's
  * per-rank progress and per-node connections. */
 static void fill_comms(server_t *srv, Hccld__StatusResp *r, Hccld__CommStatus *cm,
                        Hccld__CommStatus **cmp, uint64_t *posted, uint32_t *ranks, char **links,
-                       char (*link_txt)[ENGINE_LINK_MAX], Hccld__LinkFigures *lf)
+                       char (*link_txt)[ENGINE_LINK_MAX], Hccld__LinkFigures *lf,
+                       char (*waiting)[STATUS_WAIT_TEXT])
 {
     size_t n = 0;
 
@@ -102,6 +152,9 @@ static void fill_comms(server_t *srv, Hccld__StatusResp *r, Hccld__CommStatus *c
         cm[n].ranks = ranks + n * ENGINE_STATS_RANKS;
         cm[n].n_ranks = st.nlocal;
         cm[n].on_wire = st.on_wire;
+        uint32_t waited[ENGINE_WAIT_MAX * ENGINE_WAIT_RANKS], nwaited;
+        status_waiting_on(c, &st, waiting[n], STATUS_WAIT_TEXT, waited, &nwaited);
+        cm[n].waiting_on = waiting[n];
         memcpy(posted + n * ENGINE_STATS_RANKS, st.posted, st.nlocal * sizeof(*st.posted));
         cm[n].posted = posted + n * ENGINE_STATS_RANKS;
         cm[n].n_posted = st.nlocal;
@@ -147,8 +200,10 @@ int status_build(server_t *srv, status_t *x)
     x->links = calloc(nc * ENGINE_STATS_RANKS, sizeof(*x->links));
     x->link_txt = calloc(nc * ENGINE_STATS_RANKS, sizeof(*x->link_txt));
     x->lf = calloc(nc, sizeof(*x->lf));
-    if (x->cs == NULL || x->csp == NULL || x->cm == NULL || x->cmp == NULL || x->posted == NULL ||
-        x->ranks == NULL || x->links == NULL || x->link_txt == NULL || x->lf == NULL) {
+    x->waiting = calloc(nc, sizeof(*x->waiting));
+    if (x->waiting == NULL || x->cs == NULL || x->csp == NULL || x->cm == NULL || x->cmp == NULL ||
+        x->posted == NULL || x->ranks == NULL || x->links == NULL || x->link_txt == NULL ||
+        x->lf == NULL) {
         status_free(x);
         return -1;
     }
@@ -172,7 +227,8 @@ int status_build(server_t *srv, status_t *x)
     r->metrics_addr = srv->metrics_addr;
     link_mon_status(srv->links, r);
     fill_clients(srv, r, x->cs, x->csp);
-    fill_comms(srv, r, x->cm, x->cmp, x->posted, x->ranks, x->links, x->link_txt, x->lf);
+    fill_comms(srv, r, x->cm, x->cmp, x->posted, x->ranks, x->links, x->link_txt, x->lf,
+               x->waiting);
     return 0;
 }
 
@@ -187,5 +243,6 @@ void status_free(status_t *x)
     free(x->links);
     free(x->link_txt);
     free(x->lf);
+    free(x->waiting);
     memset(x, 0, sizeof(*x));
 }

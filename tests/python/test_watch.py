@@ -290,26 +290,38 @@ class TestWatchPeers(unittest.TestCase):
             a.stop()
 
     def test_stall_names_the_late_daemon(self):
-        """Every rank on daemon a posted; the op waits on daemon b, whose rank 1 posts 2.5 s
-        late: a's stream names b (by the address it advertises), its rank, and that b has not
-        started the op, at 1 s."""
+        """Every rank on daemon a posted; the op waits on daemon b, whose rank 1 posts 4 s late:
+        at 1 s a's stream names b (by the address it advertises), its rank, and that b has not
+        started the op; `hccld-ctl status` on a says the same while it waits."""
         port = free_port()
         a = Daemon()
         b = Daemon(listen=f"127.0.0.1:{port}")
         watch = Watch(a.admin, "--stall-s", "1")
+        waits = (f"round 1 of 2 across daemons waits on the daemon of rank 1 at 127.0.0.1:{port}, "
+                 "which has not started it")
         try:
             watch.kind("watching")
             os.environ["HCCLD_SOCKET"] = a.sock
+            got = {}
             # 256 KiB: through the daemons, not over lanes (HCCLD_DIRECT_MAX, 64 KiB).
-            posted = run_ranks(2, wait_then_post, 2.5, 1 << 16, socks=[a.sock, b.sock])
+            t = threading.Thread(target=lambda: got.update(posted=run_ranks(
+                2, wait_then_post, 4.0, 1 << 16, socks=[a.sock, b.sock])))
+            t.start()
             stall = watch.kind("op_stalled")
+            out = subprocess.run([CTL, "--admin-socket", a.admin, "--json", "status"],
+                                 check=True, capture_output=True, text=True).stdout
+            t.join(WAIT_S)
+            posted = got["posted"]
             self.assertEqual(stall["ranks"], [1], stall)
             self.assertEqual(stall["peer"], f"127.0.0.1:{port}", stall)
-            self.assertIn(f"waits on the daemon of rank 1 at 127.0.0.1:{port}, which has not "
-                          "started it", stall["text"])
+            self.assertIn("with every rank here posted; its " + waits, stall["text"])
             self.assertGreaterEqual(stall["waited_s"], 1.0)
             soon(self, stall, posted[0] + 1.0)
             self.assertLess(stall["time_ms"] / 1e3, posted[1])  # before rank 1 came
+            comm = [c for c in json.loads(out)["comms"] if c["nnodes"] == 2]
+            self.assertEqual(len(comm), 1, out)
+            self.assertTrue(comm[0]["on_wire"], out)
+            self.assertEqual(comm[0]["waiting_on"], waits)
         finally:
             watch.stop()
             b.stop()
