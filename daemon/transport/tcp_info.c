@@ -1,6 +1,7 @@
 /* A TCP connection's health from the kernel's own count (TCP_INFO): nothing on the data path. */
 #include <linux/tcp.h>
 #include <netinet/in.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -17,7 +18,13 @@ void tcp_link_info(tp_conn_t *base, tp_link_info_t *li)
         li->failed = 1;
     if (getsockopt(tcp_conn_of(base)->fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0)
         return; /* a socket already gone: its figures are lost, not made up */
-    li->tx_bytes += ti.tcpi_bytes_acked;
+    /* Bytes sent, each once: what a closed connection's last sample must count. Acknowledged
+     * bytes lag: a connection closed right after its last message left it unacknowledged, and
+     * the peer's count of received bytes was ahead for good (kernels before 4.19: acked). */
+    if (len >= offsetof(struct tcp_info, tcpi_bytes_retrans) + sizeof(ti.tcpi_bytes_retrans))
+        li->tx_bytes += ti.tcpi_bytes_sent - ti.tcpi_bytes_retrans;
+    else
+        li->tx_bytes += ti.tcpi_bytes_acked;
     li->rx_bytes += ti.tcpi_bytes_received;
     li->segs_out += ti.tcpi_segs_out;
     li->retrans += ti.tcpi_total_retrans;

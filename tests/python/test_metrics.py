@@ -205,8 +205,8 @@ class TestPrometheus(unittest.TestCase):
                 check=True, capture_output=True, text=True).stdout) for d in self.daemons]
 
         # Each daemon samples on its own second: wait (bounded) until both have sampled the
-        # quiet link, so that what one end had acknowledged the other had received (but for a
-        # closed connection's FIN, which takes one byte of sequence: FINS at most).
+        # quiet link, so that what one end had sent the other had received (but for a closed
+        # connection's FIN, which takes one byte of sequence: FINS at most).
         def skew(ends):
             return max(abs(ends[0].get("tx_bytes", 0) - ends[1].get("rx_bytes", -99)),
                        abs(ends[1].get("tx_bytes", 0) - ends[0].get("rx_bytes", -99)))
@@ -233,7 +233,7 @@ class TestPrometheus(unittest.TestCase):
                              peer["tx_bytes"])
             self.assertEqual(sample(body, "hccld_peer_received_bytes_total" + label),
                              peer["rx_bytes"])
-        # What one end acknowledged the other received (the same TCP connections).
+        # What one end sent the other received (the same TCP connections).
         self.assertLessEqual(skew(ends), FINS, ends)
         text = subprocess.run([hccl.daemon.tool("hccld-ctl"), "--admin-socket",
                                self.daemons[0].admin, "links"], check=True, capture_output=True,
