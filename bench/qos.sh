@@ -16,7 +16,9 @@
 # Knobs: QOS_LOW_CAP (the cap, default 1Gbit), QOS_SECS (seconds LOW's rate is measured over,
 # default 10), QOS_ITERS (16 MiB iterations per HIGH run, 30), QOS_LAT_ITERS (8 KiB, 500),
 # QOS_ROUNDS (alternations, 3), QOS_ZC (1: both jobs use HcclMemAlloc buffers, hccl_perf_test
-# -z, instead of malloc ones staged through the arena). Raw outputs go to BUILD/bench/qos/.
+# -z, instead of malloc ones staged through the arena), QOS_LOW_CHUNK (LOW's chunk_kib, its
+# piece size and so the most a round of it moves; default the class's 256). Raw outputs go to
+# BUILD/bench/qos/.
 set -euo pipefail
 
 BUILD=$(cd "${1:-build}" && pwd)
@@ -37,6 +39,9 @@ default = MEDIUM
 job.qos-high = HIGH
 job.qos-low = LOW
 EOF
+if [ -n "${QOS_LOW_CHUNK:-}" ]; then
+    printf '[class.LOW]\nchunk_kib = %s\n' "$QOS_LOW_CHUNK" >>"$TMP/hccld.conf"
+fi
 
 for i in 0 1; do
     mkdir -p "$TMP/d$i"
