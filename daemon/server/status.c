@@ -107,7 +107,7 @@ void status_waiting_on(const scomm_t *c, const engine_comm_stats_t *st, char *te
         uint32_t shown = w->nranks < ENGINE_WAIT_RANKS ? w->nranks : ENGINE_WAIT_RANKS;
         put(text, cap, &at, "%s the daemon of rank%s",
             k == 0                  ? ""
-            : k + 1 == st->nwaiting ? " and"
+            : k + 1 == st->nwaiting ? ", and"
                                     : ",",
             w->nranks > 1 ? "s" : "");
         for (uint32_t j = 0; j < shown; j++) {

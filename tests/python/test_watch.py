@@ -327,6 +327,45 @@ class TestWatchPeers(unittest.TestCase):
             b.stop()
             a.stop()
 
+    def test_stall_names_every_daemon_waited_on(self):
+        """Fullmesh on 3 daemons, ranks 1 and 2 (one on each of b and c) 4 s late: a's status
+        names both daemons, the one before it in the ring (c, whose operation check has not
+        come) first, with their ranks."""
+        ports = [free_port(), free_port()]
+        a = Daemon()
+        b, c = (Daemon(listen=f"127.0.0.1:{p}") for p in ports)
+        watch = Watch(a.admin, "--stall-s", "1")
+        os.environ["HCCL_ALGO"] = "level0:NA;level1:fullmesh"  # no lanes either
+        try:
+            watch.kind("watching")
+            os.environ["HCCLD_SOCKET"] = a.sock
+            got = {}
+
+            def late(comm, r, n):
+                if r > 0:
+                    time.sleep(4.0)
+                x = np.arange(1 << 16, dtype=np.float32)
+                y = comm.all_reduce(x + r)
+                np.testing.assert_array_equal(y, 3 * x + 3)
+                return time.time()
+
+            t = threading.Thread(target=lambda: got.update(posted=run_ranks(
+                3, late, socks=[a.sock, b.sock, c.sock])))
+            t.start()
+            stall = watch.kind("op_stalled")
+            t.join(WAIT_S)
+            self.assertEqual(len(got["posted"]), 3)
+            self.assertEqual(stall["ranks"], [2, 1], stall)
+            self.assertEqual(stall["peer"], f"127.0.0.1:{ports[1]}", stall)
+            self.assertIn(f"waits on the daemon of rank 2 at 127.0.0.1:{ports[1]}, which has not "
+                          f"started it, and the daemon of rank 1 at 127.0.0.1:{ports[0]}",
+                          stall["text"])
+        finally:
+            del os.environ["HCCL_ALGO"]
+            watch.stop()
+            for d in (c, b, a):
+                d.stop()
+
 
 if __name__ == "__main__":
     unittest.main()
