@@ -15,9 +15,6 @@
 #include "hccl/hccl.h"
 #include "log.h"
 
-_Static_assert(ENGINE_WAIT_MAX == SPAN_WAIT_MAX && ENGINE_WAIT_RANKS == SPAN_WAIT_RANKS,
-               "engine_wait_t holds a span_wait_t");
-
 /* HCCLD_ENGINE_SPIN_US: keep polling (yielding) this long after the last work, then sleep. */
 #define ENGINE_SPIN_US_DEFAULT 50
 
@@ -487,15 +484,7 @@ int engine_get_comm_stats(engine_t *eng, uint32_t comm_id, engine_comm_stats_t *
         st_p->round = ss.round;
         st_p->nrounds = ss.nrounds;
         st_p->nwaiting = ss.nwaiting;
-        for (uint32_t k = 0; k < ss.nwaiting; k++) {
-            const span_wait_t *w = &ss.waiting[k];
-            engine_wait_t *e = &st_p->waiting[k];
-            e->node = w->node;
-            snprintf(e->addr, sizeof(e->addr), "%s", w->addr);
-            e->nranks = w->nranks;
-            memcpy(e->ranks, w->ranks, sizeof(e->ranks));
-            e->unstarted = w->unstarted;
-        }
+        memcpy(st_p->waiting, ss.waiting, sizeof(ss.waiting));
         st_p->measured = ss.measured;
         st_p->alpha_us = ss.alpha_us;
         st_p->gbps = ss.gbps;

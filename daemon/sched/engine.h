@@ -14,6 +14,7 @@
 #include "hccl/hccl.h"
 #include "link_info.h"
 #include "shm.h"
+#include "wait_info.h"
 
 typedef struct engine engine_t;
 
@@ -40,17 +41,6 @@ typedef struct engine_stats {
 #define ENGINE_LINK_MAX 32 /* as TP_DESC_MAX */
 
 #define ENGINE_WHY_MAX 160
-#define ENGINE_WAIT_MAX 4   /* nodes a stalled collective names (SPAN_WAIT_MAX) */
-#define ENGINE_WAIT_RANKS 8 /* ranks it names of each (SPAN_WAIT_RANKS) */
-
-/* A daemon (node) the collective on the wire waits on. */
-typedef struct engine_wait {
-    uint32_t node;
-    char addr[ENGINE_ADDR_MAX]; /* its data address */
-    uint32_t nranks;            /* ranks it holds; the first ENGINE_WAIT_RANKS in ranks */
-    uint32_t ranks[ENGINE_WAIT_RANKS];
-    int unstarted; /* it has not started the op (its operation check has not come) */
-} engine_wait_t;
 
 typedef struct engine_comm_stats {
     uint64_t ops_done;
@@ -64,7 +54,7 @@ typedef struct engine_comm_stats {
     /* On the wire: its level-1 round in progress of nrounds, and the daemons that round waits
      * on (transfers pending): whom "every rank here posted, waiting on other daemons" means. */
     uint32_t round, nrounds, nwaiting;
-    engine_wait_t waiting[ENGINE_WAIT_MAX];
+    wait_info_t waiting[WAIT_INFO_MAX];
     uint32_t nlocal; /* members here */
     /* Collective pieces each local member posted so far (the first ENGINE_STATS_RANKS), and
      * its global rank: the members behind the others are the ones a stuck collective waits

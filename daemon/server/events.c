@@ -310,7 +310,7 @@ static void tell_stall(server_t *srv, const scomm_t *c, const engine_comm_stats_
                               "comm %u: an op has waited %.1f s with every rank here posted; its ",
                               c->id, waited_ms / 1e3);
         status_waiting_on(c, st, text + at, sizeof(text) - at, late, &n);
-        e.peer = (char *)status_daemon_named(c, &st->waiting[0]);
+        e.peer = (char *)status_daemon_named(c, st->waiting[0].node);
     } else {
         snprintf(text, sizeof(text),
                  "comm %u: an op has waited %.1f s with every rank here posted (ranks or links "

@@ -533,17 +533,24 @@ void jobs_peer_msg(peer_t *p, const Hccld__Msg *m)
         WARN("NET", "daemon %s sent an unexpected message (%d)", p->addr, (int)m->body_case);
 }
 
+/* A control connection serves one job while it forms; it closes once the membership is out (the
+ * other daemon frees its side). Only a close while a job still needs it loses a peer. */
 void jobs_peer_gone(peer_t *p)
 {
-    events_peer(p->srv, p->addr, 1, "its control connection closed");
+    int forming = 0;
+
     for (job_t *j = p->srv->jobs; j != NULL; j = j->next)
         for (uint32_t r = 0; r < j->nranks; r++)
             if (j->ranks[r].p == p) {
                 j->ranks[r].p = NULL;
                 j->ranks[r].lane = LANE_OFFER_NONE;
                 j->joined--;
+                forming = 1;
             }
-    rjobs_link_gone(p->srv, p);
+    if (rjobs_link_gone(p->srv, p))
+        forming = 1;
+    if (forming)
+        events_peer(p->srv, p->addr, 1, "its control connection closed");
 }
 
 int jobs_key_for(server_t *srv, const uint8_t *job_id, uint8_t *key)

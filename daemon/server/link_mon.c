@@ -14,6 +14,7 @@
 
 #define LINK_CHECK_MS_DEFAULT 1000
 #define MON_PEERS_MAX 4096 /* peer daemons whose totals are kept; more are not counted */
+#define MON_NAMES_MAX 256  /* data addresses whose daemon's advertised address is kept */
 #define PROBLEM_MAX 160
 
 typedef struct mon_link {
@@ -37,6 +38,11 @@ typedef struct mon_peer {
     uint64_t warnings, lost;
 } mon_peer_t;
 
+/* The advertised address (what peer events name a daemon by) of a data address. */
+typedef struct mon_name {
+    char data[LINK_PEER_MAX], name[LINK_PEER_MAX];
+} mon_name_t;
+
 struct link_mon {
     server_t *srv;
     uv_timer_t timer;
@@ -46,6 +52,8 @@ struct link_mon {
     uint32_t nlinks, links_cap;
     mon_peer_t *peers;
     uint32_t npeers, peers_cap;
+    mon_name_t names[MON_NAMES_MAX]; /* a ring: the oldest goes first */
+    uint32_t nnames;
     /* what link_mon_status hands out */
     Hccld__DataLink *dl, **dlp;
     Hccld__PeerLinks *pl, **plp;
@@ -80,6 +88,36 @@ static mon_peer_t *peer_of(link_mon_t *m, const char *addr)
     memset(p, 0, sizeof(*p));
     snprintf(p->addr, sizeof(p->addr), "%s", addr);
     return p;
+}
+
+static mon_name_t *name_of(link_mon_t *m, const char *data)
+{
+    uint32_t n = m->nnames < MON_NAMES_MAX ? m->nnames : MON_NAMES_MAX;
+
+    for (uint32_t i = 0; i < n; i++)
+        if (strcmp(m->names[i].data, data) == 0)
+            return &m->names[i];
+    return NULL;
+}
+
+void link_mon_name(link_mon_t *m, const char *data, const char *name)
+{
+    if (m == NULL || data == NULL || data[0] == '\0' || name == NULL)
+        return;
+    mon_name_t *e = name_of(m, data);
+    if (e == NULL)
+        e = &m->names[m->nnames++ % MON_NAMES_MAX];
+    snprintf(e->data, sizeof(e->data), "%s", data);
+    snprintf(e->name, sizeof(e->name), "%s", name);
+}
+
+/* Peer events name the daemon as its control connection does: by its advertised address. */
+static void tell_peer(link_mon_t *m, const char *data, int lost)
+{
+    const mon_name_t *e = name_of(m, data);
+
+    events_peer(m->srv, e != NULL ? e->name : data, lost,
+                lost ? "a data connection to it failed" : NULL);
 }
 
 static mon_link_t *link_of(link_mon_t *m, uint64_t serial)
@@ -213,7 +251,7 @@ static void closed(link_mon_t *m, const link_view_t *v)
             p->lost++;
             WARN("NET", "data connection to %s (%s, comm %u) failed and closed", v->peer, v->desc,
                  v->comm_id);
-            events_peer(m->srv, v->peer, 1, "a data connection to it failed");
+            tell_peer(m, v->peer, 1);
         }
     }
     if (l != NULL)
@@ -240,7 +278,7 @@ static void on_view(void *ctx, const link_view_t *v)
         mon_peer_t *p = peer_of(m, v->peer);
         l->peer = p != NULL ? (uint32_t)(p - m->peers) : UINT32_MAX;
         rtt_base_update(l);
-        events_peer(m->srv, v->peer, 0, NULL); /* back, if it was lost */
+        tell_peer(m, v->peer, 0); /* back, if it was lost */
     } else {
         update(m, l, v, now);
     }
@@ -252,7 +290,7 @@ static void on_view(void *ctx, const link_view_t *v)
         if (p != NULL)
             p->lost++;
         WARN("NET", "data connection to %s (%s, comm %u) failed", v->peer, v->desc, v->comm_id);
-        events_peer(m->srv, v->peer, 1, "a data connection to it failed");
+        tell_peer(m, v->peer, 1);
     }
 }
 

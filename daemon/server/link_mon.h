@@ -32,6 +32,9 @@ typedef struct link_mon link_mon_t;
  * (logged). An invalid HCCLD_LINK_CHECK_MS is -EINVAL through *err_p. */
 link_mon_t *link_mon_start(server_t *srv, int *err_p);
 void link_mon_stop(link_mon_t *m);
+/* Data address `data` (TCP or RDMA) is the daemon advertised as `name`: its peer events say
+ * `name`. */
+void link_mon_name(link_mon_t *m, const char *data, const char *name);
 /* Takes a sample now (the timer does this by itself). */
 void link_mon_sample(link_mon_t *m);
 /* Points r's data_links and peer_links at the last sample (valid until the next one, which only

@@ -368,14 +368,15 @@ void rjobs_membership(server_t *srv, peer_t *p, const Hccld__Membership *m)
     rjob_free(r);
 }
 
-void rjobs_link_gone(server_t *srv, peer_t *p)
+int rjobs_link_gone(server_t *srv, peer_t *p)
 {
     rjob_t *r = rjob_by_link(srv, p);
 
-    if (r != NULL) {
-        r->link = NULL;
-        rjob_fail(r, HCCL_E_REMOTE, "lost the connection to the root daemon");
-    }
+    if (r == NULL)
+        return 0;
+    r->link = NULL;
+    rjob_fail(r, HCCL_E_REMOTE, "lost the connection to the root daemon");
+    return 1;
 }
 
 void rjobs_session_gone(server_t *srv, session_t *s)

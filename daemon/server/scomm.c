@@ -20,6 +20,7 @@
 #include "hccl/hccl.h"
 #include "log.h"
 #include "server/events.h"
+#include "server/link_mon.h"
 #include "server/server.h"
 
 /* Sends r, with nfds descriptors (0: none); 0 or a negative errno. */
@@ -383,8 +384,14 @@ HcclResult multinode_engine_comm(server_t *srv, scomm_t *c, const char *const *d
     c->qos_class = o->qos_class;
     c->has_job = 1;
     if (o->nodes != NULL && (c->nodes = calloc(nnodes, sizeof(*c->nodes))) != NULL)
-        for (uint32_t i = 0; i < nnodes; i++)
+        for (uint32_t i = 0; i < nnodes; i++) {
             snprintf(c->nodes[i], sizeof(c->nodes[i]), "%s", o->nodes[i]);
+            if (i == me)
+                continue;
+            link_mon_name(srv->links, data_nodes[i], o->nodes[i]);
+            if (o->rdma_nodes != NULL)
+                link_mon_name(srv->links, o->rdma_nodes[i], o->nodes[i]);
+        }
     memcpy(c->job_id, job_id, SHARE_JOB_BYTES);
     uint8_t *share = calloc(nnodes, 1);
     uint32_t parent_comm = 0;
@@ -428,6 +435,7 @@ HcclResult multinode_engine_comm(server_t *srv, scomm_t *c, const char *const *d
         *why = "the daemon could not set up the communicator";
         return HCCL_E_INTERNAL;
     }
+    events_comm_formed(srv, c);
     return HCCL_SUCCESS;
 }
 

@@ -234,7 +234,8 @@ void splits_stop(server_t *srv);
 void rjobs_join(server_t *srv, session_t *s, uint64_t req_id, const Hccld__CommInitReq *req);
 int rjobs_key_for(server_t *srv, const uint8_t *job_id, uint8_t *key);
 void rjobs_membership(server_t *srv, peer_t *p, const Hccld__Membership *m);
-void rjobs_link_gone(server_t *srv, peer_t *p);
+/* Fails the job that control connection p served, if any: 1 if there was one. */
+int rjobs_link_gone(server_t *srv, peer_t *p);
 void rjobs_session_gone(server_t *srv, session_t *s);
 void rjobs_stop(server_t *srv);
 

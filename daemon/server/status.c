@@ -74,9 +74,9 @@ void status_comm_stats(server_t *srv, const scomm_t *c, engine_comm_stats_t *st)
     }
 }
 
-const char *status_daemon_named(const scomm_t *c, const engine_wait_t *w)
+const char *status_daemon_named(const scomm_t *c, uint32_t node)
 {
-    return c->nodes != NULL && w->node < c->nnodes ? c->nodes[w->node] : w->addr;
+    return c->nodes != NULL && node < c->nnodes ? c->nodes[node] : "(address unknown)";
 }
 
 /* snprintf at text + *at, keeping *at within cap (a truncated write stops at cap - 1). */
@@ -103,8 +103,8 @@ void status_waiting_on(const scomm_t *c, const engine_comm_stats_t *st, char *te
         return;
     put(text, cap, &at, "round %u of %u across daemons waits on", st->round + 1, st->nrounds);
     for (uint32_t k = 0; k < st->nwaiting; k++) {
-        const engine_wait_t *w = &st->waiting[k];
-        uint32_t shown = w->nranks < ENGINE_WAIT_RANKS ? w->nranks : ENGINE_WAIT_RANKS;
+        const wait_info_t *w = &st->waiting[k];
+        uint32_t shown = w->nranks < WAIT_INFO_RANKS ? w->nranks : WAIT_INFO_RANKS;
         put(text, cap, &at, "%s the daemon of rank%s",
             k == 0                  ? ""
             : k + 1 == st->nwaiting ? ", and"
@@ -112,11 +112,12 @@ void status_waiting_on(const scomm_t *c, const engine_comm_stats_t *st, char *te
             w->nranks > 1 ? "s" : "");
         for (uint32_t j = 0; j < shown; j++) {
             put(text, cap, &at, "%s %u", j ? "," : "", w->ranks[j]);
-            ranks[(*n_p)++] = w->ranks[j];
+            if (ranks != NULL)
+                ranks[(*n_p)++] = w->ranks[j];
         }
         if (shown < w->nranks)
             put(text, cap, &at, " (of %u)", w->nranks);
-        put(text, cap, &at, " at %s%s", status_daemon_named(c, w),
+        put(text, cap, &at, " at %s%s", status_daemon_named(c, w->node),
             w->unstarted ? ", which has not started it" : "");
     }
 }
@@ -152,8 +153,8 @@ static void fill_comms(server_t *srv, Hccld__StatusResp *r, Hccld__CommStatus *c
         cm[n].ranks = ranks + n * ENGINE_STATS_RANKS;
         cm[n].n_ranks = st.nlocal;
         cm[n].on_wire = st.on_wire;
-        uint32_t waited[ENGINE_WAIT_MAX * ENGINE_WAIT_RANKS], nwaited;
-        status_waiting_on(c, &st, waiting[n], STATUS_WAIT_TEXT, waited, &nwaited);
+        uint32_t nwaited;
+        status_waiting_on(c, &st, waiting[n], STATUS_WAIT_TEXT, NULL, &nwaited);
         cm[n].waiting_on = waiting[n];
         memcpy(posted + n * ENGINE_STATS_RANKS, st.posted, st.nlocal * sizeof(*st.posted));
         cm[n].posted = posted + n * ENGINE_STATS_RANKS;

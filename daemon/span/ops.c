@@ -147,22 +147,21 @@ static int ops_poll_fds(const span_comm_t *sc, int broken, struct pollfd *pfd, i
     return n;
 }
 
-/* The nodes the collective on the wire waits on, with their addresses and ranks. */
+/* The nodes the collective on the wire waits on, with their ranks. */
 static void waiting_on(const span_comm_t *sc, span_stats_t *st)
 {
-    uint32_t nodes[SPAN_WAIT_MAX];
+    uint32_t nodes[WAIT_INFO_MAX];
     int unstarted;
 
     st->round = l1_round(sc->run);
     st->nrounds = sc->sched.nrounds;
-    st->nwaiting = l1_waiting_on(sc->run, nodes, SPAN_WAIT_MAX, &unstarted);
+    st->nwaiting = l1_waiting_on(sc->run, nodes, WAIT_INFO_MAX, &unstarted);
     for (uint32_t k = 0; k < st->nwaiting; k++) {
-        span_wait_t *w = &st->waiting[k];
+        wait_info_t *w = &st->waiting[k];
         uint32_t i = nodes[k], first = sc->pl.first[i];
         w->node = i;
-        snprintf(w->addr, sizeof(w->addr), "%s", sc->node_addrs[i].tcp);
         w->nranks = sc->pl.first[i + 1] - first;
-        for (uint32_t j = 0; j < w->nranks && j < SPAN_WAIT_RANKS; j++)
+        for (uint32_t j = 0; j < w->nranks && j < WAIT_INFO_RANKS; j++)
             w->ranks[j] = sc->pl.pos_rank[first + j];
         /* l1 names the previous node first when its check has not come */
         w->unstarted = unstarted && k == 0;

@@ -26,6 +26,7 @@
 #include "l0.h"
 #include "link_info.h"
 #include "shm.h"
+#include "wait_info.h"
 
 typedef struct span_env span_env_t;
 typedef struct span_comm span_comm_t;
@@ -96,18 +97,6 @@ typedef struct span_ev {
     char why[SPAN_WHY_MAX];
 } span_ev_t;
 
-#define SPAN_WAIT_MAX 4   /* nodes a stalled collective names */
-#define SPAN_WAIT_RANKS 8 /* ranks it names of each */
-
-/* A node the collective on the wire waits on. */
-typedef struct span_wait {
-    uint32_t node;
-    char addr[SPAN_ADDR_MAX]; /* its daemon's data address (TCP) */
-    uint32_t nranks;          /* ranks it holds; the first SPAN_WAIT_RANKS in ranks */
-    uint32_t ranks[SPAN_WAIT_RANKS];
-    int unstarted; /* its operation check has not come: it has not started this op */
-} span_wait_t;
-
 /* What hccld-ctl shows of a span comm. */
 typedef struct span_stats {
     int algo;    /* level-1 algorithm of its last collective, or -1 */
@@ -116,7 +105,7 @@ typedef struct span_stats {
     double alpha_us, gbps, reduce_gbps, overhead_us, host_load;
     uint32_t round, nrounds; /* on the wire: the level-1 round in progress, of how many */
     uint32_t nwaiting;       /* on the wire: the nodes it waits on now */
-    span_wait_t waiting[SPAN_WAIT_MAX];
+    wait_info_t waiting[WAIT_INFO_MAX];
 } span_stats_t;
 
 /* Notices to the other nodes (span_ops_t.notify). */

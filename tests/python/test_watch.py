@@ -112,6 +112,25 @@ def dies_mid_op(sock, root, r, q):
         q.put(("result", r, int(e.result)))
 
 
+def holds_comm(sock, root, r, q, go):
+    """Forms a comm of 2 (rank r on sock), runs one allreduce through the daemons (too large for
+    lanes) and says so; once go is set, rank 0 runs another and says how it ended."""
+    os.environ["HCCLD_SOCKET"] = sock
+    comm = hccl.Comm(2, root, r)
+    comm.all_reduce(np.ones(1 << 16, np.float32))
+    q.put(("ready", r))
+    go.wait(2 * WAIT_S)
+    if r == 0:
+        try:
+            comm.all_reduce(np.ones(1 << 16, np.float32))
+            q.put(("result", "no error"))
+        except hccl.HcclError as e:
+            q.put(("result", int(e.result)))
+    q.close()
+    q.join_thread()  # the message is out before the process ends
+    os._exit(0)  # its peer may be gone: no HcclCommDestroy
+
+
 class TestWatch(unittest.TestCase):
     def setUp(self):
         self.daemon = Daemon()
@@ -261,10 +280,20 @@ class TestSlowWatcher(unittest.TestCase):
 
 class TestWatchPeers(unittest.TestCase):
     def test_peer_lost_and_back(self):
+        """A comm across daemons a and b forms (comm_formed) and ends: no peer event (its control
+        connection closes once the membership is out, which is no loss). Then b is killed while
+        a comm with it lives: the next op on a fails with HCCL_E_REMOTE, and a's stream says
+        peer_lost (its data connection failed), naming b by the address b advertises, within
+        1 s; b started again on that address and a new comm: a says peer_back."""
         port = free_port()
-        a = Daemon()
+        os.environ["HCCLD_LINK_CHECK_MS"] = "100"  # a samples its data connections often
+        try:
+            a = Daemon()
+        finally:
+            del os.environ["HCCLD_LINK_CHECK_MS"]
         b = Daemon(listen=f"127.0.0.1:{port}")
         watch = Watch(a.admin)
+        procs = []
         try:
             watch.kind("watching")
             os.environ["HCCLD_SOCKET"] = a.sock
@@ -273,18 +302,38 @@ class TestWatchPeers(unittest.TestCase):
                 return float(comm.all_reduce(np.ones(1 << 16, np.float32))[0])
 
             self.assertEqual(run_ranks(2, fn, socks=[a.sock, b.sock]), [2.0, 2.0])
-            t0 = time.time()
+            formed = watch.kind("comm_formed")
+            self.assertIn("2 ranks (1 here) on 2 daemons", formed["text"])
+            q = ranks._ctx.Queue()  # pylint: disable=protected-access
+            go = ranks._ctx.Event()  # pylint: disable=protected-access
+            root = hccl.get_root_info()
+            procs = [ranks._ctx.Process(target=holds_comm,  # pylint: disable=protected-access
+                                        args=(sock, root, r, q, go))
+                     for r, sock in enumerate([a.sock, b.sock])]
+            for p in procs:
+                p.start()
+            self.assertEqual(sorted(q.get(timeout=WAIT_S) for _ in procs),
+                             [("ready", 0), ("ready", 1)])
             b.proc.kill()
             b.proc.wait(10)
+            t0 = time.time()
+            go.set()  # rank 0's next op finds b gone
+            self.assertEqual(q.get(timeout=WAIT_S), ("result", int(hccl.Result.E_REMOTE)))
             lost = watch.kind("peer_lost")
             soon(self, lost, t0)
-            self.assertTrue(lost["peer"].startswith("127.0.0.1:"), lost)
+            self.assertEqual(lost["peer"], f"127.0.0.1:{port}", lost)
+            self.assertEqual(lost["reason"], "a data connection to it failed", lost)
+            for p in procs:
+                p.join(WAIT_S)
             b = Daemon(listen=f"127.0.0.1:{port}", dir=b.dir)
             t0 = time.time()
             self.assertEqual(run_ranks(2, fn, socks=[a.sock, b.sock]), [2.0, 2.0])
             back = watch.kind("peer_back", peer=f"127.0.0.1:{port}")
             self.assertGreaterEqual(back["time_ms"] / 1e3, t0 - 0.05)
         finally:
+            for p in procs:
+                if p.is_alive():
+                    p.kill()
             watch.stop()
             b.stop()
             a.stop()
