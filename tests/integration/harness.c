@@ -190,15 +190,6 @@ uint64_t harness_daemon_tx_bytes(const char *sock)
     return n;
 }
 
-void harness_daemon_stop(pid_t pid)
-{
-    if (pid <= 0)
-        return;
-    kill(pid, SIGTERM);
-    waitpid(pid, NULL, 0);
-    spawned_remove(pid);
-}
-
 int harness_spawn_ranks_on(uint32_t n, char *const *socks, rank_fn fn, void *arg,
                            unsigned timeout_s, pid_t *pids)
 {
@@ -346,10 +337,48 @@ pid_t harness_daemon_spawn_opts(const harness_daemon_opts_t *o, char *sock, size
     return pid;
 }
 
-int harness_daemon_stop_within(pid_t pid, unsigned timeout_s)
+/* Where each thread of a hung process waits: the kernel's view (/proc), then gdb's backtraces
+ * when gdb is installed. */
+static void dump_threads(pid_t pid)
+{
+    char path[64], buf[512];
+    struct dirent *e;
+    DIR *dir;
+
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+    if ((dir = opendir(path)) == NULL)
+        return;
+    while ((e = readdir(dir)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        const char *files[] = {"comm", "wchan", "syscall"};
+        fprintf(stderr, "  thread %s:", e->d_name);
+        for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+            snprintf(path, sizeof(path), "/proc/%d/task/%.16s/%s", (int)pid, e->d_name, files[i]);
+            FILE *f = fopen(path, "r");
+            size_t n = f != NULL ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+            if (f != NULL)
+                fclose(f);
+            buf[n] = '\0';
+            buf[strcspn(buf, "\n")] = '\0';
+            fprintf(stderr, " %s=%s", files[i], buf);
+        }
+        fprintf(stderr, "\n");
+    }
+    closedir(dir);
+    snprintf(buf, sizeof(buf),
+             "command -v gdb >/dev/null && gdb -batch -p %d -ex 'thread apply all bt' 1>&2 "
+             "</dev/null",
+             (int)pid);
+    if (system(buf) != 0)
+        fprintf(stderr, "  (no gdb backtraces)\n");
+}
+
+static int stop_daemon(pid_t pid, unsigned timeout_s, int *killed_p)
 {
     int st, rc = -1, reaped = 0;
 
+    *killed_p = 0;
     if (pid <= 0 || kill(pid, SIGTERM) != 0)
         return -1;
     for (unsigned i = 0; i < timeout_s * 100 && !reaped; i++) {
@@ -361,11 +390,31 @@ int harness_daemon_stop_within(pid_t pid, unsigned timeout_s)
             usleep(10000);
     }
     if (!reaped) {
+        fprintf(stderr, "daemon %d did not stop within %u s of SIGTERM; its threads:\n", (int)pid,
+                timeout_s);
+        dump_threads(pid);
+        *killed_p = 1;
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
     }
     spawned_remove(pid);
     return rc;
+}
+
+int harness_daemon_stop_within(pid_t pid, unsigned timeout_s)
+{
+    int killed;
+
+    return stop_daemon(pid, timeout_s, &killed);
+}
+
+int harness_daemon_stop(pid_t pid)
+{
+    int killed = 0;
+
+    if (pid > 0)
+        stop_daemon(pid, HARNESS_STOP_S, &killed);
+    return killed ? -1 : 0;
 }
 
 void harness_proc_usage(pid_t pid, long *rss_anon_kb, int *fds)

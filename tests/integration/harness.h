@@ -15,7 +15,10 @@ typedef int (*rank_fn)(HcclComm comm, uint32_t rank, uint32_t n, void *arg);
 /* Starts build/bin/hccld (HCCLD_BIN) on a socket in a fresh temp dir and waits until it
  * accepts connections; exports HCCLD_SOCKET. Returns the daemon's pid. */
 pid_t harness_daemon_start(const char *extra_arg);
-void harness_daemon_stop(pid_t pid);
+/* SIGTERM, then SIGKILL if it has not stopped within HARNESS_STOP_S (printing where its threads
+ * wait): 0, or -1 if it had to be killed. */
+#define HARNESS_STOP_S 60
+int harness_daemon_stop(pid_t pid);
 const char *harness_socket(void);
 const char *harness_admin_socket(void);
 /* Returns nonzero if pid is still running. */
@@ -37,8 +40,8 @@ typedef struct harness_daemon_opts {
  * socket path goes to sock. Returns the pid (the prefix must exec hccld, as `ip netns exec`
  * does), or -1. */
 pid_t harness_daemon_spawn_opts(const harness_daemon_opts_t *o, char *sock, size_t cap);
-/* SIGTERM, then SIGKILL after timeout_s. Returns the exit status of a daemon that exited by
- * itself, or -1 (killed, or no such child). */
+/* SIGTERM, then SIGKILL after timeout_s (printing where its threads wait). Returns the exit status
+ * of a daemon that exited by itself, or -1 (killed, or no such child). */
 int harness_daemon_stop_within(pid_t pid, unsigned timeout_s);
 
 /* Forks n ranks of one job; each runs fn after HcclCommInitRootInfo and exits with its return

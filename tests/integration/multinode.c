@@ -22,7 +22,7 @@ void cluster_stop(cluster_t *c)
 {
     for (unsigned i = 1; i < c->n; i++) {
         ck_assert_msg(harness_alive(c->pids[i]), "daemon %u died", i);
-        harness_daemon_stop(c->pids[i]);
+        ck_assert_msg(harness_daemon_stop(c->pids[i]) == 0, "daemon %u did not stop on SIGTERM", i);
     }
 }
 
