@@ -22,6 +22,7 @@
 #include "futex.h"
 #include "log.h"
 #include "prof.h"
+#include "thread.h"
 
 #define PROF_PATH_MAX 4096
 #define QUEUE_CAP 1024u
@@ -219,7 +220,10 @@ static int start_writer(void)
         return started > 0 ? 0 : -1;
     pthread_attr_init(&a);
     pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    sigset_t saved;
+    signals_block_all(&saved); /* the application's signals are not the writer's */
     rc = pthread_create(&t, &a, writer_main, NULL);
+    signals_restore(&saved);
     pthread_attr_destroy(&a);
     if (rc != 0) {
         ERR("PROF", "cannot start the profile writer: %s; no profile is written", strerror(rc));

@@ -6,6 +6,7 @@
 
 #include "futex.h"
 #include "log.h"
+#include "thread.h"
 
 #define EXEC_SPLIT_BYTES (256u << 10) /* below this one thread is faster than a hand-off */
 #define EXEC_SPIN_NS 30000ull         /* workers spin this long for the next op, then sleep */
@@ -75,7 +76,7 @@ exec_t *exec_create(unsigned nworkers)
     for (unsigned i = 1; i < nworkers; i++) {
         ex->workers[i].ex = ex;
         ex->workers[i].id = i;
-        if (pthread_create(&ex->workers[i].thread, NULL, worker_main, &ex->workers[i]) != 0) {
+        if (thread_start(&ex->workers[i].thread, worker_main, &ex->workers[i]) != 0) {
             ERR("COLL", "pthread_create() for worker %u failed; running with %u", i, i);
             ex->nworkers = i;
             break;

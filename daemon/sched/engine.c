@@ -14,6 +14,7 @@
 #include "futex.h"
 #include "hccl/hccl.h"
 #include "log.h"
+#include "thread.h"
 
 /* HCCLD_ENGINE_SPIN_US: keep polling (yielding) this long after the last work, then sleep. */
 #define ENGINE_SPIN_US_DEFAULT 50
@@ -258,7 +259,7 @@ engine_t *engine_create(unsigned workers)
         goto err_close;
     if ((eng->senv = span_env_new()) == NULL)
         goto err_exec;
-    if (pthread_create(&eng->thread, NULL, engine_main, eng) != 0) {
+    if (thread_start(&eng->thread, engine_main, eng) != 0) {
         ERR("INIT", "pthread_create() for the engine failed");
         goto err_exec;
     }

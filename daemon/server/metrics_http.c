@@ -19,6 +19,7 @@
 #include "net_addr.h"
 #include "server/server.h"
 #include "server/status.h"
+#include "thread.h"
 
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
@@ -200,11 +201,14 @@ metrics_http_t *metrics_http_start(server_t *srv, const char *addr, char *bound,
     pthread_cond_init(&m->cond, NULL);
     uv_async_init(srv->loop, &m->async, on_render);
     m->async.data = m;
+    sigset_t saved;
+    signals_block_all(&saved); /* its polling thread inherits the mask */
     m->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
                               on_request, m, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
                               MHD_OPTION_LISTEN_SOCKET, m->fd, MHD_OPTION_CONNECTION_LIMIT,
                               (unsigned)METRICS_MAX_CONNS, MHD_OPTION_CONNECTION_TIMEOUT,
                               (unsigned)METRICS_CONN_TIMEOUT_S, MHD_OPTION_END);
+    signals_restore(&saved);
     if (m->mhd == NULL) {
         ERR("METRICS", "--metrics-listen %s: libmicrohttpd would not start", addr);
         metrics_http_stop(m);
