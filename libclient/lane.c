@@ -1,5 +1,5 @@
-/* Small allreduces and barriers over a comm's lanes, and the headers of the collectives that go
- * through the daemon instead (lane.h). */
+/* Small allreduces, allgathers and barriers over a comm's lanes, and the headers of the collectives
+ * that go through the daemon instead (lane.h). */
 #include "lane.h"
 
 #include <errno.h>
@@ -43,11 +43,20 @@ static void lanes_set_state(hc_lanes_t *ln, int state, HcclResult broken)
     __atomic_store_n(&ln->state, state, __ATOMIC_RELEASE);
 }
 
+/* The bytes an op moves over the lanes: the result (every rank's block, for an allgather). */
+static size_t lanes_bytes(const hc_lanes_t *ln, const hc_op_t *op)
+{
+    size_t block = op->kind == DESC_BARRIER ? 0 : op->count * dtype_size(op->dtype);
+
+    return op->kind == DESC_ALLGATHER ? block * ln->plan.n : block;
+}
+
 static int lanes_take(const hc_lanes_t *ln, const hc_op_t *op)
 {
     if (op->kind == DESC_BARRIER)
         return 1;
-    return op->kind == DESC_ALLREDUCE && op->count * dtype_size(op->dtype) <= ln->max;
+    return (op->kind == DESC_ALLREDUCE || op->kind == DESC_ALLGATHER) &&
+           lanes_bytes(ln, op) <= ln->max;
 }
 
 static lane_hdr_t op_hdr(const hc_lanes_t *ln, const hc_op_t *op, uint8_t flags)
@@ -58,7 +67,7 @@ static lane_hdr_t op_hdr(const hc_lanes_t *ln, const hc_op_t *op, uint8_t flags)
                         .count = barrier ? 0 : op->count,
                         .kind = op->kind,
                         .dtype = barrier ? 0 : op->dtype,
-                        .redop = barrier ? 0 : op->redop,
+                        .redop = op->kind == DESC_ALLREDUCE ? op->redop : 0,
                         .flags = flags};
 }
 
@@ -171,11 +180,30 @@ static int lane_exchange(hc_comm_t *comm, int fd, struct iovec *tx, const lane_h
     return 0;
 }
 
+/* How a step combines what it receives into acc. */
+enum { LANE_TAKE, LANE_REDUCE, LANE_MERGE };
+
+/* ORs src into dst: an allgather's blocks that only one side holds (the other's are zero). */
+static void merge_bytes(uint8_t *dst, const uint8_t *src, size_t bytes)
+{
+    size_t i = 0;
+
+    for (; i + 8 <= bytes; i += 8) {
+        uint64_t a, b;
+        memcpy(&a, dst + i, 8);
+        memcpy(&b, src + i, 8);
+        a |= b;
+        memcpy(dst + i, &a, 8);
+    }
+    for (; i < bytes; i++)
+        dst[i] |= src[i];
+}
+
 /* One step with the partner on fd: send acc (if do_send), receive its data (if do_recv) and
- * combine as (lower rank's) op (higher rank's) into acc when reduce is set, else take it. 0, 1
- * (its header differs from h) or a negative errno. */
+ * combine into acc as `how` says: take it, reduce as (lower rank's) op (higher rank's), or
+ * merge. 0, 1 (its header differs from h) or a negative errno. */
 static int lane_step(hc_comm_t *comm, int fd, const lane_hdr_t *h, size_t bytes, int do_send,
-                     int do_recv, int me_low, int reduce, uint64_t deadline)
+                     int do_recv, int me_low, int how, uint64_t deadline)
 {
     hc_lanes_t *ln = comm->lanes;
     struct iovec tx[2] = {{(void *)h, sizeof(*h)}, {ln->acc, bytes}};
@@ -184,8 +212,10 @@ static int lane_step(hc_comm_t *comm, int fd, const lane_hdr_t *h, size_t bytes,
     if (rc != 0 || !do_recv || bytes == 0)
         return rc;
     const uint8_t *theirs = ln->rx + sizeof(*h);
-    if (!reduce) {
+    if (how == LANE_TAKE) {
         memcpy(ln->acc, theirs, bytes);
+    } else if (how == LANE_MERGE) {
+        merge_bytes(ln->acc, theirs, bytes);
     } else {
         const void *srcs[2] = {me_low ? ln->acc : theirs, me_low ? theirs : ln->acc};
         reduce_n((HcclDataType)h->dtype, (HcclReduceOp)h->redop, ln->acc, srcs, 2,
@@ -195,26 +225,31 @@ static int lane_step(hc_comm_t *comm, int fd, const lane_hdr_t *h, size_t bytes,
 }
 
 /* The schedule of lane.h over acc (bytes of it; 0 for a barrier); *partner_p: the rank of the
- * step that ended it (the one it waited for, on a timeout). */
+ * step that ended it (the one it waited for, on a timeout). An allgather runs the same steps on
+ * the whole result, each rank's block in place and the others zero, merging: the partners of a
+ * step never both hold a block, so OR-ing their buffers gathers. */
 static int lanes_allreduce(hc_comm_t *comm, const lane_hdr_t *h, size_t bytes, uint64_t deadline,
                            uint32_t *partner_p)
 {
     hc_lanes_t *ln = comm->lanes;
     const lane_plan_t *p = &ln->plan;
-    int red = h->kind == DESC_ALLREDUCE, rc = 0;
+    int how = h->kind == DESC_ALLREDUCE   ? LANE_REDUCE
+              : h->kind == DESC_ALLGATHER ? LANE_MERGE
+                                          : LANE_TAKE;
+    int rc = 0;
 
     *partner_p = p->fold;
     if (p->fold != UINT32_MAX && p->extra) /* give ours, take the result */
-        return lane_step(comm, ln->fold_fd, h, bytes, 1, 1, 1, 0, deadline);
+        return lane_step(comm, ln->fold_fd, h, bytes, 1, 1, 1, LANE_TAKE, deadline);
     if (p->fold != UINT32_MAX)
-        rc = lane_step(comm, ln->fold_fd, h, bytes, 0, 1, 0, red, deadline);
+        rc = lane_step(comm, ln->fold_fd, h, bytes, 0, 1, 0, how, deadline);
     for (uint32_t l = 0; rc == 0 && l < p->levels; l++) {
         *partner_p = lane_plan_partner(p, l);
-        rc = lane_step(comm, ln->fd[l], h, bytes, 1, 1, !(p->vme & (1u << l)), red, deadline);
+        rc = lane_step(comm, ln->fd[l], h, bytes, 1, 1, !(p->vme & (1u << l)), how, deadline);
     }
     if (rc == 0 && p->fold != UINT32_MAX) {
         *partner_p = p->fold;
-        rc = lane_step(comm, ln->fold_fd, h, bytes, 1, 0, 0, 0, deadline);
+        rc = lane_step(comm, ln->fold_fd, h, bytes, 1, 0, 0, LANE_TAKE, deadline);
     }
     return rc;
 }
@@ -238,19 +273,23 @@ static int lanes_given_up(const hc_lanes_t *ln, uint64_t seq)
 static int lanes_run(hc_comm_t *comm, const hc_op_t *op, HcclResult *rc_p)
 {
     hc_lanes_t *ln = comm->lanes;
-    size_t bytes = op->kind == DESC_BARRIER ? 0 : op->count * dtype_size(op->dtype);
+    size_t bytes = lanes_bytes(ln, op);
+    size_t block = op->kind == DESC_ALLGATHER ? bytes / ln->plan.n : bytes;
+    uint8_t *mine = ln->acc + (op->kind == DESC_ALLGATHER ? ln->plan.me * block : 0);
     lane_hdr_t h = op_hdr(ln, op, 0);
 
     hc_prof_direct();
-    if (bytes > 0)
-        memcpy(ln->acc, op->send, bytes);
+    if (bytes > block)
+        memset(ln->acc, 0, bytes);
+    if (block > 0)
+        memcpy(mine, op->send, block);
     uint32_t partner;
     int rc = lanes_allreduce(comm, &h, bytes, hc_comm_deadline(comm), &partner);
     if (rc == 0 && lanes_given_up(ln, h.seq))
         rc = 1;
     if (rc == 0) {
-        if (bytes > 0)
-            memcpy(op->recv, ln->acc, bytes);
+        for (size_t b = 0; block > 0 && b < bytes / block; b++)
+            memcpy(op->recv + b * op->recv_stride, ln->acc + b * block, block);
         *rc_p = HCCL_SUCCESS;
         return LANE_DONE;
     }

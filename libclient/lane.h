@@ -1,11 +1,12 @@
 /*
- * Lanes: a comm that spans daemons runs its small allreduces and barriers between its ranks
- * directly, over TCP connections its daemons set up, instead of through the daemons (the daemon
- * path costs two hand-offs per node on each op: rank to daemon and back). The algorithm is
+ * Lanes: a comm that spans daemons runs its small allreduces, allgathers and barriers between
+ * its ranks directly, over TCP connections its daemons set up, instead of through the daemons (the
+ * daemon path costs two hand-offs per node on each op: rank to daemon and back). The algorithm is
  * recursive doubling over the largest power of two of ranks, the others folded in first and
  * served last (as MPICH's allreduce for short messages): log2(n) + 2 steps, each with one peer.
  * In every step both partners combine (lower rank's data) op (higher rank's data), so all ranks
- * end with the same bits.
+ * end with the same bits. An allgather takes the same steps on its whole result (each rank's
+ * block in place, the rest zero), OR-ing: no two partners of a step hold the same block.
  *
  * The daemons own the links: a rank's daemon makes its listening socket and the unconnected
  * sockets it connects with (on the data interface, in the daemon's network namespace), and tells

@@ -63,6 +63,7 @@ typedef struct mism {
     int kind1;       /* what the last rank posts: 0 allreduce, 1 allgather, 2 reduce */
     uint64_t count1; /* and with how many elements */
     unsigned late_ms;
+    int kind0; /* what the others post (4096 elements), as kind1 */
 } mism_t;
 
 static int coll_mismatch(HcclComm comm, uint32_t r, uint32_t n, void *arg)
@@ -71,7 +72,7 @@ static int coll_mismatch(HcclComm comm, uint32_t r, uint32_t n, void *arg)
     enum { CNT = 4096 };
     float *a = calloc(CNT * 8, sizeof(float)), *b = calloc(CNT * 8, sizeof(float));
     HcclResult rc, ae = HCCL_SUCCESS;
-    int kind = r == n - 1 ? m->kind1 : 0;
+    int kind = r == n - 1 ? m->kind1 : m->kind0;
     uint64_t cnt = r == n - 1 ? m->count1 : CNT;
 
     if (r == 0 && m->late_ms > 0)
@@ -93,7 +94,9 @@ static int coll_mismatch(HcclComm comm, uint32_t r, uint32_t n, void *arg)
 
 START_TEST(test_collective_mismatch_across_daemons)
 {
-    mism_t cases[] = {{0, 4095, 0}, {1, 4096, 0}, {0, 8192, 0}, {2, 4096, 0}, {0, 4095, 200}};
+    /* The allgathers of 4096 and 100 floats run over lanes on up to 4 ranks. */
+    mism_t cases[] = {{0, 4095, 0, 0},   {1, 4096, 0, 0}, {0, 8192, 0, 0}, {2, 4096, 0, 0},
+                      {0, 4095, 200, 0}, {1, 100, 0, 1},  {0, 4096, 0, 1}};
 
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         for (unsigned nd = 2; nd <= 3; nd++)

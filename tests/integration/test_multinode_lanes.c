@@ -1,10 +1,10 @@
 /*
- * Lanes (libclient/lane.h): allreduces up to HCCLD_DIRECT_MAX bytes and barriers of a comm that
- * spans daemons run between the ranks directly. Checked element by element against the
- * reference on every dtype and op, out of place, in place and in HcclMemAlloc buffers, on 2 and
- * 3 daemons (a rank count that is no power of two folds ranks in), and the daemons' payload
- * counters say none of it went through them; larger ops, HCCLD_DIRECT_MAX=0 and a forced
- * HCCL_ALGO still go through the daemons.
+ * Lanes (libclient/lane.h): allreduces and allgathers (whose result is) up to HCCLD_DIRECT_MAX
+ * bytes and barriers of a comm that spans daemons run between the ranks directly. Checked
+ * element by element against the reference on every dtype and op, out of place, in place and
+ * (allreduce) in HcclMemAlloc buffers, on 2 and 3 daemons (a rank count that is no power of two
+ * folds ranks in), and the daemons' payload counters say none of it went through them; larger ops,
+ * HCCLD_DIRECT_MAX=0 and a forced HCCL_ALGO still go through the daemons.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,8 +45,53 @@ static int check_allreduce(HcclComm comm, uint32_t r, uint32_t n, int dt, int op
     return bad != 0;
 }
 
+/* Allgather of count elements of type dt per rank from s into o (o may hold s, in place: rank
+ * r's block), checked block by block against each rank's reference values. */
+static int check_allgather(HcclComm comm, uint32_t r, uint32_t n, int dt, uint64_t count,
+                           uint8_t *s, uint8_t *o)
+{
+    uint64_t bad = 0, first = 0;
+    size_t es = dtype_size(dt);
+
+    memset(o, 0xEE, n * count * es);                       /* then s, which may lie in o */
+    ref_fill(dt, HCCL_REDUCE_SUM, r, s, r * count, count); /* blocks unlike each other's */
+    HcclResult rc = HcclAllGather(s, o, count, (HcclDataType)dt, comm, NULL);
+    if (rc != HCCL_SUCCESS) {
+        fprintf(stderr, "rank %u: allgather dt %d count %llu: %s\n", r, dt,
+                (unsigned long long)count, HcclGetErrorString(rc));
+        return 1;
+    }
+    for (uint32_t q = 0; q < n; q++)
+        for (uint64_t i = 0; i < count; i++)
+            if (!ref_equal(dt, o + q * count * es, i,
+                           ref_val(dt, HCCL_REDUCE_SUM, q, q * count + i)) &&
+                bad++ == 0)
+                first = q * count + i;
+    if (bad)
+        fprintf(stderr, "rank %u: allgather dt %d count %llu: %llu wrong, first at %llu\n", r, dt,
+                (unsigned long long)count, (unsigned long long)bad, (unsigned long long)first);
+    return bad != 0;
+}
+
+/* Allgathers of every dtype up to the largest result that fits the lanes, out of place and in
+ * place (each rank's block already in the result). */
+static int lanes_allgathers(HcclComm comm, uint32_t r, uint32_t n, uint8_t *s, uint8_t *o)
+{
+    int failed = 0;
+
+    for (int dt = 0; dt < HCCL_DATA_TYPE_RESERVED && failed < 3; dt++) {
+        size_t es = dtype_size(dt);
+        uint64_t counts[] = {1, 3, 1000 / n, LANE_MAX_BYTES / es / n};
+        for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+            failed += check_allgather(comm, r, n, dt, counts[k], s, o);
+            failed += check_allgather(comm, r, n, dt, counts[k], o + r * counts[k] * es, o);
+        }
+    }
+    return failed;
+}
+
 /* Every dtype and op at counts up to the largest that fits the lanes, in three kinds of
- * buffer, with barriers between; then the big allreduce if asked. */
+ * buffer, with barriers between, and allgathers; then the big allreduce if asked. */
 static int lanes_ops(HcclComm comm, uint32_t r, uint32_t n, void *arg)
 {
     const lanes_arg_t *a = arg;
@@ -70,6 +115,7 @@ static int lanes_ops(HcclComm comm, uint32_t r, uint32_t n, void *arg)
             failed += HcclBarrier(comm, NULL) != HCCL_SUCCESS;
         }
     }
+    failed += lanes_allgathers(comm, r, n, s, o);
     if (a->big > 0)
         failed += check_allreduce(comm, r, n, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, a->big, s, o);
     HcclMemFree(zs);
@@ -108,8 +154,10 @@ START_TEST(test_lanes_allreduce)
         cluster_t c;
         cluster_start(&c, nd);
         for (unsigned per = 1; per <= 2; per++)
-            ck_assert_msg(run_lanes(&c, per, 0) == 0,
-                          "%u daemons x %u ranks: small allreduces reached the daemons", nd, per);
+            ck_assert_msg(
+                run_lanes(&c, per, 0) == 0,
+                "%u daemons x %u ranks: small allreduces or allgathers reached the daemons", nd,
+                per);
         /* One float over the limit goes through the daemons, checked the same way. */
         ck_assert_uint_gt(run_lanes(&c, 1, LANE_MAX_BYTES / 4 + 1), 0);
         cluster_stop(&c);
