@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Small-message allreduce latency across daemons against Open MPI over TCP (issue 23, goal 3):
-# N private daemons on loopback with 1 rank each (N in LAT_DAEMONS), fp32 sum, 8 B - 4 KiB, the
-# median iteration of the slowest rank, out of place, malloc'ed buffers. hcclD as it runs (small
+# Small-message allreduce latency across daemons against Open MPI over TCP (issue 23, goal 3),
+# and allgather's (whose size is its result's, as in nccl-tests): N private daemons on loopback
+# with 1 rank each (N in LAT_DAEMONS), fp32 (sum), 8 B - 4 KiB, the median iteration of the
+# slowest rank, out of place, malloc'ed buffers. hcclD as it runs (small
 # ops over lanes, libclient/lane.h), hcclD with HCCLD_DIRECT_MAX=0 (every op through the daemons)
 # and Open MPI (ob1, btl self,tcp on lo) take turns for LAT_ROUNDS rounds; each figure is the
 # median of its rounds. Prints us per size and contender, the ratios to Open MPI and the goal
@@ -11,12 +12,13 @@
 #
 #   bench/latency.sh [BUILD]      (default build)
 #
-# Knobs: LAT_DAEMONS ("2 4"), LAT_ROUNDS (3), LAT_ITERS (500), LAT_WARMUP (50), LAT_MIN/LAT_MAX
-# (8/4K, factor 8). Raw outputs go to BUILD/bench/latency/.
+# Knobs: LAT_DAEMONS ("2 4"), LAT_COLLS ("allreduce allgather"), LAT_ROUNDS (3), LAT_ITERS (500),
+# LAT_WARMUP (50), LAT_MIN/LAT_MAX (8/4K, factor 8). Raw outputs go to BUILD/bench/latency/.
 set -euo pipefail
 
 BUILD=$(cd "${1:-build}" && pwd)
 DAEMONS=${LAT_DAEMONS:-2 4}
+COLLS=${LAT_COLLS:-allreduce allgather}
 ROUNDS=${LAT_ROUNDS:-3}
 ITERS=${LAT_ITERS:-500}
 WARMUP=${LAT_WARMUP:-50}
@@ -33,10 +35,10 @@ MPI_BIN=$OUT/mpi_allreduce.openmpi
 mpicc.openmpi -O2 -std=gnu11 -I"$SRC/common" -D_GNU_SOURCE -o "$MPI_BIN" "$SRC/bench/mpi_allreduce.c" \
     "$SRC/common/env.c" "$SRC/common/log.c" -lm
 
-# hccld_run N OUTFILE PERF_ARGS...: N fresh daemons, one rank on each, one sweep.
+# hccld_run COLL N OUTFILE PERF_ARGS...: N fresh daemons, one rank on each, one sweep.
 hccld_run() {
-    local n=$1 out=$2 i pids=() socks=
-    shift 2
+    local coll=$1 n=$2 out=$3 i pids=() socks=
+    shift 3
     for ((i = 0; i < n; i++)); do
         rm -rf "$TMP/d$i"
         mkdir -p "$TMP/d$i"
@@ -49,7 +51,7 @@ hccld_run() {
     for ((i = 0; i < n; i++)); do
         for _ in $(seq 100); do [ -S "$TMP/d$i/s" ] && break; sleep 0.1; done
     done
-    "$BIN/hccl-run" -n "$n" --daemons "$socks" -- "$BIN/hccl_perf_test" -t allreduce -d float \
+    "$BIN/hccl-run" -n "$n" --daemons "$socks" -- "$BIN/hccl_perf_test" -t "$coll" -d float \
         -o sum -b "$MIN" -e "$MAX" -f 8 -w "$WARMUP" -n "$ITERS" -m "$@" >"$out" 2>&1 ||
         echo "bench/latency: hcclD run failed, see $out" >&2
     kill "${pids[@]}" 2>/dev/null || true
@@ -57,19 +59,21 @@ hccld_run() {
 }
 
 mpi_run() {
-    local n=$1 out=$2
+    local coll=$1 n=$2 out=$3
     mpirun.openmpi --allow-run-as-root --oversubscribe -np "$n" --mca pml ob1 \
-        --mca btl self,tcp --mca btl_tcp_if_include lo "$MPI_BIN" -b "$MIN" -e "$MAX" -f 8 \
+        --mca btl self,tcp --mca btl_tcp_if_include lo "$MPI_BIN" -t "$coll" -b "$MIN" -e "$MAX" -f 8 \
         -w "$WARMUP" -n "$ITERS" -l 0 -m >"$out" 2>&1 ||
         echo "bench/latency: Open MPI run failed, see $out" >&2
 }
 
 for ((k = 1; k <= ROUNDS; k++)); do
     for n in $DAEMONS; do
-        echo "bench/latency: round $k of $ROUNDS: $n daemons x 1 rank"
-        hccld_run "$n" "$OUT/hccld_n${n}_r$k.txt"
-        HCCLD_DIRECT_MAX=0 hccld_run "$n" "$OUT/hcclddaemon_n${n}_r$k.txt"
-        mpi_run "$n" "$OUT/openmpi_n${n}_r$k.txt"
+        for c in $COLLS; do
+            echo "bench/latency: round $k of $ROUNDS: $c, $n daemons x 1 rank"
+            hccld_run "$c" "$n" "$OUT/hccld_${c}_n${n}_r$k.txt"
+            HCCLD_DIRECT_MAX=0 hccld_run "$c" "$n" "$OUT/hcclddaemon_${c}_n${n}_r$k.txt"
+            mpi_run "$c" "$n" "$OUT/openmpi_${c}_n${n}_r$k.txt"
+        done
     done
 done
 
@@ -83,23 +87,24 @@ medians() {
         sort -n
 }
 {
-    for n in $DAEMONS; do
+    for c in $COLLS; do for n in $DAEMONS; do
+        # Goal 3 of issue 23 is allreduce's; allgather is measured against the same bounds.
         goal=$([ "$n" = 2 ] && echo 1.5 || echo 2.0)
         echo
-        echo "== allreduce fp32 sum latency, $n daemons x 1 rank, loopback TCP:" \
+        echo "== $c fp32 latency, $n daemons x 1 rank, loopback TCP:" \
             "median iteration (us), median of $ROUNDS rounds; goal: hcclD/OpenMPI <= $goal =="
         printf "%10s %10s %13s %10s %14s %17s\n" size hcclD hcclD-daemon OpenMPI hcclD/OpenMPI \
             daemon/OpenMPI
-        medians "$OUT"/hccld_n"${n}"_r*.txt >"$TMP/h"
-        medians "$OUT"/hcclddaemon_n"${n}"_r*.txt >"$TMP/z"
-        medians "$OUT"/openmpi_n"${n}"_r*.txt >"$TMP/m"
+        medians "$OUT"/hccld_"${c}"_n"${n}"_r*.txt >"$TMP/h"
+        medians "$OUT"/hcclddaemon_"${c}"_n"${n}"_r*.txt >"$TMP/z"
+        medians "$OUT"/openmpi_"${c}"_n"${n}"_r*.txt >"$TMP/m"
         awk -v g="$goal" 'FILENAME == ARGV[1] { h[$1] = $2; next }
             FILENAME == ARGV[2] { z[$1] = $2; next }
             ($1 in h) && ($1 in z) && $2 > 0 {
                 printf "%10s %10.1f %13.1f %10.1f %14.2f %17.2f%s\n", $1, h[$1], z[$1], $2,
                     h[$1] / $2, z[$1] / $2, (h[$1] / $2 <= g ? "" : "  (over the goal)") }' \
             "$TMP/h" "$TMP/z" "$TMP/m"
-    done
+    done; done
 } | tee "$OUT/summary.txt"
 
 # breakdown PATH [VAR=VALUE]: one profiled 8-byte run on 2 daemons; the median of each field.
@@ -109,7 +114,7 @@ breakdown() {
     (
         export HCCL_PROF_ENABLE=1 HCCL_PROF_FILE="$OUT/prof_$name.%r.json"
         [ -z "$var" ] || export "${var?}"
-        MIN=8 MAX=8 hccld_run 2 "$OUT/prof_$name.txt"
+        MIN=8 MAX=8 hccld_run allreduce 2 "$OUT/prof_$name.txt"
     )
     /usr/bin/python3 - "$name" "$OUT"/prof_"$name".*.json <<'PY'
 import json, statistics, sys

@@ -1,14 +1,16 @@
 /*
- * mpi_allreduce: times MPI_Allreduce (fp32, sum) the way hccl_perf_test times HcclAllReduce, so
- * that bench/run.sh can put the two side by side.
+ * mpi_allreduce: times MPI_Allreduce (fp32, sum), or with -t allgather MPI_Allgather (fp32), the
+ * way hccl_perf_test times HcclAllReduce and HcclAllGather, so that bench/run.sh and
+ * bench/latency.sh can put the two side by side. An allgather's size is its result's, as in
+ * nccl-tests: each rank sends size / nranks; busbw = algbw * (n-1)/n.
  *
  * For each size: fresh send/receive buffers are malloc'ed and touched once, WARMUP calls run,
  * a barrier lines the ranks up, ITERS calls are timed with CLOCK_MONOTONIC, and the reported
  * time is the slowest rank's average (with -m: the slowest rank's median iteration, as
  * hccl_perf_test -m). busbw = algbw * 2(n-1)/n as in nccl-tests.
  *
- *   mpirun -np N mpi_allreduce [-b MIN] [-e MAX] [-f FACTOR | -i STEP] [-n ITERS] [-w WARMUP]
- *                              [-l LATITERS] [-m]
+ *   mpirun -np N mpi_allreduce [-t allreduce|allgather] [-b MIN] [-e MAX] [-f FACTOR | -i STEP]
+ *                              [-n ITERS] [-w WARMUP] [-l LATITERS] [-m]
  *
  * Output (rank 0): one "size time_us algbw busbw" line per size, then a "# latency" line
  * for 8-byte messages timed over LATITERS calls (0 disables it).
@@ -42,6 +44,7 @@ struct bench_result {
 
 static int g_rank;
 static int g_nranks;
+static int g_allgather; /* -t allgather */
 
 /* Every rank parses the same arguments; one complaint is enough. */
 static void usage(FILE *out)
@@ -49,8 +52,8 @@ static void usage(FILE *out)
     if (g_rank != 0) {
         return;
     }
-    fprintf(out, "usage: mpi_allreduce [-b MIN] [-e MAX] [-f FACTOR | -i STEP] [-n ITERS] "
-                 "[-w WARMUP] [-l LATITERS] [-m]\n"
+    fprintf(out, "usage: mpi_allreduce [-t allreduce|allgather] [-b MIN] [-e MAX] "
+                 "[-f FACTOR | -i STEP] [-n ITERS] [-w WARMUP] [-l LATITERS] [-m]\n"
                  "  sizes in bytes, K/M/G suffixes allowed (powers of 1024)\n"
                  "  -m: time the median iteration (of the slowest rank), not the mean\n");
 }
@@ -66,9 +69,13 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
                              .warmup = 5,
                              .lat_iters = 1000};
     opterr = g_rank == 0;
-    while ((c = getopt(argc, argv, "b:e:f:i:n:w:l:mh")) != -1) {
+    while ((c = getopt(argc, argv, "t:b:e:f:i:n:w:l:mh")) != -1) {
         int ok = 1;
         switch (c) {
+        case 't':
+            g_allgather = strcmp(optarg, "allgather") == 0;
+            ok = g_allgather || strcmp(optarg, "allreduce") == 0;
+            break;
         case 'b': ok = arg_size(optarg, &o->min_bytes); break;
         case 'e': ok = arg_size(optarg, &o->max_bytes); break;
         case 'f':
@@ -115,17 +122,34 @@ static void fill_input(float *buf, size_t count)
     }
 }
 
+/* An allgather's result holds rank r's input at block r (count / nranks floats each). */
 static long long count_wrong(const float *buf, size_t count)
 {
     long long wrong = 0;
+    size_t per = count / (size_t)g_nranks;
     for (size_t i = 0; i < count; i++) {
         float want = 0;
-        for (int r = 0; r < g_nranks; r++) {
-            want += (float)((r + i) % 8);
+        if (g_allgather) {
+            want = (float)((i / per + i % per) % 8);
+        } else {
+            for (int r = 0; r < g_nranks; r++) {
+                want += (float)((r + i) % 8);
+            }
         }
         wrong += buf[i] != want;
     }
     return wrong;
+}
+
+/* One collective on count floats (the result's). */
+static void one_op(float *send, float *recv, size_t count)
+{
+    if (g_allgather) {
+        int per = (int)(count / (size_t)g_nranks);
+        MPI_Allgather(send, per, MPI_FLOAT, recv, per, MPI_FLOAT, MPI_COMM_WORLD);
+    } else {
+        MPI_Allreduce(send, recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    }
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -140,12 +164,12 @@ static double time_allreduce(float *send, float *recv, size_t count, int warmup,
                              double *iter_us)
 {
     for (int i = 0; i < warmup; i++) {
-        MPI_Allreduce(send, recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        one_op(send, recv, count);
     }
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = now_s(), t = t0;
     for (int i = 0; i < iters; i++) {
-        MPI_Allreduce(send, recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        one_op(send, recv, count);
         if (iter_us != NULL) {
             double t1 = now_s();
             iter_us[i] = (t1 - t) * 1e6;
@@ -193,7 +217,7 @@ static int run_size(size_t bytes, int warmup, int iters, int median, struct benc
 static void print_row(size_t bytes, const struct bench_result *res)
 {
     double algbw = (double)bytes / (res->time_us * 1e-6) / 1e9;
-    double busbw = algbw * 2.0 * (g_nranks - 1) / g_nranks;
+    double busbw = algbw * (g_allgather ? 1.0 : 2.0) * (g_nranks - 1) / g_nranks;
     printf("%12zu %10.2f %8.3f %8.3f", bytes, res->time_us, algbw, busbw);
     if (res->wrong != 0) {
         printf("  # %lld wrong", res->wrong);
@@ -215,7 +239,11 @@ static int run_sweep(const struct bench_opts *o, long long *wrong_total)
 {
     for (size_t bytes = o->min_bytes; bytes <= o->max_bytes; bytes = next_size(o, bytes)) {
         struct bench_result res;
-        size_t used = bytes / sizeof(float) * sizeof(float);
+        size_t unit = sizeof(float) * (g_allgather ? (size_t)g_nranks : 1);
+        size_t used = bytes / unit * unit;
+        if (used == 0) {
+            continue;
+        }
         if (run_size(used, o->warmup, o->iters, o->median, &res) != 0) {
             return -1;
         }
@@ -251,7 +279,8 @@ static void print_header(const struct bench_opts *o)
         *nl = '\0';
     }
     printf("# mpi_allreduce: %s\n", lib);
-    printf("# nranks %d, float sum, warmup %d, iters %d%s\n", g_nranks, o->warmup, o->iters,
+    printf("# nranks %d, %s, warmup %d, iters %d%s\n", g_nranks,
+           g_allgather ? "allgather float" : "allreduce float sum", o->warmup, o->iters,
            o->median ? ", time: median iteration" : "");
     printf("# %10s %10s %8s %8s\n", "size(B)", "time(us)", "algbw", "busbw");
 }
@@ -272,7 +301,7 @@ int main(int argc, char **argv)
     }
     long long wrong = 0;
     rc = run_sweep(&o, &wrong);
-    if (rc == 0 && o.lat_iters > 0) {
+    if (rc == 0 && o.lat_iters > 0 && !g_allgather) { /* the latency line is allreduce's */
         rc = run_latency(&o, &wrong);
     }
     if (rc != 0) {
