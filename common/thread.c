@@ -22,12 +22,12 @@ void signals_restore(const sigset_t *saved)
     pthread_sigmask(SIG_SETMASK, saved, NULL);
 }
 
-int thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
+int thread_start(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
 {
     sigset_t saved;
 
     signals_block_all(&saved); /* the new thread inherits the mask */
-    int rc = pthread_create(t, NULL, fn, arg);
+    int rc = pthread_create(t, attr, fn, arg);
     signals_restore(&saved);
     return rc;
 }

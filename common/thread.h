@@ -16,7 +16,8 @@
  * raises); *saved gets the mask it had. */
 void signals_block_all(sigset_t *saved);
 void signals_restore(const sigset_t *saved);
-/* pthread_create with every signal blocked in the new thread: 0 or an errno. */
-int thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
+/* pthread_create (attr may be NULL) with every asynchronous signal blocked in the new thread: 0
+ * or an errno. */
+int thread_start(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
 
 #endif

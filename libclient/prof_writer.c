@@ -220,10 +220,7 @@ static int start_writer(void)
         return started > 0 ? 0 : -1;
     pthread_attr_init(&a);
     pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    sigset_t saved;
-    signals_block_all(&saved); /* the application's signals are not the writer's */
-    rc = pthread_create(&t, &a, writer_main, NULL);
-    signals_restore(&saved);
+    rc = thread_start(&t, &a, writer_main, NULL); /* the application's signals are not its */
     pthread_attr_destroy(&a);
     if (rc != 0) {
         ERR("PROF", "cannot start the profile writer: %s; no profile is written", strerror(rc));

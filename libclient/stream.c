@@ -137,7 +137,7 @@ HcclResult HcclStreamCreate(HcclStream *stream)
         return HCCL_E_MEMORY;
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->cv, NULL);
-    if (thread_start(&s->thread, stream_main, s) != 0) {
+    if (thread_start(&s->thread, NULL, stream_main, s) != 0) {
         ERR("INIT", "pthread_create() for a stream failed");
         free(s);
         return HCCL_E_SYSCALL;

@@ -76,7 +76,7 @@ exec_t *exec_create(unsigned nworkers)
     for (unsigned i = 1; i < nworkers; i++) {
         ex->workers[i].ex = ex;
         ex->workers[i].id = i;
-        if (thread_start(&ex->workers[i].thread, worker_main, &ex->workers[i]) != 0) {
+        if (thread_start(&ex->workers[i].thread, NULL, worker_main, &ex->workers[i]) != 0) {
             ERR("COLL", "pthread_create() for worker %u failed; running with %u", i, i);
             ex->nworkers = i;
             break;

@@ -259,7 +259,7 @@ engine_t *engine_create(unsigned workers)
         goto err_close;
     if ((eng->senv = span_env_new()) == NULL)
         goto err_exec;
-    if (thread_start(&eng->thread, engine_main, eng) != 0) {
+    if (thread_start(&eng->thread, NULL, engine_main, eng) != 0) {
         ERR("INIT", "pthread_create() for the engine failed");
         goto err_exec;
     }

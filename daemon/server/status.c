@@ -97,7 +97,8 @@ void status_waiting_on(const scomm_t *c, const engine_comm_stats_t *st, char *te
 {
     size_t at = 0;
 
-    *n_p = 0;
+    if (ranks != NULL)
+        *n_p = 0;
     text[0] = '\0';
     if (!st->on_wire || st->nwaiting == 0)
         return;
@@ -153,8 +154,7 @@ static void fill_comms(server_t *srv, Hccld__StatusResp *r, Hccld__CommStatus *c
         cm[n].ranks = ranks + n * ENGINE_STATS_RANKS;
         cm[n].n_ranks = st.nlocal;
         cm[n].on_wire = st.on_wire;
-        uint32_t nwaited;
-        status_waiting_on(c, &st, waiting[n], STATUS_WAIT_TEXT, NULL, &nwaited);
+        status_waiting_on(c, &st, waiting[n], STATUS_WAIT_TEXT, NULL, NULL);
         cm[n].waiting_on = waiting[n];
         memcpy(posted + n * ENGINE_STATS_RANKS, st.posted, st.nlocal * sizeof(*st.posted));
         cm[n].posted = posted + n * ENGINE_STATS_RANKS;

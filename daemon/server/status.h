@@ -34,8 +34,8 @@ void status_comm_stats(server_t *srv, const scomm_t *c, engine_comm_stats_t *st)
 const char *status_daemon_named(const scomm_t *c, uint32_t node);
 /* While c's collective is on the wire and waits on other daemons (st->nwaiting > 0): "round R of
  * N across daemons waits on the daemon of rank 1 at ADDR, which has not started it" into text
- * (cap bytes; "" otherwise); the ranks it names into ranks unless NULL (at most WAIT_INFO_MAX x
- * WAIT_INFO_RANKS; *n_p: how many). */
+ * (cap bytes; "" otherwise); unless ranks is NULL, the ranks it names into ranks (at most
+ * WAIT_INFO_MAX x WAIT_INFO_RANKS) and how many into *n_p. */
 void status_waiting_on(const scomm_t *c, const engine_comm_stats_t *st, char *text, size_t cap,
                        uint32_t *ranks, uint32_t *n_p);
 /* 0, or -1 (out of memory). status_free releases what it built. */
