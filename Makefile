@@ -98,7 +98,7 @@ NETNS_SRC  := $(wildcard tests/netns/*.c)
 NETNS_BIN  := $(BUILD)/tests/netns_tests
 
 .PHONY: all test test-unit test-integration test-netns test-rdma test-tsan soak demo bench bench-multinode bench-qos bench-stripes bench-determinism bench-torch bench-stream \
-	bench-latency bench-all bench-copy install clean \
+	bench-latency bench-all bench-copy bench-zc-ceiling install clean \
 	format-check layer-check
 all: $(BIN_HCCLD) $(BIN_TOOLS) $(BIN_SCRIPTS) $(LIB_SO) $(LIB_A) $(LIB_PC)
 
@@ -257,6 +257,9 @@ bench-stream: all
 
 bench-copy:
 	./bench/copy_cost.sh $(BUILD)
+
+bench-zc-ceiling: all
+	./bench/zc_ceiling.sh $(BUILD)
 
 bench-multinode: all
 	HCCLD_DEPS_BENCH=1 ./scripts/install-deps.sh

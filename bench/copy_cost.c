@@ -25,29 +25,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_time.h"
+
 #define ITERS 200
 #define ROUNDS 5
-
-static double now_us(void)
-{
-    struct timespec t;
-
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, n, sizeof(*v), cmp_double);
-    return v[n / 2];
-}
 
 static void pin(int cpu)
 {
@@ -180,12 +161,12 @@ int main(int argc, char **argv)
     }
     printf("%zu KiB, us per copy, median of %d rounds of %d:\n", n >> 10, ROUNDS, ITERS);
     printf("  memcpy into a buffer the other core reads after each copy  %8.1f\n",
-           median(shared, ROUNDS));
+           sort_median(shared, ROUNDS));
     printf("  memcpy into a buffer the other core never reads            %8.1f\n",
-           median(private, ROUNDS));
+           sort_median(private, ROUNDS));
     printf("  process_vm_readv from another process                      %8.1f\n",
-           median(cma, ROUNDS));
+           sort_median(cma, ROUNDS));
     printf("  memcpy in one process                                      %8.1f\n",
-           median(plain, ROUNDS));
+           sort_median(plain, ROUNDS));
     return 0;
 }

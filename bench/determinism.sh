@@ -19,28 +19,6 @@ ROUNDS=${BENCH_DET_ROUNDS:-5}
 ITERS=${BENCH_DET_ITERS:-20}
 MAX=${BENCH_DET_MAX:-64M}
 
-start_daemons() {
-    SOCKS=""
-    for i in $(seq 0 $((ND - 1))); do
-        mkdir -p "$TMP/d$i"
-        "$BIN/hccld" --socket "$TMP/d$i/s.sock" --listen 127.0.0.1:0 --foreground \
-            2>>"$OUT/hccld$i.log" &
-        PIDS+=($!)
-        SOCKS=${SOCKS:+$SOCKS,}$TMP/d$i/s.sock
-    done
-    for i in $(seq 0 $((ND - 1))); do
-        for _ in $(seq 100); do [ -S "$TMP/d$i/s.sock" ] && break; sleep 0.05; done
-        [ -S "$TMP/d$i/s.sock" ] || die "daemon $i did not start"
-    done
-}
-
-stop_daemons() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    PIDS=()
-    rm -rf "$TMP"/d*
-}
-
 # one MODE ROUND: a run of hccl_perf_test, its table in MODE.rROUND.txt, rank 0's profile
 # in MODE.rROUND.prof.json.
 one() {
@@ -55,9 +33,9 @@ one() {
 }
 
 for r in $(seq "$ROUNDS"); do
-    start_daemons
+    bench_daemons "$ND"
     if [ $((r % 2)) = 1 ]; then one auto "$r"; one det "$r"; else one det "$r"; one auto "$r"; fi
-    stop_daemons
+    bench_daemons_stop
 done
 
 /usr/bin/python3 - "$OUT" "$ROUNDS" "$ND" >"$OUT/summary.txt" <<'EOF'

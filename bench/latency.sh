@@ -37,25 +37,13 @@ mpicc.openmpi -O2 -std=gnu11 -I"$SRC/common" -D_GNU_SOURCE -o "$MPI_BIN" "$SRC/b
 
 # hccld_run COLL N OUTFILE PERF_ARGS...: N fresh daemons, one rank on each, one sweep.
 hccld_run() {
-    local coll=$1 n=$2 out=$3 i pids=() socks=
+    local coll=$1 n=$2 out=$3
     shift 3
-    for ((i = 0; i < n; i++)); do
-        rm -rf "$TMP/d$i"
-        mkdir -p "$TMP/d$i"
-        "$BIN/hccld" --socket "$TMP/d$i/s" --listen 127.0.0.1:0 --foreground --log-level warn \
-            >>"$OUT/hccld$i.log" 2>&1 &
-        pids+=($!)
-        PIDS+=($!)
-        socks+=${socks:+,}$TMP/d$i/s
-    done
-    for ((i = 0; i < n; i++)); do
-        for _ in $(seq 100); do [ -S "$TMP/d$i/s" ] && break; sleep 0.1; done
-    done
-    "$BIN/hccl-run" -n "$n" --daemons "$socks" -- "$BIN/hccl_perf_test" -t "$coll" -d float \
+    bench_daemons "$n"
+    "$BIN/hccl-run" -n "$n" --daemons "$SOCKS" -- "$BIN/hccl_perf_test" -t "$coll" -d float \
         -o sum -b "$MIN" -e "$MAX" -f 8 -w "$WARMUP" -n "$ITERS" -m "$@" >"$out" 2>&1 ||
         echo "bench/latency: hcclD run failed, see $out" >&2
-    kill "${pids[@]}" 2>/dev/null || true
-    wait "${pids[@]}" 2>/dev/null || true
+    bench_daemons_stop
 }
 
 mpi_run() {

@@ -3,6 +3,10 @@
 #   bench_setup NAME BUILD TOOL...   sets BIN, OUT (BUILD/bench/NAME, emptied of old outputs)
 #                                    and TMP (removed at exit, with every pid in PIDS killed),
 #                                    and dies unless every TOOL is built.
+#   bench_daemons N [HCCLD_ARG...]   starts N fresh daemons (TMP/dI/s, listening on loopback,
+#                                    logs in OUT/hccldI.log), waits for their sockets, and sets
+#                                    SOCKS (comma-separated) and DAEMON_PIDS; dies if one fails.
+#   bench_daemons_stop               stops them.
 #   die MESSAGE...                   prints "bench/NAME: MESSAGE" and exits 1.
 
 die() {
@@ -30,4 +34,30 @@ bench_setup() {
     done
     mkdir -p "$OUT"
     rm -f "$OUT"/*.txt "$OUT"/*.log
+}
+
+bench_daemons() {
+    local n=$1 i
+    shift
+    SOCKS=""
+    DAEMON_PIDS=()
+    for ((i = 0; i < n; i++)); do
+        rm -rf "$TMP/d$i"
+        mkdir -p "$TMP/d$i"
+        "$BIN/hccld" --socket "$TMP/d$i/s" --listen 127.0.0.1:0 --foreground --log-level warn \
+            "$@" >>"$OUT/hccld$i.log" 2>&1 &
+        DAEMON_PIDS+=($!)
+        PIDS+=($!)
+        SOCKS+=${SOCKS:+,}$TMP/d$i/s
+    done
+    for ((i = 0; i < n; i++)); do
+        for _ in $(seq 100); do [ -S "$TMP/d$i/s" ] && break; sleep 0.1; done
+        [ -S "$TMP/d$i/s" ] || die "daemon $i did not start (see $OUT/hccld$i.log)"
+    done
+}
+
+bench_daemons_stop() {
+    kill "${DAEMON_PIDS[@]}" 2>/dev/null || true
+    wait "${DAEMON_PIDS[@]}" 2>/dev/null || true
+    DAEMON_PIDS=()
 }

@@ -24,8 +24,11 @@ GOALS = [
      "3: small allreduce on 2 daemons, <= 1.5x Open MPI's time"),
     (r"^allreduce fp32 latency, 4 daemons", "hcclD/OpenMPI", "<=", 2.0,
      "3: small allreduce on 4 daemons, <= 2x Open MPI's time"),
+    (r"zero copy against this machine's ceiling", "hcclD-z/ceiling", ">=", 0.8,
+     "4: zero copy on one node, 2 ranks, >= 0.8 of this machine's ceiling (bench/zc_ceiling.c)"),
 ]
-# Goal 4 looks at a bandwidth, not a ratio, and only from 32 MiB on.
+# Goal 4 as the issue states it: a bandwidth, 0.8 of a ceiling measured on another machine, and
+# only from 32 MiB on. The line above judges it against this machine's ceiling.
 ZC_GOAL = (r"2 ranks: bus", "hcclD-z", 9.0, 32 << 20,
            "4: zero copy on one node, 2 ranks, >= 9 GB/s from 32 MiB")
 

@@ -9,25 +9,12 @@
 #   bench/stream.sh [BUILD]      (BENCH_ROUNDS, default 5)
 set -euo pipefail
 
-BUILD=$(cd "${1:-build}" && pwd)
+cd "$(dirname "$0")/.."
+. bench/lib.sh
+bench_setup stream "${1:-build}" hccld hccl_perf_test
 ROUNDS=${BENCH_ROUNDS:-5}
-PERF=$BUILD/bin/hccl_perf_test
-HCCLD=$BUILD/bin/hccld
-OUT=$BUILD/bench/stream
-[ -x "$PERF" ] && [ -x "$HCCLD" ] || {
-    echo "stream: build first (make)" >&2
-    exit 1
-}
-mkdir -p "$OUT"
-TMP=$(mktemp -d /tmp/hccld-stream.XXXXXX)
-"$HCCLD" --socket "$TMP/s" --foreground --log-level warn >"$OUT/hccld.log" 2>&1 &
-HCCLD_PID=$!
-trap 'kill $HCCLD_PID 2>/dev/null; wait $HCCLD_PID 2>/dev/null; rm -rf "$TMP"' EXIT
-for _ in $(seq 100); do
-    [ -S "$TMP/s" ] && break
-    sleep 0.1
-done
-export HCCLD_SOCKET=$TMP/s
+bench_daemons 1
+export HCCLD_SOCKET=$SOCKS
 
 # one ROUND NRANKS BUFS SETTING: rows "round n bufs setting size oop_busbw inplace_busbw"
 one() {
@@ -39,7 +26,7 @@ one() {
         unset HCCLD_STREAM_MIN
     fi
     # shellcheck disable=SC2086
-    "$PERF" -t allreduce -g "$n" $z -b 1M -e 64M -f 2 -n 20 -w 5 |
+    "$BIN/hccl_perf_test" -t allreduce -g "$n" $z -b 1M -e 64M -f 2 -n 20 -w 5 |
         awk -v r="$round" -v n="$n" -v b="$bufs" -v s="$setting" \
             '!/^#/ && NF >= 12 { print r, n, b, s, $1, $8, $12 }'
 }
