@@ -118,6 +118,20 @@ static void peer_families(FILE *f, const Hccld__StatusResp *r)
 {
     double v[NPEER_FAMS];
 
+    family(f, "hccld_peer_info", "gauge",
+           "1 for each peer daemon whose advertised address (label daemon: what hccl-run, the "
+           "control connection and peer events name it by) is known; label peer is its data "
+           "address, as in the other hccld_peer_ families, to join on.");
+    for (size_t i = 0; i < r->n_peer_links; i++) {
+        if (r->peer_links[i]->daemon[0] == '\0')
+            continue;
+        fprintf(f, "hccld_peer_info{peer=\"");
+        label_value(f, r->peer_links[i]->peer);
+        fprintf(f, "\",daemon=\"");
+        label_value(f, r->peer_links[i]->daemon);
+        fprintf(f, "\"} 1\n");
+    }
+
     for (size_t k = 0; k < NPEER_FAMS; k++) {
         family(f, peer_fams[k].name, peer_fams[k].type, peer_fams[k].help);
         for (size_t i = 0; i < r->n_peer_links; i++) {

@@ -34,6 +34,7 @@ typedef struct mon_link {
 
 typedef struct mon_peer {
     char addr[LINK_PEER_MAX];
+    char daemon[LINK_PEER_MAX]; /* its advertised address, once a comm named it; kept after */
     uint64_t tx_closed, rx_closed, retrans_closed, segs_closed; /* of its closed connections */
     uint64_t warnings, lost;
 } mon_peer_t;
@@ -309,10 +310,14 @@ static void views_build(link_mon_t *m)
     if (m->dl == NULL || m->dlp == NULL || m->pl == NULL || m->plp == NULL)
         return;
     for (uint32_t i = 0; i < m->npeers; i++) {
-        const mon_peer_t *p = &m->peers[i];
+        mon_peer_t *p = &m->peers[i];
         Hccld__PeerLinks *o = &m->pl[i];
+        const mon_name_t *e = name_of(m, p->addr);
+        if (e != NULL)
+            memcpy(p->daemon, e->name, sizeof(p->daemon));
         hccld__peer_links__init(o);
-        o->peer = (char *)p->addr;
+        o->peer = p->addr;
+        o->daemon = p->daemon;
         o->tx_bytes = p->tx_closed;
         o->rx_bytes = p->rx_closed;
         o->retrans = p->retrans_closed;
@@ -350,6 +355,7 @@ static void views_build(link_mon_t *m)
         m->dlp[i] = o;
         if (l->peer < m->npeers) {
             Hccld__PeerLinks *p = &m->pl[l->peer];
+            o->daemon = p->daemon;
             p->links++;
             p->tx_bytes += li->tx_bytes;
             p->rx_bytes += li->rx_bytes;

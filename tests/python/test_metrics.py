@@ -195,8 +195,9 @@ class TestPrometheus(unittest.TestCase):
 
     def test_links(self):
         # hccld-ctl links: each daemon sees one data connection to the other, named by the
-        # other's data address, that carried at least the payload its status counts; /metrics
-        # shows the same per-peer totals (the monitor samples every second: wait for one).
+        # other's data address and by the address the other advertises, that carried at least
+        # the payload its status counts; /metrics shows the same per-peer totals and the two
+        # names in hccld_peer_info (the monitor samples every second: wait for one).
         run_ranks(2, allreduces, socks=[d.sock for d in self.daemons])
 
         def sample_links():
@@ -221,9 +222,15 @@ class TestPrometheus(unittest.TestCase):
                 break
         for k, d in enumerate(self.daemons):
             st, mine = status(d), links[k]
+            other = status(self.daemons[1 - k])["advertised"]
             self.assertEqual(len(mine["peers"]), 1, mine)
             peer = mine["peers"][0]
             self.assertTrue(peer["peer"].startswith("127.0.0.1:"), peer)
+            # The data listener is not the advertised one: the two names differ.
+            self.assertNotEqual(peer["peer"], other)
+            self.assertEqual(peer["daemon"], other, peer)
+            self.assertEqual([ln["daemon"] for ln in mine["links"]],
+                             [other] * len(mine["links"]), mine)
             self.assertGreaterEqual(peer["tx_bytes"], st["net_tx_bytes"])
             self.assertGreaterEqual(peer["rx_bytes"], st["net_rx_bytes"])
             self.assertEqual((peer["retrans"], peer["lost"]), (0, 0))
@@ -233,12 +240,15 @@ class TestPrometheus(unittest.TestCase):
                              peer["tx_bytes"])
             self.assertEqual(sample(body, "hccld_peer_received_bytes_total" + label),
                              peer["rx_bytes"])
+            self.assertEqual(sample(body, 'hccld_peer_info{peer="%s",daemon="%s"}'
+                                    % (peer["peer"], other)), 1)
         # What one end sent the other received (the same TCP connections).
         self.assertLessEqual(skew(ends), FINS, ends)
         text = subprocess.run([hccl.daemon.tool("hccld-ctl"), "--admin-socket",
                                self.daemons[0].admin, "links"], check=True, capture_output=True,
                               text=True).stdout
         self.assertIn(links[0]["peers"][0]["peer"], text)
+        self.assertIn(links[0]["peers"][0]["daemon"], text)
 
 
 class TestMetricsConfig(unittest.TestCase):
