@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "server/link_mon.h"
 #include "server/server.h"
 #include "server/status.h"
 
@@ -248,6 +249,9 @@ void events_comm_broken(server_t *srv, const scomm_t *c, const char *why, int re
     e.reason = (char *)why;
     e.result = result;
     events_emit(srv, &e);
+    /* If a data connection failed under it, its peer_lost follows now, not at the link
+     * monitor's next sample. */
+    link_mon_check_failed(srv->links);
 }
 
 static void tell_broken(server_t *srv, const scomm_t *c, const engine_comm_stats_t *st)

@@ -49,6 +49,7 @@ struct link_mon {
     uv_timer_t timer;
     uint64_t period_ms;
     uint64_t walk;
+    int failed_only; /* this walk looks for failures only (link_mon_check_failed) */
     mon_link_t *links;
     uint32_t nlinks, links_cap;
     mon_peer_t *peers;
@@ -280,7 +281,7 @@ static void on_view(void *ctx, const link_view_t *v)
         l->peer = p != NULL ? (uint32_t)(p - m->peers) : UINT32_MAX;
         rtt_base_update(l);
         tell_peer(m, v->peer, 0); /* back, if it was lost */
-    } else {
+    } else if (!m->failed_only) {
         update(m, l, v, now);
     }
     l->walk = m->walk;
@@ -381,6 +382,16 @@ void link_mon_sample(link_mon_t *m)
             closed(m, &m->links[i].v);
         else
             i++;
+    views_build(m);
+}
+
+void link_mon_check_failed(link_mon_t *m)
+{
+    if (m == NULL)
+        return;
+    m->failed_only = 1;
+    engine_links(m->srv->eng, on_view, m);
+    m->failed_only = 0;
     views_build(m);
 }
 

@@ -37,6 +37,10 @@ void link_mon_stop(link_mon_t *m);
 void link_mon_name(link_mon_t *m, const char *data, const char *name);
 /* Takes a sample now (the timer does this by itself). */
 void link_mon_sample(link_mon_t *m);
+/* Looks at the connections now for failed and closed ones only, so that their peer_lost goes
+ * out at once (a comm just broke) instead of at the next sample; rates and warnings wait for
+ * the sample. NULL: nothing. */
+void link_mon_check_failed(link_mon_t *m);
 /* Points r's data_links and peer_links at the last sample (valid until the next one, which only
  * this loop takes). */
 void link_mon_status(link_mon_t *m, Hccld__StatusResp *r);
