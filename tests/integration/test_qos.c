@@ -189,7 +189,7 @@ static int five_allreduces(HcclComm comm, uint32_t r, uint32_t n, void *arg)
  * the daemon runs inside the node count in the histogram too. */
 START_TEST(test_metrics)
 {
-    static char out[1 << 17]; /* the per-peer families of earlier multinode tests too */
+    static char out[1 << 20]; /* the per-peer families of earlier multinode tests too */
     unsigned long long before = op_count();
 
     setenv("HCCL_L0_MODE", "daemon", 1);
@@ -197,6 +197,7 @@ START_TEST(test_metrics)
     unsetenv("HCCL_L0_MODE");
     ck_assert_uint_ge(op_count(), before + 5);
     ck_assert_int_eq(harness_ctl(0, out, sizeof(out), "metrics"), 0);
+    ck_assert_msg(strlen(out) + 1 < sizeof(out), "the exposition outgrew the test's buffer");
     ck_assert_ptr_nonnull(strstr(out, "# TYPE hccld_ops_total counter\nhccld_ops_total "));
     ck_assert_ptr_nonnull(strstr(out, "# TYPE hccld_op_duration_seconds histogram"));
     ck_assert_ptr_nonnull(strstr(out, "hccld_op_duration_seconds_bucket{le=\"+Inf\"} "));
