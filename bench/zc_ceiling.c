@@ -17,8 +17,8 @@
  *   zc_ceiling [SIZE_MIB [PIECE_KIB [ROUNDS]]]   (default 64, 1024, 7; bench/zc_ceiling.sh runs it
  *                                                 beside hccl_perf_test -z)
  *
- * Prints busbw in GB/s (2 ranks: the op's bytes over its time), the median of the rounds of
- * ITERS ops each, and the range.
+ * Prints a line per setting: its key (what bench/zc_ceiling.sh reads), busbw in GB/s (2 ranks:
+ * the op's bytes over its time) as the median of the rounds of ITERS ops each, and the range.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -111,11 +111,27 @@ static void *side(void *arg)
     return NULL;
 }
 
+typedef struct {
+    const char *key, *what;
+    int pieces, stream, copy_only;
+} setting_t;
+
+static const setting_t settings[] = {
+    {"whole-plain", "whole op, plain stores", 0, 0, 0},
+    {"whole-stream", "whole op, streaming stores", 0, 1, 0},
+    {"pieces-plain", "pieces, plain stores", 1, 0, 0},
+    {"pieces-stream", "pieces, streaming stores", 1, 1, 0},
+    {"memcpy", "memcpy, whole op", 0, 0, 1},
+};
+#define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
+
 /* GB/s of one round. */
-static double one_round(uint8_t *const bufs[4], uint64_t count, uint64_t piece, int stream,
-                        int copy_only)
+static double one_round(uint8_t *const bufs[4], uint64_t count, uint64_t piece, const setting_t *w)
 {
-    run_t r = {.count = count, .piece = piece, .stream = stream, .copy_only = copy_only};
+    run_t r = {.count = count,
+               .piece = w->pieces ? piece : count,
+               .stream = w->stream,
+               .copy_only = w->copy_only};
     side_t s[2] = {{&r, 0}, {&r, 1}};
     pthread_t t[2];
 
@@ -134,10 +150,7 @@ int main(int argc, char **argv)
     uint64_t piece = (argc > 2 ? strtoull(argv[2], NULL, 10) : 1024) << 10;
     int rounds = argc > 3 ? atoi(argv[3]) : 7;
     uint8_t *bufs[4];
-    double gbs[5][MAX_ROUNDS];
-    static const char *const what[5] = {"whole op, plain stores", "whole op, streaming stores",
-                                        "pieces, plain stores", "pieces, streaming stores",
-                                        "memcpy, whole op"};
+    double gbs[NSETTINGS][MAX_ROUNDS];
 
     if (bytes == 0 || piece < sizeof(float) || bytes % sizeof(float) != 0 || rounds < 1 ||
         rounds > MAX_ROUNDS) {
@@ -154,16 +167,16 @@ int main(int argc, char **argv)
     }
     /* Rounds take turns between the settings, so that a noisy minute hits them alike. */
     for (int round = 0; round < rounds; round++)
-        for (unsigned w = 0; w < 5; w++)
-            gbs[w][round] = one_round(
-                bufs, bytes / sizeof(float),
-                w == 2 || w == 3 ? piece / sizeof(float) : bytes / sizeof(float), w & 1, w == 4);
+        for (unsigned w = 0; w < NSETTINGS; w++)
+            gbs[w][round] =
+                one_round(bufs, bytes / sizeof(float), piece / sizeof(float), &settings[w]);
     printf("%llu MiB, 2 threads, fp32 sum into both outputs, busbw GB/s, median of %d rounds of "
            "%d ops (pieces of %llu KiB):\n",
            (unsigned long long)(bytes >> 20), rounds, ITERS, (unsigned long long)(piece >> 10));
-    for (unsigned w = 0; w < 5; w++) {
+    for (unsigned w = 0; w < NSETTINGS; w++) {
         double m = sort_median(gbs[w], rounds);
-        printf("  %-28s %6.2f  (%.2f-%.2f)\n", what[w], m, gbs[w][0], gbs[w][rounds - 1]);
+        printf("  %-14s %6.2f  (%.2f-%.2f)  %s\n", settings[w].key, m, gbs[w][0],
+               gbs[w][rounds - 1], settings[w].what);
     }
     for (unsigned q = 0; q < 4; q++)
         free(bufs[q]);

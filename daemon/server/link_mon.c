@@ -78,6 +78,16 @@ static int grow(void **v, uint32_t *cap, uint32_t need, size_t size)
     return 0;
 }
 
+static mon_name_t *name_of(link_mon_t *m, const char *data)
+{
+    uint32_t n = m->nnames < MON_NAMES_MAX ? m->nnames : MON_NAMES_MAX;
+
+    for (uint32_t i = 0; i < n; i++)
+        if (strcmp(m->names[i].data, data) == 0)
+            return &m->names[i];
+    return NULL;
+}
+
 static mon_peer_t *peer_of(link_mon_t *m, const char *addr)
 {
     for (uint32_t i = 0; i < m->npeers; i++)
@@ -87,19 +97,12 @@ static mon_peer_t *peer_of(link_mon_t *m, const char *addr)
         grow((void **)&m->peers, &m->peers_cap, m->npeers + 1, sizeof(*m->peers)) != 0)
         return NULL;
     mon_peer_t *p = &m->peers[m->npeers++];
+    const mon_name_t *e = name_of(m, addr);
     memset(p, 0, sizeof(*p));
     snprintf(p->addr, sizeof(p->addr), "%s", addr);
+    if (e != NULL)
+        memcpy(p->daemon, e->name, sizeof(p->daemon));
     return p;
-}
-
-static mon_name_t *name_of(link_mon_t *m, const char *data)
-{
-    uint32_t n = m->nnames < MON_NAMES_MAX ? m->nnames : MON_NAMES_MAX;
-
-    for (uint32_t i = 0; i < n; i++)
-        if (strcmp(m->names[i].data, data) == 0)
-            return &m->names[i];
-    return NULL;
 }
 
 void link_mon_name(link_mon_t *m, const char *data, const char *name)
@@ -111,6 +114,10 @@ void link_mon_name(link_mon_t *m, const char *data, const char *name)
         e = &m->names[m->nnames++ % MON_NAMES_MAX];
     snprintf(e->data, sizeof(e->data), "%s", data);
     snprintf(e->name, sizeof(e->name), "%s", name);
+    /* A peer already known keeps the name from now on (a new one takes it in peer_of). */
+    for (uint32_t i = 0; i < m->npeers; i++)
+        if (strcmp(m->peers[i].addr, data) == 0)
+            memcpy(m->peers[i].daemon, e->name, sizeof(m->peers[i].daemon));
 }
 
 /* Peer events name the daemon as its control connection does: by its advertised address. */
@@ -313,9 +320,6 @@ static void views_build(link_mon_t *m)
     for (uint32_t i = 0; i < m->npeers; i++) {
         mon_peer_t *p = &m->peers[i];
         Hccld__PeerLinks *o = &m->pl[i];
-        const mon_name_t *e = name_of(m, p->addr);
-        if (e != NULL)
-            memcpy(p->daemon, e->name, sizeof(p->daemon));
         hccld__peer_links__init(o);
         o->peer = p->addr;
         o->daemon = p->daemon;
