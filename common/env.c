@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "log.h"
+#include "text.h"
 
 int parse_u64(const char *s, uint64_t *val_p)
 {
@@ -115,22 +116,20 @@ int env_u64(const char *name, uint64_t def, uint64_t min, uint64_t max, uint64_t
 int mb_check(const char *what, const char *s, uint64_t max, uint64_t *mb_p, char *why, size_t cap)
 {
     uint64_t v, size;
-    int n = snprintf(why, cap, "%s=\"%s\" is invalid: the unit is MB, an integer in [1, %llu]",
-                     what, s, (unsigned long long)max);
+    size_t n = 0;
 
-    if (n < 0 || (size_t)n >= cap)
-        n = 0;
+    text_add(why, cap, &n, "%s=\"%s\" is invalid: the unit is MB, an integer in [1, %llu]", what, s,
+             (unsigned long long)max);
     if (parse_u64(s, &v) == 0 && v >= 1 && v <= max) {
         *mb_p = v;
         return 0;
     }
     if (parse_u64(s, &v) != 0 && parse_size(s, &size) == 0 && size >= (1u << 20))
-        snprintf(why + n, cap - (size_t)n, "; write the number of MB alone, e.g. %s=%llu", what,
+        text_add(why, cap, &n, "; write the number of MB alone, e.g. %s=%llu", what,
                  (unsigned long long)((size + (1u << 20) - 1) >> 20));
     else if (parse_u64(s, &v) == 0 && v > max && v >= (1u << 20) &&
              (v + (1u << 20) - 1) >> 20 <= max)
-        snprintf(why + n, cap - (size_t)n,
-                 "; %llu looks like a byte count: that is %s%llu MB, %s=%llu",
+        text_add(why, cap, &n, "; %llu looks like a byte count: that is %s%llu MB, %s=%llu",
                  (unsigned long long)v, v % (1u << 20) ? "about " : "",
                  (unsigned long long)((v + (1u << 20) - 1) >> 20), what,
                  (unsigned long long)((v + (1u << 20) - 1) >> 20));

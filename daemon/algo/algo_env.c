@@ -9,6 +9,7 @@
 
 #include "algo/algo.h"
 #include "algo/algo_env.h"
+#include "text.h"
 
 #define NOT_SET (-2) /* an item without level1 leaves its collective as it was */
 
@@ -31,14 +32,12 @@ typedef struct parser {
 static int perr(parser_t *p, const char *fmt, ...)
 {
     va_list ap;
-    int n;
+    size_t n = 0;
 
-    if (p->err != NULL && p->errlen > 0) {
-        n = snprintf(p->err, p->errlen, "%s: ", p->name);
-        if (n < 0 || (size_t)n >= p->errlen)
-            return -EINVAL;
+    if (p->err != NULL) {
+        text_add(p->err, p->errlen, &n, "%s: ", p->name);
         va_start(ap, fmt);
-        vsnprintf(p->err + n, p->errlen - (size_t)n, fmt, ap);
+        text_vadd(p->err, p->errlen, &n, fmt, ap);
         va_end(ap);
     }
     return -EINVAL;

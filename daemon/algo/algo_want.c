@@ -6,6 +6,7 @@
 
 #include "algo/algo.h"
 #include "algo/algo_want.h"
+#include "text.h"
 
 /* The tuning guides' names; anything else is tried as an HCCL_ALGO level-1 name. */
 static const struct {
@@ -60,10 +61,10 @@ static int shorthand_parse(const char *s, int *algo, char *err, size_t errlen)
 /* Appends "kind: A by HCCL_ALGO, B by HCCL_ALGORITHM" for the notice. */
 static void notice_add(char *notice, size_t cap, size_t *n, int kind, int won, int lost)
 {
-    if (notice == NULL || *n >= cap)
+    if (notice == NULL)
         return;
-    *n += (size_t)snprintf(notice + *n, cap - *n, "%s%s (%s, not %s)", *n ? ", " : "",
-                           algo_env_op_name(kind), algo_name(won), algo_name(lost));
+    text_add(notice, cap, n, "%s%s (%s, not %s)", *n ? ", " : "", algo_env_op_name(kind),
+             algo_name(won), algo_name(lost));
 }
 
 int algo_want_resolve(const algo_want_t *w, algo_env_t *out, char *err, size_t errlen, char *notice,
@@ -91,11 +92,8 @@ int algo_want_resolve(const algo_want_t *w, algo_env_t *out, char *err, size_t e
             notice_add(notice, noticelen, &n, k, out->level1[k], short_algo);
         }
     }
-    if (n > 0 && notice != NULL && n < noticelen) {
-        char tail[ALGO_WANT_ALGO_MAX + 96];
-        snprintf(tail, sizeof(tail), ": %s=\"%s\" wins over HCCL_ALGORITHM=%s",
+    if (n > 0 && notice != NULL)
+        text_add(notice, noticelen, &n, ": %s=\"%s\" wins over HCCL_ALGORITHM=%s",
                  w->algo_by_config ? "hcclAlgo" : "HCCL_ALGO", w->algo, w->algorithm);
-        snprintf(notice + n, noticelen - n, "%s", tail);
-    }
     return 0;
 }

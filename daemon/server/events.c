@@ -12,6 +12,7 @@
 #include "server/link_mon.h"
 #include "server/server.h"
 #include "server/status.h"
+#include "text.h"
 
 #define TOLD_MAX 64 /* stall episodes a watcher remembers having been told */
 #define LOST_MAX 64 /* peers remembered as lost, for peer_back */
@@ -297,22 +298,22 @@ static void tell_stall(server_t *srv, const scomm_t *c, const engine_comm_stats_
     Hccld__Event e = HCCLD__EVENT__INIT;
     uint32_t late[ENGINE_STATS_RANKS], n = 0;
     char text[TEXT_MAX];
-    size_t at;
+    size_t at = 0;
 
     if (t->kind == 1) {
         for (uint32_t r = 0; r < st->nlocal; r++)
             if (st->posted[r] == t->key)
                 late[n++] = st->ranks[r];
-        at = (size_t)snprintf(text, sizeof(text), "comm %u: collective %llu waits %.1f s for rank",
-                              c->id, (unsigned long long)t->key, waited_ms / 1e3);
+        text_add(text, sizeof(text), &at, "comm %u: collective %llu waits %.1f s for rank", c->id,
+                 (unsigned long long)t->key, waited_ms / 1e3);
         for (uint32_t i = 0; i < n && at < sizeof(text) - 16; i++)
-            at += (size_t)snprintf(text + at, sizeof(text) - at, "%s %u", i ? "," : "", late[i]);
-        snprintf(text + at, sizeof(text) - at, " (not posted)");
+            text_add(text, sizeof(text), &at, "%s %u", i ? "," : "", late[i]);
+        text_add(text, sizeof(text), &at, " (not posted)");
         e.seq = t->key;
     } else if (st->on_wire && st->nwaiting > 0) {
-        at = (size_t)snprintf(text, sizeof(text),
-                              "comm %u: an op has waited %.1f s with every rank here posted; its ",
-                              c->id, waited_ms / 1e3);
+        text_add(text, sizeof(text), &at,
+                 "comm %u: an op has waited %.1f s with every rank here posted; its ", c->id,
+                 waited_ms / 1e3);
         status_waiting_on(c, st, text + at, sizeof(text) - at, late, &n);
         e.peer = (char *)status_daemon_named(c, st->waiting[0].node);
     } else {

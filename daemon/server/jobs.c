@@ -19,6 +19,7 @@
 #include "sched/engine.h"
 #include "server/events.h"
 #include "server/server.h"
+#include "text.h"
 
 _Static_assert(SERVER_MAX_RANKS <= ENGINE_RANK_MAX, "a comm's ranks fit the engine's");
 
@@ -68,9 +69,9 @@ static void missing_ranks(const job_t *j, char *buf, size_t cap)
     buf[0] = '\0';
     for (uint32_t r = 0; r < j->nranks && n + 16 < cap; r++)
         if (j->ranks[r].s == NULL && j->ranks[r].p == NULL) {
-            n += (size_t)snprintf(buf + n, cap - n, "%s%u", shown ? "," : "", r);
+            text_add(buf, cap, &n, "%s%u", shown ? "," : "", r);
             if (++shown == 32 && r + 1 < j->nranks) {
-                snprintf(buf + n, cap - n, ",...");
+                text_add(buf, cap, &n, ",...");
                 break;
             }
         }

@@ -11,6 +11,7 @@
 #include "log.h"
 #include "server/events.h"
 #include "server/server.h"
+#include "text.h"
 
 #define LINK_CHECK_MS_DEFAULT 1000
 #define MON_PEERS_MAX 4096 /* peer daemons whose totals are kept; more are not counted */
@@ -150,12 +151,10 @@ static void __attribute__((format(printf, 2, 3))) say(mon_link_t *l, const char 
     size_t at = strlen(l->found);
     va_list ap;
 
-    if (at > 0 && at + 2 < PROBLEM_MAX) {
-        memcpy(l->found + at, "; ", 3);
-        at += 2;
-    }
+    if (at > 0)
+        text_add(l->found, PROBLEM_MAX, &at, "; ");
     va_start(ap, fmt);
-    vsnprintf(l->found + at, PROBLEM_MAX - at, fmt, ap);
+    text_vadd(l->found, PROBLEM_MAX, &at, fmt, ap);
     va_end(ap);
 }
 

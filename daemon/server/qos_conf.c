@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "env.h"
+#include "text.h"
 
 void qos_policy_defaults(qos_policy_t *p)
 {
@@ -161,7 +162,7 @@ int qos_policy_load(const char *path, qos_policy_t *p, char *err, size_t cap)
         if (err[0] == '\0')
             snprintf(err, cap, "syntax error");
         size_t n = strlen(err);
-        snprintf(err + n, cap - n, " (%s line %d)", path, rc);
+        text_add(err, cap, &n, " (%s line %d)", path, rc);
     } else {
         for (int i = 0; i < p->nrules && rc == 0; i++)
             if ((p->rules[i].cls = qos_class_find(p, x->rule_class[i])) < 0) {

@@ -1,7 +1,6 @@
 /* The daemon's status as the admin socket answers it (status.h). */
 #include "server/status.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +10,7 @@
 #include "reduce.h"
 #include "server/link_mon.h"
 #include "server/server.h"
+#include "text.h"
 
 /* Pieces every rank has posted: the ranks' own count of collectives run among themselves. */
 static uint64_t coop_pieces_done(const coop_ctl_t *ctl)
@@ -79,19 +79,6 @@ const char *status_daemon_named(const scomm_t *c, uint32_t node)
     return c->nodes != NULL && node < c->nnodes ? c->nodes[node] : "(address unknown)";
 }
 
-/* snprintf at text + *at, keeping *at within cap (a truncated write stops at cap - 1). */
-static void put(char *text, size_t cap, size_t *at, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (*at >= cap - 1)
-        return;
-    va_start(ap, fmt);
-    int k = vsnprintf(text + *at, cap - *at, fmt, ap);
-    va_end(ap);
-    *at = k < 0 ? cap - 1 : *at + (size_t)k < cap ? *at + (size_t)k : cap - 1;
-}
-
 void status_waiting_on(const scomm_t *c, const engine_comm_stats_t *st, char *text, size_t cap,
                        uint32_t *ranks, uint32_t *n_p)
 {
@@ -102,24 +89,24 @@ void status_waiting_on(const scomm_t *c, const engine_comm_stats_t *st, char *te
     text[0] = '\0';
     if (!st->on_wire || st->nwaiting == 0)
         return;
-    put(text, cap, &at, "round %u of %u across daemons waits on", st->round + 1, st->nrounds);
+    text_add(text, cap, &at, "round %u of %u across daemons waits on", st->round + 1, st->nrounds);
     for (uint32_t k = 0; k < st->nwaiting; k++) {
         const wait_info_t *w = &st->waiting[k];
         uint32_t shown = w->nranks < WAIT_INFO_RANKS ? w->nranks : WAIT_INFO_RANKS;
-        put(text, cap, &at, "%s the daemon of rank%s",
-            k == 0                  ? ""
-            : k + 1 == st->nwaiting ? ", and"
-                                    : ",",
-            w->nranks > 1 ? "s" : "");
+        text_add(text, cap, &at, "%s the daemon of rank%s",
+                 k == 0                  ? ""
+                 : k + 1 == st->nwaiting ? ", and"
+                                         : ",",
+                 w->nranks > 1 ? "s" : "");
         for (uint32_t j = 0; j < shown; j++) {
-            put(text, cap, &at, "%s %u", j ? "," : "", w->ranks[j]);
+            text_add(text, cap, &at, "%s %u", j ? "," : "", w->ranks[j]);
             if (ranks != NULL)
                 ranks[(*n_p)++] = w->ranks[j];
         }
         if (shown < w->nranks)
-            put(text, cap, &at, " (of %u)", w->nranks);
-        put(text, cap, &at, " at %s%s", status_daemon_named(c, w->node),
-            w->unstarted ? ", which has not started it" : "");
+            text_add(text, cap, &at, " (of %u)", w->nranks);
+        text_add(text, cap, &at, " at %s%s", status_daemon_named(c, w->node),
+                 w->unstarted ? ", which has not started it" : "");
     }
 }
 

@@ -20,6 +20,7 @@
 #include "span/span_int.h"
 #include "span/tag.h"
 #include "span/xfer_result.h"
+#include "text.h"
 
 /* Elements of one node block for the level-1 op of piece d, as if every node held as many
  * ranks as the fullest (exact with equal nodes): what the cost model and buffers go by. */
@@ -172,10 +173,9 @@ static void costs_text(const struct algo_pick *p, char *buf, size_t cap)
     size_t n = 0;
 
     buf[0] = '\0';
-    for (int a = 0; a < ALGO_COUNT && n < cap; a++)
+    for (int a = 0; a < ALGO_COUNT; a++)
         if (p->cost_us[a] >= 0)
-            n += (size_t)snprintf(buf + n, cap - n, "%s%s %.0f us", n ? ", " : "", algo_name(a),
-                                  p->cost_us[a]);
+            text_add(buf, cap, &n, "%s%s %.0f us", n ? ", " : "", algo_name(a), p->cost_us[a]);
 }
 
 /* Node buffers live as long as the comm: pieces of one size come back again and again, and
@@ -296,15 +296,16 @@ static uint8_t op_check_digest(const uint64_t c[4])
 static void op_check_text(const uint64_t c[4], char *buf, size_t cap)
 {
     int kind = (int)(c[0] >> 16 & 0xff), dt = (int)(c[0] >> 8 & 0xff), op = (int)(c[0] & 0xff);
-    int n = snprintf(buf, cap, "%s of %llu x %s", desc_kind_name((uint8_t)kind),
-                     (unsigned long long)c[2], dtype_name(dt));
+    size_t n = 0;
 
-    if (n > 0 && (size_t)n < cap && desc_is_reduction((uint8_t)kind))
-        n += snprintf(buf + n, cap - (size_t)n, " (%s)", redop_name(op));
-    if (n > 0 && (size_t)n < cap && desc_is_rooted((uint8_t)kind))
-        n += snprintf(buf + n, cap - (size_t)n, " rooted at rank %llu", (unsigned long long)c[1]);
-    if (n > 0 && (size_t)n < cap && (c[0] >> 24 & 0xff) != 0)
-        snprintf(buf + n, cap - (size_t)n, " by %s", algo_name((int)(c[0] >> 24 & 0xff) - 1));
+    text_add(buf, cap, &n, "%s of %llu x %s", desc_kind_name((uint8_t)kind),
+             (unsigned long long)c[2], dtype_name(dt));
+    if (desc_is_reduction((uint8_t)kind))
+        text_add(buf, cap, &n, " (%s)", redop_name(op));
+    if (desc_is_rooted((uint8_t)kind))
+        text_add(buf, cap, &n, " rooted at rank %llu", (unsigned long long)c[1]);
+    if ((c[0] >> 24 & 0xff) != 0)
+        text_add(buf, cap, &n, " by %s", algo_name((int)(c[0] >> 24 & 0xff) - 1));
 }
 
 /* QoS: may this comm's next round put `bytes` on the wire now? Counts the time it may not. */

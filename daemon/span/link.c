@@ -20,6 +20,7 @@
 #include "log.h"
 #include "span/span_int.h"
 #include "span/tag.h"
+#include "text.h"
 
 _Static_assert(SPAN_ADDR_MAX == TP_ADDR_MAX, "data addresses have one size");
 
@@ -121,21 +122,19 @@ int span_ready_timeout(span_comm_t *sc)
 {
     char why[SPAN_WHY_MAX];
     uint32_t ready = 0;
-    int at;
+    size_t at = 0;
 
     if (sc->probed || now_ns() < sc->ready_by_ns)
         return 0;
-    at = snprintf(why, sizeof(why), "HCCL_CONNECT_TIMEOUT: no data connection yet with node");
+    text_add(why, sizeof(why), &at, "HCCL_CONNECT_TIMEOUT: no data connection yet with node");
     for (uint32_t i = 0; i < sc->nnodes; i++) {
         int up = i == sc->me || (i < sc->me ? sc->conn_ready[i] : sc->links[i] != NULL);
         ready += up && i != sc->me;
-        if (!up && at < (int)sizeof(why) - 40)
-            at +=
-                snprintf(why + at, sizeof(why) - (size_t)at, " %u (%s)", i, sc->node_addrs[i].tcp);
+        if (!up && at < sizeof(why) - 40)
+            text_add(why, sizeof(why), &at, " %u (%s)", i, sc->node_addrs[i].tcp);
     }
     if (ready == sc->nnodes - 1)
-        snprintf(why + at, sizeof(why) - (size_t)at,
-                 " (all connected; their measurement did not end)");
+        text_add(why, sizeof(why), &at, " (all connected; their measurement did not end)");
     return span_break(sc, HCCL_E_TIMEOUT, "%s", why);
 }
 

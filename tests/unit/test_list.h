@@ -23,7 +23,8 @@
     X(bootstrap)                                                                                   \
     X(l1)                                                                                          \
     X(engine)                                                                                      \
-    X(lane_plan)
+    X(lane_plan)                                                                                   \
+    X(text)
 
 /*
  * Like ck_assert_msg, for loops over many values: Check records the location of every passing
