@@ -48,6 +48,8 @@ typedef struct mon_name {
 struct link_mon {
     server_t *srv;
     uv_timer_t timer;
+    uv_timer_t soon; /* link_mon_check_failed's walk, once per loop turn however often asked */
+    int closing;     /* handles link_mon_stop closed and not yet told closed */
     uint64_t period_ms;
     uint64_t walk;
     int failed_only; /* this walk looks for failures only (link_mon_check_failed) */
@@ -388,14 +390,21 @@ void link_mon_sample(link_mon_t *m)
     views_build(m);
 }
 
-void link_mon_check_failed(link_mon_t *m)
+static void on_soon(uv_timer_t *t)
 {
-    if (m == NULL)
-        return;
+    link_mon_t *m = t->data;
+
     m->failed_only = 1;
     engine_links(m->srv->eng, on_view, m);
     m->failed_only = 0;
     views_build(m);
+}
+
+void link_mon_check_failed(link_mon_t *m)
+{
+    /* A peer's death breaks every comm over it at once: one walk serves them all. */
+    if (m != NULL && !uv_is_active((uv_handle_t *)&m->soon))
+        uv_timer_start(&m->soon, on_soon, 0, 0);
 }
 
 static void on_timer(uv_timer_t *t)
@@ -425,6 +434,9 @@ link_mon_t *link_mon_start(server_t *srv, int *err_p)
     m->timer.data = m;
     uv_timer_start(&m->timer, on_timer, ms, ms);
     uv_unref((uv_handle_t *)&m->timer);
+    uv_timer_init(srv->loop, &m->soon);
+    m->soon.data = m;
+    uv_unref((uv_handle_t *)&m->soon);
     return m;
 }
 
@@ -432,6 +444,8 @@ static void on_closed(uv_handle_t *h)
 {
     link_mon_t *m = h->data;
 
+    if (--m->closing > 0)
+        return;
     free(m->links);
     free(m->peers);
     free(m->dl);
@@ -443,8 +457,11 @@ static void on_closed(uv_handle_t *h)
 
 void link_mon_stop(link_mon_t *m)
 {
-    if (m != NULL)
-        uv_close((uv_handle_t *)&m->timer, on_closed);
+    if (m == NULL)
+        return;
+    m->closing = 2;
+    uv_close((uv_handle_t *)&m->timer, on_closed);
+    uv_close((uv_handle_t *)&m->soon, on_closed);
 }
 
 void link_mon_status(link_mon_t *m, Hccld__StatusResp *r)

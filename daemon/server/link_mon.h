@@ -37,9 +37,9 @@ void link_mon_stop(link_mon_t *m);
 void link_mon_name(link_mon_t *m, const char *data, const char *name);
 /* Takes a sample now (the timer does this by itself). */
 void link_mon_sample(link_mon_t *m);
-/* Looks at the connections now for failed and closed ones only, so that their peer_lost goes
- * out at once (a comm just broke) instead of at the next sample; rates and warnings wait for
- * the sample. NULL: nothing. */
+/* Looks at the connections for failed and closed ones only, at the loop's next turn (however
+ * many comms broke meanwhile: one walk), so that their peer_lost goes out at once instead of at
+ * the next sample; rates and warnings wait for the sample. NULL: nothing. */
 void link_mon_check_failed(link_mon_t *m);
 /* Points r's data_links and peer_links at the last sample (valid until the next one, which only
  * this loop takes). */
