@@ -33,7 +33,7 @@ for cmd in mpicc.openmpi mpirun.openmpi; do
 done
 MPI_BIN=$OUT/mpi_allreduce.openmpi
 mpicc.openmpi -O2 -std=gnu11 -I"$SRC/common" -D_GNU_SOURCE -o "$MPI_BIN" "$SRC/bench/mpi_allreduce.c" \
-    "$SRC/common/env.c" "$SRC/common/log.c" -lm
+    "$BUILD/lib/libhcclcommon.a" -lm
 
 # hccld_run COLL N OUTFILE PERF_ARGS...: N fresh daemons, one rank on each, one sweep.
 hccld_run() {

@@ -407,8 +407,7 @@ part_bw() {
     local sweep arena_mib round split min max part tag lo hi n w ranges=()
     echo "bench: compiling bench/mpi_allreduce.c for Open MPI"
     mpicc.openmpi -O2 -std=gnu11 -o "$RES/mpi_allreduce.openmpi" "$SRC_DIR/mpi_allreduce.c" \
-        "-I$SRC_DIR/../common" -D_GNU_SOURCE "$SRC_DIR/../common/env.c" \
-        "$SRC_DIR/../common/log.c" -lm
+        "-I$SRC_DIR/../common" -D_GNU_SOURCE "$BUILD/lib/libhcclcommon.a" -lm
 
     echo "bench: iperf3, $IPERF_STREAMS streams at once on lo for $IPERF_SECS s"
     if iperf_streams; then

@@ -45,7 +45,8 @@ done
 mkdir -p "$OUT" "$RES"
 rm -f "$RES"/*.txt "$RES"/*.err
 echo "bench: compiling bench/mpi_allreduce.c for Open MPI and MPICH"
-COMMON=("-I$SRC_DIR/../common" "-D_GNU_SOURCE" "$SRC_DIR/../common/env.c" "$SRC_DIR/../common/log.c" -lm)
+# Its env and log helpers come from the build's own common library, as hcclD's do.
+COMMON=("-I$SRC_DIR/../common" "-D_GNU_SOURCE" "$BUILD/lib/libhcclcommon.a" -lm)
 mpicc.openmpi -O2 -std=gnu11 -o "$OUT/mpi_allreduce.openmpi" "$SRC_DIR/mpi_allreduce.c" "${COMMON[@]}"
 mpicc.mpich -O2 -std=gnu11 -o "$OUT/mpi_allreduce.mpich" "$SRC_DIR/mpi_allreduce.c" "${COMMON[@]}"
 
