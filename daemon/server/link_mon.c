@@ -91,11 +91,21 @@ static mon_name_t *name_of(link_mon_t *m, const char *data)
     return NULL;
 }
 
-static mon_peer_t *peer_of(link_mon_t *m, const char *addr)
+static mon_peer_t *peer_find(link_mon_t *m, const char *addr)
 {
     for (uint32_t i = 0; i < m->npeers; i++)
         if (strcmp(m->peers[i].addr, addr) == 0)
             return &m->peers[i];
+    return NULL;
+}
+
+/* The peer's record, made (with the name learned for it so far) if it is new. */
+static mon_peer_t *peer_of(link_mon_t *m, const char *addr)
+{
+    mon_peer_t *known = peer_find(m, addr);
+
+    if (known != NULL)
+        return known;
     if (m->npeers == MON_PEERS_MAX ||
         grow((void **)&m->peers, &m->peers_cap, m->npeers + 1, sizeof(*m->peers)) != 0)
         return NULL;
@@ -118,9 +128,9 @@ void link_mon_name(link_mon_t *m, const char *data, const char *name)
     snprintf(e->data, sizeof(e->data), "%s", data);
     snprintf(e->name, sizeof(e->name), "%s", name);
     /* A peer already known keeps the name from now on (a new one takes it in peer_of). */
-    for (uint32_t i = 0; i < m->npeers; i++)
-        if (strcmp(m->peers[i].addr, data) == 0)
-            memcpy(m->peers[i].daemon, e->name, sizeof(m->peers[i].daemon));
+    mon_peer_t *p = peer_find(m, data);
+    if (p != NULL)
+        memcpy(p->daemon, e->name, sizeof(p->daemon));
 }
 
 /* Peer events name the daemon as its control connection does: by its advertised address. */
