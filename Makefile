@@ -49,7 +49,7 @@ CFLAGS   ?= $(OPT) -g
 ALLCFLAGS = $(CFLAGS) $(WARN) -std=gnu11 -fPIC -pthread -fvisibility=hidden \
             -D_GNU_SOURCE -DHCCLD_VERSION='"$(VERSION)"' \
             -Ilibclient/include -Icommon $(LAYER_INC) -I$(BUILD)/gen
-# What of daemon/ an object may include (DESIGN.md section 1, docs/conventions.md): each layer
+# What of daemon/ an object may include (docs/conventions.md, "Layers"): each layer
 # (daemon/LAYER) sees only the folders it may use, through $(BUILD)/layers/LAYER, links that
 # scripts/check-layers.py --views makes from its table, so an upward include does not build
 # ("No such file"). Tests see all of daemon/; common, libclient and tools none.
@@ -76,6 +76,8 @@ ALGO_SRC   := $(wildcard daemon/algo/*.c)
 # The engine core and the span layer for tests/unit/test_engine.c (l1 is linked on its own
 # already).
 ENGINE_SRC := $(wildcard daemon/sched/*.c daemon/span/*.c) daemon/exec/exec.c
+# The formation layer over it, for tests/unit/test_form.c.
+FORM_SRC   := $(wildcard daemon/form/*.c)
 TP_SRC     := $(wildcard daemon/transport/*.c)
 INTEG_SRC  := $(wildcard tests/integration/*.c)
 
@@ -163,7 +165,7 @@ $(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(LIB_A)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $(filter %.o,$^) $(filter %.a,$^) $(ALLLDFLAGS) $(call pc_libs,$(PKGS_CLIENT)) -lm
 
-$(UNIT_BIN): $(call obj,$(UNIT_SRC) $(TP_TEST_SRC) $(ALGO_SRC) $(TP_SRC) daemon/exec/l1.c daemon/server/qos_conf.c daemon/server/daemon_conf.c tests/sim/sim.c $(ENGINE_SRC)) $(BUILD)/lib/libhcclcommon.a
+$(UNIT_BIN): $(call obj,$(UNIT_SRC) $(TP_TEST_SRC) $(ALGO_SRC) $(TP_SRC) daemon/exec/l1.c daemon/server/daemon_conf.c tests/sim/sim.c $(ENGINE_SRC) $(FORM_SRC)) $(BUILD)/lib/libhcclcommon.a
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(ALLLDFLAGS) $(call pc_libs,$(PKGS_TEST) $(PKGS_CLIENT) libsodium inih libibverbs librdmacm) -lm
 
@@ -289,7 +291,7 @@ FORMAT_SRC = $(wildcard common/*.[ch] libclient/*.[ch] libclient/include/hccl/*.
 format-check:
 	clang-format --dry-run --Werror $(FORMAT_SRC)
 
-# The one-way layers of DESIGN.md section 1: an #include that follows no arrow fails, named.
+# The one-way layers of docs/conventions.md: an #include that follows no arrow fails, named.
 layer-check:
 	/usr/bin/python3 scripts/check-layers.py
 

@@ -117,4 +117,8 @@ static inline void *shm_ring_slots(ring_hdr_t *r)
     return (char *)r + sizeof(ring_hdr_t);
 }
 
+/* A sealed memfd of bytes (its holder can neither shrink it nor grow it), mapped read-write at
+ * *base_p; name shows in /proc. Returns the fd, or -errno (logged). */
+int shm_memfd_map(const char *name, uint64_t bytes, void **base_p);
+
 #endif /* HCCLD_COMMON_SHM_H */

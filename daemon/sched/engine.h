@@ -96,6 +96,22 @@ void engine_session_remove(engine_t *eng, uint64_t sid);
  * error). 0 or a negative errno. Each holds at least ENGINE_ADDR_MAX bytes. */
 int engine_listen(engine_t *eng, const char *ip, char *addr_out, char *rdma_out);
 
+/* What a rank asks of the level-1 algorithms of a comm spanning daemons. */
+typedef struct engine_level1 {
+    const char *algo;      /* HCCL_ALGO's syntax (or the config's hcclAlgo); NULL or "": none */
+    const char *algorithm; /* HCCL_ALGORITHM (RING, MESH, RHD, TREE, PAIRWISE); NULL or "" */
+    int algo_by_config;    /* algo is the comm config's hcclAlgo (named so in errors) */
+    /* HCCL_DETERMINISTIC: the kinds chosen per op are chosen on fixed link figures, so every
+     * run of a job picks the same algorithms (and so sums in the same order). */
+    int deterministic;
+} engine_level1_t;
+/* Longest algo and algorithm a rank may ask for (with the terminating NUL). */
+#define ENGINE_ALGO_MAX 512
+#define ENGINE_ALGORITHM_MAX 32
+/* 0, or -EINVAL with the reason in err (not logged). notice gets "" or the disagreement of
+ * HCCL_ALGO and HCCL_ALGORITHM for the rank (HCCL_ALGO wins). */
+int engine_level1_check(const engine_level1_t *w, char *err, size_t cap, char *notice, size_t ncap);
+
 /* A communicator of nglobal ranks on nnodes daemons, placed in any way: rank_node[g] is global
  * rank g's node, `local` of them are node me's, and members[l] is the session of the l-th of
  * those in rank order; addrs[i] is node i's data address. */
@@ -108,11 +124,9 @@ typedef struct engine_multi_spec {
      * have one connect over RDMA (unless HCCL_TRANSPORT=tcp). */
     const char *const *rdma_addrs;
     const uint8_t *job_id, *key;
-    const int *level1;         /* [DESC_KIND_MAX]: forced algorithm per kind, -1: chosen per op */
-    const uint8_t *level1_src; /* [DESC_KIND_MAX]: enum algo_src of each forced one, or NULL */
-    /* HCCL_DETERMINISTIC: the kinds chosen per op are chosen on fixed link figures, so every
-     * run of a job picks the same algorithms (and so sums in the same order). */
-    int deterministic;
+    /* What its ranks ask of the level-1 algorithms (engine_level1_check), or NULL: every
+     * algorithm chosen per op on measured links. */
+    const engine_level1_t *level1;
     int log_ops;   /* log every op's algorithm choice, whatever the daemon's log level */
     int qos_class; /* index of its class (engine_set_class), or -1 */
     /* A child of a split: share[i] set takes the parent comm's connection to node i (the node

@@ -224,6 +224,12 @@ static int place_members(eng_comm_t *c, const engine_multi_spec_t *sp)
     return n == sp->local ? eng_comm_set_ranks(c, sp->nglobal, c->global_of) : -EINVAL;
 }
 
+int engine_level1_check(const engine_level1_t *w, char *err, size_t cap, char *notice, size_t ncap)
+{
+    return span_level1_check(w->algo, w->algorithm, w->algo_by_config, w->deterministic, err, cap,
+                             notice, ncap);
+}
+
 int engine_comm_create_multi(engine_t *eng, const engine_multi_spec_t *sp)
 {
     span_spec_t ss = {.comm_id = sp->comm_id,
@@ -237,9 +243,10 @@ int engine_comm_create_multi(engine_t *eng, const engine_multi_spec_t *sp)
                       .rdma_addrs = sp->rdma_addrs,
                       .job_id = sp->job_id,
                       .key = sp->key,
-                      .level1 = sp->level1,
-                      .level1_src = sp->level1_src,
-                      .deterministic = sp->deterministic,
+                      .algo = sp->level1 != NULL ? sp->level1->algo : NULL,
+                      .algorithm = sp->level1 != NULL ? sp->level1->algorithm : NULL,
+                      .algo_by_config = sp->level1 != NULL && sp->level1->algo_by_config,
+                      .deterministic = sp->level1 != NULL && sp->level1->deterministic,
                       .log_ops = sp->log_ops,
                       .qos_class = sp->qos_class,
                       .parent_comm_id = sp->parent_comm_id,

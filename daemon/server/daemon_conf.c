@@ -11,11 +11,11 @@
 int daemon_l0_mode_parse(const char *s)
 {
     if (strcmp(s, "auto") == 0)
-        return L0_AUTO;
+        return FORM_L0_AUTO;
     if (strcmp(s, "coop") == 0)
-        return L0_COOP;
+        return FORM_L0_COOP;
     if (strcmp(s, "daemon") == 0)
-        return L0_DAEMON;
+        return FORM_L0_DAEMON;
     return -1;
 }
 

@@ -13,7 +13,7 @@ typedef struct daemon_conf {
     uint64_t workers;        /* executor threads, 0: online CPUs */
     uint64_t chunk;          /* bytes */
     int log_level;           /* enum log_level */
-    int l0_mode;             /* L0_AUTO, L0_COOP or L0_DAEMON (server.h) */
+    int l0_mode;             /* FORM_L0_AUTO, FORM_L0_COOP or FORM_L0_DAEMON (server.h) */
     char metrics_listen[64]; /* "IP:PORT" of the Prometheus endpoint; empty: off */
 } daemon_conf_t;
 

@@ -66,7 +66,7 @@ static void send_to(watcher_t *w, Hccld__Event *e)
         WARN("IPC",
              "hccld-ctl watch (pid %d) reads too slowly: %u bytes of events wait for it; "
              "closing it",
-             (int)w->s->pid, EVENTS_QUEUE_MAX);
+             (int)w->s->fc.pid, EVENTS_QUEUE_MAX);
         session_close(w->s); /* events_session_gone unlinks w */
         return;
     }
@@ -111,24 +111,24 @@ void events_client(server_t *srv, const session_t *s, int joined)
 
     if (srv->events == NULL)
         return;
-    snprintf(text, sizeof(text), "client pid %d (uid %d, job '%s', class %s) %s", (int)s->pid,
-             (int)s->uid, s->job_name, srv->qos.cls[s->qos_class].name,
+    snprintf(text, sizeof(text), "client pid %d (uid %d, job '%s', class %s) %s", (int)s->fc.pid,
+             (int)s->fc.uid, s->fc.job_name, srv->qos.cls[s->fc.qos_class].name,
              joined ? "connected" : "left");
     e.kind = joined ? "client_connected" : "client_left";
     e.text = text;
-    e.pid = s->pid;
-    e.uid = (int32_t)s->uid;
-    e.job = (char *)s->job_name;
-    e.qos_class = (char *)srv->qos.cls[s->qos_class].name;
+    e.pid = s->fc.pid;
+    e.uid = (int32_t)s->fc.uid;
+    e.job = (char *)s->fc.job_name;
+    e.qos_class = (char *)srv->qos.cls[s->fc.qos_class].name;
     events_emit(srv, &e);
 }
 
-static char *class_of(server_t *srv, const scomm_t *c)
+static char *class_of(server_t *srv, const form_comm_t *c)
 {
     return c->qos_class >= 0 && c->qos_class < srv->qos.ncls ? srv->qos.cls[c->qos_class].name : "";
 }
 
-void events_comm_formed(server_t *srv, const scomm_t *c)
+void events_comm_formed(server_t *srv, const form_comm_t *c)
 {
     Hccld__Event e = HCCLD__EVENT__INIT;
     char text[TEXT_MAX];
@@ -145,7 +145,7 @@ void events_comm_formed(server_t *srv, const scomm_t *c)
     events_emit(srv, &e);
 }
 
-void events_rank_died(server_t *srv, const scomm_t *c, uint32_t rank, int pid)
+void events_rank_died(server_t *srv, const form_comm_t *c, uint32_t rank, int pid)
 {
     Hccld__Event e = HCCLD__EVENT__INIT;
     char text[TEXT_MAX];
@@ -230,7 +230,7 @@ static comm_track_t *track_of(events_t *ev, uint32_t id)
 
 static comm_track_t *track_of(events_t *ev, uint32_t id);
 
-void events_comm_broken(server_t *srv, const scomm_t *c, const char *why, int result)
+void events_comm_broken(server_t *srv, const form_comm_t *c, const char *why, int result)
 {
     Hccld__Event e = HCCLD__EVENT__INIT;
     char text[TEXT_MAX];
@@ -255,7 +255,7 @@ void events_comm_broken(server_t *srv, const scomm_t *c, const char *why, int re
     link_mon_check_failed(srv->links);
 }
 
-static void tell_broken(server_t *srv, const scomm_t *c, const engine_comm_stats_t *st)
+static void tell_broken(server_t *srv, const form_comm_t *c, const engine_comm_stats_t *st)
 {
     events_comm_broken(srv, c,
                        st->broken && st->broken_why[0] ? st->broken_why : "a rank here went away",
@@ -292,7 +292,7 @@ static int told(watcher_t *w, uint32_t comm, uint64_t episode)
     return 0;
 }
 
-static void tell_stall(server_t *srv, const scomm_t *c, const engine_comm_stats_t *st,
+static void tell_stall(server_t *srv, const form_comm_t *c, const engine_comm_stats_t *st,
                        const comm_track_t *t, uint64_t waited_ms)
 {
     Hccld__Event e = HCCLD__EVENT__INIT;
@@ -344,7 +344,8 @@ static void poll_comms(server_t *srv)
 
     for (uint32_t i = 0; i < ev->ntracks; i++)
         ev->tracks[i].seen = 0;
-    for (scomm_t *c = srv->comms; c != NULL && ev->watchers != NULL; c = c->next) {
+    for (const form_comm_t *c = form_comms(srv->form); c != NULL && ev->watchers != NULL;
+         c = c->next) {
         engine_comm_stats_t st;
         comm_track_t *t = track_of(ev, c->id);
         int kind;
@@ -354,7 +355,7 @@ static void poll_comms(server_t *srv)
             return;
         t->seen = 1;
         status_comm_stats(srv, c, &st);
-        if (st.broken || c->broken) {
+        if (st.broken || c->state == COMM_BROKEN) {
             tell_broken(srv, c, &st);
             continue;
         }
@@ -405,7 +406,7 @@ void events_watch(server_t *srv, session_t *s, const Hccld__WatchReq *req)
 
     if (ev == NULL || w == NULL) {
         free(w);
-        WARN("IPC", "no memory for hccld-ctl watch (pid %d)", (int)s->pid);
+        WARN("IPC", "no memory for hccld-ctl watch (pid %d)", (int)s->fc.pid);
         session_close(s);
         return;
     }
@@ -421,7 +422,7 @@ void events_watch(server_t *srv, session_t *s, const Hccld__WatchReq *req)
     if (ev->watchers == NULL)
         uv_timer_start(&ev->timer, on_poll, EVENTS_POLL_MS, EVENTS_POLL_MS);
     ev->watchers = w;
-    INFO("IPC", "pid %d watches events (stalls after %llu ms)", (int)s->pid,
+    INFO("IPC", "pid %d watches events (stalls after %llu ms)", (int)s->fc.pid,
          (unsigned long long)w->stall_ms);
     snprintf(text, sizeof(text), "watching hccld %s (pid %d): %u clients, %s", HCCLD_VERSION,
              (int)getpid(), srv->nsessions, srv->advertised[0] ? srv->advertised : "not listening");

@@ -16,7 +16,7 @@
 
 typedef struct server server_t;
 typedef struct session session_t;
-typedef struct scomm scomm_t;
+typedef struct form_comm form_comm_t;
 
 #define EVENTS_POLL_MS 200
 #define EVENTS_QUEUE_MAX (1u << 20)
@@ -36,10 +36,10 @@ void events_say(server_t *srv, const char *kind, const char *fmt, ...)
 
 /* The hooks. */
 void events_client(server_t *srv, const session_t *s, int joined);
-void events_comm_formed(server_t *srv, const scomm_t *c);
-void events_rank_died(server_t *srv, const scomm_t *c, uint32_t rank, int pid);
+void events_comm_formed(server_t *srv, const form_comm_t *c);
+void events_rank_died(server_t *srv, const form_comm_t *c, uint32_t rank, int pid);
 /* c broke (told once per comm; the poll finds the breaks the engine makes). */
-void events_comm_broken(server_t *srv, const scomm_t *c, const char *why, int result);
+void events_comm_broken(server_t *srv, const form_comm_t *c, const char *why, int result);
 /* A peer daemon (its address) was lost, or is reachable again: peer_back only follows a loss. */
 void events_peer(server_t *srv, const char *peer, int lost, const char *why);
 /* The link monitor warned about a data connection to peer (what: its finding). */

@@ -36,7 +36,6 @@ static void on_peer_closed(uv_handle_t *h)
     peer_t *p = h->data;
 
     if (--p->handles_open == 0) {
-        share_note_free(&p->share);
         free(p->dec);
         free(p);
     }
@@ -109,7 +108,7 @@ static int on_hello(peer_t *p, const Hccld__PeerHello *h)
         return -EPROTO;
     }
     memcpy(p->job_id, h->job_id.data, PEER_JOB_BYTES);
-    if (jobs_key_for(p->srv, p->job_id, p->key) != 0) {
+    if (formation_key_for(p->srv, p->job_id, p->key) != 0) {
         /* An agreed job is opened by its first local rank: until then its members retry. */
         if (h->agreed)
             DBG("NET", "daemon %s (%s) asked for an agreed job not open here yet", h->addr, p->ip);
@@ -139,8 +138,7 @@ static int on_proof(peer_t *p, const Hccld__PeerProof *pr)
         return -EACCES;
     }
     send_result(p, HCCL_SUCCESS, "");
-    p->on_msg = jobs_peer_msg;
-    p->on_gone = jobs_peer_gone;
+    formation_adopt(p);
     ready(p);
     return 0;
 }

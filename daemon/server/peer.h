@@ -13,7 +13,6 @@
 #include "hccl/hccl.h"
 
 #include "auth.h"
-#include "server/share.h"
 
 #define PEER_ADDR_MAX 64
 #define PEER_JOB_BYTES 16
@@ -58,12 +57,8 @@ struct peer {
     uint8_t nonce_a[AUTH_NONCE_BYTES]; /* the accepting side's */
     char addr[PEER_ADDR_MAX];          /* the other daemon's advertised address */
     char ip[48];                       /* where the connection really comes from */
-    char data_addr[PEER_ADDR_MAX];     /* where that daemon accepts data connections */
-    char rdma_addr[PEER_ADDR_MAX];     /* the same over RDMA, "" if it has no RDMA device */
     int agreed;                        /* outgoing, agreed job: "unknown" is expected, retried */
     int job_unknown;                   /* outgoing: the other daemon does not know the job */
-    share_note_t share;                /* incoming, a split's child: what that daemon's ranks
-                                        * said about their parent's connections */
     peer_ready_cb on_ready;
     peer_msg_cb on_msg;
     peer_gone_cb on_gone;

@@ -37,13 +37,14 @@ static int user_groups(uid_t uid, gid_t gid, gid_t *gids, int max)
 int qos_session_class(server_t *srv, session_t *s)
 {
     gid_t gids[QOS_MAX_GROUPS];
-    int ng = user_groups(s->uid, s->gid, gids, QOS_MAX_GROUPS), refused;
-    int ruled = qos_classify(&srv->qos, s->uid, gids, ng, s->job_name);
+    int ng = user_groups(s->fc.uid, s->gid, gids, QOS_MAX_GROUPS), refused;
+    int ruled = qos_classify(&srv->qos, s->fc.uid, gids, ng, s->fc.job_name);
     int cls = qos_grant(&srv->qos, ruled, s->qos_asked, &refused);
 
     if (refused)
         WARN("QOS", "client pid %d uid %d job '%s' asked for class %s; the rules give it %s",
-             (int)s->pid, (int)s->uid, s->job_name, s->qos_asked, srv->qos.cls[ruled].name);
+             (int)s->fc.pid, (int)s->fc.uid, s->fc.job_name, s->qos_asked,
+             srv->qos.cls[ruled].name);
     return cls;
 }
 
@@ -59,10 +60,10 @@ void qos_reclassify(server_t *srv)
     for (session_t *s = srv->sessions; s != NULL; s = s->next)
         if (s->kind == SESSION_CLIENT && s->state == SESSION_READY) {
             int cls = qos_session_class(srv, s);
-            if (cls != s->qos_class)
-                INFO("QOS", "client pid %d uid %d job '%s': class %s", (int)s->pid, (int)s->uid,
-                     s->job_name, srv->qos.cls[cls].name);
-            s->qos_class = cls;
+            if (cls != s->fc.qos_class)
+                INFO("QOS", "client pid %d uid %d job '%s': class %s", (int)s->fc.pid,
+                     (int)s->fc.uid, s->fc.job_name, srv->qos.cls[cls].name);
+            s->fc.qos_class = cls;
         }
 }
 
@@ -73,12 +74,12 @@ static int may_change(server_t *srv, session_t *s)
     struct group gr, *res = NULL;
     char buf[4096];
 
-    if (s->uid == 0)
+    if (s->fc.uid == 0)
         return 1;
     if (srv->qos.admin_group[0] == '\0' ||
         getgrnam_r(srv->qos.admin_group, &gr, buf, sizeof(buf), &res) != 0 || res == NULL)
         return 0;
-    int ng = user_groups(s->uid, s->gid, gids, QOS_MAX_GROUPS);
+    int ng = user_groups(s->fc.uid, s->gid, gids, QOS_MAX_GROUPS);
     for (int i = 0; i < ng; i++)
         if (gids[i] == gr.gr_gid)
             return 1;
@@ -147,7 +148,7 @@ void qos_list_fill(server_t *srv, Hccld__QosResp *r, Hccld__QosClass *cls, Hccld
         cls[i].dscp = c->dscp;
         for (session_t *x = srv->sessions; x != NULL; x = x->next)
             cls[i].clients +=
-                x->kind == SESSION_CLIENT && x->state == SESSION_READY && x->qos_class == i;
+                x->kind == SESSION_CLIENT && x->state == SESSION_READY && x->fc.qos_class == i;
         clsp[i] = &cls[i];
     }
     r->n_classes = (size_t)srv->qos.ncls;
@@ -165,12 +166,13 @@ void qos_admin_handle(server_t *srv, session_t *s, uint64_t req_id, const Hccld_
     if (q->op != HCCLD__QOS_REQ__OP__LIST) {
         why = change(srv, s, q);
         if (why != NULL)
-            WARN("QOS", "admin pid %d uid %d: qos %s %s refused: %s", (int)s->pid, (int)s->uid,
-                 q->op == HCCLD__QOS_REQ__OP__SET ? "set" : "assign", q->cls, why);
+            WARN("QOS", "admin pid %d uid %d: qos %s %s refused: %s", (int)s->fc.pid,
+                 (int)s->fc.uid, q->op == HCCLD__QOS_REQ__OP__SET ? "set" : "assign", q->cls, why);
         else {
-            INFO("QOS", "admin pid %d uid %d changed class %s", (int)s->pid, (int)s->uid, q->cls);
-            events_say(srv, "qos_changed", "admin pid %d uid %d: qos %s %s", (int)s->pid,
-                       (int)s->uid, q->op == HCCLD__QOS_REQ__OP__SET ? "set" : "assign", q->cls);
+            INFO("QOS", "admin pid %d uid %d changed class %s", (int)s->fc.pid, (int)s->fc.uid,
+                 q->cls);
+            events_say(srv, "qos_changed", "admin pid %d uid %d: qos %s %s", (int)s->fc.pid,
+                       (int)s->fc.uid, q->op == HCCLD__QOS_REQ__OP__SET ? "set" : "assign", q->cls);
             qos_reclassify(srv);
             qos_apply(srv);
         }

@@ -115,6 +115,8 @@ int server_start(server_t *srv, uv_loop_t *loop, const server_config_t *cfg)
         if ((rc = engine_listen(srv->eng, ip, srv->data_addr, srv->rdma_addr)) != 0)
             return rc;
     }
+    if ((rc = formation_start(srv)) != 0)
+        return rc;
     srv->topo = topo_load();
     if (srv->advertised[0] != '\0') {
         char ip[PEER_ADDR_MAX];
@@ -169,16 +171,14 @@ void server_stop(server_t *srv)
     /* Queued operations fail with HCCL_E_REMOTE; then the clients see the sockets close. */
     for (session_t *s = srv->sessions; s != NULL; s = s->next)
         if (s->in_engine) {
-            engine_session_remove(srv->eng, s->sid);
+            engine_session_remove(srv->eng, s->fc.sid);
             s->in_engine = 0;
         }
     for (session_t *s = srv->sessions, *next; s != NULL; s = next) {
         next = s->next;
         session_close(s);
     }
-    jobs_stop(srv);
-    rjobs_stop(srv);
-    splits_stop(srv);
+    formation_stop(srv);
     peers_stop(srv);
     uv_close((uv_handle_t *)&srv->sigterm, NULL);
     uv_close((uv_handle_t *)&srv->sigint, NULL);

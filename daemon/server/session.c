@@ -44,15 +44,15 @@ static void session_free(session_t *s)
         }
     srv->nsessions--;
     if (s->in_engine)
-        engine_session_remove(srv->eng, s->sid);
+        engine_session_remove(srv->eng, s->fc.sid);
     if (s->seg != NULL)
         munmap(s->seg, s->layout.seg_bytes);
     if (s->arena != NULL)
         munmap(s->arena, s->layout.arena_bytes);
     if (s->memfd >= 0)
         close(s->memfd);
-    if (s->arena_fd >= 0)
-        close(s->arena_fd);
+    if (s->fc.arena_fd >= 0)
+        close(s->fc.arena_fd);
     free(s->dec);
     free(s);
 }
@@ -72,41 +72,12 @@ void session_close(session_t *s)
     if (s->kind == SESSION_CLIENT && s->state == SESSION_READY)
         events_client(s->srv, s, 0);
     s->state = SESSION_CLOSING;
-    DBG("IPC", "client %llu (pid %d) disconnected", (unsigned long long)s->sid, (int)s->pid);
+    DBG("IPC", "client %llu (pid %d) disconnected", (unsigned long long)s->fc.sid, (int)s->fc.pid);
     events_session_gone(s->srv, s);
-    jobs_session_gone(s->srv, s);
+    formation_session_gone(s);
     s->closes_pending = 2;
     uv_close((uv_handle_t *)&s->pipe, on_closed);
     uv_close((uv_handle_t *)&s->hello_timer, on_closed);
-}
-
-/* Creates a sealed memfd of bytes (the client can neither shrink it under the daemon nor grow
- * it) and maps it. Returns the fd, or -errno. */
-int server_memfd_map(const char *name, uint64_t bytes, void **base_p)
-{
-    int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING), err;
-    void *base;
-
-    if (fd < 0) {
-        ERR("IPC", "memfd_create() failed: %s", strerror(errno));
-        return -errno;
-    }
-    if (ftruncate(fd, (off_t)bytes) != 0 ||
-        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
-        err = -errno;
-        ERR("IPC", "ftruncate()/F_ADD_SEALS on a %s memfd failed: %s", name, strerror(errno));
-        close(fd);
-        return err;
-    }
-    base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (base == MAP_FAILED) {
-        err = -errno;
-        ERR("IPC", "mmap() of %llu bytes failed: %s", (unsigned long long)bytes, strerror(errno));
-        close(fd);
-        return err;
-    }
-    *base_p = base;
-    return fd;
 }
 
 /* Creates the client's control segment (header, rings) and its data arena. */
@@ -116,12 +87,12 @@ static int segment_create(session_t *s, uint64_t arena_bytes)
     shm_hdr_t *hdr;
 
     shm_layout_make(arena_bytes, SERVER_SQ_ENTRIES, SERVER_SQ_ENTRIES, &l);
-    s->memfd = server_memfd_map("hccld-ctrl", l.seg_bytes, &s->seg);
+    s->memfd = shm_memfd_map("hccld-ctrl", l.seg_bytes, &s->seg);
     if (s->memfd < 0)
         return s->memfd;
-    s->arena_fd = server_memfd_map("hccld-arena", l.arena_bytes, &s->arena);
-    if (s->arena_fd < 0)
-        return s->arena_fd;
+    s->fc.arena_fd = shm_memfd_map("hccld-arena", l.arena_bytes, &s->arena);
+    if (s->fc.arena_fd < 0)
+        return s->fc.arena_fd;
     hdr = s->seg;
     hdr->magic = SHM_MAGIC;
     hdr->version = PROTO_VERSION;
@@ -129,6 +100,7 @@ static int segment_create(session_t *s, uint64_t arena_bytes)
     ring_format(shm_ring(s->seg, l.sq_off), l.sq_entries);
     ring_format(shm_ring(s->seg, l.cq_off), l.cq_entries);
     s->layout = l;
+    s->fc.arena_bytes = l.arena_bytes;
     return 0;
 }
 
@@ -155,7 +127,7 @@ static void on_hello(session_t *s, uint64_t req_id, const Hccld__Hello *h)
     int fds[3];
 
     if (h->version != PROTO_VERSION) {
-        WARN("IPC", "client pid %d speaks protocol %u, this daemon %u", (int)s->pid, h->version,
+        WARN("IPC", "client pid %d speaks protocol %u, this daemon %u", (int)s->fc.pid, h->version,
              PROTO_VERSION);
         welcome_fail(s, req_id, 5 /* HCCL_E_NOT_SUPPORT */, "protocol version mismatch");
         return;
@@ -165,16 +137,16 @@ static void on_hello(session_t *s, uint64_t req_id, const Hccld__Hello *h)
         return;
     }
     if (segment_create(s, h->arena_bytes) != 0 ||
-        engine_session_add(srv->eng, s->sid, s->seg, s->arena, &s->layout) != 0) {
+        engine_session_add(srv->eng, s->fc.sid, s->seg, s->arena, &s->layout) != 0) {
         welcome_fail(s, req_id, 3 /* HCCL_E_MEMORY */, "the daemon could not create the segment");
         return;
     }
     s->in_engine = 1;
-    snprintf(s->job_name, sizeof(s->job_name), "%s", h->job_name);
+    snprintf(s->fc.job_name, sizeof(s->fc.job_name), "%s", h->job_name);
     snprintf(s->qos_asked, sizeof(s->qos_asked), "%s", h->qos_class);
-    s->qos_class = qos_session_class(srv, s);
+    s->fc.qos_class = qos_session_class(srv, s);
     w.version = PROTO_VERSION;
-    w.client_id = s->sid;
+    w.client_id = s->fc.sid;
     w.seg_bytes = s->layout.seg_bytes;
     w.sq_off = s->layout.sq_off;
     w.sq_entries = s->layout.sq_entries;
@@ -183,24 +155,24 @@ static void on_hello(session_t *s, uint64_t req_id, const Hccld__Hello *h)
     w.arena_bytes = s->layout.arena_bytes;
     w.max_frame = FRAME_MAX;
     w.advertised = srv->advertised;
-    w.qos_class = srv->qos.cls[s->qos_class].name;
+    w.qos_class = srv->qos.cls[s->fc.qos_class].name;
     m.req_id = req_id;
     m.body_case = HCCLD__MSG__BODY_WELCOME;
     m.welcome = &w;
     fds[0] = s->memfd;
-    fds[1] = s->arena_fd;
+    fds[1] = s->fc.arena_fd;
     fds[2] = engine_doorbell_fd(srv->eng);
     /* Nothing else has been written on this connection yet, so sending directly keeps order. */
     if (uv_fileno((uv_handle_t *)&s->pipe, &fd) != 0 || uds_send(fd, &m, fds, 3) != 0) {
-        WARN("IPC", "sending the segment to client pid %d failed", (int)s->pid);
+        WARN("IPC", "sending the segment to client pid %d failed", (int)s->fc.pid);
         session_close(s);
         return;
     }
     s->state = SESSION_READY;
     uv_timer_stop(&s->hello_timer);
     INFO("IPC", "client %llu: pid %d uid %d job '%s', class %s, arena %llu MiB",
-         (unsigned long long)s->sid, (int)s->pid, (int)s->uid, s->job_name,
-         srv->qos.cls[s->qos_class].name, (unsigned long long)(s->layout.arena_bytes >> 20));
+         (unsigned long long)s->fc.sid, (int)s->fc.pid, (int)s->fc.uid, s->fc.job_name,
+         srv->qos.cls[s->fc.qos_class].name, (unsigned long long)(s->layout.arena_bytes >> 20));
     events_client(srv, s, 1);
 }
 
@@ -212,24 +184,7 @@ static int dispatch_client(session_t *s, const Hccld__Msg *m)
         on_hello(s, m->req_id, m->hello);
         return 0;
     }
-    switch (m->body_case) {
-    case HCCLD__MSG__BODY_ROOT_INFO_REQ:
-        jobs_root_info(s->srv, s, m->req_id, m->root_info_req);
-        return 0;
-    case HCCLD__MSG__BODY_COMM_INIT_REQ:
-        jobs_comm_init(s->srv, s, m->req_id, m->comm_init_req);
-        return 0;
-    case HCCLD__MSG__BODY_COMM_SPLIT_REQ:
-        jobs_comm_split(s->srv, s, m->req_id, m->comm_split_req);
-        return 0;
-    case HCCLD__MSG__BODY_COMM_DESTROY_REQ:
-        scomm_on_destroy(s->srv, s, m->req_id, m->comm_destroy_req);
-        return 0;
-    case HCCLD__MSG__BODY_COMM_HEALTH_REQ:
-        scomm_on_health(s->srv, s, m->req_id, m->comm_health_req);
-        return 0;
-    default: return -EPROTO;
-    }
+    return formation_request(s, m);
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
@@ -250,8 +205,8 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     frame_dec_commit(s->dec, (size_t)nread);
     while (s->state != SESSION_CLOSING && (rc = frame_dec_next(s->dec, &m)) != 0) {
         if (rc < 0) {
-            WARN("IPC", "pid %d sent a malformed frame (%s); closing the connection", (int)s->pid,
-                 rc == -EMSGSIZE ? "too large" : "undecodable");
+            WARN("IPC", "pid %d sent a malformed frame (%s); closing the connection",
+                 (int)s->fc.pid, rc == -EMSGSIZE ? "too large" : "undecodable");
             session_close(s);
             return;
         }
@@ -261,7 +216,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
             rc = dispatch_client(s, m);
         if (rc != 0) {
             WARN("IPC", "pid %d sent an unexpected message (%d); closing the connection",
-                 (int)s->pid, (int)m->body_case);
+                 (int)s->fc.pid, (int)m->body_case);
             session_close(s);
         }
         frame_msg_free(m);
@@ -272,7 +227,7 @@ static void on_hello_timeout(uv_timer_t *t)
 {
     session_t *s = t->data;
 
-    WARN("IPC", "pid %d connected but sent no Hello within %d ms; closing", (int)s->pid,
+    WARN("IPC", "pid %d connected but sent no Hello within %d ms; closing", (int)s->fc.pid,
          SERVER_HELLO_TIMEOUT_MS);
     session_close(s);
 }
@@ -285,8 +240,8 @@ static void peer_creds(session_t *s)
 
     if (uv_fileno((uv_handle_t *)&s->pipe, &fd) == 0 &&
         getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
-        s->pid = cred.pid;
-        s->uid = cred.uid;
+        s->fc.pid = (int)cred.pid;
+        s->fc.uid = (uint32_t)cred.uid;
         s->gid = cred.gid;
     }
 }
@@ -303,8 +258,8 @@ void session_accept(server_t *srv, uv_stream_t *listener, enum session_kind kind
     s->srv = srv;
     s->kind = kind;
     s->memfd = -1;
-    s->arena_fd = -1;
-    s->sid = ++srv->next_sid;
+    s->fc.arena_fd = -1;
+    s->fc.sid = ++srv->next_sid;
     frame_dec_init(s->dec);
     uv_pipe_init(srv->loop, &s->pipe, 0);
     uv_timer_init(srv->loop, &s->hello_timer);
@@ -319,7 +274,7 @@ void session_accept(server_t *srv, uv_stream_t *listener, enum session_kind kind
     }
     peer_creds(s);
     if (kind == SESSION_CLIENT && srv->nsessions > SERVER_MAX_CLIENTS) {
-        WARN("IPC", "refusing pid %d: %d clients already", (int)s->pid, SERVER_MAX_CLIENTS);
+        WARN("IPC", "refusing pid %d: %d clients already", (int)s->fc.pid, SERVER_MAX_CLIENTS);
         session_close(s);
         return;
     }

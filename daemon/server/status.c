@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "algo/algo.h"
+#include "algo_id.h"
 #include "coop.h"
 #include "reduce.h"
 #include "server/link_mon.h"
@@ -38,15 +38,15 @@ static void fill_clients(server_t *srv, Hccld__StatusResp *r, Hccld__ClientStatu
         engine_session_stats_t st = {0};
         if (s->kind != SESSION_CLIENT || s->state != SESSION_READY)
             continue;
-        engine_get_session_stats(srv->eng, s->sid, &st);
+        engine_get_session_stats(srv->eng, s->fc.sid, &st);
         hccld__client_status__init(&cs[n]);
-        cs[n].client_id = s->sid;
-        cs[n].pid = (uint32_t)s->pid;
-        cs[n].uid = (uint32_t)s->uid;
-        cs[n].job_name = s->job_name;
+        cs[n].client_id = s->fc.sid;
+        cs[n].pid = (uint32_t)s->fc.pid;
+        cs[n].uid = (uint32_t)s->fc.uid;
+        cs[n].job_name = s->fc.job_name;
         cs[n].ops_submitted = st.submitted;
         cs[n].ops_completed = st.completed;
-        cs[n].qos_class = srv->qos.cls[s->qos_class].name;
+        cs[n].qos_class = srv->qos.cls[s->fc.qos_class].name;
         csp[n] = &cs[n];
         n++;
     }
@@ -64,7 +64,7 @@ static void coop_posted_all(const coop_ctl_t *ctl, engine_comm_stats_t *st)
     }
 }
 
-void status_comm_stats(server_t *srv, const scomm_t *c, engine_comm_stats_t *st)
+void status_comm_stats(server_t *srv, const form_comm_t *c, engine_comm_stats_t *st)
 {
     memset(st, 0, sizeof(*st));
     engine_get_comm_stats(srv->eng, c->id, st);
@@ -74,12 +74,12 @@ void status_comm_stats(server_t *srv, const scomm_t *c, engine_comm_stats_t *st)
     }
 }
 
-const char *status_daemon_named(const scomm_t *c, uint32_t node)
+const char *status_daemon_named(const form_comm_t *c, uint32_t node)
 {
     return c->nodes != NULL && node < c->nnodes ? c->nodes[node] : "(address unknown)";
 }
 
-void status_waiting_on(const scomm_t *c, const engine_comm_stats_t *st, char *text, size_t cap,
+void status_waiting_on(const form_comm_t *c, const engine_comm_stats_t *st, char *text, size_t cap,
                        uint32_t *ranks, uint32_t *n_p)
 {
     size_t at = 0;
@@ -119,7 +119,7 @@ static void fill_comms(server_t *srv, Hccld__StatusResp *r, Hccld__CommStatus *c
 {
     size_t n = 0;
 
-    for (scomm_t *c = srv->comms; c != NULL; c = c->next) {
+    for (const form_comm_t *c = form_comms(srv->form); c != NULL; c = c->next) {
         engine_comm_stats_t st;
         status_comm_stats(srv, c, &st);
         hccld__comm_status__init(&cm[n]);
@@ -128,7 +128,7 @@ static void fill_comms(server_t *srv, Hccld__StatusResp *r, Hccld__CommStatus *c
         cm[n].joined = c->nranks - c->left;
         cm[n].ops_done = st.ops_done;
         cm[n].ops_in_flight = st.queued;
-        cm[n].job_id = c->job_hex;
+        cm[n].job_id = (char *)c->job_hex;
         cm[n].level0 = c->coop != NULL ? "coop" : "daemon";
         cm[n].nnodes = c->nnodes;
         cm[n].broken = st.broken != 0;
@@ -177,7 +177,7 @@ int status_build(server_t *srv, status_t *x)
 
     memset(x, 0, sizeof(*x));
     hccld__status_resp__init(r);
-    for (scomm_t *c = srv->comms; c != NULL; c = c->next)
+    for (const form_comm_t *c = form_comms(srv->form); c != NULL; c = c->next)
         nc++;
     x->cs = calloc(ns, sizeof(*x->cs));
     x->csp = calloc(ns, sizeof(*x->csp));

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "algo/algo_want.h"
 #include "futex.h"
 #include "hccl/hccl.h"
 #include "log.h"
@@ -202,9 +203,19 @@ static int place_members(span_comm_t *sc, const span_spec_t *sp)
 
 static span_comm_t *span_comm_alloc(const span_spec_t *sp)
 {
-    span_comm_t *sc = calloc(1, sizeof(*sc));
+    span_comm_t *sc;
+    algo_want_t want;
+    algo_env_t env;
+    char err[160];
 
-    if (sc == NULL)
+    /* Checked when the ranks asked (span_level1_check): a failure here is out of the blue. */
+    if (algo_want_set(&want, sp->algo, sp->algorithm, sp->algo_by_config, sp->deterministic, err,
+                      sizeof(err)) != 0 ||
+        algo_want_resolve(&want, &env, err, sizeof(err), NULL, 0) != 0) {
+        ERR("INIT", "comm %u: level-1 settings refused: %s", sp->comm_id, err);
+        return NULL;
+    }
+    if ((sc = calloc(1, sizeof(*sc))) == NULL)
         return NULL;
     sc->id = sp->comm_id;
     sc->nnodes = sp->nnodes;
@@ -215,8 +226,8 @@ static span_comm_t *span_comm_alloc(const span_spec_t *sp)
         now_ns() + (uint64_t)(sp->connect_timeout_s ? sp->connect_timeout_s : 120) * 1000000000ull;
     sc->deterministic = sp->deterministic;
     for (int k = 0; k < DESC_KIND_MAX; k++) {
-        sc->forced[k] = sp->level1 != NULL ? sp->level1[k] : -1;
-        sc->forced_src[k] = sp->level1_src != NULL ? sp->level1_src[k] : ALGO_SRC_HCCL_ALGO;
+        sc->forced[k] = env.level1[k];
+        sc->forced_src[k] = env.src[k];
     }
     for (int k = 0; k < DESC_KIND_MAX; k++)
         for (int b = 0; b < 64; b++)

@@ -12,16 +12,20 @@
 
 _Static_assert(SPAN_LINK_MAX == TP_DESC_MAX, "a link description fits span_ops_t.stats");
 
+void *(*span_ev_alloc)(size_t bytes) = malloc;
+
 span_ev_t *span_ev_push(span_comm_t *sc, span_ev_kind_t kind)
 {
-    static span_ev_t lost;
-
     if (sc->evq_n == sc->evq_cap) {
         uint32_t cap = sc->evq_cap ? sc->evq_cap * 2 : 8;
-        span_ev_t *v = malloc(cap * sizeof(*v));
+        span_ev_t *v = span_ev_alloc(cap * sizeof(*v));
         if (v == NULL) {
-            ERR("COLL", "comm %u: no memory for an event; it is lost", sc->id);
-            return memset(&lost, 0, sizeof(lost));
+            /* Whoever waits for it would wait forever: once the queue is drained, the comm
+             * breaks instead (ops_event), and progress stops here (ops_stopped). */
+            ERR("COLL", "comm %u: no memory for an event; the comm breaks", sc->id);
+            sc->evq_lost++;
+            memset(&sc->ev_spare, 0, sizeof(sc->ev_spare));
+            return &sc->ev_spare;
         }
         for (uint32_t i = 0; i < sc->evq_n; i++)
             v[i] = sc->evq[(sc->evq_head + i) % sc->evq_cap];
@@ -49,6 +53,13 @@ int span_break(span_comm_t *sc, HcclResult status, const char *fmt, ...)
 
 static int ops_event(span_comm_t *sc, span_ev_t *ev)
 {
+    if (sc->evq_n == 0 && sc->evq_lost > 0) {
+        *ev = (span_ev_t){.kind = SPAN_EV_BROKEN, .status = HCCL_E_MEMORY, .culprit = UINT32_MAX};
+        snprintf(ev->why, sizeof(ev->why), "out of memory: %u events of the comm were lost",
+                 sc->evq_lost);
+        sc->evq_lost = 0;
+        return 1;
+    }
     if (sc->evq_n == 0)
         return 0;
     *ev = sc->evq[sc->evq_head];
@@ -60,6 +71,8 @@ static int ops_event(span_comm_t *sc, span_ev_t *ev)
 /* Whether the last event queued changes the comm (progress stops there). */
 static int ops_stopped(const span_comm_t *sc)
 {
+    if (sc->evq_lost > 0)
+        return 1;
     if (sc->evq_n == 0)
         return 0;
     span_ev_kind_t k = sc->evq[(sc->evq_head + sc->evq_n - 1) % sc->evq_cap].kind;

@@ -44,9 +44,10 @@ typedef struct span_spec {
     const uint32_t *global; /* [local]: the global rank of each local member, ascending */
     const char *const *addrs, *const *rdma_addrs;
     const uint8_t *job_id, *key;
-    const int *level1;
-    const uint8_t *level1_src;
-    int deterministic, log_ops;
+    /* What its ranks ask of the level-1 algorithms (span_level1_check): HCCL_ALGO or the
+     * config's hcclAlgo (algo_by_config), HCCL_ALGORITHM; NULL or "": chosen per op. */
+    const char *algo, *algorithm;
+    int algo_by_config, deterministic, log_ops;
     int qos_class;
     uint32_t parent_comm_id;
     const uint8_t *share;
@@ -175,4 +176,9 @@ void span_env_polled(span_env_t *env, const struct pollfd *pfd, int n);
 int span_comm_new(span_env_t *env, const span_spec_t *sp, const span_qos_t *qos, span_comm_t **sc_p,
                   char *why);
 
+/* Checks what a rank asks of the level-1 algorithms (span_spec_t's algo, algorithm,
+ * algo_by_config, deterministic): 0, or -EINVAL with the reason in err. notice gets "" or the
+ * disagreement of HCCL_ALGO and HCCL_ALGORITHM. Neither is logged. */
+int span_level1_check(const char *algo, const char *algorithm, int algo_by_config,
+                      int deterministic, char *err, size_t cap, char *notice, size_t ncap);
 #endif

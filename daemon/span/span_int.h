@@ -109,7 +109,9 @@ struct span_comm {
     /* events not yet taken (span_ops_t.event), oldest at evq_head */
     span_ev_t *evq;
     uint32_t evq_head, evq_n, evq_cap;
-    span_comm_t *next; /* in env->comms */
+    uint32_t evq_lost;  /* events lost for want of memory: BROKEN follows the queue */
+    span_ev_t ev_spare; /* what span_ev_push hands out then, written and dropped */
+    span_comm_t *next;  /* in env->comms */
 };
 
 /* Local member of global rank g, or UINT32_MAX when another node holds it. */
@@ -119,8 +121,12 @@ static inline uint32_t span_local(const span_comm_t *sc, uint32_t g)
                                                          : UINT32_MAX;
 }
 
-/* ops.c: queues an event (span.h); without memory it is lost, logged. Returns ev. */
+/* ops.c: queues an event (span.h) and returns it for the caller to fill. Without memory it is
+ * lost (logged): the comm then breaks with HCCL_E_MEMORY once the events before it are taken,
+ * and progress stops, so that no one waits for the lost one. */
 span_ev_t *span_ev_push(span_comm_t *sc, span_ev_kind_t kind);
+/* What span_ev_push allocates with (malloc; tests make it fail). */
+extern void *(*span_ev_alloc)(size_t bytes);
 /* Queues BROKEN with status and why (printf-style); returns 1 (work done). */
 int span_break(span_comm_t *sc, HcclResult status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -24,7 +24,8 @@ FUZZ_LIBS        = $(call pc_libs,$(FUZZ_PKGS)) -lm
 # The code under test; the SIMD reduction kernels are left out (no target reaches them).
 FUZZ_LIB_SRC := $(filter-out common/reduce%.c common/l0.c,$(COMMON_SRC)) $(ALGO_SRC) \
                 daemon/transport/tcp_hs.c daemon/transport/tcp_wire.c \
-                daemon/transport/tcp_sock.c daemon/transport/rdma_wire.c daemon/server/qos_conf.c daemon/server/daemon_conf.c daemon/server/peer.c
+                daemon/transport/tcp_sock.c daemon/transport/rdma_wire.c daemon/sched/qos_conf.c daemon/server/daemon_conf.c \
+                daemon/server/peer.c
 fuzz_obj      = $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(1))
 FUZZ_LIB      := $(FUZZ_DIR)/libhccld-fuzz.a
 FUZZ_BINS     := $(addprefix $(FUZZ_DIR)/fuzz_,$(FUZZ_TARGETS))

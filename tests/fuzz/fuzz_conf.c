@@ -14,8 +14,8 @@
 
 #include "fuzz_common.h"
 #include "log.h"
+#include "sched/qos_conf.h"
 #include "server/daemon_conf.h"
-#include "server/qos_conf.h"
 #include "server/server.h"
 
 static int conf_fd = -1;
@@ -70,7 +70,8 @@ static void check_policy(const qos_policy_t *p)
 /* Whatever [daemon] holds, what loads is in the ranges the daemon accepts. */
 static void check_daemon(void)
 {
-    daemon_conf_t d = {.workers = 0, .chunk = 1 << 20, .log_level = LOG_WARN, .l0_mode = L0_AUTO};
+    daemon_conf_t d = {
+        .workers = 0, .chunk = 1 << 20, .log_level = LOG_WARN, .l0_mode = FORM_L0_AUTO};
     char err[512] = "";
 
     if (daemon_conf_load(conf_path, &d, err, sizeof(err)) != 0) {
@@ -79,8 +80,8 @@ static void check_daemon(void)
         return;
     }
     if (d.workers > 256 || d.chunk < 4096 || d.chunk > (64ull << 20) || d.chunk % 1024 != 0 ||
-        d.log_level < LOG_ERROR || d.log_level > LOG_DEBUG || d.l0_mode < L0_AUTO ||
-        d.l0_mode > L0_DAEMON)
+        d.log_level < LOG_ERROR || d.log_level > LOG_DEBUG || d.l0_mode < FORM_L0_AUTO ||
+        d.l0_mode > FORM_L0_DAEMON)
         abort();
 }
 

@@ -38,7 +38,7 @@ void framed_alloc(frame_dec_t *dec, uv_buf_t *buf)
     abort(); /* only the read callback, which no input reaches, allocates */
 }
 
-int jobs_key_for(server_t *srv, const uint8_t *job_id, uint8_t *key)
+int formation_key_for(server_t *srv, const uint8_t *job_id, uint8_t *key)
 {
     if (memcmp(job_id, fuzz_job, FUZZ_JOB_BYTES) != 0)
         return -1;
@@ -46,12 +46,14 @@ int jobs_key_for(server_t *srv, const uint8_t *job_id, uint8_t *key)
     return 0;
 }
 
-void jobs_peer_msg(peer_t *p, const Hccld__Msg *m)
+static void on_msg(peer_t *p, const Hccld__Msg *m)
 {
 }
 
-void jobs_peer_gone(peer_t *p)
+/* As formation does: an authenticated connection delivers messages to it. */
+void formation_adopt(peer_t *p)
 {
+    p->on_msg = on_msg;
 }
 
 void events_peer(server_t *srv, const char *peer, int lost, const char *why)
@@ -69,17 +71,11 @@ int addr_advertised(const char *listen_host, char *out, size_t cap)
     return -1;
 }
 
-/* Only the close callback frees a split's note, and no connection here is closed through
- * libuv; share.c itself would pull in the engine. */
-void share_note_free(share_note_t *n)
-{
-}
-
 static void on_ready(peer_t *p, HcclResult result)
 {
-    /* As the jobs code does: an authenticated connection delivers messages to its owner. */
+    /* As formation does: an authenticated connection delivers messages to its owner. */
     if (result == HCCL_SUCCESS)
-        p->on_msg = jobs_peer_msg;
+        formation_adopt(p);
 }
 
 static void on_timeout(uv_timer_t *t)

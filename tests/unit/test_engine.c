@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fake_session.h"
 #include "hccl/hccl.h"
 #include "ring.h"
 #include "sched/engine.h"
@@ -19,35 +20,12 @@
 #include "shm.h"
 #include "test_list.h"
 
-#define ARENA (1u << 20)
-#define ENTRIES 64u
 #define COUNT 1000u /* floats per block */
 #define WAIT_S 10   /* a completion that takes longer is a hang */
 #define COMM 7u
 
-typedef struct fake {
-    void *base, *arena;
-    shm_layout_t l;
-    ring_t sq, cq;
-} fake_t;
-
 static engine_t *eng;
 static fake_t ranks[3];
-
-/* Session sid's segment: its rings formatted as the daemon formats them. */
-static void fake_add(fake_t *f, uint64_t sid)
-{
-    shm_layout_make(ARENA, ENTRIES, ENTRIES, &f->l);
-    ck_assert_int_eq(posix_memalign(&f->base, SHM_PAGE, f->l.seg_bytes), 0);
-    ck_assert_int_eq(posix_memalign(&f->arena, SHM_PAGE, f->l.arena_bytes), 0);
-    memset(f->base, 0, f->l.seg_bytes);
-    memset(f->arena, 0, f->l.arena_bytes);
-    ring_format(shm_ring(f->base, f->l.sq_off), ENTRIES);
-    ring_format(shm_ring(f->base, f->l.cq_off), ENTRIES);
-    ring_attach(&f->sq, shm_ring(f->base, f->l.sq_off), ENTRIES, sizeof(desc_t));
-    ring_attach(&f->cq, shm_ring(f->base, f->l.cq_off), ENTRIES, sizeof(cqe_t));
-    ck_assert_int_eq(engine_session_add(eng, sid, f->base, f->arena, &f->l), 0);
-}
 
 /* An engine, n sessions (sid r + 1 for rank r) and a comm of them. */
 static void setup(uint32_t n)
@@ -57,7 +35,7 @@ static void setup(uint32_t n)
     eng = engine_create(1);
     ck_assert_ptr_nonnull(eng);
     for (uint32_t r = 0; r < n; r++) {
-        fake_add(&ranks[r], r + 1);
+        fake_session_add(eng, &ranks[r], r + 1);
         members[r] = r + 1;
     }
     ck_assert_int_eq(engine_comm_create(eng, COMM, n, members), 0);
@@ -66,10 +44,8 @@ static void setup(uint32_t n)
 static void teardown(uint32_t n)
 {
     engine_destroy(eng);
-    for (uint32_t r = 0; r < n; r++) {
-        free(ranks[r].base);
-        free(ranks[r].arena);
-    }
+    for (uint32_t r = 0; r < n; r++)
+        fake_session_free(&ranks[r]);
 }
 
 static float *block(uint32_t r, uint64_t off)
@@ -164,7 +140,7 @@ START_TEST(test_engine_new_session_told_to_ring)
         usleep(1000);
     ck_assert_msg(__atomic_load_n(&h1->daemon_sleeping, __ATOMIC_RELAXED),
                   "the engine never went to sleep");
-    fake_add(&ranks[1], 2);
+    fake_session_add(eng, &ranks[1], 2);
     h2 = ranks[1].base;
     ck_assert_uint_eq(__atomic_load_n(&h2->daemon_sleeping, __ATOMIC_RELAXED), 1);
     teardown(2);

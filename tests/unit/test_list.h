@@ -23,6 +23,8 @@
     X(bootstrap)                                                                                   \
     X(l1)                                                                                          \
     X(engine)                                                                                      \
+    X(form)                                                                                        \
+    X(span_ev)                                                                                     \
     X(lane_plan)                                                                                   \
     X(text)
 

@@ -6,8 +6,8 @@
 
 #include "env.h"
 #include "log.h"
+#include "sched/qos_conf.h"
 #include "server/daemon_conf.h"
-#include "server/qos_conf.h"
 #include "server/server.h"
 #include "test_list.h"
 
@@ -153,7 +153,7 @@ END_TEST
 /* The [daemon] section, read by its own reader from the same file; QoS sections ignored. */
 START_TEST(test_daemon_section)
 {
-    daemon_conf_t d = {.chunk = 1 << 20, .log_level = LOG_WARN, .l0_mode = L0_AUTO};
+    daemon_conf_t d = {.chunk = 1 << 20, .log_level = LOG_WARN, .l0_mode = FORM_L0_AUTO};
     char err[512];
 
     write_conf("[class.HIGH]\nmax_bw = 1Gbit\n[daemon]\nworkers = 3\nchunk_kib = 256\n"
@@ -163,7 +163,7 @@ START_TEST(test_daemon_section)
     ck_assert_uint_eq(d.workers, 3);
     ck_assert_uint_eq(d.chunk, 256 << 10);
     ck_assert_int_eq(d.log_level, LOG_DEBUG);
-    ck_assert_int_eq(d.l0_mode, L0_DAEMON);
+    ck_assert_int_eq(d.l0_mode, FORM_L0_DAEMON);
 
     static const char *const bad[][2] = {
         {"[daemon]\nworkers = 257\n", "line 2: bad or unknown setting workers=257"},

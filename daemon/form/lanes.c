@@ -1,5 +1,5 @@
 /* Lane sockets and the lane fields of an init answer (lanes.h). */
-#include "server/lanes.h"
+#include "form/lanes.h"
 
 #include <errno.h>
 #include <netinet/in.h>

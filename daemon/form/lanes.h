@@ -5,19 +5,18 @@
  * daemon's network namespace, hands them over with the init answer, and tells every rank where
  * the others listen (from the membership) and the comm's lane key, derived from the job key.
  */
-#ifndef HCCLD_SERVER_LANES_H
-#define HCCLD_SERVER_LANES_H
+#ifndef HCCLD_FORM_LANES_H
+#define HCCLD_FORM_LANES_H
 
 #include <stdint.h>
 
 #include "hccld.pb-c.h"
-#include "server/peer.h"
 
 /* What a rank's daemon offers it: a listener (fd, -1 none) at addr, for ops up to direct_max
  * bytes (the rank's HCCLD_DIRECT_MAX; 0: the rank wants no lanes). */
 typedef struct lane_offer {
     int fd;
-    char addr[PEER_ADDR_MAX];
+    char addr[64]; /* FORM_ADDR_MAX */
     uint64_t direct_max;
 } lane_offer_t;
 

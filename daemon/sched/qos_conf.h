@@ -25,8 +25,8 @@
  *
  * Parsing is inih's; this file only gives the values meaning and checks them.
  */
-#ifndef HCCLD_SERVER_QOS_CONF_H
-#define HCCLD_SERVER_QOS_CONF_H
+#ifndef HCCLD_SCHED_QOS_CONF_H
+#define HCCLD_SCHED_QOS_CONF_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,16 +1,16 @@
 /*
  * The root daemon's decision on the connections a split's child shares with its parent (see
- * share.h), and the server's side of it: a daemon's word about its parent, and what it takes
+ * share.h), and this daemon's side of it: a daemon's word about its parent, and what it takes
  * from the root's answer.
  */
-#include "server/share.h"
+#include "form/share.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "form/form_int.h"
 #include "log.h"
-#include "server/server.h"
 
 _Static_assert(ENGINE_ADDR_MAX == 64, "share_word_t holds engine addresses");
 
@@ -66,6 +66,23 @@ void share_note_free(share_note_t *n)
     n->state = 0;
 }
 
+void share_note_merge(share_note_t *into, const share_note_t *one)
+{
+    if (into->state < 0)
+        return;
+    if (one->state == 1 && into->state == 0 && (into->linked = strdup(one->linked)) != NULL) {
+        memcpy(into->parent, one->parent, SHARE_JOB_BYTES);
+        into->state = 1;
+        return;
+    }
+    if (one->state != 1 || into->state != 1 ||
+        memcmp(into->parent, one->parent, SHARE_JOB_BYTES) != 0 ||
+        strcmp(into->linked, one->linked) != 0) {
+        share_note_free(into);
+        into->state = -1;
+    }
+}
+
 static int note_links(const share_note_t *n, const char *addr)
 {
     const char *p = n->linked;
@@ -111,7 +128,7 @@ static int share_enabled(void)
     return v == NULL || strcmp(v, "0") != 0;
 }
 
-static int scomm_has(const scomm_t *c, uint64_t sid)
+static int comm_has(const form_comm_t *c, uint64_t sid)
 {
     for (uint32_t r = 0; r < c->nranks; r++)
         if (c->sids[r] == sid)
@@ -119,15 +136,15 @@ static int scomm_has(const scomm_t *c, uint64_t sid)
     return 0;
 }
 
-scomm_t *share_parent_find(server_t *srv, const uint8_t *parent, const uint64_t *sids, uint32_t n)
+form_comm_t *share_parent_find(form_t *f, const uint8_t *parent, const uint64_t *sids, uint32_t n)
 {
-    for (scomm_t *c = srv->comms; c != NULL; c = c->next) {
+    for (form_comm_t *c = f->comms; c != NULL; c = c->next) {
         if (!c->has_job || c->nnodes < 2 || memcmp(c->job_id, parent, SHARE_JOB_BYTES) != 0)
             continue;
         /* The child's ranks here must be the parent's: the same tenant's processes, so no
          * one takes another job's connections by naming its id. */
         uint32_t r = 0;
-        while (r < n && (sids[r] == 0 || scomm_has(c, sids[r])))
+        while (r < n && (sids[r] == 0 || comm_has(c, sids[r])))
             r++;
         if (r == n)
             return c;
@@ -135,10 +152,10 @@ scomm_t *share_parent_find(server_t *srv, const uint8_t *parent, const uint64_t 
     return NULL;
 }
 
-int share_word(server_t *srv, const uint8_t *parent, uint64_t sid, share_word_t *w)
+int share_word(form_t *f, const uint8_t *parent, uint64_t sid, share_word_t *w)
 {
-    scomm_t *pc =
-        parent != NULL && share_enabled() ? share_parent_find(srv, parent, &sid, 1) : NULL;
+    form_comm_t *pc =
+        parent != NULL && share_enabled() ? share_parent_find(f, parent, &sid, 1) : NULL;
 
     memset(w, 0, sizeof(*w));
     if (pc == NULL)
@@ -148,7 +165,7 @@ int share_word(server_t *srv, const uint8_t *parent, uint64_t sid, share_word_t 
         share_word_free(w);
         return -1;
     }
-    w->n = engine_comm_links(srv->eng, pc->id, w->addrs, pc->nnodes);
+    w->n = engine_comm_links(f->env.eng, pc->id, w->addrs, pc->nnodes);
     for (uint32_t i = 0; i < w->n; i++)
         w->ptrs[i] = w->addrs[i];
     w->parent = parent;
@@ -162,11 +179,11 @@ void share_word_free(share_word_t *w)
     memset(w, 0, sizeof(*w));
 }
 
-int share_spec(server_t *srv, const scomm_t *c, const share_plan_t *plan, uint32_t me,
+int share_spec(form_t *f, const form_comm_t *c, const share_plan_t *plan, uint32_t me,
                uint8_t *share, uint32_t *parent_comm_p, int *inherit_p)
 {
     uint32_t nn = c->nnodes, mine = 0;
-    scomm_t *pc;
+    form_comm_t *pc;
 
     *parent_comm_p = 0;
     *inherit_p = 0;
@@ -182,7 +199,7 @@ int share_spec(server_t *srv, const scomm_t *c, const share_plan_t *plan, uint32
     }
     if (mine == 0)
         return 0;
-    if ((pc = share_parent_find(srv, plan->parent, c->sids, c->nranks)) == NULL) {
+    if ((pc = share_parent_find(f, plan->parent, c->sids, c->nranks)) == NULL) {
         WARN("INIT",
              "comm %u: the root daemon says it shares its parent's connections, and "
              "its parent is not here (any more)",

@@ -1,5 +1,5 @@
 /* QoS classes and rules from hccld.conf (see qos_conf.h); inih does the parsing. */
-#include "server/qos_conf.h"
+#include "sched/qos_conf.h"
 
 #include <fnmatch.h>
 #include <grp.h>

@@ -1,0 +1,145 @@
+/*
+ * Communicator formation: the layer between the server (sockets, libuv) and the data-path
+ * engine (sched). It takes the ranks' requests (a root info, a join, a split, a destroy), the
+ * peer daemons' messages (a remote rank's join, the root's membership) and the passing of time,
+ * and decides: which jobs are open, when a comm forms and how (level 0, class, piece size, lanes,
+ * the connections a split's child shares), what each rank is answered, and a comm's state
+ * (form/comm_state.h). It knows no libuv: every entry point is told the time (ms on a monotonic
+ * clock), form_next_deadline() says when it next wants form_expire(), and every effect outside
+ * the engine (a message to a rank or a peer daemon, a control connection, an event) goes through
+ * form_ops_t, which the server implements (server/formation.c) and unit tests fake.
+ */
+#ifndef HCCLD_FORM_FORM_H
+#define HCCLD_FORM_FORM_H
+
+#include <stdint.h>
+
+#include "form/comm_state.h"
+#include "form/lanes.h"
+#include "form/share.h"
+#include "hccl/hccl.h"
+#include "hccld.pb-c.h"
+#include "sched/engine.h"
+#include "sched/qos_conf.h"
+
+#define FORM_ADDR_MAX 64 /* "IP:PORT" of a daemon, its data or RDMA listener */
+#define FORM_MAX_LOCAL_RANKS 256
+#define FORM_MAX_RANKS 4096
+#define FORM_JOB_HEX 33
+
+typedef struct form form_t;
+
+/* A client process (a rank's session) as formation sees it; the server keeps it in the session,
+ * current (qos_class changes when the policy does), and hands its address to every call. */
+typedef struct form_client {
+    uint64_t sid;
+    int pid;
+    uint32_t uid;
+    char job_name[64];
+    int qos_class;        /* index into the policy's classes */
+    uint64_t arena_bytes; /* its data arena */
+    int arena_fd;         /* shown to peers of the same tenant in cooperative level 0 */
+} form_client_t;
+
+enum form_l0_mode { FORM_L0_AUTO = 0, FORM_L0_COOP = 1, FORM_L0_DAEMON = 2 };
+
+/* A communicator as the control plane knows it (the engine has the data-path half). */
+typedef struct form_comm {
+    uint32_t id;
+    uint32_t nranks;
+    uint32_t nlocal; /* ranks on this node */
+    uint32_t nnodes;
+    uint32_t left;
+    comm_state_t state;
+    int qos_class; /* index into the policy's classes */
+    char job_hex[FORM_JOB_HEX];
+    int has_job; /* spans daemons: its job id follows (its children may share its links) */
+    uint8_t job_id[SHARE_JOB_BYTES];
+    uint64_t *sids; /* per rank; 0 once the rank left */
+    /* Spanning daemons: each node's daemon address (advertised), what events name; or NULL */
+    char (*nodes)[FORM_ADDR_MAX];
+    struct coop_ctl *coop; /* cooperative level 0, or NULL */
+    uint64_t coop_bytes;
+    int coop_fd;
+    struct form_comm *next;
+} form_comm_t;
+
+/* What formation reads of the daemon: fixed once the server listens (the strings are the
+ * server's, and outlive the form_t). */
+typedef struct form_env {
+    engine_t *eng;
+    const qos_policy_t *qos;
+    uint64_t chunk_bytes;    /* staging chunk of a comm of this node (the arenas may lower it) */
+    int l0_mode;             /* enum form_l0_mode: the operator's say (HCCLD_L0_MODE) */
+    const char *socket_path; /* the client socket, which root infos name */
+    const char *advertised;  /* "IP:PORT" peers reach us at; "" when not listening */
+    const char *data_addr;   /* the engine's data listener */
+    const char *rdma_addr;   /* its RDMA listener, "" without a device */
+} form_env_t;
+
+/* The effects; ctx is form_new's. A link is the server's control connection to one peer
+ * daemon for one job (opaque here). */
+typedef struct form_ops {
+    /* Sends m to a local client, with nfds descriptors (0: none): 0 or a negative errno. */
+    int (*client_send)(void *ctx, const form_client_t *c, const Hccld__Msg *m, const int *fds,
+                       int nfds);
+    int (*peer_send)(void *ctx, void *link, const Hccld__Msg *m);
+    /* Connects to the daemon at addr for a job and proves its key: the link, or NULL. The
+     * server calls form_link_ready() when the handshake ends, and after a failure closes the
+     * link itself. agreed: the other daemon may not know the job yet (retried). */
+    void *(*peer_connect)(void *ctx, const char *addr, const uint8_t *job_id, const uint8_t *key,
+                          unsigned timeout_ms, int agreed);
+    /* Closes a link formation no longer needs (no form_link_gone() follows for it). */
+    void (*peer_close)(void *ctx, void *link);
+    /* Events (hccld-ctl watch) and names of links (the link monitor). */
+    void (*comm_formed)(void *ctx, const form_comm_t *c);
+    void (*rank_died)(void *ctx, const form_comm_t *c, uint32_t rank, int pid);
+    void (*comm_broken)(void *ctx, const form_comm_t *c, const char *why, HcclResult result);
+    void (*peer_lost)(void *ctx, const char *addr, const char *why);
+    void (*name_link)(void *ctx, const char *data_addr, const char *node);
+    /* Whether "IP:PORT" reaches this daemon (a root info may name it by any of its addresses). */
+    int (*is_self)(void *ctx, const char *addr);
+} form_ops_t;
+
+/* NULL if out of memory. */
+form_t *form_new(const form_env_t *env, const form_ops_t *ops, void *ctx);
+/* The daemon stops: every pending join is answered with an error, every comm goes (its
+ * cooperative ranks woken and told). */
+void form_free(form_t *f);
+
+/* Requests of a local client c; each ends in an answer to it, now or later. */
+void form_root_info(form_t *f, const form_client_t *c, uint64_t req_id,
+                    const Hccld__RootInfoReq *req, uint64_t now);
+void form_comm_init(form_t *f, const form_client_t *c, uint64_t req_id,
+                    const Hccld__CommInitReq *req, uint64_t now);
+void form_comm_split(form_t *f, const form_client_t *c, uint64_t req_id,
+                     const Hccld__CommSplitReq *req, uint64_t now);
+/* HcclCommDestroy of rank `rank`: HCCL_SUCCESS, or HCCL_E_PARA when c is not that rank. */
+HcclResult form_comm_leave(form_t *f, const form_client_t *c, uint32_t comm_id, uint32_t rank);
+/* Whether the comm broke (a member here left, or the engine broke it), as the rank's answer;
+ * *ready: its connections are up and measured. */
+HcclResult form_comm_health(form_t *f, const form_client_t *c, uint32_t comm_id, uint32_t rank,
+                            int *ready);
+/* The client went away: it leaves pending joins, splits and comms. */
+void form_client_gone(form_t *f, const form_client_t *c);
+
+/* Peer daemons. The key of a job this daemon knows (as root or member): 0, or -ENOENT. */
+int form_key_for(const form_t *f, const uint8_t *job_id, uint8_t *key);
+/* A message on an authenticated link for job job_id from the daemon advertising addr. */
+void form_peer_msg(form_t *f, void *link, const char *addr, const uint8_t *job_id,
+                   const Hccld__Msg *m, uint64_t now);
+/* A link of peer_connect() authenticated (HCCL_SUCCESS) or never will (HCCL_E_NOT_FOUND: the
+ * other daemon does not know the job; HCCL_E_TCP_CONNECT: anything else). */
+void form_link_ready(form_t *f, void *link, HcclResult result, uint64_t now);
+/* A link closed (either side, or it failed); addr names the other daemon. */
+void form_link_gone(form_t *f, void *link, const char *addr);
+
+/* When form_expire() is next due (ms, the clock of the calls), or UINT64_MAX: never. */
+uint64_t form_next_deadline(const form_t *f);
+/* Fails the joins, splits and root links whose time ran out by now. */
+void form_expire(form_t *f, uint64_t now);
+
+/* The comms, for status and events (valid until the next call into formation). */
+const form_comm_t *form_comms(const form_t *f);
+
+#endif

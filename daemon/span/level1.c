@@ -1,0 +1,22 @@
+/* What ranks ask of the level-1 algorithms, checked for the layers above (span.h). */
+#include <errno.h>
+#include <stdio.h>
+
+#include "algo/algo_want.h"
+#include "span/span_int.h"
+
+int span_level1_check(const char *algo, const char *algorithm, int algo_by_config,
+                      int deterministic, char *err, size_t cap, char *notice, size_t ncap)
+{
+    algo_want_t w;
+    algo_env_t env;
+    char said[200];
+
+    notice[0] = '\0';
+    if (algo_want_set(&w, algo, algorithm, algo_by_config, deterministic, err, cap) != 0 ||
+        algo_want_resolve(&w, &env, err, cap, said, sizeof(said)) != 0)
+        return -EINVAL;
+    if (said[0] != '\0')
+        snprintf(notice, ncap, "HCCL_ALGO and HCCL_ALGORITHM disagree on %s", said);
+    return 0;
+}
