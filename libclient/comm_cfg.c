@@ -91,7 +91,9 @@ static HcclResult cfg_fields(const HcclCommConfig *k, size_t size, hc_comm_cfg_t
     if (rc == HCCL_SUCCESS && CFG_HAS(size, hcclRdmaServiceLevel))
         rc = cfg_range("hcclRdmaServiceLevel", k->hcclRdmaServiceLevel,
                        HCCL_COMM_SERVICE_LEVEL_CONFIG_NOT_SET, 7);
-    if (rc == HCCL_SUCCESS && CFG_HAS(size, hcclExecTimeOut))
+    /* HCCL brought hcclExecTimeOut together with hcclAlgo: where a header ends before hcclAlgo
+     * (HCCL's version 7, 320 bytes), its tail padding lies where hcclExecTimeOut would be. */
+    if (rc == HCCL_SUCCESS && CFG_HAS(size, hcclAlgo))
         rc = cfg_exec_timeout(k->hcclExecTimeOut, out);
     if (rc == HCCL_SUCCESS && CFG_HAS(size, hcclAlgo))
         rc = cfg_string("hcclAlgo", k->hcclAlgo, sizeof(k->hcclAlgo), out->algo, sizeof(out->algo));

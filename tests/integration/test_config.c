@@ -65,8 +65,26 @@ START_TEST(test_config_init)
     ck_assert_uint_eq(offsetof(HcclCommConfig, hcclCommName), 32);
     ck_assert_uint_eq(offsetof(HcclCommConfig, hcclUdi), 160);
     ck_assert_uint_eq(offsetof(HcclCommConfig, hcclRdmaTrafficClass), 292);
+    /* HCCL's version 11 layout, offsets as its compilers lay it out. */
+    ck_assert_uint_eq(HCCL_COMM_CONFIG_VERSION, 11);
+    ck_assert_uint_eq(offsetof(HcclCommConfig, hcclExecTimeOut), 316);
+    ck_assert_uint_eq(offsetof(HcclCommConfig, hcclAlgo), 320);
+    ck_assert_uint_eq(offsetof(HcclCommConfig, hcclRetryEnable), 1920);
+    ck_assert_uint_eq(offsetof(HcclCommConfig, hcclRetryParams), 1970);
+    ck_assert_uint_eq(offsetof(HcclCommConfig, hcclBufferName), 2098);
+    ck_assert_uint_eq(offsetof(HcclCommConfig, hcclQos), 2228);
+    ck_assert_uint_eq(offsetof(HcclCommConfig, hcclSymWinMaxMemSizePerRank), 2232);
+    ck_assert_uint_eq(offsetof(HcclCommConfig, hcclChannelSqDepth), 2240);
+    ck_assert_uint_eq(sizeof(HcclCommConfig), 2248);
     ck_assert_uint_eq(cfg.hcclBufferSize, HCCL_COMM_BUFFSIZE_CONFIG_NOT_SET);
     ck_assert_uint_eq(cfg.hcclDeterministic, HCCL_COMM_DETERMINISTIC_CONFIG_NOT_SET);
+    ck_assert_int_eq(cfg.hcclExecTimeOut, HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET);
+    ck_assert_str_eq(cfg.hcclRetryEnable, "");
+    ck_assert_str_eq(cfg.hcclRetryParams, "");
+    ck_assert_str_eq(cfg.hcclBufferName, "");
+    ck_assert_uint_eq(cfg.hcclQos, HCCL_COMM_QOS_CONFIG_NOT_SET);
+    ck_assert_uint_eq(cfg.hcclSymWinMaxMemSizePerRank, 16);
+    ck_assert_uint_eq(cfg.hcclChannelSqDepth, HCCL_COMM_SQ_DEPTH_CONFIG_NOT_SET);
     ck_assert_int_eq(init_with(&cfg), HCCL_SUCCESS);
     /* The name a config gives, and the one hcclD gives when it gives none. */
     snprintf(cfg.hcclCommName, sizeof(cfg.hcclCommName), "comm_1");
@@ -110,6 +128,14 @@ START_TEST(test_config_other_headers)
     snprintf(cfg->hcclCommName, sizeof(cfg->hcclCommName), "new_header");
     name_with(cfg, name);
     ck_assert_str_eq(name, "new_header");
+    /* HCCL's version 7 header (320 bytes) ends in padding where hcclExecTimeOut lies, which
+     * came with hcclAlgo: what the padding holds is never read as a timeout. */
+    HcclCommConfigInit(cfg);
+    cfg->hcclExecTimeOut = -5;
+    set_size(cfg, offsetof(HcclCommConfig, hcclAlgo));
+    ck_assert_int_eq(init_with(cfg), HCCL_SUCCESS);
+    set_size(cfg, sizeof(HcclCommConfig));
+    ck_assert_int_eq(init_with(cfg), HCCL_E_PARA);
     /* Smaller than its own info header: refused. */
     set_size(cfg, 16);
     ck_assert_int_eq(init_with(cfg), HCCL_E_PARA);

@@ -80,12 +80,15 @@ typedef struct HcclRootInfoDef {
 } HcclRootInfo;
 
 /*
- * A communicator's configuration, laid out as HCCL's hccl_types.h lays it out: a 24-byte info
- * header (its size, magic word and version, written by HcclCommConfigInit), then HCCL's fields.
- * The library reads a field only if the size the header records covers it, so a config built
- * with an older (smaller) or newer (larger) HCCL header works for the fields both know; a wrong
- * magic word is HCCL_E_PARA. A field left NOT_SET follows its environment variable; a set one
- * wins over it.
+ * A communicator's configuration, laid out as HCCL's hccl_types.h lays it out (version 11 of the
+ * layout, as in the hcomm repository's include/hccl/hccl_types.h, which HCCL's hccl repository
+ * builds on): a 24-byte info header (its size, magic word and version, written by
+ * HcclCommConfigInit), then HCCL's fields. The library reads a field only if the size the header
+ * records covers it and the fields HCCL added in the same version (hcclExecTimeOut comes with
+ * hcclAlgo, hcclQos with hcclSymWinMaxMemSizePerRank), so that the tail padding of an older
+ * header is never taken for a field: a config built with an older (smaller) or newer (larger)
+ * HCCL header works for the fields both know. A wrong magic word is HCCL_E_PARA. A field left
+ * NOT_SET (or "") follows its environment variable; a set one wins over it, for this comm.
  *   hcclBufferSize     MB of the process's arena (HCCL_BUFFSIZE), 1..16384: it takes effect when
  *                      this comm is the process's first contact with its daemon; later, a
  *                      smaller arena is kept (with a WARN).
@@ -96,12 +99,20 @@ typedef struct HcclRootInfoDef {
  *                      the daemon's HCCL_RDMA_TC / HCCL_RDMA_SL and QoS classes set them.
  *   hcclExecTimeOut    seconds an operation of this comm may take (HCCL_EXEC_TIMEOUT for this
  *                      comm alone): 1..INT32_MAX, 0 never times out; then HCCL_E_TIMEOUT.
- *   hcclUdi, hcclOpExpansionMode, hcclWorldRankID, hcclJobID, aclGraphZeroCopyEnable:
+ *   hcclRetryEnable    HCCL_OP_RETRY_ENABLE's syntax ("L1:1, L2:0"), for this comm: the levels
+ *                      it names win over the variable's. Checked and passed to the daemon,
+ *                      which does not retry ops yet.
+ *   hcclRetryParams    HCCL_OP_RETRY_PARAMS's syntax ("MaxCnt:3, HoldTime:5000,
+ *                      IntervalTime:1000"), for this comm; checked and passed on likewise.
+ *   hcclQos            0..7, HCCL's QoS level (7 the most favoured): asks for one of the
+ *                      daemon's QoS classes for this comm (see docs/running.md); passed on.
+ *   hcclUdi, hcclOpExpansionMode, hcclWorldRankID, hcclJobID, aclGraphZeroCopyEnable,
+ *   hcclBufferName, hcclSymWinMaxMemSizePerRank, hcclChannelSqDepth:
  *                      accepted and ignored (device-side settings).
  */
 #define HCCL_COMM_CONFIG_INFO_BYTES 24
 #define HCCL_COMM_CONFIG_MAGIC_WORD 0xf0f0f0f0u
-#define HCCL_COMM_CONFIG_VERSION 6
+#define HCCL_COMM_CONFIG_VERSION 11
 #define HCCL_COMM_DEFAULT_BUFFSIZE 200
 #define HCCL_COMM_DEFAULT_DETERMINISTIC 0
 #define HCCL_COMM_BUFFSIZE_CONFIG_NOT_SET 0xffffffffu
@@ -109,9 +120,15 @@ typedef struct HcclRootInfoDef {
 #define HCCL_COMM_TRAFFIC_CLASS_CONFIG_NOT_SET 0xffffffffu
 #define HCCL_COMM_SERVICE_LEVEL_CONFIG_NOT_SET 0xffffffffu
 #define HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET (-1)
+#define HCCL_COMM_QOS_CONFIG_NOT_SET 0xffffffffu
+#define HCCL_COMM_SQ_DEPTH_CONFIG_NOT_SET 0xffffffffu
+#define HCCL_DEFAULT_SYMMETRIC_MEMORY_STRIDE 16ull /* GB, hcclSymWinMaxMemSizePerRank's default */
 #define COMM_NAME_MAX_LENGTH 128
+#define BUFFER_NAME_MAX_LENGTH 128
 #define UDI_MAX_LENGTH 128
 #define HCCL_COMM_ALGO_MAX_LENGTH 1600
+#define HCCL_COMM_RETRY_ENABLE_MAX_LENGTH 50
+#define HCCL_COMM_RETRY_PARAMS_MAX_LENGTH 128
 
 typedef struct HcclCommConfigDef {
     char reserved[HCCL_COMM_CONFIG_INFO_BYTES]; /* size_t size, magic, version, 8 reserved */
@@ -127,6 +144,12 @@ typedef struct HcclCommConfigDef {
     uint8_t aclGraphZeroCopyEnable;
     int32_t hcclExecTimeOut;
     char hcclAlgo[HCCL_COMM_ALGO_MAX_LENGTH];
+    char hcclRetryEnable[HCCL_COMM_RETRY_ENABLE_MAX_LENGTH];
+    char hcclRetryParams[HCCL_COMM_RETRY_PARAMS_MAX_LENGTH];
+    char hcclBufferName[BUFFER_NAME_MAX_LENGTH];
+    uint32_t hcclQos;
+    uint64_t hcclSymWinMaxMemSizePerRank;
+    uint32_t hcclChannelSqDepth;
 } HcclCommConfig;
 
 /* Fills config with "not set" everywhere and the info header, as HCCL's inline function does:
@@ -153,6 +176,9 @@ static inline void HcclCommConfigInit(HcclCommConfig *config)
     config->hcclRdmaTrafficClass = HCCL_COMM_TRAFFIC_CLASS_CONFIG_NOT_SET;
     config->hcclRdmaServiceLevel = HCCL_COMM_SERVICE_LEVEL_CONFIG_NOT_SET;
     config->hcclExecTimeOut = HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET;
+    config->hcclQos = HCCL_COMM_QOS_CONFIG_NOT_SET;
+    config->hcclSymWinMaxMemSizePerRank = HCCL_DEFAULT_SYMMETRIC_MEMORY_STRIDE;
+    config->hcclChannelSqDepth = HCCL_COMM_SQ_DEPTH_CONFIG_NOT_SET;
 }
 
 /*
