@@ -26,7 +26,8 @@
     X(form)                                                                                        \
     X(span_ev)                                                                                     \
     X(lane_plan)                                                                                   \
-    X(text)
+    X(text)                                                                                        \
+    X(retry_conf)
 
 /*
  * Like ck_assert_msg, for loops over many values: Check records the location of every passing
