@@ -8,6 +8,7 @@
 
 #include "desc_check.h"
 #include "hccl/hccl.h"
+#include "retry_conf.h"
 #include "ring.h"
 #include "uds.h"
 
@@ -81,6 +82,10 @@ typedef struct hc_comm_cfg {
     int deterministic;                    /* 0, 1, or -1: HCCL_DETERMINISTIC */
     uint32_t buff_mb;                     /* 0: HCCL_BUFFSIZE */
     uint64_t exec_timeout_ns;             /* hcclExecTimeOut; 0: HCCL_EXEC_TIMEOUT */
+    char retry_enable[HCCL_COMM_RETRY_ENABLE_MAX_LENGTH]; /* hcclRetryEnable; "": not set */
+    char retry_params[HCCL_COMM_RETRY_PARAMS_MAX_LENGTH]; /* hcclRetryParams; "": not set */
+    int qos_set;                                          /* hcclQos given: qos_level 0..7 */
+    uint32_t qos_level;
 } hc_comm_cfg_t;
 
 /* What a comm init or split request says of the level-1 algorithms. */
@@ -251,6 +256,9 @@ HcclResult hc_comm_cfg_from(const HcclCommConfig *config, hc_comm_cfg_t *out);
 /* The level-1 fields of a request for a comm with cfg, from cfg and the environment
  * (HCCL_ALGO, HCCL_ALGORITHM, HCCL_DETERMINISTIC); HCCL_E_PARA for a bad HCCL_DETERMINISTIC. */
 HcclResult hc_algo_req(const hc_comm_cfg_t *cfg, hc_algo_req_t *r);
+/* The op retry settings of a request for a comm with cfg (retry_conf_resolve: cfg's over
+ * HCCL_OP_RETRY_ENABLE's and HCCL_OP_RETRY_PARAMS'); HCCL_E_PARA, logged, for a bad one. */
+HcclResult hc_retry_req(const hc_comm_cfg_t *cfg, retry_conf_t *r);
 /* A split child's name: "<parent>_split<seq>_c<color>", the parent's part shortened to fit. */
 void hc_comm_name_child(const char *parent, uint64_t seq, uint32_t color, char *out);
 

@@ -133,6 +133,18 @@ static HcclResult comm_call(hc_client_t *c, Hccld__Msg *m, const char *what, uin
     return rc;
 }
 
+/* The op retry and QoS fields, named alike in CommInitReq and CommSplitReq. */
+#define REQ_SET_RETRY_QOS(req, rr, cfg)                                                            \
+    do {                                                                                           \
+        (req).retry_set = (rr).set != 0;                                                           \
+        (req).retry_l1 = (rr).enable[1] != 0;                                                      \
+        (req).retry_max_cnt = (rr).max_cnt;                                                        \
+        (req).retry_hold_ms = (rr).hold_ms;                                                        \
+        (req).retry_interval_ms = (rr).interval_ms;                                                \
+        (req).qos_level_set = (cfg).qos_set != 0;                                                  \
+        (req).qos_level = (cfg).qos_level;                                                         \
+    } while (0)
+
 static HcclResult init_call(hc_client_t *c, const Hccld__RootInfo *ri, uint32_t n, uint32_t rank,
                             int agreed, const uint8_t *parent_job, hc_comm_t *comm)
 {
@@ -140,8 +152,11 @@ static HcclResult init_call(hc_client_t *c, const Hccld__RootInfo *ri, uint32_t 
     Hccld__CommInitReq req = HCCLD__COMM_INIT_REQ__INIT;
     uint64_t timeout_s = hc_env_connect_timeout_s();
     hc_algo_req_t ar;
+    retry_conf_t rr;
     HcclResult rc = hc_algo_req(&comm->cfg, &ar);
 
+    if (rc == HCCL_SUCCESS)
+        rc = hc_retry_req(&comm->cfg, &rr);
     if (rc != HCCL_SUCCESS)
         return rc;
 
@@ -156,6 +171,7 @@ static HcclResult init_call(hc_client_t *c, const Hccld__RootInfo *ri, uint32_t 
     req.algo_by_config = ar.by_config;
     req.deterministic = ar.deterministic;
     req.log_ops = log_level_cur >= LOG_INFO;
+    REQ_SET_RETRY_QOS(req, rr, comm->cfg);
     /* A forced level-1 algorithm, or a deterministic choice of one, is for every op: none goes
      * over lanes then. */
     req.direct_max =
@@ -272,6 +288,7 @@ HcclResult HcclCommSplit(HcclComm comm, uint32_t color, uint32_t key, HcclComm *
     uint64_t timeout_s = hc_env_connect_timeout_s();
     hc_comm_t *parent, *child;
     hc_algo_req_t ar;
+    retry_conf_t rr;
     HcclResult rc = hc_comm_check(comm, &parent);
 
     if (rc == HCCL_SUCCESS && newComm == NULL)
@@ -281,7 +298,8 @@ HcclResult HcclCommSplit(HcclComm comm, uint32_t color, uint32_t key, HcclComm *
     /* A comm on one daemon splits there; one across daemons splits among its ranks. */
     if (parent->nnodes > 1)
         return hc_split_multinode(parent, color, key, parent->split_seq++, newComm);
-    if ((rc = hc_algo_req(&parent->cfg, &ar)) != HCCL_SUCCESS)
+    if ((rc = hc_algo_req(&parent->cfg, &ar)) != HCCL_SUCCESS ||
+        (rc = hc_retry_req(&parent->cfg, &rr)) != HCCL_SUCCESS)
         return rc;
     if ((child = calloc(1, sizeof(*child))) == NULL)
         return HCCL_E_MEMORY;
@@ -298,6 +316,7 @@ HcclResult HcclCommSplit(HcclComm comm, uint32_t color, uint32_t key, HcclComm *
     req.algorithm = (char *)ar.algorithm;
     req.algo_by_config = ar.by_config;
     req.deterministic = ar.deterministic;
+    REQ_SET_RETRY_QOS(req, rr, parent->cfg);
     m.body_case = HCCLD__MSG__BODY_COMM_SPLIT_REQ;
     m.comm_split_req = &req;
     rc = comm_call(parent->c, &m, "comm split", parent->rank, timeout_s, child);

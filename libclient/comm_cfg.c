@@ -1,5 +1,5 @@
 /* Communicator settings: HcclCommConfig read as far as its header says, the environment's
- * level-1 settings, and comm names. */
+ * level-1 and op retry settings, and comm names. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -10,6 +10,9 @@
 #include "client.h"
 #include "env.h"
 #include "log.h"
+#include "retry_conf.h"
+
+#define HC_QOS_LEVEL_MAX 7 /* hcclQos: HCCL's QoS levels are 0..7 */
 
 /* Whether a config of `size` bytes holds field f whole. */
 #define CFG_HAS(size, f) ((size) >= offsetof(HcclCommConfig, f) + sizeof(((HcclCommConfig *)0)->f))
@@ -69,6 +72,18 @@ static HcclResult cfg_exec_timeout(int32_t v, hc_comm_cfg_t *out)
     return HCCL_SUCCESS;
 }
 
+/* hcclQos: HCCL's QoS level; the daemon maps it to one of its classes (proto/hccld.proto). */
+static HcclResult cfg_qos(uint32_t v, hc_comm_cfg_t *out)
+{
+    HcclResult rc = cfg_range("hcclQos", v, HCCL_COMM_QOS_CONFIG_NOT_SET, HC_QOS_LEVEL_MAX);
+
+    if (rc == HCCL_SUCCESS && v != HCCL_COMM_QOS_CONFIG_NOT_SET) {
+        out->qos_set = 1;
+        out->qos_level = v;
+    }
+    return rc;
+}
+
 /* The fields that a config of `size` bytes holds (the rest stay as out has them). */
 static HcclResult cfg_fields(const HcclCommConfig *k, size_t size, hc_comm_cfg_t *out)
 {
@@ -97,6 +112,17 @@ static HcclResult cfg_fields(const HcclCommConfig *k, size_t size, hc_comm_cfg_t
         rc = cfg_exec_timeout(k->hcclExecTimeOut, out);
     if (rc == HCCL_SUCCESS && CFG_HAS(size, hcclAlgo))
         rc = cfg_string("hcclAlgo", k->hcclAlgo, sizeof(k->hcclAlgo), out->algo, sizeof(out->algo));
+    /* Checked with the variables when a request is made (hc_retry_req). */
+    if (rc == HCCL_SUCCESS && CFG_HAS(size, hcclRetryEnable))
+        rc = cfg_string("hcclRetryEnable", k->hcclRetryEnable, sizeof(k->hcclRetryEnable),
+                        out->retry_enable, sizeof(out->retry_enable));
+    if (rc == HCCL_SUCCESS && CFG_HAS(size, hcclRetryParams))
+        rc = cfg_string("hcclRetryParams", k->hcclRetryParams, sizeof(k->hcclRetryParams),
+                        out->retry_params, sizeof(out->retry_params));
+    /* HCCL brought hcclQos together with hcclSymWinMaxMemSizePerRank: where a header ends after
+     * hcclBufferName (HCCL's version 9, 2232 bytes), its tail padding lies where hcclQos would. */
+    if (rc == HCCL_SUCCESS && CFG_HAS(size, hcclSymWinMaxMemSizePerRank))
+        rc = cfg_qos(k->hcclQos, out);
     return rc;
 }
 
@@ -161,6 +187,18 @@ HcclResult hc_algo_req(const hc_comm_cfg_t *cfg, hc_algo_req_t *r)
     else
         rc = deterministic_env(&r->deterministic);
     return rc;
+}
+
+HcclResult hc_retry_req(const hc_comm_cfg_t *cfg, retry_conf_t *r)
+{
+    char why[512];
+
+    if (retry_conf_resolve(getenv("HCCL_OP_RETRY_ENABLE"), getenv("HCCL_OP_RETRY_PARAMS"),
+                           cfg->retry_enable, cfg->retry_params, r, why, sizeof(why)) != 0) {
+        ERR("INIT", "%s", why);
+        return HCCL_E_PARA;
+    }
+    return HCCL_SUCCESS;
 }
 
 void hc_comm_name_child(const char *parent, uint64_t seq, uint32_t color, char *out)

@@ -10,6 +10,7 @@
     X(api)                                                                                         \
     X(reg)                                                                                         \
     X(config)                                                                                      \
+    X(config_retry)                                                                                \
     X(hostile)                                                                                     \
     X(bootstrap)                                                                                   \
     X(multinode)                                                                                   \

@@ -100,8 +100,9 @@ START_TEST(test_config_init)
 }
 END_TEST
 
-/* A config from HCCL's first header (buffer size, deterministic, name, udi: 288 bytes) and one
- * from a header larger than ours: the fields both know count, the rest is never read. */
+/* A config from HCCL's first header (buffer size, deterministic, name, udi: 288 bytes), from
+ * headers whose tail padding lies where a later field is, and one from a header larger than ours:
+ * the fields both know count, the rest is never read. */
 START_TEST(test_config_other_headers)
 {
     size_t big = sizeof(HcclCommConfig) + 512;
@@ -135,6 +136,22 @@ START_TEST(test_config_other_headers)
     set_size(cfg, offsetof(HcclCommConfig, hcclAlgo));
     ck_assert_int_eq(init_with(cfg), HCCL_SUCCESS);
     set_size(cfg, sizeof(HcclCommConfig));
+    ck_assert_int_eq(init_with(cfg), HCCL_E_PARA);
+    /* HCCL's version 9 header (2232 bytes) ends in padding where hcclQos lies, which came with
+     * hcclSymWinMaxMemSizePerRank: the padding is never read as a QoS level. */
+    HcclCommConfigInit(cfg);
+    cfg->hcclQos = 0x5a5a5a5a;
+    set_size(cfg, offsetof(HcclCommConfig, hcclSymWinMaxMemSizePerRank));
+    ck_assert_int_eq(init_with(cfg), HCCL_SUCCESS);
+    set_size(cfg, sizeof(HcclCommConfig));
+    ck_assert_int_eq(init_with(cfg), HCCL_E_PARA);
+    /* hcclD's header before HCCL's version 11 ended at hcclAlgo (1920 bytes): the retry fields
+     * past it are never read. HCCL's version 8 (2104 bytes) has them, and they count. */
+    HcclCommConfigInit(cfg);
+    snprintf(cfg->hcclRetryParams, sizeof(cfg->hcclRetryParams), "MaxCnt:99");
+    set_size(cfg, offsetof(HcclCommConfig, hcclRetryEnable));
+    ck_assert_int_eq(init_with(cfg), HCCL_SUCCESS);
+    set_size(cfg, 2104);
     ck_assert_int_eq(init_with(cfg), HCCL_E_PARA);
     /* Smaller than its own info header: refused. */
     set_size(cfg, 16);
