@@ -100,7 +100,8 @@ NOT_SET_U32 = 0xFFFFFFFF
 class CommConfig(ctypes.Structure):
     """HcclCommConfig, HCCL's layout (libclient/include/hccl/hccl.h). CommConfig(**fields) is
     HcclCommConfigInit's result ("not set" everywhere) with the named fields set, e.g.
-    CommConfig(hcclExecTimeOut=30, hcclCommName=b"tp")."""
+    CommConfig(hcclExecTimeOut=30, hcclCommName=b"tp", hcclRetryParams="MaxCnt:3, HoldTime:5000,
+    IntervalTime:1000")."""
 
     _fields_ = [
         ("size", ctypes.c_size_t),
@@ -119,15 +120,22 @@ class CommConfig(ctypes.Structure):
         ("aclGraphZeroCopyEnable", ctypes.c_uint8),
         ("hcclExecTimeOut", ctypes.c_int32),
         ("hcclAlgo", ctypes.c_char * 1600),
+        ("hcclRetryEnable", ctypes.c_char * 50),
+        ("hcclRetryParams", ctypes.c_char * 128),
+        ("hcclBufferName", ctypes.c_char * 128),
+        ("hcclQos", _u32),
+        ("hcclSymWinMaxMemSizePerRank", _u64),
+        ("hcclChannelSqDepth", _u32),
     ]
 
     def __init__(self, **fields):
         super().__init__()
-        self.size, self.magicWord, self.version = ctypes.sizeof(self), 0xF0F0F0F0, 6
+        self.size, self.magicWord, self.version = ctypes.sizeof(self), 0xF0F0F0F0, 11
         for f in ("hcclBufferSize", "hcclDeterministic", "hcclRdmaTrafficClass",
-                  "hcclRdmaServiceLevel"):
+                  "hcclRdmaServiceLevel", "hcclQos", "hcclChannelSqDepth"):
             setattr(self, f, NOT_SET_U32)
         self.hcclExecTimeOut = -1
+        self.hcclSymWinMaxMemSizePerRank = 16
         for k, v in fields.items():
             if k not in {f[0] for f in self._fields_[4:]}:
                 raise TypeError(f"hccl: HcclCommConfig has no field {k}")

@@ -207,6 +207,36 @@ def registered(comm, r, n, path):
     return addr == x.ctypes.data, reg.handle.value, first, float(x[0]), refused
 
 
+class TestCommConfig(unittest.TestCase):
+    def test_layout_is_hccls(self):
+        """HCCL's version 11 HcclCommConfig: each field where libclient/include/hccl/hccl.h has
+        it, and HcclCommConfigInit's values."""
+        want = {"hcclExecTimeOut": 316, "hcclAlgo": 320, "hcclRetryEnable": 1920,
+                "hcclRetryParams": 1970, "hcclBufferName": 2098, "hcclQos": 2228,
+                "hcclSymWinMaxMemSizePerRank": 2232, "hcclChannelSqDepth": 2240}
+        self.assertEqual({k: getattr(hccl.CommConfig, k).offset for k in want}, want)
+        cfg = hccl.CommConfig()
+        self.assertEqual((cfg.size, cfg.version, cfg.hcclQos, cfg.hcclChannelSqDepth,
+                          cfg.hcclSymWinMaxMemSizePerRank, cfg.hcclRetryEnable,
+                          cfg.hcclRetryParams), (2248, 11, 0xFFFFFFFF, 0xFFFFFFFF, 16, b"", b""))
+
+    def test_retry_and_qos_fields(self):
+        """The op retry strings and hcclQos reach the library: bad ones fail the init with
+        HCCL_E_PARA, good ones form the comm."""
+        def init(**fields):
+            try:
+                with hccl.Comm(1, hccl.get_root_info(), 0, config=fields):
+                    return None
+            except hccl.HcclError as e:
+                return e.result
+
+        self.assertIsNone(init(hcclRetryEnable="L1:1", hcclQos=6,
+                               hcclRetryParams="MaxCnt:3, HoldTime:5000, IntervalTime:1000"))
+        self.assertEqual(init(hcclRetryParams="MaxCnt:3, HoldTime:5000"), hccl.Result.E_PARA)
+        self.assertEqual(init(hcclRetryEnable="L1:2"), hccl.Result.E_PARA)
+        self.assertEqual(init(hcclQos=8), hccl.Result.E_PARA)
+
+
 class TestComms(unittest.TestCase):
     def test_register(self):
         tmp = tempfile.mkdtemp(prefix="hccl-reg-")
