@@ -22,30 +22,55 @@ static void enable_ok(const char *s, int l0, int l1, int l2)
                   e[0], e[1], e[2]);
 }
 
-/* s is refused with exactly `reason`, and enable[] is left alone. */
+/* s, an HCCL_OP_RETRY_PARAMS value (params) or an HCCL_OP_RETRY_ENABLE one, is refused with
+ * exactly `reason`, and nothing it would set changes. */
+static void refused(int params, const char *s, const char *reason)
+{
+    retry_conf_t c = {.enable = {1, 0, 1}, .max_cnt = 7, .hold_ms = 7, .interval_ms = 7};
+    const char *what = params ? "HCCL_OP_RETRY_PARAMS" : "HCCL_OP_RETRY_ENABLE";
+    char why[512], want[512];
+    int rc = params ? retry_params_parse(what, s, &c, why, sizeof(why))
+                    : retry_enable_parse(what, s, c.enable, why, sizeof(why));
+
+    snprintf(want, sizeof(want), "%s=\"%s\" is invalid: %s%s", what, s, reason,
+             params ? PFORM : EFORM);
+    ck_assert_int_eq(rc, -EINVAL);
+    ck_assert_str_eq(why, want);
+    ck_assert(c.enable[0] == 1 && c.enable[1] == 0 && c.enable[2] == 1);
+    ck_assert(c.max_cnt == 7 && c.hold_ms == 7 && c.interval_ms == 7);
+}
+
 static void enable_bad(const char *s, const char *reason)
 {
-    int e[RETRY_LEVELS] = {1, 0, 1};
-    char why[512], want[512];
-
-    snprintf(want, sizeof(want), "HCCL_OP_RETRY_ENABLE=\"%s\" is invalid: %s" EFORM, s, reason);
-    ck_assert_int_eq(retry_enable_parse("HCCL_OP_RETRY_ENABLE", s, e, why, sizeof(why)), -EINVAL);
-    ck_assert_str_eq(why, want);
-    ck_assert(e[0] == 1 && e[1] == 0 && e[2] == 1);
+    refused(0, s, reason);
 }
+
+static void params_bad(const char *s, const char *reason)
+{
+    refused(1, s, reason);
+}
+
+/* Each accepted form, and what enable[] holds after it over {1, 0, 1}. */
+static const struct {
+    const char *s;
+    int l0, l1, l2;
+} enable_forms[] = {
+    {"L0:0, L1:1, L2:0", 0, 1, 0},
+    {"L0:0,L1:1,L2:0", 0, 1, 0},
+    {"L1:1", 1, 1, 1},
+    {"L1:0,L2:0", 1, 0, 0},
+    {"L2:0, L0:0", 0, 0, 0},
+    {"  \tL1 : 1 ,\tL2:\t0  ", 1, 1, 0},
+    {"l0:0, l1:1, L2:0", 0, 1, 0},
+    {NULL, 1, 0, 1},
+    {"", 1, 0, 1},
+    {" \t ", 1, 0, 1},
+};
 
 START_TEST(test_enable_forms)
 {
-    enable_ok("L0:0, L1:1, L2:0", 0, 1, 0);
-    enable_ok("L0:0,L1:1,L2:0", 0, 1, 0);
-    enable_ok("L1:1", 1, 1, 1);
-    enable_ok("L1:0,L2:0", 1, 0, 0);
-    enable_ok("L2:0, L0:0", 0, 0, 0);
-    enable_ok("  \tL1 : 1 ,\tL2:\t0  ", 1, 1, 0);
-    enable_ok("l0:0, l1:1, L2:0", 0, 1, 0);
-    enable_ok(NULL, 1, 0, 1);
-    enable_ok("", 1, 0, 1);
-    enable_ok(" \t ", 1, 0, 1);
+    for (size_t i = 0; i < sizeof(enable_forms) / sizeof(enable_forms[0]); i++)
+        enable_ok(enable_forms[i].s, enable_forms[i].l0, enable_forms[i].l1, enable_forms[i].l2);
 }
 END_TEST
 
@@ -85,30 +110,29 @@ static void params_ok(const char *s, uint32_t cnt, uint32_t hold, uint32_t inter
     ck_assert_uint_eq(c.interval_ms, interval);
 }
 
-static void params_bad(const char *s, const char *reason)
-{
-    retry_conf_t c = {.max_cnt = 7, .hold_ms = 7, .interval_ms = 7};
-    char why[512], want[512];
-
-    snprintf(want, sizeof(want), "HCCL_OP_RETRY_PARAMS=\"%s\" is invalid: %s" PFORM, s, reason);
-    ck_assert_int_eq(retry_params_parse("HCCL_OP_RETRY_PARAMS", s, &c, why, sizeof(why)), -EINVAL);
-    ck_assert_str_eq(why, want);
-    ck_assert(c.max_cnt == 7 && c.hold_ms == 7 && c.interval_ms == 7);
-}
+/* Each accepted form and its values; the ranges' edges: MaxCnt [1, 10], the times [0, 60000]
+ * ms. Nothing set: the values before it, 7. */
+static const struct {
+    const char *s;
+    uint32_t cnt, hold, interval;
+} params_forms[] = {
+    {"MaxCnt:3,HoldTime:5000,IntervalTime:1000", 3, 5000, 1000},
+    {"MaxCnt:3, HoldTime:5000, IntervalTime:1000", 3, 5000, 1000},
+    {" MaxCnt : 5 ,\tHoldTime:\t5000 , IntervalTime: 5000\t", 5, 5000, 5000},
+    {"maxcnt:3, HOLDTIME:0, intervalTime:60000", 3, 0, 60000},
+    {"MaxCnt:007, HoldTime:00, IntervalTime:0", 7, 0, 0},
+    {"MaxCnt:1, HoldTime:0, IntervalTime:0", 1, 0, 0},
+    {"MaxCnt:10, HoldTime:60000, IntervalTime:60000", 10, 60000, 60000},
+    {NULL, 7, 7, 7},
+    {"", 7, 7, 7},
+    {"  ", 7, 7, 7},
+};
 
 START_TEST(test_params_forms)
 {
-    params_ok("MaxCnt:3,HoldTime:5000,IntervalTime:1000", 3, 5000, 1000);
-    params_ok("MaxCnt:3, HoldTime:5000, IntervalTime:1000", 3, 5000, 1000);
-    params_ok(" MaxCnt : 5 ,\tHoldTime:\t5000 , IntervalTime: 5000\t", 5, 5000, 5000);
-    params_ok("maxcnt:3, HOLDTIME:0, intervalTime:60000", 3, 0, 60000);
-    params_ok("MaxCnt:007, HoldTime:00, IntervalTime:0", 7, 0, 0);
-    /* The ranges' edges: MaxCnt [1, 10], the times [0, 60000] ms. */
-    params_ok("MaxCnt:1, HoldTime:0, IntervalTime:0", 1, 0, 0);
-    params_ok("MaxCnt:10, HoldTime:60000, IntervalTime:60000", 10, 60000, 60000);
-    params_ok(NULL, 7, 7, 7);
-    params_ok("", 7, 7, 7);
-    params_ok("  ", 7, 7, 7);
+    for (size_t i = 0; i < sizeof(params_forms) / sizeof(params_forms[0]); i++)
+        params_ok(params_forms[i].s, params_forms[i].cnt, params_forms[i].hold,
+                  params_forms[i].interval);
 }
 END_TEST
 
