@@ -19,8 +19,9 @@
 /* What daemons speak among themselves (PeerHello.version): bumped whenever they would no longer
  * understand a daemon of the version before, so that a node left behind by an upgrade is
  * refused by name instead of stalling a comm. 3: the link probe repeats its exchanges
- * (span/probe.c). */
-#define PEER_PROTO_VERSION 3u
+ * (span/probe.c). 4: data connections name themselves and acknowledge what they read, so that
+ * they can resume after a failure (transport/tcp_resume.c; TCP wire version 2). */
+#define PEER_PROTO_VERSION 4u
 
 typedef struct server server_t;
 typedef struct peer peer_t;

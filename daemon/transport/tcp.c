@@ -85,6 +85,7 @@ static int conn_new(int fd, tcp_conn_t **c_p)
         csum = 0;
     c->base.ops = &tp_tcp;
     c->fd = fd;
+    c->rs.rfd = -1;
     c->state = TCP_CONN_HANDSHAKE;
     c->checksum = (int)csum;
     tcp_msg_init(c);
@@ -137,7 +138,8 @@ static int tcp_connect(const char *addr, const uint8_t job_id[AUTH_JOB_BYTES],
     rc = conn_new(fd, &c);
     if (rc != 0)
         goto err_close;
-    tcp_hs_init_connect(&c->hs, job_id, key, my_node);
+    tcp_resume_init_connect(c, addr, job_id, key, my_node);
+    tcp_hs_init_connect(&c->hs, job_id, key, my_node, c->rs.conn_id, 0);
     *c_p = &c->base;
     return 0;
 
@@ -151,8 +153,10 @@ static int tcp_conn_state(tp_conn_t *base)
     tcp_conn_t *c = tcp_conn_of(base);
     int rc;
 
+    if (c->state == TCP_CONN_ABSORBED)
+        return -EALREADY;
     if (c->state != TCP_CONN_HANDSHAKE)
-        return c->state == TCP_CONN_READY ? 1 : c->err;
+        return c->state == TCP_CONN_FAILED ? c->err : 1;
     rc = tcp_hs_progress(&c->hs, c->fd);
     if (rc < 0) {
         tcp_hs_clear(&c->hs);
@@ -160,8 +164,11 @@ static int tcp_conn_state(tp_conn_t *base)
         return rc;
     }
     if (rc == 1) {
-        /* The key has served its purpose; it need not stay in this memory. */
+        /* The key has served its purpose; it need not stay in this memory (the connecting
+         * side keeps a copy to dial again, tcp_resume.c). */
         tcp_hs_clear(&c->hs);
+        if ((rc = tcp_resume_ready(c)) != 1)
+            return rc;
         c->state = TCP_CONN_READY;
         /* Only the accepting side learns the node index (the connecting side knows whom it
          * dialled). */
@@ -230,8 +237,10 @@ static int tcp_poll_fds(tp_conn_t *base, struct pollfd *pfd, int max)
     tcp_conn_t *c = tcp_conn_of(base);
     short ev;
 
-    if (max < 1 || c->state == TCP_CONN_FAILED)
+    if (max < 1 || c->state == TCP_CONN_FAILED || c->state == TCP_CONN_ABSORBED)
         return 0;
+    if (c->state == TCP_CONN_SUSPENDED)
+        return tcp_resume_poll_fds(c, pfd, max);
     ev = c->state == TCP_CONN_HANDSHAKE ? tcp_hs_events(&c->hs) : tcp_msg_events(c);
     /* An fd with no events would still wake poll() on a hangup, again and again. */
     if (ev == 0)
@@ -250,6 +259,8 @@ static int tcp_set_dscp(tp_conn_t *c, int dscp)
 {
     int tos = (dscp & 0x3f) << 2;
 
+    if (tcp_conn_of(c)->fd < 0)
+        return -ENOTCONN;
     if (setsockopt(tcp_conn_of(c)->fd, IPPROTO_IP, IP_TOS, &tos, sizeof(tos)) != 0) {
         int err = errno;
         WARN("NET", "setsockopt(IP_TOS, %#x) failed: %s", tos, strerror(err));
@@ -268,6 +279,16 @@ static void tcp_forget(tp_conn_t *c, uint64_t mask, uint64_t value, uint64_t ttl
     tcp_msg_forget(tcp_conn_of(c), mask, value, ttl_ns);
 }
 
+static int tcp_set_retry(tp_conn_t *c, const tp_retry_t *r)
+{
+    return tcp_resume_set(tcp_conn_of(c), r);
+}
+
+static void tcp_retry_stats(tp_conn_t *c, tp_retry_stats_t *st)
+{
+    tcp_resume_stats(tcp_conn_of(c), st);
+}
+
 static void tcp_close(tp_conn_t *base)
 {
     tcp_conn_t *c = tcp_conn_of(base);
@@ -275,8 +296,10 @@ static void tcp_close(tp_conn_t *base)
     if (c == NULL)
         return;
     tcp_hs_clear(&c->hs);
+    tcp_resume_close(c);
     tcp_msg_free(c);
-    close(c->fd);
+    if (c->fd >= 0)
+        close(c->fd);
     free(c);
 }
 
@@ -300,6 +323,8 @@ const transport_ops_t tp_tcp = {
     .link_info = tcp_link_info,
     .cancel = tcp_cancel,
     .forget = tcp_forget,
+    .set_retry = tcp_set_retry,
+    .retry_stats = tcp_retry_stats,
     .close = tcp_close,
     .listen_close = tcp_listen_close,
 };

@@ -21,7 +21,14 @@ enum tcp_dir { TCP_DIR_SEND, TCP_DIR_RECV };
 
 typedef struct tcp_conn tcp_conn_t;
 typedef struct tcp_req tcp_req_t;
-enum tcp_conn_state { TCP_CONN_HANDSHAKE, TCP_CONN_READY, TCP_CONN_FAILED };
+enum tcp_conn_state {
+    TCP_CONN_HANDSHAKE,
+    TCP_CONN_READY,
+    TCP_CONN_FAILED,
+    TCP_CONN_SUSPENDED, /* resumable, its socket failed: requests wait (tcp_resume.c) */
+    TCP_CONN_RESUMING,  /* on a new socket: each side tells the other what it has read */
+    TCP_CONN_ABSORBED,  /* accepted only to give its socket to the connection it resumes */
+};
 
 struct tcp_req {
     tp_req_t base; /* what the transport's users hold (base.conn is &conn->base) */
@@ -30,8 +37,38 @@ struct tcp_req {
     size_t len;
     size_t moved; /* send: header and payload bytes written; receive: payload bytes read */
     int dir;
+    uint64_t seq;               /* send: its place among the connection's messages, from 0 */
     uint8_t hdr[TCP_HDR_BYTES]; /* send: the encoded header */
 };
+
+/* What a resumable connection keeps to come back (tcp_resume.c). */
+typedef struct tcp_resume {
+    int enabled;                /* set_retry(): a link failure suspends the connection */
+    int connector;              /* this side dialled, and dials again */
+    uint64_t conn_id;           /* the connection's name, the same on both sides */
+    uint64_t hold_ns;           /* a suspension longer than this fails the connection */
+    uint64_t tx_posted;         /* messages posted to send: the next send's seq */
+    uint64_t rx_count;          /* messages read in full */
+    uint64_t rx_acked;          /* rx_count as last told the peer */
+    tp_queue_t unackq;          /* sends written in full that the peer has not acknowledged yet */
+    uint8_t ctl[TCP_HDR_BYTES]; /* a control record being written */
+    size_t ctl_len, ctl_off;
+    int got_resume;           /* RESUMING: the peer's RESUME record came */
+    int has_hole;             /* an unacknowledged send was withdrawn: */
+    uint64_t hole;            /* the first such; a peer that lacks it cannot be served */
+    uint64_t failed_ns;       /* when the suspension began */
+    uint64_t next_dial_ns;    /* connector: when to dial again */
+    uint64_t suspended_total; /* ns suspended before the current suspension */
+    int first_err;            /* what suspended it */
+    int rfd;                  /* connector: the new socket in its handshake, or -1 */
+    uint32_t attempts;        /* dials of the current suspension */
+    uint32_t resumes;
+    char addr[TP_ADDR_MAX]; /* connector: where it dialled */
+    uint32_t my_node;       /* connector: what it announced */
+    uint8_t job[AUTH_JOB_BYTES];
+    uint8_t key[AUTH_KEY_BYTES]; /* connector: to prove the job key again; wiped at close */
+    struct tcp_conn *next;       /* in the registry of resumable connections */
+} tcp_resume_t;
 
 struct tcp_conn {
     tp_conn_t base; /* what the transport's users hold */
@@ -55,6 +92,7 @@ struct tcp_conn {
     size_t rx_got;
     int rx_drop;    /* rx_unexp is read only to be dropped (its user is gone) */
     tp_kept_t kept; /* complete messages no receive has taken yet; forgotten tags */
+    tcp_resume_t rs;
     tp_req_t *free_reqs;
     tcp_req_t reqs[TCP_MAX_REQS];
 };
@@ -86,7 +124,38 @@ void tcp_msg_cancel(tcp_req_t *r);
 void tcp_req_release(tcp_req_t *r);
 /* tcp_info.c: see transport.h's link_info(). */
 void tcp_link_info(tp_conn_t *c, tp_link_info_t *li);
-/* Fails the connection: every pending request completes with err (already logged). */
+/* Fails the connection: every pending request completes with err (already logged). A
+ * resumable connection whose link failed (tp_peer_gone) is suspended instead. */
 void tcp_conn_fail(tcp_conn_t *c, int err);
+
+/* tcp_resume.c: connections that survive a failed socket */
+/* The connecting side's side of a new connection: where it dialled, for dialling again. */
+void tcp_resume_init_connect(tcp_conn_t *c, const char *addr, const uint8_t *job,
+                             const uint8_t *key, uint32_t my_node);
+/* The handshake of c is done: c joins the registry (its peer may come back to it), or, when
+ * the connecting side said it resumes a connection of ours, c gives its socket to that one.
+ * 1 c is ready, -EALREADY its socket went to the one it resumes, -ENOENT no such connection. */
+int tcp_resume_ready(tcp_conn_t *c);
+int tcp_resume_set(tcp_conn_t *c, const tp_retry_t *r);
+/* Suspends c after err (0 if it did: c is suspended, else the caller fails it). */
+int tcp_resume_suspend(tcp_conn_t *c, int err);
+/* Advances a suspended or resuming connection: dials, handshakes, the deadline. 0, or the
+ * error that failed it for good. */
+int tcp_resume_progress(tcp_conn_t *c);
+/* Handles a control record in c->rx: 0, or a negative errno. */
+int tcp_resume_ctl(tcp_conn_t *c);
+/* A send was written in full: kept until the peer acknowledges it (1), or done now (0). */
+int tcp_resume_sent(tcp_conn_t *c, tcp_req_t *r);
+/* Withdraws a send written in full but not acknowledged: 0, or -ENOENT if r is not one. */
+int tcp_resume_withdraw(tcp_conn_t *c, tcp_req_t *r);
+/* Our control record is out: a resuming connection may be ready now. */
+void tcp_resume_settle(tcp_conn_t *c);
+/* Queues an ACK when messages were read since the last one and the stream is at a message
+ * boundary. */
+void tcp_resume_ack_due(tcp_conn_t *c);
+int tcp_resume_poll_fds(tcp_conn_t *c, struct pollfd *pfd, int max);
+void tcp_resume_stats(tcp_conn_t *c, tp_retry_stats_t *st);
+/* Forgets c (it is being closed): out of the registry, the key wiped. */
+void tcp_resume_close(tcp_conn_t *c);
 
 #endif

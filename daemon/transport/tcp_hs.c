@@ -24,11 +24,14 @@ static uint64_t now_ns(void)
 }
 
 void tcp_hs_init_connect(tcp_hs_t *hs, const uint8_t job[AUTH_JOB_BYTES],
-                         const uint8_t key[AUTH_KEY_BYTES], uint32_t my_node)
+                         const uint8_t key[AUTH_KEY_BYTES], uint32_t my_node, uint64_t conn_id,
+                         uint32_t flags)
 {
     memset(hs, 0, sizeof(*hs));
     hs->step = HS_CONNECTING;
     hs->my_node = my_node;
+    hs->conn_id = conn_id;
+    hs->flags = flags;
     hs->peer_node = TP_NODE_UNKNOWN;
     memcpy(hs->job, job, AUTH_JOB_BYTES);
     memcpy(hs->key, key, AUTH_KEY_BYTES);
@@ -119,6 +122,8 @@ static int on_hello(tcp_hs_t *hs, int fd, const tcp_hs_msg_t *m)
         return refuse(fd, EACCES);
     }
     hs->peer_node = m->node;
+    hs->conn_id = m->conn_id;
+    hs->flags = m->flags;
     memcpy(reply.nonce, hs->nonce_a, AUTH_NONCE_BYTES);
     auth_mac(hs->key, AUTH_KEY_BYTES, "tp-accept", hs->nonce_c, hs->nonce_a, reply.mac);
     queue_msg(hs, &reply);
@@ -178,7 +183,8 @@ static int on_msg(tcp_hs_t *hs, int fd, const tcp_hs_msg_t *m)
 
 static int start_hello(tcp_hs_t *hs, int fd)
 {
-    tcp_hs_msg_t hello = {.type = TCP_HS_HELLO, .node = hs->my_node};
+    tcp_hs_msg_t hello = {
+        .type = TCP_HS_HELLO, .node = hs->my_node, .conn_id = hs->conn_id, .flags = hs->flags};
     int rc = tcp_sock_connect_done(fd);
 
     if (rc <= 0)

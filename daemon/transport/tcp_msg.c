@@ -59,7 +59,8 @@ void tcp_msg_cancel(tcp_req_t *r)
         /* Only the head of the send queue can have bytes on the wire; a receive is being
          * filled only while it is rx_req. */
         clean = r->dir == TCP_DIR_SEND
-                    ? r->moved == 0 && tp_queue_unlink(&c->sendq, &r->base) == 0
+                    ? (r->moved == 0 && tp_queue_unlink(&c->sendq, &r->base) == 0) ||
+                          tcp_resume_withdraw(c, r) == 0
                     : c->rx_req != r && tp_queue_unlink(&c->recvq, &r->base) == 0;
         if (!clean) {
             WARN("NET", "a %s of tag %#llx was withdrawn half done; failing its connection",
@@ -72,10 +73,11 @@ void tcp_msg_cancel(tcp_req_t *r)
 
 void tcp_conn_fail(tcp_conn_t *c, int err)
 {
-    if (c->state == TCP_CONN_FAILED)
+    if (c->state == TCP_CONN_FAILED || tcp_resume_suspend(c, err) == 0)
         return;
     c->state = TCP_CONN_FAILED;
     c->err = err;
+    tp_queue_fail(&c->rs.unackq, err);
     tp_queue_fail(&c->sendq, err);
     tp_queue_fail(&c->recvq, err);
     if (c->rx_req != NULL && !c->rx_req->base.done)
@@ -91,6 +93,12 @@ static int send_gather(const tcp_conn_t *c, struct iovec *iov)
 {
     int n = 0;
 
+    /* A control record goes first; on a resumed socket, alone until the peer's RESUME. */
+    if (c->rs.ctl_off < c->rs.ctl_len)
+        iov[n++] =
+            (struct iovec){(void *)(c->rs.ctl + c->rs.ctl_off), c->rs.ctl_len - c->rs.ctl_off};
+    if (c->state != TCP_CONN_READY)
+        return n;
     for (tcp_req_t *r = tcp_req_of(c->sendq.head); r != NULL && n + 2 <= TCP_IOV_MAX;
          r = tcp_req_of(r->base.next)) {
         size_t off = r->moved;
@@ -107,6 +115,15 @@ static int send_gather(const tcp_conn_t *c, struct iovec *iov)
 
 static void send_advance(tcp_conn_t *c, size_t n)
 {
+    if (c->rs.ctl_len != 0) {
+        size_t take = n < c->rs.ctl_len - c->rs.ctl_off ? n : c->rs.ctl_len - c->rs.ctl_off;
+        c->rs.ctl_off += take;
+        n -= take;
+        if (c->rs.ctl_off == c->rs.ctl_len) {
+            c->rs.ctl_len = c->rs.ctl_off = 0;
+            tcp_resume_settle(c);
+        }
+    }
     while (n > 0) {
         tcp_req_t *r = tcp_req_of(c->sendq.head);
         size_t left = TCP_HDR_BYTES + r->len - r->moved;
@@ -114,22 +131,30 @@ static void send_advance(tcp_conn_t *c, size_t n)
 
         r->moved += take;
         n -= take;
-        if (take == left)
-            tp_req_complete(tp_queue_pop(&c->sendq), 0);
+        if (take == left && !tcp_resume_sent(c, tcp_req_of(tp_queue_pop(&c->sendq))))
+            tp_req_complete(&r->base, 0);
     }
+}
+
+/* Whether there are bytes to write now. */
+static int send_pending(const tcp_conn_t *c)
+{
+    return c->rs.ctl_len != 0 || (c->state == TCP_CONN_READY && c->sendq.head != NULL);
 }
 
 static int send_progress(tcp_conn_t *c)
 {
     struct iovec iov[TCP_IOV_MAX];
 
-    while (c->sendq.head != NULL) {
+    for (;;) {
+        tcp_resume_ack_due(c);
+        if (!send_pending(c))
+            return 0;
         ssize_t n = tcp_sock_send(c->fd, iov, (size_t)send_gather(c, iov), "sendmsg()");
         if (n <= 0)
             return (int)n;
         send_advance(c, (size_t)n);
     }
-    return 0;
 }
 
 /* recvmsg() into iov: bytes read, 0 if it would block, or a negative errno (logged). */
@@ -150,6 +175,13 @@ static ssize_t recv_iov(tcp_conn_t *c, struct iovec *iov, size_t niov)
              * stays readable (see tcp_msg_post), and only the receives still waiting, which
              * nothing can fill any more, fail. A close in the middle of a message is an error
              * of the whole connection. */
+            if (c->rx_raw_off == 0 && !c->rx_ready && c->rs.enabled &&
+                (c->recvq.head != NULL || c->sendq.head != NULL || c->rs.unackq.head != NULL ||
+                 c->state == TCP_CONN_RESUMING)) {
+                /* Work is waiting on it: a link that went, not a peer that finished. */
+                ERR("NET", "recv() failed: the peer closed the connection with work pending");
+                return -ECONNRESET;
+            }
             if (c->rx_raw_off == 0 && !c->rx_ready) {
                 DBG("NET", "peer closed the connection%s",
                     c->recvq.head != NULL ? "; the receives still posted fail" : "");
@@ -173,7 +205,8 @@ static ssize_t recv_some(tcp_conn_t *c, void *buf, size_t len)
     return recv_iov(c, &iov, 1);
 }
 
-/* 1 once a valid header is in c->rx, 0 if more bytes are needed, or a negative errno. */
+/* 1 once a valid header is in c->rx, 2 after a control record (handled), 0 if more bytes are
+ * needed, or a negative errno. */
 static int recv_header(tcp_conn_t *c)
 {
     while (c->rx_raw_off < TCP_HDR_BYTES) {
@@ -187,6 +220,14 @@ static int recv_header(tcp_conn_t *c)
         return -EPROTO;
     }
     c->rx_raw_off = 0;
+    if (c->rx.flags == TCP_HDR_F_CTL) {
+        int rc = tcp_resume_ctl(c);
+        return rc < 0 ? rc : 2;
+    }
+    if (c->state != TCP_CONN_READY) {
+        ERR("NET", "a message before the peer's RESUME record");
+        return -EPROTO;
+    }
     c->rx_ready = 1;
     c->rx_req = NULL;
     c->rx_unexp = NULL;
@@ -264,6 +305,7 @@ static int recv_finish(tcp_conn_t *c)
     c->rx_ready = 0;
     c->rx_req = NULL;
     c->rx_unexp = NULL;
+    c->rs.rx_count++;
     if (bad)
         ERR("NET", "checksum mismatch on message tag %#llx len %llu", (unsigned long long)c->rx.tag,
             (unsigned long long)c->rx.len);
@@ -292,12 +334,14 @@ static int recv_finish(tcp_conn_t *c)
 static int recv_progress(tcp_conn_t *c)
 {
     for (;;) {
-        int rc;
+        int rc = 0;
 
         if (c->eof)
             return 0;
         if (!c->rx_ready && (rc = recv_header(c)) <= 0)
             return rc;
+        if (rc == 2)
+            continue;
         if (c->rx_req == NULL && c->rx_unexp == NULL && (rc = recv_route(c)) <= 0)
             return rc;
         uint8_t *buf = c->rx_req != NULL ? c->rx_req->buf : c->rx_unexp->data;
@@ -332,7 +376,10 @@ int tcp_msg_post(tcp_conn_t *c, int dir, void *buf, size_t len, uint64_t tag, tc
     tcp_hdr_t h = {.tag = tag, .len = len};
     tcp_req_t *r;
 
-    if (c->state != TCP_CONN_READY)
+    /* A suspended connection takes requests: they wait for it with the others. */
+    int open = c->state == TCP_CONN_READY ||
+               (c->rs.enabled && (c->state == TCP_CONN_SUSPENDED || c->state == TCP_CONN_RESUMING));
+    if (!open)
         return c->state == TCP_CONN_FAILED ? c->err : -ENOTCONN;
     if (c->free_reqs == NULL || (buf == NULL && len != 0))
         return c->free_reqs == NULL ? -EAGAIN : -EINVAL;
@@ -346,6 +393,7 @@ int tcp_msg_post(tcp_conn_t *c, int dir, void *buf, size_t len, uint64_t tag, tc
             h.crc = crc32c(0, buf, len);
         }
         tcp_hdr_encode(&h, r->hdr);
+        r->seq = c->rs.tx_posted++;
         tp_queue_push(&c->sendq, &r->base);
     } else {
         int rc = recv_from_unexp(c, r);
@@ -371,22 +419,45 @@ void tcp_msg_free(tcp_conn_t *c)
     c->rx_unexp = NULL;
 }
 
-int tcp_msg_progress(tcp_conn_t *c)
+/* The stream of a ready (or resuming) connection: 0, or the error that ends the socket. */
+static int stream_progress(tcp_conn_t *c)
 {
-    int rc;
+    int rc = send_progress(c);
 
-    if (c->state != TCP_CONN_READY)
-        return c->state == TCP_CONN_FAILED ? c->err : 0;
-    rc = send_progress(c);
     if (rc == 0)
         rc = recv_progress(c);
     else if (tp_peer_gone(rc))
         /* The peer is gone, but what it sent before (a notice saying why) is still in the
          * kernel's queue: deliver it before the connection fails. */
         (void)recv_progress(c);
-    if (rc != 0)
-        tcp_conn_fail(c, rc);
+    /* What was read is acknowledged at once: the peer's sends wait for it. */
+    if (rc == 0 && c->state == TCP_CONN_READY && c->rs.rx_count != c->rs.rx_acked)
+        rc = send_progress(c);
     return rc;
+}
+
+int tcp_msg_progress(tcp_conn_t *c)
+{
+    int rc;
+
+    for (int turn = 0; turn < 2; turn++) {
+        if (c->state == TCP_CONN_SUSPENDED || c->state == TCP_CONN_RESUMING) {
+            if ((rc = tcp_resume_progress(c)) != 0) {
+                tcp_conn_fail(c, rc);
+                return rc;
+            }
+        }
+        if (c->state != TCP_CONN_READY && c->state != TCP_CONN_RESUMING)
+            return c->state == TCP_CONN_FAILED ? c->err : 0;
+        rc = stream_progress(c);
+        if (rc == 0)
+            return 0;
+        tcp_conn_fail(c, rc);
+        if (c->state != TCP_CONN_SUSPENDED)
+            return rc;
+        /* Suspended: the connecting side dials again at once. */
+    }
+    return 0;
 }
 
 short tcp_msg_events(const tcp_conn_t *c)
@@ -396,7 +467,7 @@ short tcp_msg_events(const tcp_conn_t *c)
     /* A message with nowhere to go (the unexpected budget is full) stops the reading. */
     if (!c->eof && (!c->rx_ready || c->rx_req != NULL || c->rx_unexp != NULL))
         ev |= POLLIN;
-    if (c->sendq.head != NULL)
+    if (send_pending(c))
         ev |= POLLOUT;
     return ev;
 }

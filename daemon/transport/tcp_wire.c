@@ -17,7 +17,10 @@ enum {
     HS_REASON = 12,
     HS_JOB = 16,
     HS_NONCE = 32,
-    HS_MAC = 48
+    HS_MAC = 48,
+    HS_CONN = 80,
+    HS_FLAGS = 88,
+    HS_RSVD = 92
 };
 /* Offsets of the data header. */
 enum { HDR_MAGIC = 0, HDR_FLAGS = 4, HDR_TAG = 8, HDR_LEN = 16, HDR_CRC = 24, HDR_RSVD = 28 };
@@ -41,6 +44,8 @@ void tcp_hs_encode(const tcp_hs_msg_t *m, uint8_t out[TCP_HS_BYTES])
     memcpy(out + HS_JOB, m->job, AUTH_JOB_BYTES);
     memcpy(out + HS_NONCE, m->nonce, AUTH_NONCE_BYTES);
     memcpy(out + HS_MAC, m->mac, AUTH_MAC_BYTES);
+    put_le(out + HS_CONN, m->conn_id, 8);
+    put_le(out + HS_FLAGS, m->flags, 4);
 }
 
 /* Each type carries only its own fields; the others must be zero, so nothing is ambiguous. */
@@ -58,6 +63,11 @@ static int hs_fields_valid(const uint8_t *in, const tcp_hs_msg_t *m)
         return 0;
     if (!has_nonce && !all_zero(in + HS_NONCE, AUTH_NONCE_BYTES))
         return 0;
+    if (m->type == TCP_HS_HELLO ? (m->flags & ~TCP_HS_F_RESUME) != 0 || m->conn_id == 0
+                                : m->flags != 0 || m->conn_id != 0)
+        return 0;
+    if (!all_zero(in + HS_RSVD, TCP_HS_BYTES - HS_RSVD))
+        return 0;
     return has_mac || all_zero(in + HS_MAC, AUTH_MAC_BYTES);
 }
 
@@ -73,6 +83,8 @@ int tcp_hs_decode(const uint8_t in[TCP_HS_BYTES], tcp_hs_msg_t *m)
     memcpy(m->job, in + HS_JOB, AUTH_JOB_BYTES);
     memcpy(m->nonce, in + HS_NONCE, AUTH_NONCE_BYTES);
     memcpy(m->mac, in + HS_MAC, AUTH_MAC_BYTES);
+    m->conn_id = get_le(in + HS_CONN, 8);
+    m->flags = (uint32_t)get_le(in + HS_FLAGS, 4);
     return hs_fields_valid(in, m) ? 0 : -EPROTO;
 }
 
@@ -94,6 +106,8 @@ int tcp_hdr_decode(const uint8_t in[TCP_HDR_BYTES], tcp_hdr_t *h)
     h->tag = get_le(in + HDR_TAG, 8);
     h->len = get_le(in + HDR_LEN, 8);
     h->crc = (uint32_t)get_le(in + HDR_CRC, 4);
+    if (h->flags == TCP_HDR_F_CTL)
+        return h->len == 0 && (h->crc == TCP_CTL_ACK || h->crc == TCP_CTL_RESUME) ? 0 : -EPROTO;
     if ((h->flags & ~TCP_HDR_F_CRC) != 0 || (!(h->flags & TCP_HDR_F_CRC) && h->crc != 0))
         return -EPROTO;
     return 0;

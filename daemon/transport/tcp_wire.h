@@ -10,10 +10,21 @@
 
 #include "auth.h"
 
-#define TCP_WIRE_VERSION 1
-#define TCP_HS_BYTES 80
+/* 2: HELLO names the connection (conn_id) and whether it resumes one; control records. */
+#define TCP_WIRE_VERSION 2
+#define TCP_HS_BYTES 96
 #define TCP_HDR_BYTES 32
 #define TCP_HDR_F_CRC 1u
+/* A control record of a resumable connection, not a message: no payload, tag is a count of
+ * messages, crc says which record (tcp_ctl). */
+#define TCP_HDR_F_CTL 2u
+/* HELLO: this connection takes the place of conn_id, which failed (tcp_resume.c). */
+#define TCP_HS_F_RESUME 1u
+
+enum tcp_ctl {
+    TCP_CTL_ACK = 1,    /* the sender has read tag messages of this connection in all */
+    TCP_CTL_RESUME = 2, /* first record on a resumed connection: the same, from each side */
+};
 
 enum tcp_hs_type {
     TCP_HS_HELLO = 1,   /* connecting side: job, node, nonce_c */
@@ -26,6 +37,8 @@ typedef struct tcp_hs_msg {
     uint16_t type;
     uint32_t node;
     uint32_t reason;
+    uint64_t conn_id; /* HELLO: the connecting side's name for the connection */
+    uint32_t flags;   /* HELLO: TCP_HS_F_* */
     uint8_t job[AUTH_JOB_BYTES];
     uint8_t nonce[AUTH_NONCE_BYTES];
     uint8_t mac[AUTH_MAC_BYTES];

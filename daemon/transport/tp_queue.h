@@ -32,6 +32,27 @@ static inline void tp_queue_push(tp_queue_t *q, tp_req_t *r)
     q->tail = r;
 }
 
+/* Puts r first: the oldest again (a receive whose message must come again). */
+static inline void tp_queue_push_front(tp_queue_t *q, tp_req_t *r)
+{
+    r->next = q->head;
+    q->head = r;
+    if (q->tail == NULL)
+        q->tail = r;
+}
+
+/* Moves every request of from, in its order, in front of those of q; from ends empty. */
+static inline void tp_queue_prepend(tp_queue_t *q, tp_queue_t *from)
+{
+    if (from->head == NULL)
+        return;
+    from->tail->next = q->head;
+    if (q->tail == NULL)
+        q->tail = from->tail;
+    q->head = from->head;
+    from->head = from->tail = NULL;
+}
+
 /* The oldest request; q must not be empty. */
 static inline tp_req_t *tp_queue_pop(tp_queue_t *q)
 {

@@ -503,6 +503,33 @@ static void stripe_forget(tp_conn_t *c, uint64_t mask, uint64_t value, uint64_t 
             tp_forget(s->sub[k], mask, value, ttl_ns);
 }
 
+/* Each stripe is a connection of its own: each resumes on its own. */
+static int stripe_set_retry(tp_conn_t *c, const tp_retry_t *r)
+{
+    stripe_conn_t *s = stripe_of(c);
+    int rc = 0;
+
+    for (unsigned k = 0; k < s->n && rc == 0; k++)
+        if (s->sub[k] != NULL)
+            rc = tp_set_retry(s->sub[k], r);
+    return rc;
+}
+
+static void stripe_retry_stats(tp_conn_t *c, tp_retry_stats_t *st)
+{
+    stripe_conn_t *s = stripe_of(c);
+    tp_retry_stats_t one;
+
+    for (unsigned k = 0; k < s->n; k++)
+        if (s->sub[k] != NULL) {
+            tp_retry_stats(s->sub[k], &one);
+            st->suspended |= one.suspended;
+            st->resumes += one.resumes;
+            if (one.suspended_ns > st->suspended_ns)
+                st->suspended_ns = one.suspended_ns;
+        }
+}
+
 static void stripe_close(tp_conn_t *c)
 {
     stripe_conn_t *s = stripe_of(c);
@@ -528,5 +555,7 @@ static const transport_ops_t stripe_ops = {
     .link_info = stripe_link_info,
     .cancel = stripe_cancel,
     .forget = stripe_forget,
+    .set_retry = stripe_set_retry,
+    .retry_stats = stripe_retry_stats,
     .close = stripe_close,
 };

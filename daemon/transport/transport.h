@@ -62,6 +62,23 @@ struct tp_req {
 /* Room for "ip:port" with an IPv6 address in brackets. */
 #define TP_ADDR_MAX 64
 
+/* What a connection does when it fails under its users (set_retry): with enabled set, a failure
+ * that is the link's (tp_peer_gone) suspends it instead of failing its requests; it comes back
+ * on a new socket (the connecting side dials again) within hold_ms, and every message is then
+ * delivered once, none lost: sends complete when the peer has them. Past hold_ms it fails as
+ * without. */
+typedef struct tp_retry {
+    int enabled;
+    uint64_t hold_ms;
+} tp_retry_t;
+
+/* How a resumable connection fared (link_info below). */
+typedef struct tp_retry_stats {
+    int suspended;         /* it is suspended now */
+    uint32_t resumes;      /* times it came back */
+    uint64_t suspended_ns; /* time spent suspended, the current suspension included */
+} tp_retry_stats_t;
+
 /* A connection's health (link_info below; common/link_info.h says what each figure is). */
 typedef link_info_t tp_link_info_t;
 
@@ -126,6 +143,11 @@ struct transport_ops {
      * the others.
      */
     void (*forget)(tp_conn_t *c, uint64_t mask, uint64_t value, uint64_t ttl_ns);
+    /* Makes the connection resumable or not (tp_retry_t), before any message crosses it; both
+     * ends must ask alike. NULL: the transport cannot (tp_set_retry says -ENOTSUP). */
+    int (*set_retry)(tp_conn_t *c, const tp_retry_t *r);
+    /* Fills *st (NULL: the transport never suspends). */
+    void (*retry_stats)(tp_conn_t *c, tp_retry_stats_t *st);
     /* Frees the connection and every request not yet reported done. */
     void (*close)(tp_conn_t *c);
     void (*listen_close)(tp_listener_t *l);
@@ -165,6 +187,18 @@ static inline void tp_listen_close(tp_listener_t *l)
 {
     if (l != NULL)
         l->ops->listen_close(l);
+}
+
+static inline int tp_set_retry(tp_conn_t *c, const tp_retry_t *r)
+{
+    return c->ops->set_retry != NULL ? c->ops->set_retry(c, r) : -ENOTSUP;
+}
+
+static inline void tp_retry_stats(tp_conn_t *c, tp_retry_stats_t *st)
+{
+    *st = (tp_retry_stats_t){0};
+    if (c->ops->retry_stats != NULL)
+        c->ops->retry_stats(c, st);
 }
 
 static inline int tp_conn_state(tp_conn_t *c)

@@ -110,7 +110,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     shutdown(sv[1], SHUT_WR);
     if (connecting)
-        tcp_hs_init_connect(&hs, fuzz_job, fuzz_key, MY_NODE);
+        tcp_hs_init_connect(&hs, fuzz_job, fuzz_key, MY_NODE, 1, 0);
     else
         tcp_hs_init_accept(&hs, lookup, NULL);
     /* Each call ends in a result or in a wait for POLLOUT, which draining the peer's end

@@ -219,7 +219,8 @@ static void tcp_hs_seeds(void)
 {
     static const uint8_t data[] = "first bytes of the data stream";
     uint8_t nonce_me[FUZZ_NONCE_BYTES], nonce_peer[FUZZ_NONCE_BYTES];
-    tcp_hs_msg_t hello = {.type = TCP_HS_HELLO, .node = 3}, confirm = {.type = TCP_HS_CONFIRM};
+    tcp_hs_msg_t hello = {.type = TCP_HS_HELLO, .node = 3, .conn_id = 1};
+    tcp_hs_msg_t confirm = {.type = TCP_HS_CONFIRM};
     tcp_hs_msg_t accept = {.type = TCP_HS_ACCEPT}, refuse = {.type = TCP_HS_REFUSE, .reason = 13};
     seed_t s = {.len = 0};
     uint8_t role = 0;

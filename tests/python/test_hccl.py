@@ -222,7 +222,8 @@ class TestCommConfig(unittest.TestCase):
 
     def test_retry_and_qos_fields(self):
         """The op retry strings and hcclQos reach the library: bad ones fail the init with
-        HCCL_E_PARA, good ones form the comm."""
+        HCCL_E_PARA, good ones form the comm. In a rank of its own: a comm made in this
+        process would fix its settings (profiling among them) for the ranks forked later."""
         def init(**fields):
             try:
                 with hccl.Comm(1, hccl.get_root_info(), 0, config=fields):
@@ -230,11 +231,14 @@ class TestCommConfig(unittest.TestCase):
             except hccl.HcclError as e:
                 return e.result
 
-        self.assertIsNone(init(hcclRetryEnable="L1:1", hcclQos=6,
-                               hcclRetryParams="MaxCnt:3, HoldTime:5000, IntervalTime:1000"))
-        self.assertEqual(init(hcclRetryParams="MaxCnt:3, HoldTime:5000"), hccl.Result.E_PARA)
-        self.assertEqual(init(hcclRetryEnable="L1:2"), hccl.Result.E_PARA)
-        self.assertEqual(init(hcclQos=8), hccl.Result.E_PARA)
+        def fn(comm, r, n):
+            return [init(hcclRetryEnable="L1:1", hcclQos=6,
+                         hcclRetryParams="MaxCnt:3, HoldTime:5000, IntervalTime:1000"),
+                    init(hcclRetryParams="MaxCnt:3, HoldTime:5000"),
+                    init(hcclRetryEnable="L1:2"), init(hcclQos=8)]
+
+        self.assertEqual(run_ranks(1, fn)[0],
+                         [None, hccl.Result.E_PARA, hccl.Result.E_PARA, hccl.Result.E_PARA])
 
 
 class TestComms(unittest.TestCase):

@@ -15,6 +15,7 @@
     X(algo)                                                                                        \
     X(algo_want)                                                                                   \
     X(tcp)                                                                                         \
+    X(tcp_resume)                                                                                  \
     X(stripe)                                                                                      \
     X(tp_cm)                                                                                       \
     X(qos)                                                                                         \

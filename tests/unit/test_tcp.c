@@ -12,8 +12,10 @@
 #include <unistd.h>
 
 #include "../transport/pair.h"
+#include "tcp_fixture.h"
 #include "test_list.h"
 #include "transport/crc32c.h"
+#include "transport/tcp_wire.h"
 
 #define BIG (8u * 1024 * 1024 + 3)
 /* More than both socket buffers together hold, so that a transfer is caught in the middle. */
@@ -21,15 +23,15 @@
 
 static const transport_ops_t *tp = &tp_tcp;
 
-static const tp_fixture_t tcp_fixture = {.name = "tcp",
-                                         .tp = &tp_tcp,
-                                         .server_ip = "127.0.0.1",
-                                         .deadline_ms = 10000,
-                                         .big = BIG,
-                                         .huge = HUGE,
-                                         .mid_ms = 1};
+const tp_fixture_t tcp_fixture = {.name = "tcp",
+                                  .tp = &tp_tcp,
+                                  .server_ip = "127.0.0.1",
+                                  .deadline_ms = 10000,
+                                  .big = BIG,
+                                  .huge = HUGE,
+                                  .mid_ms = 1};
 
-static void use_tcp(void)
+void use_tcp(void)
 {
     fx = &tcp_fixture;
 }
@@ -39,7 +41,7 @@ START_TEST(test_garbage_handshake_refused)
 {
     char addr[TP_ADDR_MAX];
     struct sockaddr_in sin = {.sin_family = AF_INET};
-    uint8_t junk[80];
+    uint8_t junk[TCP_HS_BYTES];
     pair_t p = {0};
     long long end = now_ms() + tcp_fixture.deadline_ms;
     int fd;
