@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -233,7 +234,7 @@ int harness_spawn_ranks(uint32_t n, rank_fn fn, void *arg, unsigned timeout_s, p
     return harness_spawn_ranks_on(n, NULL, fn, arg, timeout_s, pids);
 }
 
-int harness_wait(pid_t *pids, uint32_t n, unsigned timeout_s)
+int harness_wait_status(pid_t *pids, uint32_t n, unsigned timeout_s, int *status)
 {
     time_t deadline = time(NULL) + timeout_s + 5;
     uint32_t left = n;
@@ -249,6 +250,8 @@ int harness_wait(pid_t *pids, uint32_t n, unsigned timeout_s)
                         WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
                 failed++;
             }
+            if (status != NULL)
+                status[r] = st;
             pids[r] = 0;
             left--;
         }
@@ -258,6 +261,8 @@ int harness_wait(pid_t *pids, uint32_t n, unsigned timeout_s)
                     fprintf(stderr, "rank %u hung: killed\n", r);
                     kill(pids[r], SIGKILL);
                     waitpid(pids[r], NULL, 0);
+                    if (status != NULL)
+                        status[r] = -1;
                     pids[r] = 0;
                     failed++;
                     left--;
@@ -267,6 +272,11 @@ int harness_wait(pid_t *pids, uint32_t n, unsigned timeout_s)
             usleep(2000);
     }
     return failed;
+}
+
+int harness_wait(pid_t *pids, uint32_t n, unsigned timeout_s)
+{
+    return harness_wait_status(pids, n, timeout_s, NULL);
 }
 
 int harness_run_ranks(uint32_t n, rank_fn fn, void *arg, unsigned timeout_s)
@@ -295,6 +305,8 @@ static void spawn_exec(const harness_daemon_opts_t *o, const char *bin, const ch
     argv[n++] = "--log-level";
     argv[n++] = level ? level : "error";
     argv[n] = NULL;
+    if (o->die_with_parent)
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (o->log_path != NULL) {
         int fd = open(o->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
         if (fd < 0 || dup2(fd, STDERR_FILENO) < 0)
@@ -457,10 +469,16 @@ static const char *ctl_path(void)
 int harness_ctl(uid_t uid, char *out, size_t cap, const char *args)
 {
     char cmd[1024];
-    int fds[2], status;
 
     snprintf(cmd, sizeof(cmd), "exec %s --admin-socket %s %s 2>&1", ctl_path(),
              harness_admin_socket(), args);
+    return harness_sh(uid, out, cap, cmd);
+}
+
+int harness_sh(uid_t uid, char *out, size_t cap, const char *cmd)
+{
+    int fds[2], status;
+
     if (pipe(fds) != 0)
         return -1;
     pid_t pid = fork();

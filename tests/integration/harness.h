@@ -34,6 +34,7 @@ typedef struct harness_daemon_opts {
     const char *dir;           /* where the socket goes (it must exist); a fresh temp dir if NULL */
     const char *log_path;      /* the daemon's stderr is appended there; inherited if NULL */
     const char *log_level;     /* HCCLD_TEST_LOG_LEVEL, else "error", when NULL */
+    int die_with_parent;       /* SIGKILLed when the process that started it ends */
 } harness_daemon_opts_t;
 
 /* Starts hccld (HCCLD_BIN) as o says and waits until its socket accepts connections; the
@@ -77,8 +78,13 @@ void harness_proc_usage(pid_t pid, long *rss_anon_kb, int *fds);
 /* Runs hccld-ctl (beside HCCLD_BIN) against the harness's admin socket with args, as uid/gid
  * if uid > 0: its exit status, or -1; its stdout and stderr go to out if not NULL. */
 int harness_ctl(uid_t uid, char *out, size_t cap, const char *args);
+/* Runs cmd with /bin/sh as harness_ctl runs hccld-ctl: its exit status, or -1; its stdout goes
+ * to out if not NULL. */
+int harness_sh(uid_t uid, char *out, size_t cap, const char *cmd);
 /* Waits for the given children; returns how many failed. */
 int harness_wait(pid_t *pids, uint32_t n, unsigned timeout_s);
+/* The same, with each child's wait status in status[n] (-1: it hung and was killed). */
+int harness_wait_status(pid_t *pids, uint32_t n, unsigned timeout_s, int *status);
 /* Sends this process's stderr (and its children's, from now on) to a new file named in path;
  * returns the old stderr for harness_stderr_back_has. */
 int harness_stderr_to(char *path, size_t cap);
