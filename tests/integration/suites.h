@@ -19,6 +19,7 @@
     X(qos)                                                                                         \
     X(prof)                                                                                        \
     X(faults)                                                                                      \
+    X(faultloop)                                                                                   \
     X(soak)
 
 #define X(name) Suite *name##_suite(void);
