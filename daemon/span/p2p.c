@@ -31,9 +31,23 @@ struct p2p_flight {
     struct p2p_flight *next;
 };
 
-static int node_ready(const span_comm_t *mu, uint32_t node)
+/* The connection to node: 1 ready, 0 not yet, or the negative errno it failed with. */
+static int node_state(const span_comm_t *mu, uint32_t node)
 {
-    return mu->conns[node] != NULL && tp_conn_state(mu->conns[node]) == 1;
+    return mu->conns[node] != NULL ? tp_conn_state(mu->conns[node]) : 0;
+}
+
+/* Says that d of local member l failed with err on the connection to its peer's node, which
+ * err failed (the transport fails a connection on any error). */
+static void p2p_failed(const span_comm_t *mu, uint32_t l, const desc_t *d, int err)
+{
+    uint32_t node = mu->pl.node[d->root];
+
+    ERR("COLL",
+        "comm %u: %s between rank %u and rank %u failed: the data connection to node %u (%s) "
+        "failed (%d)",
+        mu->id, desc_kind_name(d->kind), mu->global_of[l], d->root, node, mu->node_addrs[node].tcp,
+        err);
 }
 
 int span_p2p_post(span_comm_t *mu, uint32_t l, const desc_t *d, uint64_t t_in, void *buf)
@@ -43,8 +57,12 @@ int span_p2p_post(span_comm_t *mu, uint32_t l, const desc_t *d, uint64_t t_in, v
     struct p2p_flight *f;
     int rc;
 
-    if (!node_ready(mu, node))
-        return 0;
+    /* A failed connection fails the transfer now: nothing would ever complete it. */
+    if ((rc = node_state(mu, node)) <= 0) {
+        if (rc < 0)
+            p2p_failed(mu, l, d, rc);
+        return rc;
+    }
     /* Records are reused: the per-descriptor path allocates only while the pool grows. */
     if ((f = mu->spare_flights) != NULL)
         mu->spare_flights = f->next;
@@ -61,7 +79,10 @@ int span_p2p_post(span_comm_t *mu, uint32_t l, const desc_t *d, uint64_t t_in, v
     if (rc != 0) {
         f->next = mu->spare_flights;
         mu->spare_flights = f;
-        return rc == -EAGAIN ? 0 : rc;
+        if (rc == -EAGAIN)
+            return 0;
+        p2p_failed(mu, l, d, rc);
+        return rc;
     }
     f->next = mu->flights;
     mu->flights = f;
@@ -87,7 +108,8 @@ static void flight_done(span_comm_t *mu, const struct p2p_flight *f, HcclResult 
 
 int span_p2p_progress(span_comm_t *mu)
 {
-    int n = 0, failed = 0;
+    uint32_t failed = UINT32_MAX; /* the node of the first transfer that failed */
+    int n = 0;
 
     for (struct p2p_flight **pp = &mu->flights; *pp != NULL;) {
         struct p2p_flight *f = *pp;
@@ -99,9 +121,9 @@ int span_p2p_progress(span_comm_t *mu)
         }
         *pp = f->next;
         if (rc != 0) {
-            ERR("COLL", "comm %u: %s between rank %u and rank %u failed (%d)", mu->id,
-                desc_kind_name(f->d.kind), mu->global_of[f->local], f->d.root, rc);
-            failed = 1;
+            p2p_failed(mu, f->local, &f->d, rc);
+            if (failed == UINT32_MAX)
+                failed = mu->pl.node[f->d.root];
         }
         /* -EPROTO: the sender's message has another length than this receive wants. */
         flight_done(mu, f,
@@ -113,8 +135,9 @@ int span_p2p_progress(span_comm_t *mu)
         mu->spare_flights = f;
         n++;
     }
-    if (failed)
-        span_break(mu, HCCL_E_REMOTE, "a transfer between daemons failed");
+    if (failed != UINT32_MAX)
+        span_break(mu, HCCL_E_REMOTE, "a transfer with node %u (%s) failed", failed,
+                   mu->node_addrs[failed].tcp);
     return n;
 }
 

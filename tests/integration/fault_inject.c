@@ -97,6 +97,19 @@ int fi_answers(const fi_daemons_t *d, unsigned k)
     return st != NULL;
 }
 
+int fi_links_lost(const fi_daemons_t *d, unsigned k)
+{
+    Hccld__Msg *st = d->pids[k] != 0 ? harness_daemon_status(d->socks[k]) : NULL;
+    uint64_t lost = 0;
+
+    if (st == NULL)
+        return -1;
+    for (size_t i = 0; i < st->status_resp->n_peer_links; i++)
+        lost += st->status_resp->peer_links[i]->lost;
+    frame_msg_free(st);
+    return (int)lost;
+}
+
 /* Appends " or sport = :P or dport = :P" for the port of addr ("IP:PORT"). */
 static void add_port(char *f, size_t cap, const char *addr)
 {

@@ -35,4 +35,8 @@ int fi_answers(const fi_daemons_t *d, unsigned k);
  * Returns how many sockets were reset, or -1. */
 int fi_reset_links(const fi_daemons_t *d, double timeout_s, double *at);
 
+/* Data connections daemon k's link monitor found failed so far (its status' peer_links, lost),
+ * or -1 (no answer). */
+int fi_links_lost(const fi_daemons_t *d, unsigned k);
+
 #endif

@@ -13,7 +13,6 @@
 
 enum fl_kind { K_AR, K_AR_INPLACE, K_AG, K_BCAST, K_RS, K_A2A, K_REDUCE, K_SENDRECV, K_NKINDS };
 #define K_AGREE K_NKINDS /* the small allreduce with which ranks agree to stop */
-_Static_assert(K_SENDRECV == FL_KIND_SENDRECV, "FL_KIND_SENDRECV names K_SENDRECV");
 enum fl_buf { B_MALLOC, B_MEMALLOC, B_REG, B_NBUFS };
 
 /* Bytes of an op's largest buffer: 16 KiB runs over lanes between the ranks (allreduce and
@@ -213,6 +212,19 @@ static int agree_stop(fl_shared_t *sh, HcclComm comm, fl_log_t *lg, uint32_t it,
     return any || rc != HCCL_SUCCESS;
 }
 
+/* The loop ended with `failed` ops failed: the comm is broken then, and the harness must not
+ * destroy it. Holds it until the test says stop (once every loop ended), so that no rank leaves
+ * while others still learn who failed: one that left would be named too; then exits 0. A loop of
+ * fixed length does not wait. Returns when no op failed. */
+static void loop_end(const fl_shared_t *sh, fl_log_t *lg, uint32_t failed)
+{
+    __atomic_store_n(&lg->state, 2, __ATOMIC_RELEASE);
+    while (failed > 0 && sh->iters == 0 && !__atomic_load_n(&sh->stop, __ATOMIC_ACQUIRE))
+        usleep(10 * 1000);
+    if (failed > 0)
+        _exit(0);
+}
+
 int fl_rank_loop(HcclComm comm, uint32_t r, uint32_t n, void *arg)
 {
     fl_shared_t *sh = arg;
@@ -251,15 +263,47 @@ int fl_rank_loop(HcclComm comm, uint32_t r, uint32_t n, void *arg)
         if (failed >= sh->max_fail || agree_stop(sh, comm, lg, it, start, &failed))
             break;
     }
-    __atomic_store_n(&lg->state, 2, __ATOMIC_RELEASE);
-    /* The comm is broken: the harness must not destroy it. Hold it until the test says stop
-     * (once every loop ended), so that no rank leaves while others still learn who failed:
-     * one that left would be named too. A loop of fixed length does not wait. */
-    while (failed > 0 && sh->iters == 0 && !__atomic_load_n(&sh->stop, __ATOMIC_ACQUIRE))
-        usleep(10 * 1000);
-    if (failed > 0)
-        _exit(0);
+    loop_end(sh, lg, failed);
     buffers_put(comm, bufs, handles);
+    free(x.want);
+    return wrong > 0;
+}
+
+int fl_rank_p2p(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+{
+    fl_shared_t *sh = arg;
+    fl_log_t *lg = &sh->logs[r];
+    op_ctx_t x = {.comm = comm,
+                  .r = r,
+                  .n = n,
+                  .dt = HCCL_DATA_TYPE_FP32,
+                  .op = HCCL_REDUCE_SUM,
+                  .s = malloc(FL_BIG_BYTES),
+                  .o = malloc(FL_BIG_BYTES),
+                  .want = malloc(FL_BIG_BYTES)};
+    uint32_t failed = 0, wrong = 0;
+
+    log_to(sh, r);
+    if (x.s == NULL || x.o == NULL || x.want == NULL) {
+        fprintf(stderr, "rank %u: no buffers\n", r);
+        return 10;
+    }
+    __atomic_store_n(&lg->state, 1, __ATOMIC_RELEASE);
+    for (uint32_t k = 0; k < 2 && failed == 0; k++) {
+        uint64_t cmp;
+        while (k == 1 && !__atomic_load_n(&sh->go, __ATOMIC_ACQUIRE))
+            usleep(1000);
+        x.first = k * 131;
+        double t0 = fl_now();
+        HcclResult rc = run_op(&x, K_SENDRECV, FL_BIG_BYTES / sizeof(float), &cmp);
+        int exact = rc == HCCL_SUCCESS && memcmp(x.o, x.want, cmp * sizeof(float)) == 0;
+        record(lg, K_SENDRECV, rc, exact, t0);
+        failed += rc != HCCL_SUCCESS;
+        wrong += rc == HCCL_SUCCESS && !exact;
+    }
+    loop_end(sh, lg, failed);
+    free(x.s);
+    free(x.o);
     free(x.want);
     return wrong > 0;
 }

@@ -39,6 +39,7 @@ typedef struct fl_log {
 /* What a job's ranks share with the test: mmap'ed before they fork. */
 typedef struct fl_shared {
     uint32_t stop;     /* set by the test: the ranks agree to end after this iteration */
+    uint32_t go;       /* set by the test: fl_rank_p2p's second exchange may start */
     uint32_t iters;    /* iterations to run (0: until stop, a failure or run_s) */
     uint32_t max_fail; /* a rank ends its loop after this many failed ops */
     double run_s;      /* a loop ends after this long (ranks agree after each iteration) */
@@ -50,6 +51,10 @@ typedef struct fl_shared {
  * (the harness then destroys the comm); after a failure it waits for `stop`, then leaves the
  * comm and exits 0: its records tell what happened. */
 int fl_rank_loop(HcclComm comm, uint32_t r, uint32_t n, void *arg);
+
+/* A rank_fn (harness.h) with the same records, ending and arg: Send/Recv alone, a 1 MiB exchange
+ * around the ring (checked), then, once the test sets `go`, another. */
+int fl_rank_p2p(HcclComm comm, uint32_t r, uint32_t n, void *arg);
 
 /* A fresh shared area (zeroed, MAP_SHARED) or NULL; fl_shared_free unmaps it. */
 fl_shared_t *fl_shared_new(uint32_t iters, uint32_t max_fail, double run_s);
@@ -77,7 +82,6 @@ typedef struct fl_sum {
 void fl_summarize(const fl_shared_t *sh, uint32_t r, double since, fl_sum_t *s);
 double fl_now(void);
 /* "allreduce", "send/recv", ... for fl_rec_t.kind. */
-#define FL_KIND_SENDRECV 7
 const char *fl_kind_name(unsigned kind);
 
 #endif

@@ -11,7 +11,9 @@
  *                an op after the fault is over (the link reset, the daemon up again).
  * make test runs the rows marked short; HCCLD_FAULTLOOP_LONG=1 runs them all (2 and 3
  * daemons, 1 and 2 ranks each, longer baselines); HCCLD_FAULTLOOP_FUTURE=1 checks every
- * FAILS_TODAY row as SURVIVES (what issue 37 has left to do: they fail today).
+ * FAILS_TODAY row as SURVIVES (what issue 37 has left to do: they fail today). The test case
+ * "p2p" (`p2p_rows`) runs Send/Recv alone with the reset between two exchanges, where every
+ * rank meets the failed connection with its transfers still to post.
  * HCCLD_TEST_REPORT=1 prints each rank's figures.
  */
 #include <signal.h>
@@ -57,28 +59,27 @@ typedef struct row {
     double fail_s;
     double stall_s; /* SURVIVES */
     int in_short;   /* make test runs it */
+    /* Send/Recv alone (fl_rank_p2p), the fault between two exchanges: the second starts once
+     * every daemon's link monitor counts a failed link, and fail_s runs from its start. */
+    int p2p;
 } row_t;
 
 /* A fault on 2 and 3 daemons with 1 and 2 ranks each; make test runs those in `in_short` (a
  * mask of C21, C22, C31, C32: daemons x ranks each). */
 enum { C21 = 1, C22 = 2, C31 = 4, C32 = 8 };
 #define ROWS_OF(f, ex, here, away, fail_s, stall_s, in_short)                                      \
-    {f, 2, 1, ex, here, away, fail_s, stall_s, (in_short)&C21},                                    \
-        {f, 2, 2, ex, here, away, fail_s, stall_s, (in_short)&C22},                                \
-        {f, 3, 1, ex, here, away, fail_s, stall_s, (in_short)&C31},                                \
+    {f, 2, 1, ex, here, away, fail_s, stall_s, (in_short)&C21, 0},                                 \
+        {f, 2, 2, ex, here, away, fail_s, stall_s, (in_short)&C22, 0},                             \
+        {f, 3, 1, ex, here, away, fail_s, stall_s, (in_short)&C31, 0},                             \
     {                                                                                              \
-        f, 3, 2, ex, here, away, fail_s, stall_s, (in_short)&C32                                   \
+        f, 3, 2, ex, here, away, fail_s, stall_s, (in_short)&C32, 0                                \
     }
 
 /* HCCL_EXEC_TIMEOUT of the jobs: the bound of every op. */
 #define EXEC_TIMEOUT_S 5
-/* A reset fails the op in flight with HCCL_E_REMOTE within 0.1 s today. */
+/* A reset fails the op in flight with HCCL_E_REMOTE within 0.1 s today, whatever its kind (a
+ * Send/Recv across daemons too: it learns the failed connection as a collective does). */
 #define RESET_RCS RC(HCCL_E_REMOTE)
-/* Except a Send/Recv across daemons in flight when their data connection fails (a reset, the
- * peer daemon killed): today it waits for HCCL_EXEC_TIMEOUT, each of its two calls, and fails
- * with HCCL_E_TIMEOUT; the comm's other ranks then get HCCL_E_REMOTE. Accepted for Send/Recv
- * only: a collective that did so would fail the suite. */
-#define P2P_STUCK_S (2 * EXEC_TIMEOUT_S + 2.0)
 /* A dead daemon: HCCL_E_REMOTE, or HCCL_E_UNAVAIL for ranks whose own daemon it was. */
 #define DEAD_RCS (RC(HCCL_E_REMOTE) | RC(HCCL_E_UNAVAIL))
 
@@ -91,6 +92,20 @@ static const row_t rows[] = {
     ROWS_OF(F_DAEMON_TERM, FAILS_TODAY, DEAD_RCS, RC(HCCL_E_REMOTE), 2.0, 2.0, C21),
 };
 #define NROWS (sizeof(rows) / sizeof(rows[0]))
+
+/* Send/Recv alone across 2 daemons, their data connection reset between two exchanges: the
+ * second fails with HCCL_E_REMOTE on every rank within P2P_FAIL_S of its start, as a collective
+ * would (it used to wait for HCCL_EXEC_TIMEOUT and fail with HCCL_E_TIMEOUT). Every run. */
+#define P2P_FAIL_S 1.0
+static const row_t p2p_rows[] = {
+    {F_RESET, 2, 1, FAILS, RC(HCCL_E_REMOTE), RC(HCCL_E_REMOTE), P2P_FAIL_S, 0, 1, 1},
+    {F_RESET, 2, 2, FAILS, RC(HCCL_E_REMOTE), RC(HCCL_E_REMOTE), P2P_FAIL_S, 0, 1, 1},
+};
+#define NP2P (sizeof(p2p_rows) / sizeof(p2p_rows[0]))
+/* How often their daemons' link monitors look (HCCLD_LINK_CHECK_MS), and how long the test
+ * waits for both to have counted the failed link. */
+#define P2P_CHECK_MS "50"
+#define P2P_SEEN_S 5.0
 
 static int env_on(const char *name)
 {
@@ -122,14 +137,15 @@ static void fail_why(outcome_t *o, const char *fmt, ...)
     snprintf(o->why + len, sizeof(o->why) - len, "; ");
 }
 
-/* `per` ranks on each of daemons 0..nd-1 run the loop with sh; 0, or -1. */
-static int spawn_job(const fi_daemons_t *d, unsigned nd, unsigned per, fl_shared_t *sh, pid_t *pids)
+/* `per` ranks on each of daemons 0..nd-1 run fn (fault_loop.h) with sh; 0, or -1. */
+static int spawn_job(const fi_daemons_t *d, unsigned nd, unsigned per, rank_fn fn, fl_shared_t *sh,
+                     pid_t *pids)
 {
     char *socks[FL_MAX_RANKS];
 
     for (uint32_t r = 0; r < nd * per; r++)
         socks[r] = (char *)d->socks[r / per];
-    return harness_spawn_ranks_on(nd * per, socks, fl_rank_loop, sh, RANK_TIMEOUT, pids);
+    return harness_spawn_ranks_on(nd * per, socks, fn, sh, RANK_TIMEOUT, pids);
 }
 
 /* A new job, `per` ranks (at least 2 in all) on daemons 0..nd-1, runs an iteration of the
@@ -141,7 +157,7 @@ static int new_job_fails(const fi_daemons_t *d, unsigned nd, unsigned per)
     int bad;
 
     per = nd * per < 2 ? 2 : per;
-    if (sh == NULL || spawn_job(d, nd, per, sh, pids) != 0)
+    if (sh == NULL || spawn_job(d, nd, per, fl_rank_loop, sh, pids) != 0)
         return -1;
     bad = harness_wait(pids, nd * per, 60);
     for (uint32_t r = 0; r < nd * per; r++) {
@@ -234,13 +250,12 @@ static void judge_rank(const row_t *w, enum expect ex, outcome_t *o, uint32_t r,
                      s->max_stall, w->stall_s);
         return;
     }
-    int stuck = s->first_kind == FL_KIND_SENDRECV && s->first_rc == HCCL_E_TIMEOUT &&
-                s->first_fail - o->t_fault <= P2P_STUCK_S; /* see P2P_STUCK_S */
     if (s->failed == 0)
         fail_why(o, "rank %u: no op failed", r);
-    else if (!stuck && !(RC(s->first_rc) & (here ? w->rc_here : w->rc_away)))
-        fail_why(o, "rank %u: the first failed op gave %d", r, s->first_rc);
-    else if (s->first_fail < o->t_fault || (!stuck && s->first_fail - o->t_fault > w->fail_s))
+    else if (!(RC(s->first_rc) & (here ? w->rc_here : w->rc_away)))
+        fail_why(o, "rank %u: the first failed op (%s) gave %d", r, fl_kind_name(s->first_kind),
+                 s->first_rc);
+    else if (s->first_fail < o->t_fault || s->first_fail - o->t_fault > w->fail_s)
         fail_why(o, "rank %u: the first failure came %.3f s after the fault (at most %.1f)", r,
                  s->first_fail - o->t_fault, w->fail_s);
     if (w->fault == F_RANK_KILL && !log_names(dir, r, o->n - 1))
@@ -270,6 +285,33 @@ static void daemons_serve(const row_t *w, const fi_daemons_t *d, outcome_t *o)
         fail_why(o, "a new job on %u daemons failed", nd);
 }
 
+/* Waits until every daemon's link monitor counts a failed data connection: 0, or -1 after
+ * P2P_SEEN_S. */
+static int links_seen_lost(const fi_daemons_t *d)
+{
+    double until = fl_now() + P2P_SEEN_S;
+    unsigned k = 0;
+
+    while (k < d->n)
+        if (fi_links_lost(d, k) > 0)
+            k++;
+        else if (fl_now() > until)
+            return -1;
+        else
+            usleep(10 * 1000);
+    return 0;
+}
+
+/* A p2p row's second exchange starts: after the fault, once the daemons saw it. */
+static void p2p_go(fi_daemons_t *d, fl_shared_t *sh, outcome_t *o)
+{
+    if (links_seen_lost(d) != 0)
+        fail_why(o, "the daemons' monitors did not count the failed link within %.0f s",
+                 P2P_SEEN_S);
+    o->t_fault = o->t_over = fl_now();
+    __atomic_store_n(&sh->go, 1, __ATOMIC_RELEASE);
+}
+
 static void run_row(const row_t *w, enum expect ex, outcome_t *o)
 {
     char dir[] = "/tmp/hccld-faultloop-XXXXXX", path[96];
@@ -280,7 +322,11 @@ static void run_row(const row_t *w, enum expect ex, outcome_t *o)
 
     memset(o, 0, sizeof(*o));
     o->n = w->daemons * w->per;
-    if (mkdtemp(dir) == NULL || fi_start(&d, w->daemons) != 0) {
+    if (w->p2p)
+        setenv("HCCLD_LINK_CHECK_MS", P2P_CHECK_MS, 1);
+    int started = mkdtemp(dir) != NULL && fi_start(&d, w->daemons) == 0;
+    unsetenv("HCCLD_LINK_CHECK_MS");
+    if (!started) {
         fail_why(o, "no daemons");
         return;
     }
@@ -289,13 +335,16 @@ static void run_row(const row_t *w, enum expect ex, outcome_t *o)
     setenv("HCCL_EXEC_TIMEOUT", STR(EXEC_TIMEOUT_S), 1);
     if (sh != NULL)
         snprintf(sh->log_dir, sizeof(sh->log_dir), "%s", dir);
-    if (sh == NULL || spawn_job(&d, w->daemons, w->per, sh, pids) != 0) {
+    if (sh == NULL ||
+        spawn_job(&d, w->daemons, w->per, w->p2p ? fl_rank_p2p : fl_rank_loop, sh, pids) != 0) {
         fail_why(o, "the job did not start");
     } else {
-        if (w->fault != F_NONE && fl_wait_ops(sh, o->n, FL_OPS_PER_ITER, 60) != 0)
+        if (w->fault != F_NONE && fl_wait_ops(sh, o->n, w->p2p ? 1 : FL_OPS_PER_ITER, 60) != 0)
             fail_why(o, "the ranks did not get through an iteration");
         else if (w->fault != F_NONE)
             inject(w, &d, pids, o);
+        if (w->p2p)
+            p2p_go(&d, sh, o);
         /* Until every loop ends, or long after the fault: then the ranks stop (those that
          * failed leave their comm; the others agree to end their loops). */
         double until = o->t_over + (ex == SURVIVES ? w->stall_s : w->fail_s) + 5;
@@ -324,8 +373,9 @@ static void run_row(const row_t *w, enum expect ex, outcome_t *o)
 
 static void report(const row_t *w, const outcome_t *o)
 {
-    fprintf(stderr, "faultloop: %s, %u daemons x %u ranks%s:\n", fault_names[w->fault], w->daemons,
-            w->per, o->resets > 0 ? " (sockets reset: see below)" : "");
+    fprintf(stderr, "faultloop: %s, %u daemons x %u ranks%s%s:\n", fault_names[w->fault],
+            w->daemons, w->per, w->p2p ? ", Send/Recv alone" : "",
+            o->resets > 0 ? " (sockets reset: see below)" : "");
     if (o->resets > 0)
         fprintf(stderr, "  %d sockets reset\n", o->resets);
     for (uint32_t r = 0; r < o->n; r++) {
@@ -341,11 +391,10 @@ static void report(const row_t *w, const outcome_t *o)
     }
 }
 
-static unsigned selected[NROWS], nselected;
+static unsigned selected[NROWS], nselected, p2p_selected[NP2P], np2p;
 
-START_TEST(test_row)
+static void check_row(const row_t *w)
 {
-    const row_t *w = &rows[selected[_i]];
     enum expect ex =
         w->expect == FAILS_TODAY && env_on("HCCLD_FAULTLOOP_FUTURE") ? SURVIVES : w->expect;
     outcome_t o;
@@ -353,15 +402,26 @@ START_TEST(test_row)
     run_row(w, ex, &o);
     if (o.why[0] != '\0' || getenv("HCCLD_TEST_REPORT") != NULL)
         report(w, &o);
-    ck_assert_msg(o.why[0] == '\0', "%s, %u daemons x %u ranks: %s", fault_names[w->fault],
-                  w->daemons, w->per, o.why);
+    ck_assert_msg(o.why[0] == '\0', "%s, %u daemons x %u ranks%s: %s", fault_names[w->fault],
+                  w->daemons, w->per, w->p2p ? ", Send/Recv alone" : "", o.why);
+}
+
+START_TEST(test_row)
+{
+    check_row(&rows[selected[_i]]);
+}
+END_TEST
+
+START_TEST(test_p2p_row)
+{
+    check_row(&p2p_rows[p2p_selected[_i]]);
 }
 END_TEST
 
 Suite *faultloop_suite(void)
 {
     Suite *s = suite_create("faultloop");
-    TCase *tc = tcase_create("loop");
+    TCase *tc = tcase_create("loop"), *tp = tcase_create("p2p");
 
     const char *only = getenv("HCCLD_FAULTLOOP_FAULT");
 
@@ -370,8 +430,15 @@ Suite *faultloop_suite(void)
         if ((rows[i].in_short || env_on("HCCLD_FAULTLOOP_LONG")) &&
             (only == NULL || strcmp(only, fault_keys[rows[i].fault]) == 0))
             selected[nselected++] = i;
+    np2p = 0;
+    for (unsigned i = 0; i < NP2P; i++)
+        if (only == NULL || strcmp(only, fault_keys[p2p_rows[i].fault]) == 0)
+            p2p_selected[np2p++] = i;
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, test_row, 0, (int)nselected);
     suite_add_tcase(s, tc);
+    tcase_set_timeout(tp, 120);
+    tcase_add_loop_test(tp, test_p2p_row, 0, (int)np2p);
+    suite_add_tcase(s, tp);
     return s;
 }
