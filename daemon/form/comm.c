@@ -379,7 +379,8 @@ HcclResult form_comm_multinode(form_t *f, form_comm_t *c, const char *const *dat
                               .parent_comm_id = parent_comm,
                               .share = share,
                               .inherit_links = inherit,
-                              .connect_timeout_s = o->connect_timeout_s};
+                              .connect_timeout_s = o->connect_timeout_s,
+                              .retry_hold_ms = form_retry_hold_ms(o->retry)};
     rc = engine_comm_create_multi(f->env.eng, &sp);
     if (rc != 0) {
         *why = "the daemon could not set up the communicator";

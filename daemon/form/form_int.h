@@ -29,6 +29,13 @@ typedef struct form_level1 {
     int by_config, deterministic;
 } form_level1_t;
 
+/* Op retry between daemons as a rank asked for it (HCCL_OP_RETRY_*, hcclRetry*), or as the root
+ * decided it for a comm. */
+typedef struct form_retry {
+    int l1;
+    uint32_t hold_ms, max_cnt, interval_ms;
+} form_retry_t;
+
 /* A rank that asked to join a communicator. */
 typedef struct join {
     const form_client_t *c; /* a rank of this node, or */
@@ -38,6 +45,7 @@ typedef struct join {
     form_level1_t want; /* its level-1 settings (checked) */
     char notice[256];   /* a warning its init answer carries ("" none) */
     int log_ops;        /* it runs at HCCL_DEBUG=INFO: log each op's algorithm choice */
+    form_retry_t retry; /* its op retry settings */
     int has_parent;     /* a split's child: the parent's job id follows */
     uint8_t parent[SHARE_JOB_BYTES];
     lane_offer_t lane; /* a local rank's listener, a remote rank's address; LANE_OFFER_NONE */
@@ -52,6 +60,14 @@ int form_level1_take(form_level1_t *w, const char *algo, const char *algorithm, 
                      int deterministic, char *err, size_t cap, char *notice, size_t ncap);
 /* The engine's view of w (pointers into it). */
 engine_level1_t form_level1_view(const form_level1_t *w);
+
+/* retry.c: a request's op retry settings (the defaults where it set none); how long a failed
+ * data connection of a comm with r may take to come back, in ms (0: no retry). */
+void form_retry_take(form_retry_t *r, const Hccld__CommInitReq *req);
+uint64_t form_retry_hold_ms(const form_retry_t *r);
+/* The root's decision into m, and back out of one (an older root's: no retry). */
+void form_retry_put(const form_retry_t *r, Hccld__Membership *m);
+void form_retry_get(form_retry_t *r, const Hccld__Membership *m);
 
 /* answer.c: the answers to a rank's init or split */
 int form_send(form_t *f, const form_client_t *c, uint64_t req_id, Hccld__CommInitResp *r,
@@ -98,6 +114,7 @@ typedef struct multinode_opts {
     const char *const *rdma_nodes; /* RDMA data address per node ("" none), or NULL */
     const char *const *nodes;      /* each node's daemon address (advertised), or NULL */
     uint32_t connect_timeout_s;    /* the job's HCCL_CONNECT_TIMEOUT, for its data connections */
+    const form_retry_t *retry;     /* op retry, as the root decided; NULL: none */
 } multinode_opts_t;
 HcclResult form_comm_multinode(form_t *f, form_comm_t *c, const char *const *data_nodes,
                                const uint32_t *rank_node, uint32_t nnodes, const uint8_t *job_id,

@@ -269,6 +269,7 @@ void form_comm_init(form_t *f, const form_client_t *c, uint64_t req_id,
                                         req->deterministic, err, sizeof(err), join.notice,
                                         sizeof(join.notice)) != 0)
         why = err;
+    form_retry_take(&join.retry, req);
     if (req->parent_job_id.len == SHARE_JOB_BYTES) {
         join.has_parent = 1;
         memcpy(join.parent, req->parent_job_id.data, SHARE_JOB_BYTES);

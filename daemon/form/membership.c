@@ -21,6 +21,7 @@ typedef struct decision {
     share_plan_t plan;
     int cls;
     uint64_t chunk;
+    form_retry_t retry; /* the first local rank's */
 } decision_t;
 
 static int decision_alloc(decision_t *d, uint32_t n)
@@ -144,6 +145,7 @@ static void membership_fill(const form_t *f, const job_t *j, const decision_t *d
     mb->n_lane_addrs = j->nranks;
     mb->lane_addrs = d->lane_addrs;
     mb->chunk_bytes = d->chunk;
+    form_retry_put(&d->retry, mb);
 }
 
 /* Our part of the comm: a record of our ranks, and its engine half. */
@@ -172,7 +174,8 @@ static HcclResult job_own_part(form_t *f, job_t *j, const decision_t *d, form_co
                                                    .plan = &d->plan,
                                                    .rdma_nodes = (const char *const *)d->rdma,
                                                    .nodes = (const char *const *)d->nodes,
-                                                   .connect_timeout_s = j->timeout_s},
+                                                   .connect_timeout_s = j->timeout_s,
+                                                   .retry = &d->retry},
                                why);
 }
 
@@ -192,6 +195,9 @@ void form_job_multinode(form_t *f, job_t *j)
              * ranks'; the class also sets the piece size, the same on every node. */
             d.cls = form_least_class(f, j->ranks, j->nranks);
             d.chunk = (uint64_t)f->env.qos->cls[d.cls].chunk_kib << 10;
+            for (uint32_t r = j->nranks; r-- > 0;)
+                if (j->ranks[r].c != NULL)
+                    d.retry = j->ranks[r].retry;
             job_lanes(j, &d);
             membership_fill(f, j, &d, &mb);
             m.body_case = HCCLD__MSG__BODY_MEMBERSHIP;

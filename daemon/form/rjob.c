@@ -295,6 +295,8 @@ static HcclResult rjob_own_part(form_t *f, rjob_t *r, const Hccld__Membership *m
         *why = "malformed membership from the root daemon";
         return HCCL_E_INTERNAL;
     }
+    form_retry_t retry;
+    form_retry_get(&retry, m);
     /* An older root sends no RDMA addresses: TCP everywhere. */
     const char *const *rdma_nodes =
         m->n_rdma_nodes == m->n_nodes ? (const char *const *)m->rdma_nodes : NULL;
@@ -306,7 +308,8 @@ static HcclResult rjob_own_part(form_t *f, rjob_t *r, const Hccld__Membership *m
                                                    .plan = &plan,
                                                    .rdma_nodes = rdma_nodes,
                                                    .nodes = (const char *const *)m->nodes,
-                                                   .connect_timeout_s = r->timeout_s},
+                                                   .connect_timeout_s = r->timeout_s,
+                                                   .retry = &retry},
                                why);
 }
 

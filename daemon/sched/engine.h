@@ -139,6 +139,9 @@ typedef struct engine_multi_spec {
      * measured this long after its creation here fails (HCCL_E_TIMEOUT): a peer that gave up
      * connecting, or never could, ends in an error on every node, not a hang. */
     uint32_t connect_timeout_s;
+    /* Op retry between daemons: a data connection that fails waits this long (ms) to come
+     * back before its ops fail (transport.h, tp_retry_t); 0: no retry. */
+    uint64_t retry_hold_ms;
 } engine_multi_spec_t;
 /* 0, or -ENOMEM, -EEXIST, -ENOENT (a session, the parent or its connection is gone), -EBUSY
  * (a comm on a shared connection has the same tag bits, see span/tag.h). */

@@ -252,7 +252,8 @@ int engine_comm_create_multi(engine_t *eng, const engine_multi_spec_t *sp)
                       .parent_comm_id = sp->parent_comm_id,
                       .share = sp->share,
                       .inherit_links = sp->inherit_links,
-                      .connect_timeout_s = sp->connect_timeout_s};
+                      .connect_timeout_s = sp->connect_timeout_s,
+                      .retry_hold_ms = sp->retry_hold_ms};
     span_qos_t qos = {.admit = qos_admit_hook, .dscp = qos_dscp_hook, .ctx = eng};
     char why[SPAN_WHY_MAX];
     span_comm_t *sc;

@@ -39,6 +39,19 @@ static void link_mark(const span_comm_t *sc, tp_conn_t *conn)
         tp_set_dscp(conn, dscp);
 }
 
+/* Makes a new data connection of the comm resumable when it asked for op retry, before any
+ * message of ours crosses it. A transport that cannot (RDMA, for now) fails as before: said
+ * once. */
+static void link_retry(span_comm_t *sc, tp_conn_t *conn)
+{
+    if (!sc->retry.enabled || tp_set_retry(conn, &sc->retry) == 0)
+        return;
+    char desc[SPAN_LINK_MAX];
+    tp_describe(conn, desc, sizeof(desc));
+    WARN("NET", "comm %u: op retry is not available on its %s data connections; they fail at once",
+         sc->id, desc);
+}
+
 /* A connection of one comm so far, to node `node`; counted among the daemon's open ones. NULL
  * (and the connection closed) if out of memory. */
 static span_link_t *link_new(span_comm_t *sc, uint32_t node, tp_conn_t *conn)
@@ -95,6 +108,7 @@ int span_link_take(span_comm_t *sc, uint32_t peer, tp_conn_t *conn)
         return span_break(sc, HCCL_E_REMOTE, "no memory for a data connection"), 0;
     sc->conns[peer] = conn;
     link_mark(sc, conn);
+    link_retry(sc, conn);
     sc->nready++;
     return 0;
 }
@@ -109,6 +123,7 @@ int span_conns_progress(span_comm_t *sc)
             continue;
         int st = tp_conn_state(sc->conns[i]);
         if (st == 1) {
+            link_retry(sc, sc->conns[i]);
             sc->conn_ready[i] = 1;
             sc->nready++;
             n++;
@@ -225,6 +240,7 @@ static span_comm_t *span_comm_alloc(const span_spec_t *sp)
     sc->ready_by_ns =
         now_ns() + (uint64_t)(sp->connect_timeout_s ? sp->connect_timeout_s : 120) * 1000000000ull;
     sc->deterministic = sp->deterministic;
+    sc->retry = (tp_retry_t){.enabled = sp->retry_hold_ms > 0, .hold_ms = sp->retry_hold_ms};
     for (int k = 0; k < DESC_KIND_MAX; k++) {
         sc->forced[k] = env.level1[k];
         sc->forced_src[k] = env.src[k];

@@ -53,6 +53,7 @@ typedef struct span_spec {
     const uint8_t *share;
     int inherit_links;
     uint32_t connect_timeout_s;
+    uint64_t retry_hold_ms;
 } span_spec_t;
 
 /* What the engine lends a span comm: QoS admission of each round and the DSCP marking of

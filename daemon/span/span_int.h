@@ -105,6 +105,7 @@ struct span_comm {
     struct span_abort *abort;         /* notices to and from the other nodes (abort.c) */
     int probed;                       /* lc holds measured figures: collectives may start */
     uint64_t ready_by_ns; /* connections not ready and measured by then: the comm times out */
+    tp_retry_t retry;     /* what its own data connections do when they fail (op retry) */
     span_prof_t prof;     /* of the collective in flight */
     /* events not yet taken (span_ops_t.event), oldest at evq_head */
     span_ev_t *evq;

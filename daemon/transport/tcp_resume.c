@@ -130,8 +130,10 @@ int tcp_resume_ready(tcp_conn_t *c)
 
 int tcp_resume_set(tcp_conn_t *c, const tp_retry_t *r)
 {
-    if (r->enabled && !c->rs.enabled && (c->rs.tx_posted != 0 || c->rs.rx_count != 0)) {
-        WARN("NET", "retry asked for a data connection that already carried messages; not "
+    /* Our sends so far completed without an acknowledgement: they could not go again. What
+     * we read before is counted, and acknowledged from now on. */
+    if (r->enabled && !c->rs.enabled && c->rs.tx_posted != 0) {
+        WARN("NET", "retry asked for a data connection that already sent messages; not "
                     "resumable");
         return -EBUSY;
     }

@@ -1,0 +1,56 @@
+/* Op retry settings of a comm spanning daemons (form_int.h): what a rank asked, what the root
+ * decides for every node, and the hold time a data connection gets from them. */
+#include "form/form_int.h"
+#include "retry_conf.h"
+
+void form_retry_take(form_retry_t *r, const Hccld__CommInitReq *req)
+{
+    retry_conf_t d;
+
+    retry_conf_default(&d);
+    *r = (form_retry_t){.l1 = d.enable[1],
+                        .hold_ms = d.hold_ms,
+                        .max_cnt = d.max_cnt,
+                        .interval_ms = d.interval_ms};
+    if (!req->retry_set)
+        return;
+    r->l1 = req->retry_l1;
+    /* The library checked the ranges; a client that did not gets them enforced here. */
+    r->max_cnt = req->retry_max_cnt < RETRY_MAX_CNT_MIN   ? RETRY_MAX_CNT_MIN
+                 : req->retry_max_cnt > RETRY_MAX_CNT_MAX ? RETRY_MAX_CNT_MAX
+                                                          : req->retry_max_cnt;
+    r->hold_ms = req->retry_hold_ms > RETRY_TIME_MS_MAX ? RETRY_TIME_MS_MAX : req->retry_hold_ms;
+    r->interval_ms =
+        req->retry_interval_ms > RETRY_TIME_MS_MAX ? RETRY_TIME_MS_MAX : req->retry_interval_ms;
+}
+
+uint64_t form_retry_hold_ms(const form_retry_t *r)
+{
+    if (r == NULL || !r->l1)
+        return 0;
+    /* HCCL waits HoldTime before its first retry and IntervalTime between the next ones; a
+     * link may thus be down that long before the op fails. Ours comes back as soon as the link
+     * does, within the same bound. At least 1 ms: HoldTime 0 still means retry on. */
+    uint64_t ms = r->hold_ms + (uint64_t)(r->max_cnt - 1) * r->interval_ms;
+    return ms > 0 ? ms : 1;
+}
+
+void form_retry_put(const form_retry_t *r, Hccld__Membership *m)
+{
+    m->retry_l1 = r->l1;
+    m->retry_hold_ms = r->hold_ms;
+    m->retry_max_cnt = r->max_cnt;
+    m->retry_interval_ms = r->interval_ms;
+}
+
+void form_retry_get(form_retry_t *r, const Hccld__Membership *m)
+{
+    *r = (form_retry_t){
+        .l1 = m->retry_l1,
+        .hold_ms = m->retry_hold_ms > RETRY_TIME_MS_MAX ? RETRY_TIME_MS_MAX : m->retry_hold_ms,
+        .max_cnt = m->retry_max_cnt < RETRY_MAX_CNT_MIN   ? RETRY_MAX_CNT_MIN
+                   : m->retry_max_cnt > RETRY_MAX_CNT_MAX ? RETRY_MAX_CNT_MAX
+                                                          : m->retry_max_cnt,
+        .interval_ms =
+            m->retry_interval_ms > RETRY_TIME_MS_MAX ? RETRY_TIME_MS_MAX : m->retry_interval_ms};
+}
