@@ -38,20 +38,30 @@ struct tcp_req {
     size_t moved; /* send: header and payload bytes written; receive: payload bytes read */
     int dir;
     uint64_t seq;               /* send: its place among the connection's messages, from 0 */
+    int copy;                   /* a copy the transport keeps to send again (tcp_resume.c) */
+    size_t span;                /* a copy: its bytes of the replay ring, with any wasted end */
     uint8_t hdr[TCP_HDR_BYTES]; /* send: the encoded header */
 };
 
 /* What a resumable connection keeps to come back (tcp_resume.c). */
 typedef struct tcp_resume {
-    int enabled;                /* set_retry(): a link failure suspends the connection */
-    int connector;              /* this side dialled, and dials again */
-    uint64_t conn_id;           /* the connection's name, the same on both sides */
-    uint64_t hold_ns;           /* a suspension longer than this fails the connection */
-    uint64_t tx_posted;         /* messages posted to send: the next send's seq */
-    uint64_t rx_count;          /* messages read in full */
-    uint64_t rx_acked;          /* rx_count as last told the peer */
-    tp_queue_t unackq;          /* sends written in full that the peer has not acknowledged yet */
-    uint8_t ctl[TCP_HDR_BYTES]; /* a control record being written */
+    int enabled;         /* set_retry(): a link failure suspends the connection */
+    int connector;       /* this side dialled, and dials again */
+    uint64_t conn_id;    /* the connection's name, the same on both sides */
+    uint64_t hold_ns;    /* a suspension longer than this fails the connection */
+    uint64_t tx_posted;  /* messages posted to send: the next send's seq */
+    uint64_t rx_count;   /* messages read in full */
+    uint64_t rx_acked;   /* rx_count as last told the peer */
+    tp_queue_t unackq;   /* sends written in full that the peer has not acknowledged yet */
+    uint8_t *ring;       /* the copies' bytes (TCP_REPLAY_BUDGET, made at the first copy) */
+    size_t ring_used;    /* bytes of it in use, in order from the oldest copy */
+    size_t ring_tail;    /* where the next copy goes */
+    uint32_t copies;     /* copies among unackq and sendq: TCP_REPLAY_COPIES at most */
+    uint64_t rx_unacked; /* payload bytes read since the last ACK */
+    int ack_asked;       /* the peer asked for an ACK (ACKREQ) */
+    int ackreq_sent;     /* we asked for one and have not had it yet */
+    uint32_t deferred;   /* users' sends in unackq (the others are copies) */
+    uint8_t ctl[2 * TCP_HDR_BYTES]; /* control records being written */
     size_t ctl_len, ctl_off;
     int got_resume;           /* RESUMING: the peer's RESUME record came */
     int has_hole;             /* an unacknowledged send was withdrawn: */
@@ -150,12 +160,17 @@ int tcp_resume_sent(tcp_conn_t *c, tcp_req_t *r);
 int tcp_resume_withdraw(tcp_conn_t *c, tcp_req_t *r);
 /* Our control record is out: a resuming connection may be ready now. */
 void tcp_resume_settle(tcp_conn_t *c);
-/* Queues an ACK when messages were read since the last one and the stream is at a message
- * boundary. */
-void tcp_resume_ack_due(tcp_conn_t *c);
+/* At a message boundary of the stream, queues the control records due: an ACK where messages
+ * were read since the last one and it rides with data, or was asked for, or TCP_ACK_BYTES were
+ * read; an ACKREQ where a send waits for its ACK. */
+void tcp_resume_ctl_due(tcp_conn_t *c);
+/* A data message of len bytes was read in full. */
+void tcp_resume_counted(tcp_conn_t *c, size_t len);
 int tcp_resume_poll_fds(tcp_conn_t *c, struct pollfd *pfd, int max);
 void tcp_resume_stats(tcp_conn_t *c, tp_retry_stats_t *st);
-/* Forgets c (it is being closed): out of the registry, the key wiped. */
+/* Frees the copies of q (the transport's own sends), leaving the users' requests. */
+void tcp_resume_drop_copies(tcp_conn_t *c, tp_queue_t *q);
+/* Forgets c (it is being closed): out of the registry, the key wiped, the copies freed. */
 void tcp_resume_close(tcp_conn_t *c);
 
 #endif

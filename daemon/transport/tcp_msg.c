@@ -77,7 +77,10 @@ void tcp_conn_fail(tcp_conn_t *c, int err)
         return;
     c->state = TCP_CONN_FAILED;
     c->err = err;
+    tcp_resume_drop_copies(c, &c->sendq);
+    tcp_resume_drop_copies(c, &c->rs.unackq);
     tp_queue_fail(&c->rs.unackq, err);
+    c->rs.deferred = 0;
     tp_queue_fail(&c->sendq, err);
     tp_queue_fail(&c->recvq, err);
     if (c->rx_req != NULL && !c->rx_req->base.done)
@@ -147,7 +150,7 @@ static int send_progress(tcp_conn_t *c)
     struct iovec iov[TCP_IOV_MAX];
 
     for (;;) {
-        tcp_resume_ack_due(c);
+        tcp_resume_ctl_due(c);
         if (!send_pending(c))
             return 0;
         ssize_t n = tcp_sock_send(c->fd, iov, (size_t)send_gather(c, iov), "sendmsg()");
@@ -175,13 +178,6 @@ static ssize_t recv_iov(tcp_conn_t *c, struct iovec *iov, size_t niov)
              * stays readable (see tcp_msg_post), and only the receives still waiting, which
              * nothing can fill any more, fail. A close in the middle of a message is an error
              * of the whole connection. */
-            if (c->rx_raw_off == 0 && !c->rx_ready && c->rs.enabled &&
-                (c->recvq.head != NULL || c->sendq.head != NULL || c->rs.unackq.head != NULL ||
-                 c->state == TCP_CONN_RESUMING)) {
-                /* Work is waiting on it: a link that went, not a peer that finished. */
-                ERR("NET", "recv() failed: the peer closed the connection with work pending");
-                return -ECONNRESET;
-            }
             if (c->rx_raw_off == 0 && !c->rx_ready) {
                 DBG("NET", "peer closed the connection%s",
                     c->recvq.head != NULL ? "; the receives still posted fail" : "");
@@ -305,7 +301,7 @@ static int recv_finish(tcp_conn_t *c)
     c->rx_ready = 0;
     c->rx_req = NULL;
     c->rx_unexp = NULL;
-    c->rs.rx_count++;
+    tcp_resume_counted(c, c->rx.len);
     if (bad)
         ERR("NET", "checksum mismatch on message tag %#llx len %llu", (unsigned long long)c->rx.tag,
             (unsigned long long)c->rx.len);
@@ -430,8 +426,8 @@ static int stream_progress(tcp_conn_t *c)
         /* The peer is gone, but what it sent before (a notice saying why) is still in the
          * kernel's queue: deliver it before the connection fails. */
         (void)recv_progress(c);
-    /* What was read is acknowledged at once: the peer's sends wait for it. */
-    if (rc == 0 && c->state == TCP_CONN_READY && c->rs.rx_count != c->rs.rx_acked)
+    /* An ACK asked for, or due by the bytes read, goes out now (tcp_resume_ctl_due). */
+    if (rc == 0 && c->state == TCP_CONN_READY && c->rs.enabled)
         rc = send_progress(c);
     return rc;
 }
