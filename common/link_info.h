@@ -26,6 +26,11 @@ typedef struct link_info {
     int qp_state_bad;
     uint64_t port_errors, port_retries;
     int failed; /* the connection failed with an error (any of its sockets or QPs) */
+    /* Op retry (transport.h, tp_retry_t): sockets suspended now, waiting to come back; times
+     * they came back; and time spent suspended, the current suspensions included. */
+    uint32_t suspended;
+    uint32_t resumes;
+    uint64_t suspended_ns;
 } link_info_t;
 
 #define LINK_PEER_MAX 64 /* "ip:port", IPv6 in brackets */

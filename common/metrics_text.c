@@ -97,6 +97,14 @@ static const fam_t peer_fams[] = {
      "Rate to a peer daemon over the link monitor's last interval (1 s)."},
     {"hccld_peer_receive_rate_bytes_per_second", "gauge",
      "Rate from a peer daemon over the link monitor's last interval (1 s)."},
+    {"hccld_peer_link_resumes_total", "counter",
+     "Times a data connection to a peer daemon failed and came back under op retry (a reset or a "
+     "timeout that cost no op), closed connections included."},
+    {"hccld_peer_link_suspended_seconds_total", "counter",
+     "Seconds the data connections to a peer daemon spent suspended under op retry, waiting to "
+     "come back (their comms' ops waiting), closed connections included."},
+    {"hccld_peer_links_suspended", "gauge",
+     "Sockets of the data connections to a peer daemon suspended now under op retry."},
 };
 #define NPEER_FAMS (sizeof(peer_fams) / sizeof(peer_fams[0]))
 
@@ -112,6 +120,9 @@ static void peer_values(const Hccld__PeerLinks *p, double v[NPEER_FAMS])
     v[7] = p->rtt_us / 1e6;
     v[8] = p->tx_bytes_per_s;
     v[9] = p->rx_bytes_per_s;
+    v[10] = (double)p->resumes;
+    v[11] = p->suspended_s;
+    v[12] = p->suspended;
 }
 
 static void peer_families(FILE *f, const Hccld__StatusResp *r)

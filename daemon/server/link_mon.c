@@ -37,6 +37,7 @@ typedef struct mon_peer {
     char addr[LINK_PEER_MAX];
     char daemon[LINK_PEER_MAX]; /* its advertised address, once a comm named it; kept after */
     uint64_t tx_closed, rx_closed, retrans_closed, segs_closed; /* of its closed connections */
+    uint64_t resumes_closed, suspended_ns_closed;
     uint64_t warnings, lost;
 } mon_peer_t;
 
@@ -239,6 +240,34 @@ static void warn_maybe(link_mon_t *m, mon_link_t *l, uint64_t now)
         p->warnings++;
 }
 
+/* Op retry: a connection that was suspended since the last sample, or came back. */
+static void retry_told(link_mon_t *m, const mon_link_t *l, const link_info_t *was)
+{
+    const link_info_t *now = &l->v.info;
+    const char *daemon = l->peer < m->npeers && m->peers[l->peer].daemon[0] != '\0'
+                             ? m->peers[l->peer].daemon
+                             : l->v.peer;
+
+    if (now->resumes > was->resumes) {
+        WARN("NET",
+             "data connection to %s (%s, comm %u) came back (op retry): %u time%s in all, "
+             "%.3f s suspended",
+             daemon, l->v.desc, l->v.comm_id, now->resumes, now->resumes == 1 ? "" : "s",
+             (double)now->suspended_ns / 1e9);
+        events_say(m->srv, "link_resumed", "data connection to %s (comm %u) came back: %u in all",
+                   daemon, l->v.comm_id, now->resumes);
+    }
+    if (now->suspended > 0 && (was->suspended == 0 || now->resumes > was->resumes)) {
+        WARN("NET",
+             "data connection to %s (%s, comm %u) failed; op retry holds its comms' ops "
+             "while it comes back",
+             daemon, l->v.desc, l->v.comm_id);
+        events_say(m->srv, "link_suspended",
+                   "data connection to %s (comm %u) failed; its ops wait for it", daemon,
+                   l->v.comm_id);
+    }
+}
+
 static void update(link_mon_t *m, mon_link_t *l, const link_view_t *v, uint64_t now)
 {
     double dt_s = (double)(now - l->prev_ms) / 1e3;
@@ -254,6 +283,7 @@ static void update(link_mon_t *m, mon_link_t *l, const link_view_t *v, uint64_t 
     judge(l, dt_s);
     rtt_base_update(l);
     warn_maybe(m, l, now);
+    retry_told(m, l, &l->prev);
 }
 
 /* A connection closed: its last figures join its peer's totals. */
@@ -267,6 +297,8 @@ static void closed(link_mon_t *m, const link_view_t *v)
         p->rx_closed += v->info.rx_bytes;
         p->retrans_closed += v->info.retrans;
         p->segs_closed += v->info.segs_out;
+        p->resumes_closed += v->info.resumes;
+        p->suspended_ns_closed += v->info.suspended_ns;
         if (v->info.failed && (l == NULL || !l->failed_told)) {
             p->lost++;
             WARN("NET", "data connection to %s (%s, comm %u) failed and closed", v->peer, v->desc,
@@ -340,6 +372,8 @@ static void views_build(link_mon_t *m)
         o->segs_out = p->segs_closed;
         o->warnings = p->warnings;
         o->lost = p->lost;
+        o->resumes = p->resumes_closed;
+        o->suspended_s = (double)p->suspended_ns_closed / 1e9;
         m->plp[i] = o;
     }
     m->npl = m->npeers;
@@ -368,6 +402,9 @@ static void views_build(link_mon_t *m)
         o->port_retries = li->port_retries;
         o->problem = (char *)l->problem;
         o->serial = l->v.serial;
+        o->suspended = li->suspended;
+        o->resumes = li->resumes;
+        o->suspended_s = (double)li->suspended_ns / 1e9;
         m->dlp[i] = o;
         if (l->peer < m->npeers) {
             Hccld__PeerLinks *p = &m->pl[l->peer];
@@ -379,6 +416,9 @@ static void views_build(link_mon_t *m)
             p->segs_out += li->segs_out;
             p->tx_bytes_per_s += l->tx_bps;
             p->rx_bytes_per_s += l->rx_bps;
+            p->suspended += li->suspended;
+            p->resumes += li->resumes;
+            p->suspended_s += (double)li->suspended_ns / 1e9;
             if (li->rtt_us > p->rtt_us)
                 p->rtt_us = li->rtt_us;
         }

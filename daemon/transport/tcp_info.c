@@ -12,10 +12,16 @@ void tcp_link_info(tp_conn_t *base, tp_link_info_t *li)
     struct tcp_info ti;
     socklen_t len = sizeof(ti);
 
+    tp_retry_stats_t rs;
+
     memset(&ti, 0, sizeof(ti));
     li->nlinks++;
     if (tcp_conn_of(base)->state == TCP_CONN_FAILED)
         li->failed = 1;
+    tcp_resume_stats(tcp_conn_of(base), &rs);
+    li->suspended += rs.suspended != 0;
+    li->resumes += rs.resumes;
+    li->suspended_ns += rs.suspended_ns;
     if (getsockopt(tcp_conn_of(base)->fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0)
         return; /* a socket already gone: its figures are lost, not made up */
     /* Bytes sent, each once: what a closed connection's last sample must count. Acknowledged

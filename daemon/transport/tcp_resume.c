@@ -38,6 +38,9 @@
 #include "transport/tcp_sock.h"
 
 #define TCP_REDIAL_MS 100
+/* A dial whose handshake is not done by then is given up for the next one: a link that is down
+ * drops the SYN, and the kernel would wait minutes. */
+#define TCP_REDIAL_HS_MS 1000
 #define TCP_REPLAY_BUDGET (16u << 20)
 #define TCP_REPLAY_COPIES 4096
 /* Larger sends are not copied: they wait for their ACK (ACKREQ asks for it at once). Copying
@@ -189,7 +192,10 @@ int tcp_resume_suspend(tcp_conn_t *c, int err)
              (unsigned long long)(c->rs.hold_ns / 1000000));
     }
     if (c->fd >= 0) {
-        shutdown(c->fd, SHUT_RDWR);
+        /* A reset, not an end: a peer that still thinks the socket sound must suspend too
+         * (an orderly close would tell it we had finished). */
+        struct linger lg = {.l_onoff = 1, .l_linger = 0};
+        setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
         close(c->fd);
         c->fd = -1;
     }
@@ -412,6 +418,7 @@ static void redial(tcp_conn_t *c, uint64_t now)
         }
         tcp_hs_init_connect(&c->hs, c->rs.job, c->rs.key, c->rs.my_node, c->rs.conn_id,
                             TCP_HS_F_RESUME);
+        c->hs.deadline_ns = now + TCP_REDIAL_HS_MS * 1000000ull;
     }
     rc = tcp_hs_progress(&c->hs, c->rs.rfd);
     if (rc == 0)

@@ -97,17 +97,39 @@ int fi_answers(const fi_daemons_t *d, unsigned k)
     return st != NULL;
 }
 
-int fi_links_lost(const fi_daemons_t *d, unsigned k)
+/* A figure of daemon k's links to its peers, summed over them (status), or -1 if it does not
+ * answer. */
+static int peer_sum(const fi_daemons_t *d, unsigned k, uint64_t (*of)(const Hccld__PeerLinks *))
 {
     Hccld__Msg *st = d->pids[k] != 0 ? harness_daemon_status(d->socks[k]) : NULL;
-    uint64_t lost = 0;
+    uint64_t sum = 0;
 
     if (st == NULL)
         return -1;
     for (size_t i = 0; i < st->status_resp->n_peer_links; i++)
-        lost += st->status_resp->peer_links[i]->lost;
+        sum += of(st->status_resp->peer_links[i]);
     frame_msg_free(st);
-    return (int)lost;
+    return (int)sum;
+}
+
+static uint64_t lost_of(const Hccld__PeerLinks *p)
+{
+    return p->lost;
+}
+
+static uint64_t resumes_of(const Hccld__PeerLinks *p)
+{
+    return p->resumes;
+}
+
+int fi_links_lost(const fi_daemons_t *d, unsigned k)
+{
+    return peer_sum(d, k, lost_of);
+}
+
+int fi_links_resumed(const fi_daemons_t *d, unsigned k)
+{
+    return peer_sum(d, k, resumes_of);
 }
 
 /* Appends " or sport = :P or dport = :P" for the port of addr ("IP:PORT"). */

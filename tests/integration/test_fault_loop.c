@@ -277,6 +277,22 @@ static void judge(const row_t *w, enum expect ex, outcome_t *o, const char *dir)
     }
 }
 
+/* A reset under retry: every daemon's link monitor counts its connections back (within a few of
+ * its samples, HCCLD_LINK_CHECK_MS) and none lost. */
+static void retry_counted(const fi_daemons_t *d, outcome_t *o)
+{
+    for (unsigned k = 0; k < d->n; k++) {
+        int back = 0;
+        for (double until = fl_now() + 5.0;
+             (back = fi_links_resumed(d, k)) < 1 && fl_now() < until;)
+            usleep(50 * 1000);
+        if (back < 1)
+            fail_why(o, "daemon %u counts %d connections back after the reset", k, back);
+        if (fi_links_lost(d, k) != 0)
+            fail_why(o, "daemon %u counts %d connections lost", k, fi_links_lost(d, k));
+    }
+}
+
 /* After the fault: the daemons still running answer, and serve a new job. */
 static void daemons_serve(const row_t *w, const fi_daemons_t *d, outcome_t *o)
 {
@@ -363,6 +379,8 @@ static void run_row(const row_t *w, enum expect ex, outcome_t *o)
         for (uint32_t r = 0; r < o->n; r++)
             fl_summarize(sh, r, o->t_over, &o->sum[r]);
         judge(w, ex, o, dir);
+        if (w->fault == F_RESET && w->retry && ex == SURVIVES)
+            retry_counted(&d, o);
         if (w->fault != F_NONE)
             daemons_serve(w, &d, o);
     }

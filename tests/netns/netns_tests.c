@@ -501,27 +501,62 @@ static int stalled_link_rank(HcclComm comm, uint32_t r, uint32_t n, void *arg)
     return slowest < ra->min_slowest_s ? 3 : 0;
 }
 
+/* Two ranks on 2 daemons run stalled_link_rank for run_s while every packet into node 2 is
+ * dropped for stall_s: how many of them failed. */
+static int stalled_run(cluster_t *c, unsigned stall_s, double run_s)
+{
+    char *socks[2] = {c->socks[0], c->socks[1]};
+    pid_t pids[2];
+
+    ck_assert_int_eq(harness_spawn_ranks_on(2, socks, stalled_link_rank,
+                                            &(run_arg_t){run_s, stall_s * 0.5}, RANK_TIMEOUT, pids),
+                     0);
+    sleep(CUT_AFTER_S);
+    ck_assert_int_eq(impair_drop_input(&c->topo, 1, "1"), 0);
+    sleep(stall_s);
+    ck_assert_int_eq(impair_undrop_input(&c->topo, 1, "1"), 0);
+    return harness_wait(pids, 2, RANK_TIMEOUT);
+}
+
 START_TEST(test_stalled_link_recovers)
 {
-    char *socks[2];
-    pid_t pids[2];
     cluster_t c;
 
     cluster_up(&c, 2);
-    socks[0] = c.socks[0];
-    socks[1] = c.socks[1];
-    ck_assert_int_eq(harness_spawn_ranks_on(2, socks, stalled_link_rank,
-                                            &(run_arg_t){STALL_RUN_S, STALL_S * 0.5}, RANK_TIMEOUT,
-                                            pids),
-                     0);
-    sleep(CUT_AFTER_S);
-    ck_assert_int_eq(impair_drop_input(&c.topo, 1, "1"), 0);
-    sleep(STALL_S);
-    ck_assert_int_eq(impair_undrop_input(&c.topo, 1, "1"), 0);
-    int failed = harness_wait(pids, 2, RANK_TIMEOUT);
+    int failed = stalled_run(&c, STALL_S, STALL_RUN_S);
     if (failed)
         dump_logs(&c);
     ck_assert_msg(failed == 0, "%d ranks failed across a %d s stall", failed, STALL_S);
+    cluster_down(&c);
+}
+END_TEST
+
+/*
+ * Op retry across a link that goes silent for LOST_RETRY_S seconds, longer than the heartbeats
+ * allow (HCCLD_HEARTBEAT_S x HCCLD_HEARTBEAT_MISSES, about 4 s): without retry its comms fail
+ * (test_lost_link_busy); with it, the data connection is suspended when the heartbeats give up
+ * and comes back on a new socket once the link does, and every allreduce completes, bit-exact.
+ * The slowest op must have waited through the loss.
+ */
+#define LOST_RETRY_S 7
+#define LOST_RETRY_RUN_S 14.0
+
+START_TEST(test_lost_link_retried)
+{
+    cluster_t c;
+
+    setenv("HCCL_OP_RETRY_ENABLE", "L1:1", 1);
+    setenv("HCCL_OP_RETRY_PARAMS", "MaxCnt:1, HoldTime:30000, IntervalTime:1000", 1);
+    cluster_up(&c, 2);
+    int failed = stalled_run(&c, LOST_RETRY_S, LOST_RETRY_RUN_S);
+    unsetenv("HCCL_OP_RETRY_ENABLE");
+    unsetenv("HCCL_OP_RETRY_PARAMS");
+    if (failed)
+        dump_logs(&c);
+    ck_assert_msg(failed == 0, "%d ranks failed across a %d s loss with op retry", failed,
+                  LOST_RETRY_S);
+    ck_assert_msg(log_has(c.logs[0], "is back after") || log_has(c.logs[1], "is back after"),
+                  "no daemon logged a data connection that came back");
     cluster_down(&c);
 }
 END_TEST
@@ -739,6 +774,7 @@ Suite *netns_suite(void)
     add(s, "lost_link_busy", test_lost_link_busy, 2 * RANK_TIMEOUT);
     add(s, "lost_link_idle", test_lost_link_idle, 2 * RANK_TIMEOUT);
     add(s, "stalled_link", test_stalled_link_recovers, 2 * RANK_TIMEOUT);
+    add(s, "lost_link_retried", test_lost_link_retried, 2 * RANK_TIMEOUT);
     add(s, "link_health", test_link_health, 2 * RANK_TIMEOUT);
     add(s, "rtt_jump", test_rtt_jump, 2 * RANK_TIMEOUT);
     add(s, "no_data_connection", test_no_data_connection_times_out, 2 * RANK_TIMEOUT);
