@@ -19,7 +19,8 @@ build=${1:?usage: tests/tsan.sh BUILD [SUITE...]}
 shift
 suites=("$@")
 [ ${#suites[@]} -gt 0 ] ||
-    suites=(unit colls p2p api config hostile bootstrap multinode determinism service qos prof faults)
+    suites=(unit colls p2p api config hostile bootstrap multinode determinism service qos prof faults
+            faultloop)
 here=$(cd "$(dirname "$0")" && pwd)
 supp="$here/tsan.supp"
 
