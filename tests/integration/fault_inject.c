@@ -186,3 +186,34 @@ int fi_reset_links(const fi_daemons_t *d, double timeout_s, double *at)
         fprintf(stderr, "fault: %s\n%s", cmd, out);
     return n;
 }
+
+int fi_reset_ranks(const pid_t *pids, unsigned n)
+{
+    char out[65536], filter[4096] = "", cmd[4400], local[64], want[32];
+    int found = 0;
+
+    if (harness_sh(0, out, sizeof(out), "ss -H -t -n -p src 127.0.0.1 and dst 127.0.0.1") != 0)
+        return -1;
+    for (char *line = out, *end; *line != '\0'; line = end + 1) {
+        if ((end = strchr(line, '\n')) == NULL)
+            break;
+        *end = '\0';
+        for (unsigned r = 0; r < n; r++) {
+            snprintf(want, sizeof(want), "pid=%d,", (int)pids[r]);
+            if (strstr(line, want) != NULL && sscanf(line, "%*s %*s %*s %63s", local) == 1) {
+                add_port(filter, sizeof(filter), local);
+                found++;
+                break;
+            }
+        }
+    }
+    if (found == 0)
+        return 0;
+    snprintf(cmd, sizeof(cmd),
+             "timeout 10 ss -K -H -t -n src 127.0.0.1 and dst 127.0.0.1 and '( %s )'", filter);
+    if (harness_sh(0, out, sizeof(out), cmd) != 0)
+        return -1;
+    if (getenv("HCCLD_TEST_REPORT") != NULL)
+        fprintf(stderr, "fault: %s\n%s", cmd, out);
+    return found;
+}

@@ -40,15 +40,27 @@
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
-enum fault { F_NONE, F_RESET, F_RANK_KILL, F_DAEMON_KILL, F_DAEMON_RESTART, F_DAEMON_TERM };
+enum fault {
+    F_NONE,
+    F_RESET,
+    F_RANK_KILL,
+    F_DAEMON_KILL,
+    F_DAEMON_RESTART,
+    F_DAEMON_TERM,
+    F_RESET_LANES
+};
 enum expect { FAILS, FAILS_TODAY, SURVIVES };
 
 /* HCCLD_FAULTLOOP_FAULT=KEY runs only the rows of that fault. */
-static const char *const fault_keys[] = {"none",        "reset",          "rank-kill",
-                                         "daemon-kill", "daemon-restart", "daemon-term"};
-static const char *const fault_names[] = {
-    "no fault",       "ss -K of the daemons' links", "rank SIGKILL",
-    "daemon SIGKILL", "daemon SIGKILL, restart",     "daemon SIGTERM, restart"};
+static const char *const fault_keys[] = {
+    "none", "reset", "rank-kill", "daemon-kill", "daemon-restart", "daemon-term", "reset-lanes"};
+static const char *const fault_names[] = {"no fault",
+                                          "ss -K of the daemons' links",
+                                          "rank SIGKILL",
+                                          "daemon SIGKILL",
+                                          "daemon SIGKILL, restart",
+                                          "daemon SIGTERM, restart",
+                                          "ss -K of the daemons' links and the ranks' lanes"};
 
 typedef struct row {
     enum fault fault;
@@ -90,6 +102,7 @@ static const row_t rows[] = {
     ROWS_OF(F_NONE, 1, SURVIVES, 0, 0, 0, 0, C21 | C32),
     ROWS_OF(F_RESET, 0, FAILS, RESET_RCS, RESET_RCS, 1.0, 0, C22),
     ROWS_OF(F_RESET, 1, SURVIVES, 0, 0, 0, HOLD_S + 0.5, C22 | C31),
+    ROWS_OF(F_RESET_LANES, 1, SURVIVES, 0, 0, 0, HOLD_S + 0.5, C22),
     ROWS_OF(F_RANK_KILL, 1, FAILS, RC(HCCL_E_REMOTE), RC(HCCL_E_REMOTE), 1.0, 0, C22),
     ROWS_OF(F_DAEMON_KILL, 1, FAILS, DEAD_RCS, RC(HCCL_E_REMOTE), HOLD_S + 1.0, 0, C31),
     ROWS_OF(F_DAEMON_RESTART, 1, FAILS_TODAY, DEAD_RCS, RC(HCCL_E_REMOTE), HOLD_S + 1.0, 2.0, C21),
@@ -191,6 +204,9 @@ static void inject(const row_t *w, fi_daemons_t *d, const pid_t *pids, outcome_t
     switch (w->fault) {
     case F_NONE: break;
     case F_RESET:
+    case F_RESET_LANES:
+        if (w->fault == F_RESET_LANES && fi_reset_ranks(pids, o->n) <= 0)
+            fail_why(o, "the ranks hold no TCP connection to reset");
         if ((o->resets = fi_reset_links(d, 5, &o->t_fault)) <= 0)
             fail_why(o, "ss -K reset %d sockets", o->resets);
         break;
@@ -379,7 +395,7 @@ static void run_row(const row_t *w, enum expect ex, outcome_t *o)
         for (uint32_t r = 0; r < o->n; r++)
             fl_summarize(sh, r, o->t_over, &o->sum[r]);
         judge(w, ex, o, dir);
-        if (w->fault == F_RESET && w->retry && ex == SURVIVES)
+        if ((w->fault == F_RESET || w->fault == F_RESET_LANES) && w->retry && ex == SURVIVES)
             retry_counted(&d, o);
         if (w->fault != F_NONE)
             daemons_serve(w, &d, o);
