@@ -192,8 +192,8 @@ int form_least_class(const form_t *f, const join_t *joins, uint32_t n)
 
     for (uint32_t r = 0; r < n; r++)
         if (joins[r].c != NULL &&
-            (cls < 0 || q->cls[joins[r].c->qos_class].priority > q->cls[cls].priority))
-            cls = joins[r].c->qos_class;
+            (cls < 0 || q->cls[joins[r].qos_class].priority > q->cls[cls].priority))
+            cls = joins[r].qos_class;
     return cls < 0 ? q->default_cls : cls;
 }
 

@@ -37,6 +37,7 @@ typedef struct form_client {
     uint32_t uid;
     char job_name[64];
     int qos_class;        /* index into the policy's classes */
+    int ruled_class;      /* the class the policy's rules give its tenant: what it may ask */
     uint64_t arena_bytes; /* its data arena */
     int arena_fd;         /* shown to peers of the same tenant in cooperative level 0 */
 } form_client_t;

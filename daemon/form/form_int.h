@@ -46,6 +46,7 @@ typedef struct join {
     char notice[256];   /* a warning its init answer carries ("" none) */
     int log_ops;        /* it runs at HCCL_DEBUG=INFO: log each op's algorithm choice */
     form_retry_t retry; /* its op retry settings */
+    int qos_class;      /* a local rank's class for this comm (hcclQos, or its client's) */
     int has_parent;     /* a split's child: the parent's job id follows */
     uint8_t parent[SHARE_JOB_BYTES];
     lane_offer_t lane; /* a local rank's listener, a remote rank's address; LANE_OFFER_NONE */
@@ -68,6 +69,11 @@ uint64_t form_retry_hold_ms(const form_retry_t *r);
 /* The root's decision into m, and back out of one (an older root's: no retry). */
 void form_retry_put(const form_retry_t *r, Hccld__Membership *m);
 void form_retry_get(form_retry_t *r, const Hccld__Membership *m);
+
+/* qos.c: the class a local rank's comm asks for with hcclQos (level 0..7, a larger one more
+ * favoured; HCCL's), granted as HCCL_QOS_CLASS is, never above the class the rules give the
+ * client; without one, the client's class. */
+int form_qos_class(const form_t *f, const form_client_t *c, int level_set, uint32_t level);
 
 /* answer.c: the answers to a rank's init or split */
 int form_send(form_t *f, const form_client_t *c, uint64_t req_id, Hccld__CommInitResp *r,

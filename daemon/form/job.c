@@ -270,6 +270,7 @@ void form_comm_init(form_t *f, const form_client_t *c, uint64_t req_id,
                                         sizeof(join.notice)) != 0)
         why = err;
     form_retry_take(&join.retry, req);
+    join.qos_class = form_qos_class(f, c, req->qos_level_set, req->qos_level);
     if (req->parent_job_id.len == SHARE_JOB_BYTES) {
         join.has_parent = 1;
         memcpy(join.parent, req->parent_job_id.data, SHARE_JOB_BYTES);

@@ -120,7 +120,10 @@ void form_comm_split(form_t *f, const form_client_t *c, uint64_t req_id,
     HcclResult result = HCCL_E_PARA;
     split_t *sp = NULL;
     char err[160];
-    join_t join = {.c = c, .req_id = req_id, .l0_mode = req->l0_mode};
+    join_t join = {.c = c,
+                   .req_id = req_id,
+                   .l0_mode = req->l0_mode,
+                   .qos_class = form_qos_class(f, c, req->qos_level_set, req->qos_level)};
 
     if (pc == NULL || req->rank >= pc->nranks || pc->sids[req->rank] != c->sid)
         why = "not a rank of that communicator";

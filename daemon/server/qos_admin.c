@@ -41,6 +41,7 @@ int qos_session_class(server_t *srv, session_t *s)
     int ruled = qos_classify(&srv->qos, s->fc.uid, gids, ng, s->fc.job_name);
     int cls = qos_grant(&srv->qos, ruled, s->qos_asked, &refused);
 
+    s->fc.ruled_class = ruled;
     if (refused)
         WARN("QOS", "client pid %d uid %d job '%s' asked for class %s; the rules give it %s",
              (int)s->fc.pid, (int)s->fc.uid, s->fc.job_name, s->qos_asked,

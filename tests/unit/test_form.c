@@ -25,6 +25,7 @@
 typedef struct seen {
     Hccld__CommInitResp init[NR]; /* the last init answer of each client (strings dropped) */
     char why[NR][320];
+    char cls[NR][32]; /* the class each answer names */
     int answers[NR], fds[NR];
     uint8_t job_id[ROOTINFO_ID_BYTES], job_key[ROOTINFO_KEY_BYTES];
     int root_infos;
@@ -41,7 +42,8 @@ static form_client_t clients[NR];
 static qos_policy_t qos;
 static seen_t seen;
 static form_t *f;
-static int link_token; /* the fake link's address */
+static int link_token;     /* the fake link's address */
+static int qos_level = -1; /* hcclQos of the next joins (-1: not set) */
 
 static uint32_t idx(const form_client_t *c)
 {
@@ -65,6 +67,8 @@ static int op_client_send(void *ctx, const form_client_t *c, const Hccld__Msg *m
     ck_assert_int_eq(m->body_case, HCCLD__MSG__BODY_COMM_INIT_RESP);
     seen.init[i] = *m->comm_init_resp;
     snprintf(seen.why[i], sizeof(seen.why[i]), "%s", m->comm_init_resp->message);
+    snprintf(seen.cls[i], sizeof(seen.cls[i]), "%s",
+             m->comm_init_resp->qos_class != NULL ? m->comm_init_resp->qos_class : "");
     seen.init[i].message = seen.init[i].notice = seen.init[i].qos_class = NULL;
     seen.init[i].arena_bytes = NULL;
     seen.answers[i]++;
@@ -152,6 +156,7 @@ static void setup_with(const char *advertised, int l0_mode)
                                      .pid = 100 + (int)r,
                                      .uid = 1000,
                                      .qos_class = qos.default_cls,
+                                     .ruled_class = qos.default_cls,
                                      .arena_bytes = fakes[r].l.arena_bytes,
                                      .arena_fd = -1};
         snprintf(clients[r].job_name, sizeof(clients[r].job_name), "job");
@@ -175,6 +180,7 @@ static void setup(void)
 
 static void teardown(void)
 {
+    qos_level = -1;
     form_free(f);
     engine_destroy(eng);
     for (uint32_t r = 0; r < NR; r++)
@@ -196,6 +202,8 @@ static void join(uint32_t rank, uint32_t nranks, const char *root_addr, const ch
     req.rank = rank;
     req.timeout_s = 10;
     req.algo = (char *)algo;
+    req.qos_level_set = qos_level >= 0;
+    req.qos_level = qos_level >= 0 ? (uint32_t)qos_level : 0;
     form_comm_init(f, &clients[rank], 40 + rank, &req, now);
 }
 
@@ -653,6 +661,44 @@ START_TEST(test_form_remote_join)
 }
 END_TEST
 
+/* A comm formed with hcclQos levels: the class each level asks for with the default classes
+ * (HIGH, MEDIUM, LOW: 5..7 HIGH, 2..4 MEDIUM, 0..1 LOW), never above what the rules give its
+ * ranks, and the least favoured of its ranks' for the comm. */
+static const char *formed_class(int level, int ruled)
+{
+    static char cls[32];
+
+    setup();
+    for (uint32_t r = 0; r < 2; r++)
+        clients[r].ruled_class = ruled;
+    qos_level = level;
+    root_info(T0);
+    join(0, 2, "", NULL, T0);
+    join(1, 2, "", NULL, T0);
+    ck_assert_int_eq(seen.init[0].result, HCCL_SUCCESS);
+    ck_assert_str_eq(seen.cls[0], seen.cls[1]);
+    snprintf(cls, sizeof(cls), "%s", seen.cls[0]);
+    teardown();
+    return cls;
+}
+
+START_TEST(test_form_qos_level)
+{
+    qos_policy_t q;
+
+    qos_policy_defaults(&q);
+    int hi = qos_class_find(&q, "HIGH"), lo = qos_class_find(&q, "LOW");
+    ck_assert_int_ge(hi, 0);
+    ck_assert_int_ge(lo, 0);
+    ck_assert_str_eq(formed_class(7, hi), "HIGH");
+    ck_assert_str_eq(formed_class(6, hi), "HIGH");
+    ck_assert_str_eq(formed_class(3, hi), "MEDIUM");
+    ck_assert_str_eq(formed_class(0, hi), "LOW");
+    ck_assert_str_eq(formed_class(6, lo), "LOW"); /* asked above the rules: refused */
+    ck_assert_str_eq(formed_class(-1, hi), q.cls[q.default_cls].name);
+}
+END_TEST
+
 Suite *form_suite(void)
 {
     Suite *s = suite_create("form");
@@ -673,6 +719,7 @@ Suite *form_suite(void)
     tcase_add_test(tc, test_form_member_retries);
     tcase_add_test(tc, test_form_member_not_listening);
     tcase_add_test(tc, test_form_remote_join);
+    tcase_add_test(tc, test_form_qos_level);
     suite_add_tcase(s, tc);
     return s;
 }
