@@ -4,7 +4,7 @@
 # fresh daemons for every run. Prints the busbw of 1-64 MiB and the median iteration of
 # 8 B-64 KiB (lanes off, so that small ops cross the daemons' connections too) and 256 KiB,
 # each the median of ROUNDS runs, and on/off ratios; raw outputs in BUILD/bench/retry_cost/.
-#   bench/retry_cost.sh [BUILD] [ROUNDS] [DAEMONS]       (defaults: build 5 "2 4")
+#   bench/retry_cost.sh [BUILD] [ROUNDS] [DAEMONS]       (defaults: build 5 "2 4"; make bench-retry)
 set -u
 cd "$(dirname "$0")/.."
 . bench/lib.sh
