@@ -45,22 +45,24 @@ struct tcp_req {
 
 /* What a resumable connection keeps to come back (tcp_resume.c). */
 typedef struct tcp_resume {
-    int enabled;         /* set_retry(): a link failure suspends the connection */
-    int connector;       /* this side dialled, and dials again */
-    uint64_t conn_id;    /* the connection's name, the same on both sides */
-    uint64_t hold_ns;    /* a suspension longer than this fails the connection */
-    uint64_t tx_posted;  /* messages posted to send: the next send's seq */
-    uint64_t rx_count;   /* messages read in full */
-    uint64_t rx_acked;   /* rx_count as last told the peer */
-    tp_queue_t unackq;   /* sends written in full that the peer has not acknowledged yet */
-    uint8_t *ring;       /* the copies' bytes (TCP_REPLAY_BUDGET, made at the first copy) */
-    size_t ring_used;    /* bytes of it in use, in order from the oldest copy */
-    size_t ring_tail;    /* where the next copy goes */
-    uint32_t copies;     /* copies among unackq and sendq: TCP_REPLAY_COPIES at most */
-    uint64_t rx_unacked; /* payload bytes read since the last ACK */
-    int ack_asked;       /* the peer asked for an ACK (ACKREQ) */
-    int ackreq_sent;     /* we asked for one and have not had it yet */
-    uint32_t deferred;   /* users' sends in unackq (the others are copies) */
+    int enabled;          /* set_retry(): a link failure suspends the connection */
+    int connector;        /* this side dialled, and dials again */
+    uint64_t conn_id;     /* the connection's name, the same on both sides */
+    uint64_t hold_ns;     /* a suspension longer than this fails the connection */
+    uint64_t tx_posted;   /* messages posted to send: the next send's seq */
+    uint64_t rx_count;    /* messages read in full */
+    uint64_t rx_acked;    /* rx_count as last told the peer */
+    tp_queue_t unackq;    /* sends written in full that the peer has not acknowledged yet */
+    uint8_t *ring;        /* the copies' bytes (TCP_REPLAY_BUDGET, made at the first copy) */
+    struct tcp_req *recs; /* the copies' records (TCP_REPLAY_COPIES), made with the ring */
+    uint32_t rec_first;   /* the oldest copy's record */
+    size_t ring_used;     /* bytes of it in use, in order from the oldest copy */
+    size_t ring_tail;     /* where the next copy goes */
+    uint32_t copies;      /* copies among unackq and sendq: TCP_REPLAY_COPIES at most */
+    uint64_t rx_unacked;  /* payload bytes read since the last ACK */
+    int ack_asked;        /* the peer asked for an ACK (ACKREQ) */
+    int ackreq_sent;      /* we asked for one and have not had it yet */
+    uint32_t deferred;    /* users' sends in unackq (the others are copies) */
     uint8_t ctl[2 * TCP_HDR_BYTES]; /* control records being written */
     size_t ctl_len, ctl_off;
     int got_resume;           /* RESUMING: the peer's RESUME record came */

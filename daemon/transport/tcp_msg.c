@@ -422,9 +422,10 @@ static int stream_progress(tcp_conn_t *c)
 
     if (rc == 0)
         rc = recv_progress(c);
-    else if (tp_peer_gone(rc))
+    else if (tp_peer_gone(rc) && !c->rs.enabled)
         /* The peer is gone, but what it sent before (a notice saying why) is still in the
-         * kernel's queue: deliver it before the connection fails. */
+         * kernel's queue: deliver it before the connection fails. (A resumable one gets it
+         * again; reading the dead socket would only take its end for the peer's.) */
         (void)recv_progress(c);
     /* An ACK asked for, or due by the bytes read, goes out now (tcp_resume_ctl_due). */
     if (rc == 0 && c->state == TCP_CONN_READY && c->rs.enabled)

@@ -43,10 +43,6 @@
 #define TCP_REDIAL_HS_MS 1000
 #define TCP_REPLAY_BUDGET (16u << 20)
 #define TCP_REPLAY_COPIES 4096
-/* Larger sends are not copied: they wait for their ACK (ACKREQ asks for it at once). Copying
- * every send the ring holds measured better than waiting for the ACKs of those over 64 KiB:
- * 0.88-1.06 of busbw against 0.70-0.99 on 2 daemons, 1-64 MiB (bench/RESULTS.md). */
-#define TCP_COPY_MAX ((size_t)TCP_REPLAY_BUDGET)
 #define TCP_ACK_BYTES (TCP_REPLAY_BUDGET / 4)
 #define TCP_ACK_MSGS 256 /* and after this many messages */
 
@@ -210,39 +206,54 @@ int tcp_resume_suspend(tcp_conn_t *c, int err)
     c->rx_raw_off = 0;
     c->rx_got = 0;
     c->rx_drop = 0;
+    c->eof = 0; /* an end read off the failed socket was its failure's, not the peer's */
     c->rs.ctl_len = c->rs.ctl_off = 0;
     c->state = TCP_CONN_SUSPENDED;
     c->rs.next_dial_ns = now;
     return 0;
 }
 
-/* Room for a copy of len bytes in the replay ring, after the copies still held (they go in
- * the order they came): NULL when it is full. A copy that does not fit before the ring's end
- * goes to its start, and the end it skips counts as its own until it goes. */
-static uint8_t *ring_take(tcp_conn_t *c, size_t len, size_t *span)
+/* A copy of a send of len bytes: its record and its bytes, both taken from the connection's
+ * replay ring (made at the first copy, so that nothing is allocated per message), after the
+ * copies still held; NULL when it is full. Copies go in the order they came, so both rings only
+ * move forward. A copy that does not fit before the ring's end goes to its start, and the end it
+ * skips counts as its own until it goes. */
+static tcp_req_t *copy_take(tcp_conn_t *c, size_t len)
 {
     size_t tail = c->rs.ring_tail,
            waste = tail + len > TCP_REPLAY_BUDGET ? TCP_REPLAY_BUDGET - tail : 0;
 
     if (c->rs.copies >= TCP_REPLAY_COPIES || c->rs.ring_used + waste + len > TCP_REPLAY_BUDGET)
         return NULL;
-    if (c->rs.ring == NULL && (c->rs.ring = malloc(TCP_REPLAY_BUDGET)) == NULL)
-        return NULL;
+    if (c->rs.ring == NULL) {
+        c->rs.ring = malloc(TCP_REPLAY_BUDGET);
+        c->rs.recs = malloc(TCP_REPLAY_COPIES * sizeof(*c->rs.recs));
+        if (c->rs.ring == NULL || c->rs.recs == NULL) {
+            free(c->rs.ring);
+            free(c->rs.recs);
+            c->rs.ring = NULL;
+            c->rs.recs = NULL;
+            return NULL;
+        }
+    }
     tail = waste > 0 ? 0 : tail;
-    *span = waste + len;
-    c->rs.ring_used += *span;
+    tcp_req_t *k = &c->rs.recs[(c->rs.rec_first + c->rs.copies) % TCP_REPLAY_COPIES];
+    k->span = waste + len;
+    k->buf = c->rs.ring + tail;
+    c->rs.ring_used += k->span;
     c->rs.ring_tail = tail + len;
     c->rs.copies++;
-    return c->rs.ring + tail;
+    return k;
 }
 
+/* Gives back the oldest copy, k. */
 static void copy_free(tcp_conn_t *c, tcp_req_t *k)
 {
     c->rs.ring_used -= k->span;
     c->rs.copies--;
+    c->rs.rec_first = (c->rs.rec_first + 1) % TCP_REPLAY_COPIES;
     if (c->rs.ring_used == 0)
         c->rs.ring_tail = 0;
-    free(k);
 }
 
 /* The peer has read n messages: the sends before them are done. */
@@ -355,23 +366,19 @@ int tcp_resume_ctl(tcp_conn_t *c)
 int tcp_resume_sent(tcp_conn_t *c, tcp_req_t *r)
 {
     tcp_req_t *k;
-    uint8_t *at;
-    size_t span;
 
     if (!c->rs.enabled)
         return 0;
-    if (!r->copy && r->len <= TCP_COPY_MAX && (k = malloc(sizeof(*k))) != NULL) {
-        if ((at = ring_take(c, r->len, &span)) == NULL) {
-            free(k);
-        } else {
-            *k = *r;
-            k->copy = 1;
-            k->span = span;
-            k->buf = at;
-            memcpy(at, r->buf, r->len);
-            tp_queue_push(&c->rs.unackq, &k->base);
-            return 0;
-        }
+    if (!r->copy && (k = copy_take(c, r->len)) != NULL) {
+        size_t span = k->span;
+        uint8_t *at = k->buf;
+        *k = *r;
+        k->copy = 1;
+        k->span = span;
+        k->buf = at;
+        memcpy(at, r->buf, r->len);
+        tp_queue_push(&c->rs.unackq, &k->base);
+        return 0;
     }
     c->rs.deferred += !r->copy;
     tp_queue_push(&c->rs.unackq, &r->base);
@@ -491,5 +498,7 @@ void tcp_resume_close(tcp_conn_t *c)
     tcp_resume_drop_copies(c, &c->sendq);
     tcp_resume_drop_copies(c, &c->rs.unackq);
     free(c->rs.ring);
+    free(c->rs.recs);
     c->rs.ring = NULL;
+    c->rs.recs = NULL;
 }

@@ -219,6 +219,38 @@ START_TEST(test_resume_delivers_everything_once)
 }
 END_TEST
 
+/* A send larger than the replay ring is not copied: it keeps its user's buffer, completes only
+ * once acknowledged (its side asks for the ACK), and goes again from its start after a cut in
+ * the middle of it. */
+START_TEST(test_resume_send_larger_than_ring)
+{
+    enum { BIG = (20u << 20) + 5 };
+    uint8_t *out = pattern(BIG, 7), *in = calloc(1, BIG);
+    tp_req_t *r[2];
+    int status[2];
+    pair_t p;
+
+    use_tcp();
+    pair_ready(&p);
+    set_retry(&p, 5000);
+    watch_start(&p);
+    ck_assert_int_eq(tp_isend(p.c, out, BIG, NULL, 5, &r[0]), 0);
+    ck_assert_int_eq(tp_irecv(p.a, in, BIG, NULL, 5, &r[1]), 0);
+    drive_all(&p, r, 2, status, 3); /* part of it on the wire */
+    cut(&p);
+    ck_assert_int_eq(drive_all(&p, r, 2, status, 8000), 0);
+    ck_assert_int_eq(status[0], 0);
+    ck_assert_int_eq(status[1], 0);
+    ck_assert_int_eq(memcmp(in, out, BIG), 0);
+    ck_assert_uint_eq(resumes(p.c), 1);
+    watch_stop();
+    husks_close();
+    pair_close(&p);
+    free(out);
+    free(in);
+}
+END_TEST
+
 /* Without retry the same cut fails the requests in flight, with the link's error. */
 START_TEST(test_no_retry_fails_at_once)
 {
@@ -321,6 +353,7 @@ Suite *tcp_resume_suite(void)
 
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_resume_delivers_everything_once);
+    tcase_add_test(tc, test_resume_send_larger_than_ring);
     tcase_add_test(tc, test_no_retry_fails_at_once);
     tcase_add_test(tc, test_hold_time_ends_it);
     tcase_add_test(tc, test_resume_of_unknown_refused);
