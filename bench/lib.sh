@@ -8,6 +8,8 @@
 #                                    SOCKS (comma-separated) and DAEMON_PIDS; dies if one fails.
 #   bench_daemons_stop               stops them.
 #   die MESSAGE...                   prints "bench/NAME: MESSAGE" and exits 1.
+#   median COL FILE...               each size's median of column COL over hccl_perf_test
+#                                    outputs, "size value" lines.
 
 die() {
     echo "bench/$BENCH_NAME: $*" >&2
@@ -60,4 +62,16 @@ bench_daemons_stop() {
     kill "${DAEMON_PIDS[@]}" 2>/dev/null || true
     wait "${DAEMON_PIDS[@]}" 2>/dev/null || true
     DAEMON_PIDS=()
+}
+
+# median COL FILE...: each size's median of column COL over the files, "size value" lines.
+median() {
+    local col=$1
+    shift
+    awk -v c="$col" '$1 ~ /^[0-9]+$/ && NF >= c {print $1, $c}' "$@" | sort -k1,1n -k2,2g |
+        awk '{s[NR] = $1; v[NR] = $2} END {
+            for (i = 1; i <= NR; i = j) {
+                for (j = i; j <= NR && s[j] == s[i]; j++) {}
+                print s[i], v[i + int((j - i - 1) / 2)]
+            } }'
 }

@@ -23,18 +23,6 @@ perf() {
     bench_daemons_stop
 }
 
-# median COL FILE...: each size's median of column COL over the files, "size value" lines.
-median() {
-    local col=$1
-    shift
-    awk -v c="$col" '$1 ~ /^[0-9]+$/ && NF >= c {print $1, $c}' "$@" | sort -k1,1n -k2,2g |
-        awk '{s[NR] = $1; v[NR] = $2} END {
-            for (i = 1; i <= NR; i = j) {
-                for (j = i; j <= NR && s[j] == s[i]; j++) {}
-                print s[i], v[i + int((j - i - 1) / 2)]
-            } }'
-}
-
 for n in $DAEMONS; do
     for ((r = 1; r <= ROUNDS; r++)); do
         for retry in 0 1; do

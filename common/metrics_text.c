@@ -198,6 +198,13 @@ void metrics_text(FILE *f, const Hccld__StatusResp *r, const Hccld__QosResp *q)
     one(f, "hccld_ops_in_flight", "gauge", "Descriptors queued or running.", r->ops_in_flight);
     one(f, "hccld_clients", "gauge", "Connected client processes.", r->n_clients);
     one(f, "hccld_comms", "gauge", "Communicators.", r->n_comms);
+    one(f, "hccld_clients_rejoined_total", "counter",
+        "Client processes that came back with their segment after a restart of the daemon.",
+        r->clients_rejoined);
+    one(f, "hccld_comms_rejoined_total", "counter",
+        "Communicators registered again after a restart of the daemon.", r->comms_rejoined);
+    one(f, "hccld_comms_rejoining", "gauge",
+        "Communicators whose ranks are coming back after a restart of the daemon.", r->n_rejoining);
     one(f, "hccld_net_sent_bytes_total", "counter", "Payload bytes sent to peer daemons.",
         r->net_tx_bytes);
     one(f, "hccld_net_received_bytes_total", "counter", "Payload bytes received from peer daemons.",

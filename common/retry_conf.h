@@ -5,7 +5,8 @@
  *   HCCL_OP_RETRY_PARAMS, HcclCommConfig's hcclRetryParams   "MaxCnt:3, HoldTime:5000,
  *       IntervalTime:1000": the three, in this order (as HCCL reads them).
  * Levels: L0 within a server, L1 between servers (for hcclD: between daemons), L2 between super
- * nodes. hcclD honours L1; L0 and L2 are accepted, as HCCL accepts them, and ignored. Keys in any
+ * nodes. hcclD honours L1 for its data connections, and L0 or L1 for a restart of the rank's own
+ * daemon; L2 is accepted, as HCCL accepts it, and ignored. Keys in any
  * case; blanks (spaces, tabs) around keys, values, colons and commas are ignored. NULL, "" or
  * blanks alone set nothing. Pure: the caller reads the environment and logs the reasons.
  */

@@ -58,6 +58,9 @@ typedef struct desc {
 #define DESC_F_INLINE 1 /* coop: the send blocks travel in the control block */
 #define DESC_F_ZC_OUT 2 /* coop: the receive blocks lie in the poster's arena */
 #define DESC_F_MORE 4   /* more pieces of the same operation follow (QoS: still under way) */
+/* Its receive blocks overlap its send blocks in the arena (in place, zero copy): it cannot run
+ * twice (a piece posted again after a daemon restart, engine_resume_t). */
+#define DESC_F_OVERWRITES 8
 
 /* A completion, and how the daemon spent the descriptor's time (for HCCL_PROF_ENABLE). */
 typedef struct cqe {
@@ -92,6 +95,10 @@ typedef struct shm_hdr {
     /* Set by the daemon before it sleeps: a client that publishes work then writes the doorbell
      * eventfd. Cleared when the daemon wakes. */
     alignas(SHM_CACHELINE) uint32_t daemon_sleeping;
+    /* Set by a daemon that stopped (SIGTERM) after its data path did: every piece it took either
+     * completed or never began, so a restarted daemon may run every other one again (rejoin).
+     * Cleared by the daemon that takes the segment over. */
+    uint32_t halted_cleanly;
 } shm_hdr_t;
 
 typedef struct shm_layout {

@@ -15,13 +15,20 @@
 #define HC_COMM_MAGIC 0x68636f6du /* "hcom" */
 #define HC_PIPELINE 4             /* staged chunks in flight per operation */
 
+typedef struct hc_comm hc_comm_t;
+
 typedef struct hc_slot {
     uint32_t gen;
     int busy;
+    int posted; /* pushed to the daemon (under sq_lock): d is what a restarted one gets again */
     int done;
     int abandoned;    /* its waiter gave up (timeout, abort); free it when the completion comes */
     const int *abort; /* the comm's HcclCommAbort flag: its waiter stops waiting */
     cqe_t cqe;        /* the completion, once done */
+    desc_t d;         /* as posted */
+    hc_comm_t *comm;  /* whose piece it is */
+    uint64_t post_no; /* the order of posting */
+    uint32_t reposts; /* posted again to a restarted daemon (the profile's retries) */
 } hc_slot_t;
 
 typedef struct hc_blk {
@@ -68,6 +75,19 @@ typedef struct hc_client {
     pthread_mutex_t reg_lock;
     struct hc_reg *regs; /* registered buffers (reg.h), newest first */
     unsigned holds;      /* callers and comms using it (conn.c's lock) */
+    /* A daemon that restarts (rejoin.c). The segment and arena memfds stay open to hand them to
+     * the next daemon; a keeper thread watches the connection once a comm waits for restarts
+     * (restart_hold_ms > 0) and registers everything again. While it does, `away` is set:
+     * waits go on, requests wait for it (ctl_cv). */
+    char socket_path[108];
+    int seg_fd, arena_fd;
+    uint64_t post_no; /* descriptors posted so far (sq_lock) */
+    pthread_mutex_t comms_lock;
+    hc_comm_t *comms;         /* every live comm of the process */
+    uint32_t restart_hold_ms; /* the longest hold of its comms (comms_lock) */
+    int away;                 /* atomic */
+    int keeper_on, keeper_stop;
+    pthread_t keeper;
 } hc_client_t;
 
 typedef struct hc_reg hc_reg_t;
@@ -95,7 +115,7 @@ typedef struct hc_algo_req {
     int deterministic;
 } hc_algo_req_t;
 
-typedef struct hc_comm {
+struct hc_comm {
     uint32_t magic;
     hc_client_t *c;
     uint32_t id;
@@ -119,7 +139,18 @@ typedef struct hc_comm {
     int users;           /* calls running or queued on streams (atomic) */
     uint64_t health_ns;  /* now_ns() of the last ask whether the comm broke (health.c; atomic) */
     hc_comm_cfg_t cfg;   /* its settings; cfg.name is its name */
-} hc_comm_t;
+    /* A daemon restart (rejoin.c): how long this rank waits for it (0: not at all), the token
+     * that registers the comm again, and how far its pieces got: collective pieces posted,
+     * and per peer the send and receive pieces numbered and posted (sq_lock). */
+    uint32_t restart_hold_ms;
+    int has_token;
+    uint8_t resume_token[32];
+    int rejoin_failed; /* the next daemon did not take it: its ops fail (atomic) */
+    uint64_t coll_posted;
+    uint64_t *p2p_seq;    /* [2 * nranks]: sends to, receives from each peer, numbered */
+    uint64_t *p2p_posted; /* [2 * nranks]: the same, posted */
+    hc_comm_t *next_live; /* the client's list (comms_lock) */
+};
 
 /* One collective or point-to-point transfer as the user described it. */
 typedef struct hc_op {
@@ -170,6 +201,31 @@ static inline int hc_client_set_dead(hc_client_t *c)
 HcclResult hc_ctl_call_fds(hc_client_t *c, Hccld__Msg *req, Hccld__Msg **resp_p, int timeout_ms,
                            int *fds, int *nfds_p);
 uint64_t hc_env_connect_timeout_s(void);
+/* The two halves of a call, for requests whose answers come in any order (rejoin.c): sends
+ * req with fds (0 or -EPIPE; *id_p its id), and waits for the answer with that id. */
+int hc_ctl_send(hc_client_t *c, Hccld__Msg *req, const int *fds, int nfds, uint64_t *id_p);
+HcclResult hc_ctl_wait(hc_client_t *c, uint64_t id, uint64_t deadline, Hccld__Msg **resp_p,
+                       int *fds, int *nfds_p);
+
+/* rejoin.c */
+/* Whether the daemon went away and the keeper is bringing it back (waits go on meanwhile). */
+static inline int hc_client_away(hc_client_t *c)
+{
+    return __atomic_load_n(&c->away, __ATOMIC_ACQUIRE);
+}
+/* A comm is live (after its init answer): tracked for a restart, the keeper started when it
+ * waits for one. Untrack before freeing it. */
+void hc_comm_track(hc_comm_t *comm);
+void hc_comm_untrack(hc_comm_t *comm);
+/* The hold of a comm whose retry settings are rr: HoldTime + (MaxCnt - 1) * IntervalTime ms
+ * with op retry on at L0 or L1, else 0. */
+uint32_t hc_restart_hold_ms(const retry_conf_t *rr);
+/* Stops the keeper (the client is freed). */
+void hc_keeper_stop(hc_client_t *c);
+/* Waits while the daemon is away: 0 once it is back, -EPIPE when it is gone for good. */
+int hc_wait_back(hc_client_t *c);
+/* Drains the completion ring into the slots; the caller holds cq_lock (submit.c). */
+void hc_drain_locked(hc_client_t *c);
 
 /* arena.c */
 int hc_arena_init(hc_arena_t *a, uint64_t bytes);
@@ -182,7 +238,7 @@ int hc_in_arena(const hc_client_t *c, const void *p, uint64_t len, uint64_t *off
 /* submit.c */
 int hc_slots_init(hc_client_t *c);
 /* Posts d; abort (may be NULL) is a flag whose setting ends the wait for its completion. */
-HcclResult hc_submit(hc_client_t *c, desc_t *d, const int *abort, uint32_t *slot_p);
+HcclResult hc_submit(hc_comm_t *comm, desc_t *d, uint32_t *slot_p);
 /* Waits for the completion in slot, giving up at `deadline` (now_ns() clock): the pieces of
  * one operation share one HCCL_EXEC_TIMEOUT. hc_deadline(c): now plus HCCL_EXEC_TIMEOUT. For
  * HCCL_E_REMOTE, *culprit_p (if not NULL) gets 1 + the comm rank that died or left, or 0. */
@@ -227,6 +283,8 @@ void hc_piece_copy_out(hc_comm_t *comm, const op_plan_t *p, uint64_t piece, unsi
 /* Maps the control block and the peers' arenas passed with the comm's init answer. */
 HcclResult hc_coop_attach(hc_comm_t *comm, const Hccld__CommInitResp *r, int *fds, int nfds);
 void hc_coop_detach(hc_comm_t *comm);
+/* The control block's memfd (still open), or -1 without coop. */
+int hc_coop_ctl_fd(const hc_comm_t *comm);
 /* Fails every rank's waits on the comm's control block (HcclCommAbort); no-op without coop. */
 void hc_coop_abort(hc_comm_t *comm);
 HcclResult hc_coop_run(hc_comm_t *comm, const hc_op_t *op);

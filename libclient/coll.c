@@ -158,6 +158,13 @@ void hc_piece_prep(hc_comm_t *comm, op_plan_t *p, uint64_t piece, unsigned stage
         d->flags |= DESC_F_MORE;
     if (desc_is_collective(op->kind))
         d->seq = comm->coll_seq++;
+    else if (comm->p2p_seq != NULL && op->root < comm->nranks)
+        d->seq = comm->p2p_seq[(op->kind == DESC_SEND ? 0 : comm->nranks) + op->root]++;
+    /* In place on arena memory: a daemon that restarts under it cannot run it again. */
+    if (s_zc && r_zc && d->recv_off < d->send_off + p->s.nblocks * d->send_stride &&
+        d->send_off < d->recv_off + p->r.nblocks * d->recv_stride &&
+        !(op->kind == DESC_BROADCAST && comm->rank == op->root))
+        d->flags |= DESC_F_OVERWRITES;
 }
 
 void hc_piece_copy_out(hc_comm_t *comm, const op_plan_t *p, uint64_t piece, unsigned stage)
@@ -214,7 +221,7 @@ static HcclResult pipeline(hc_comm_t *comm, op_plan_t *plans, unsigned nops)
             f->piece = p->next++;
             f->stage = stage_next[i]++ % p->nstage;
             hc_piece_prep(comm, p, f->piece, f->stage, &d, &f->r_staged);
-            rc = hc_submit(comm->c, &d, &comm->aborted, &f->slot);
+            rc = hc_submit(comm, &d, &f->slot);
             if (rc != HCCL_SUCCESS)
                 return rc;
             busy[i]++;

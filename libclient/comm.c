@@ -81,6 +81,17 @@ static uint32_t l0_mode_wanted(void)
 static HcclResult init_answer(const Hccld__CommInitResp *r, int *fds, int nfds, hc_comm_t *comm)
 {
     comm->id = r->comm_id;
+    if (r->resume_token.len == sizeof(comm->resume_token)) {
+        memcpy(comm->resume_token, r->resume_token.data, sizeof(comm->resume_token));
+        comm->has_token = 1;
+    }
+    comm->p2p_seq = calloc(2 * (size_t)comm->nranks, sizeof(uint64_t));
+    comm->p2p_posted = calloc(2 * (size_t)comm->nranks, sizeof(uint64_t));
+    if (comm->p2p_seq == NULL || comm->p2p_posted == NULL) {
+        for (int i = 0; i < nfds; i++)
+            close(fds[i]);
+        return HCCL_E_MEMORY;
+    }
     comm->chunk_bytes = r->chunk_bytes;
     comm->nnodes = r->nnodes ? r->nnodes : 1;
     snprintf(comm->qos_class, sizeof(comm->qos_class), "%s", r->qos_class ? r->qos_class : "");
@@ -137,6 +148,7 @@ static HcclResult comm_call(hc_client_t *c, Hccld__Msg *m, const char *what, uin
 #define REQ_SET_RETRY_QOS(req, rr, cfg)                                                            \
     do {                                                                                           \
         (req).retry_set = (rr).set != 0;                                                           \
+        (req).retry_l0 = (rr).enable[0] != 0;                                                      \
         (req).retry_l1 = (rr).enable[1] != 0;                                                      \
         (req).retry_max_cnt = (rr).max_cnt;                                                        \
         (req).retry_hold_ms = (rr).hold_ms;                                                        \
@@ -172,6 +184,7 @@ static HcclResult init_call(hc_client_t *c, const Hccld__RootInfo *ri, uint32_t 
     req.deterministic = ar.deterministic;
     req.log_ops = log_level_cur >= LOG_INFO;
     REQ_SET_RETRY_QOS(req, rr, comm->cfg);
+    comm->restart_hold_ms = hc_restart_hold_ms(&rr);
     /* A forced level-1 algorithm, or a deterministic choice of one, is for every op: none goes
      * over lanes then. */
     req.direct_max =
@@ -199,6 +212,8 @@ HcclResult hc_comm_init(hc_client_t *c, const Hccld__RootInfo *ri, uint32_t n, u
         hc->cfg = *cfg;
     rc = init_call(c, ri, n, rank, agreed, parent_job, hc);
     if (rc != HCCL_SUCCESS) {
+        free(hc->p2p_seq);
+        free(hc->p2p_posted);
         free(hc);
         return rc;
     }
@@ -216,6 +231,7 @@ HcclResult hc_comm_init(hc_client_t *c, const Hccld__RootInfo *ri, uint32_t n, u
         hex_encode(hc->job_id, sizeof(hc->job_id), hex);
         snprintf(hc->cfg.name, sizeof(hc->cfg.name), "hccl-%s", hex);
     }
+    hc_comm_track(hc);
     *comm = hc;
     INFO("INIT", "rank %u of %u: comm %u (%s) ready on %u daemon(s), level 0 %s", rank, n, hc->id,
          hc->cfg.name, hc->nnodes, hc->coop ? "cooperative" : "by the daemon");
@@ -317,16 +333,20 @@ HcclResult HcclCommSplit(HcclComm comm, uint32_t color, uint32_t key, HcclComm *
     req.algo_by_config = ar.by_config;
     req.deterministic = ar.deterministic;
     REQ_SET_RETRY_QOS(req, rr, parent->cfg);
+    child->restart_hold_ms = hc_restart_hold_ms(&rr);
     m.body_case = HCCLD__MSG__BODY_COMM_SPLIT_REQ;
     m.comm_split_req = &req;
     rc = comm_call(parent->c, &m, "comm split", parent->rank, timeout_s, child);
     if (rc != HCCL_SUCCESS || child->id == 0) {
+        free(child->p2p_seq);
+        free(child->p2p_posted);
         free(child);
         if (rc == HCCL_SUCCESS)
             *newComm = NULL;
         return rc;
     }
     child->magic = HC_COMM_MAGIC;
+    hc_comm_track(child);
     *newComm = child;
     INFO("INIT", "rank %u split (color %u, key %u): comm %u (%s), rank %u of %u", parent->rank,
          color, key, child->id, child->cfg.name, child->rank, child->nranks);
@@ -352,11 +372,14 @@ static void comm_leave(hc_comm_t *c)
 
 static void comm_free(hc_comm_t *c)
 {
+    hc_comm_untrack(c);
     hc_reg_drop_comm(c);
     c->magic = 0;
     hc_coop_detach(c);
     hc_lanes_close(c);
     hc_client_put(c->c);
+    free(c->p2p_seq);
+    free(c->p2p_posted);
     free(c);
 }
 

@@ -37,8 +37,8 @@ static void log_setup(void)
         log_set_who("hccl rank %s", rank);
 }
 
-/* Maps the segment and arena (fds[0], fds[1], closed once mapped) and keeps the doorbell
- * (fds[2]). */
+/* Maps the segment and arena (fds[0], fds[1], kept for a restarted daemon) and keeps the
+ * doorbell (fds[2]). */
 static int welcome_apply(hc_client_t *c, const Hccld__Welcome *w, const int *fds, int nfds)
 {
     shm_layout_t l = {.seg_bytes = w->seg_bytes,
@@ -64,8 +64,8 @@ static int welcome_apply(hc_client_t *c, const Hccld__Welcome *w, const int *fds
             strerror(errno));
         return -errno;
     }
-    close(fds[0]);
-    close(fds[1]);
+    c->seg_fd = fds[0];
+    c->arena_fd = fds[1];
     c->doorbell = fds[2];
     c->l = l;
     c->hdr = (shm_hdr_t *)c->seg;
@@ -119,6 +119,11 @@ static HcclResult hello(hc_client_t *c, uint64_t mb)
 
 static void client_free(hc_client_t *c)
 {
+    hc_keeper_stop(c);
+    if (c->seg_fd >= 0)
+        close(c->seg_fd);
+    if (c->arena_fd >= 0)
+        close(c->arena_fd);
     if (c->seg != NULL)
         munmap(c->seg, c->l.seg_bytes);
     if (c->arena != NULL)
@@ -145,6 +150,9 @@ static HcclResult client_open(uint64_t mb, hc_client_t **c_p)
         path = DEFAULT_SOCKET;
     c->pid = getpid();
     c->doorbell = -1;
+    c->seg_fd = c->arena_fd = -1;
+    snprintf(c->socket_path, sizeof(c->socket_path), "%s", path);
+    pthread_mutex_init(&c->comms_lock, NULL);
     pthread_mutex_init(&c->ctl_lock, NULL);
     pthread_cond_init(&c->ctl_cv, NULL);
     pthread_mutex_init(&c->sq_lock, NULL);
@@ -186,8 +194,11 @@ static int conn_lost(hc_client_t *c)
 {
     struct pollfd pfd = {.fd = c->conn.fd, .events = POLLRDHUP};
 
-    return hc_client_dead(c) ||
-           (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLHUP | POLLRDHUP | POLLERR)));
+    if (hc_client_dead(c) || hc_client_away(c))
+        return 1;
+    if (__atomic_load_n(&c->keeper_on, __ATOMIC_ACQUIRE))
+        return 0; /* the keeper watches (and may be replacing) the connection */
+    return poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLHUP | POLLRDHUP | POLLERR));
 }
 
 static int arena_empty(hc_arena_t *a)
@@ -254,15 +265,25 @@ void hc_client_put(hc_client_t *c)
     pthread_mutex_unlock(&client_lock);
 }
 
+/* The connection to the daemon closed: the keeper brings it back, or the daemon is gone. */
+static void conn_closed(hc_client_t *c)
+{
+    if (__atomic_load_n(&c->keeper_on, __ATOMIC_ACQUIRE))
+        __atomic_store_n(&c->away, 1, __ATOMIC_RELEASE);
+    else if (!hc_client_set_dead(c))
+        ERR("IPC", "the daemon closed the connection (did it stop or crash?)");
+}
+
 int hc_daemon_gone(hc_client_t *c)
 {
-    struct pollfd pfd = {.fd = c->conn.fd, .events = POLLRDHUP};
-
     if (hc_client_dead(c))
         return 1;
-    if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLHUP | POLLRDHUP | POLLERR)) &&
-        !hc_client_set_dead(c))
-        ERR("IPC", "the daemon closed the connection (did it stop or crash?)");
+    /* With a keeper, it alone watches the connection (and replaces it). */
+    if (__atomic_load_n(&c->keeper_on, __ATOMIC_ACQUIRE))
+        return 0;
+    struct pollfd pfd = {.fd = c->conn.fd, .events = POLLRDHUP};
+    if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLHUP | POLLRDHUP | POLLERR)))
+        conn_closed(c);
     return hc_client_dead(c);
 }
 
@@ -334,21 +355,25 @@ HcclResult hc_ctl_call(hc_client_t *c, Hccld__Msg *req, Hccld__Msg **resp_p, int
     return hc_ctl_call_fds(c, req, resp_p, timeout_ms, NULL, NULL);
 }
 
-HcclResult hc_ctl_call_fds(hc_client_t *c, Hccld__Msg *req, Hccld__Msg **resp_p, int timeout_ms,
-                           int *fds, int *nfds_p)
+int hc_ctl_send(hc_client_t *c, Hccld__Msg *req, const int *fds, int nfds, uint64_t *id_p)
 {
-    uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000ull, id;
+    int rc = 0;
+
+    pthread_mutex_lock(&c->ctl_lock);
+    *id_p = req->req_id = ++c->next_req;
+    if (hc_client_dead(c) || uds_send(c->conn.fd, req, fds, nfds) != 0)
+        rc = -EPIPE;
+    pthread_mutex_unlock(&c->ctl_lock);
+    return rc;
+}
+
+HcclResult hc_ctl_wait(hc_client_t *c, uint64_t id, uint64_t deadline, Hccld__Msg **resp_p,
+                       int *fds, int *nfds_p)
+{
     Hccld__Msg *m = NULL;
     HcclResult rc = HCCL_SUCCESS;
 
     pthread_mutex_lock(&c->ctl_lock);
-    id = req->req_id = ++c->next_req;
-    if (hc_client_dead(c) || uds_send(c->conn.fd, req, NULL, 0) != 0) {
-        hc_client_set_dead(c);
-        pthread_mutex_unlock(&c->ctl_lock);
-        ERR("IPC", "the daemon is gone (send failed)");
-        return HCCL_E_UNAVAIL;
-    }
     if (fds != NULL)
         *nfds_p = 0;
     while ((m = parked_take(c, id, fds, nfds_p)) == NULL) {
@@ -375,11 +400,42 @@ HcclResult hc_ctl_call_fds(hc_client_t *c, Hccld__Msg *req, Hccld__Msg **resp_p,
         if (m != NULL)
             break;
         if (r != 0 && r != -ETIMEDOUT) {
-            ERR("IPC", "lost the daemon connection: %s", strerror(-r));
-            hc_client_set_dead(c);
+            /* The keeper's own requests end here; others wait for it to bring the daemon
+             * back and ask again (hc_ctl_call_fds). */
+            rc = HCCL_E_UNAVAIL;
+            pthread_mutex_unlock(&c->ctl_lock);
+            conn_closed(c);
+            pthread_mutex_lock(&c->ctl_lock);
+            if (hc_client_dead(c))
+                ERR("IPC", "lost the daemon connection: %s", strerror(-r));
+            break;
         }
     }
     pthread_mutex_unlock(&c->ctl_lock);
     *resp_p = m;
     return m != NULL ? HCCL_SUCCESS : rc;
+}
+
+HcclResult hc_ctl_call_fds(hc_client_t *c, Hccld__Msg *req, Hccld__Msg **resp_p, int timeout_ms,
+                           int *fds, int *nfds_p)
+{
+    uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000ull, id;
+    HcclResult rc = HCCL_E_UNAVAIL;
+
+    /* A request the daemon's restart cut off is asked again of the next one (every request of
+     * a rank is one it may repeat: joins and splits wait for the others anyway). */
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (hc_wait_back(c) != 0)
+            break;
+        if (hc_ctl_send(c, req, NULL, 0, &id) != 0) {
+            conn_closed(c);
+            continue;
+        }
+        rc = hc_ctl_wait(c, id, deadline, resp_p, fds, nfds_p);
+        if (rc != HCCL_E_UNAVAIL || hc_client_dead(c))
+            break;
+    }
+    if (rc == HCCL_E_UNAVAIL)
+        ERR("IPC", "the daemon is gone (%s)", c->socket_path);
+    return rc;
 }

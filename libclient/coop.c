@@ -31,6 +31,7 @@
 struct hc_coop {
     coop_ctl_t *ctl;
     uint64_t ctl_bytes;
+    int ctl_fd;      /* kept for a restarted daemon (rejoin.c) */
     uint8_t **arena; /* every rank's arena as mapped here */
     uint64_t *arena_bytes;
     l0_rank_t *l0r;
@@ -45,6 +46,8 @@ static void coop_free(hc_comm_t *comm, hc_coop_t *cp)
         hc_arena_free(&comm->c->alloc, cp->stage_off);
     if (cp->ctl != NULL)
         munmap(cp->ctl, cp->ctl_bytes);
+    if (cp->ctl_fd >= 0)
+        close(cp->ctl_fd);
     for (uint32_t q = 0; cp->arena != NULL && q < comm->nranks; q++)
         if (cp->arena[q] != NULL && q != comm->rank)
             munmap(cp->arena[q], cp->arena_bytes[q]);
@@ -62,6 +65,7 @@ HcclResult hc_coop_attach(hc_comm_t *comm, const Hccld__CommInitResp *r, int *fd
 
     if (cp == NULL || nfds != (int)n + 1 || r->n_arena_bytes != n)
         goto out;
+    cp->ctl_fd = -1;
     cp->arena = calloc(n, sizeof(*cp->arena));
     cp->arena_bytes = calloc(n, sizeof(*cp->arena_bytes));
     cp->l0r = calloc(n, sizeof(*cp->l0r));
@@ -98,15 +102,23 @@ HcclResult hc_coop_attach(hc_comm_t *comm, const Hccld__CommInitResp *r, int *fd
         rc = HCCL_E_MEMORY;
         goto out;
     }
+    cp->ctl_fd = fds[0];
+    fds[0] = -1;
     comm->coop = cp;
     cp = NULL;
     rc = HCCL_SUCCESS;
 out:
     for (int i = 0; i < nfds; i++)
-        close(fds[i]);
+        if (fds[i] >= 0)
+            close(fds[i]);
     if (cp != NULL)
         coop_free(comm, cp);
     return rc;
+}
+
+int hc_coop_ctl_fd(const hc_comm_t *comm)
+{
+    return comm->coop != NULL ? comm->coop->ctl_fd : -1;
 }
 
 void hc_coop_detach(hc_comm_t *comm)

@@ -21,6 +21,10 @@ static HcclResult ask_daemon(hc_comm_t *c)
     Hccld__CommHealthReq req = HCCLD__COMM_HEALTH_REQ__INIT;
     HcclResult rc;
 
+    if (__atomic_load_n(&c->rejoin_failed, __ATOMIC_ACQUIRE))
+        return HCCL_E_REMOTE;
+    if (hc_client_away(c->c))
+        return HCCL_SUCCESS; /* no news while the daemon restarts */
     req.comm_id = c->id;
     req.rank = c->rank;
     m.body_case = HCCLD__MSG__BODY_COMM_HEALTH_REQ;

@@ -46,12 +46,14 @@ void hc_prof_begin(hc_prof_acc_t *acc, const hc_call_t *call)
     cur = acc;
 }
 
-void hc_prof_piece(const cqe_t *e)
+void hc_prof_piece(const cqe_t *e, uint32_t reposts)
 {
     hc_prof_acc_t *a = cur;
 
     if (a == NULL)
         return;
+    if (reposts > a->retries)
+        a->retries = reposts;
     if (a->pieces++ == 0)
         a->queued_ns = e->queued_ns;
     a->qos_wait_ns += e->qos_wait_ns;
@@ -120,6 +122,7 @@ void hc_prof_end(hc_prof_acc_t *acc, const hc_call_t *call, int result)
         .nranks = comm->nranks,
         .nnodes = comm->nnodes,
         .pieces = acc->pieces,
+        .retries = acc->retries,
         .result = result,
         .collective = call->alltoallv || desc_is_collective(call->op.kind),
         .algo = acc->algo >= 0 ? algo_name(acc->algo) : "none",

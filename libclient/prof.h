@@ -17,9 +17,10 @@ typedef struct hc_prof_acc {
     uint64_t queued_ns; /* the first piece's wait in the daemon */
     uint64_t qos_wait_ns, l0_ns, l1_ns; /* summed over pieces */
     uint32_t pieces;
-    int algo;     /* the last piece's level-1 algorithm, -1: none */
-    int algo_src; /* enum algo_src: what chose it */
-    int direct;   /* it ran over the comm's lanes, between the ranks (lane.h) */
+    int algo;         /* the last piece's level-1 algorithm, -1: none */
+    int algo_src;     /* enum algo_src: what chose it */
+    int direct;       /* it ran over the comm's lanes, between the ranks (lane.h) */
+    uint32_t retries; /* the most times a piece was posted again to a restarted daemon */
 } hc_prof_acc_t;
 
 /* One operation's record, as prof_writer.c writes it (see the README's Profiling section).
@@ -27,7 +28,7 @@ typedef struct hc_prof_acc {
 typedef struct hc_prof_rec {
     const char *op, *dtype, *algo, *algo_by, *redop, *path;
     uint64_t count, bytes, chunk_bytes, seq;
-    uint32_t comm, rank, nranks, nnodes, pieces;
+    uint32_t comm, rank, nranks, nnodes, pieces, retries;
     int result;
     int collective;     /* carries seq */
     int64_t peer, root; /* -1: none */
@@ -42,8 +43,9 @@ int hc_prof_enabled(void);
 void hc_prof_note_rank(uint32_t rank);
 /* Opens acc for the call about to run on this thread. */
 void hc_prof_begin(hc_prof_acc_t *acc, const hc_call_t *call);
-/* Adds one completed piece to the thread's open accumulator, if any. */
-void hc_prof_piece(const cqe_t *e);
+/* Adds one completed piece, posted again `reposts` times after restarts of the daemon, to the
+ * thread's open accumulator, if any. */
+void hc_prof_piece(const cqe_t *e, uint32_t reposts);
 /* Marks the thread's open accumulator, if any: the call runs over lanes. */
 void hc_prof_direct(void);
 /* Closes acc and writes the call's record. */

@@ -123,6 +123,7 @@ static void encode(const hc_prof_rec_t *r, FILE *f)
     /* Collectives line up across ranks by sequence; transfers by peer. */
     if (r->collective)
         json_object_set_new(o, "seq", json_integer((json_int_t)r->seq));
+    json_object_set_new(o, "retries", json_integer(r->retries));
     put_str(o, "algo_by", r->algo_by);
     put_str(o, "comm_name", r->comm_name);
     if (r->peer >= 0)

@@ -25,7 +25,7 @@ int hc_slots_init(hc_client_t *c)
 }
 
 /* Takes every completion available; the caller holds cq_lock. */
-static void drain_locked(hc_client_t *c)
+void hc_drain_locked(hc_client_t *c)
 {
     cqe_t e;
     int rc;
@@ -98,7 +98,7 @@ static int ready(hc_client_t *c, int (*pred)(hc_client_t *, uint32_t), uint32_t 
         return 1;
     if (pthread_mutex_trylock(&c->cq_lock) != 0)
         return 0;
-    drain_locked(c);
+    hc_drain_locked(c);
     pthread_mutex_unlock(&c->cq_lock);
     return pred(c, arg);
 }
@@ -131,6 +131,10 @@ static int wait_until(hc_client_t *c, int (*pred)(hc_client_t *, uint32_t), uint
             return -EPIPE;
         if (now > deadline)
             return -ETIMEDOUT;
+        /* While the daemon is away its completion ring is being formatted again: wait for the
+         * keeper (our pieces are posted again to the next daemon). */
+        if (hc_client_away(c) && hc_wait_back(c) != 0)
+            return -EPIPE;
         sleep_on_cq(c);
         slept = 1;
     }
@@ -159,7 +163,7 @@ static int slot_done(hc_client_t *c, uint32_t i)
     return __atomic_load_n(&c->slots[i].done, __ATOMIC_ACQUIRE) || slot_aborted(&c->slots[i]);
 }
 
-static int slot_take(hc_client_t *c, const int *abort, uint32_t *slot_p)
+static int slot_take(hc_client_t *c, hc_comm_t *comm, uint32_t *slot_p)
 {
     int rc = -EAGAIN;
 
@@ -167,7 +171,8 @@ static int slot_take(hc_client_t *c, const int *abort, uint32_t *slot_p)
     for (uint32_t i = 0; i < c->nslots; i++) {
         if (c->slots[i].busy)
             continue;
-        c->slots[i] = (hc_slot_t){.gen = c->slots[i].gen + 1, .busy = 1, .abort = abort};
+        c->slots[i] = (hc_slot_t){
+            .gen = c->slots[i].gen + 1, .busy = 1, .abort = &comm->aborted, .comm = comm};
         *slot_p = i;
         rc = 0;
         break;
@@ -186,28 +191,56 @@ static void doorbell_ring(hc_client_t *c)
         WARN("IPC", "write() on the daemon's doorbell failed");
 }
 
-HcclResult hc_submit(hc_client_t *c, desc_t *d, const int *abort, uint32_t *slot_p)
+/* What a restarted daemon must know of a posted piece (rejoin.c); under sq_lock. */
+static void note_posted(hc_comm_t *comm, const desc_t *d)
 {
+    if (desc_is_collective(d->kind)) {
+        if (d->seq + 1 > comm->coll_posted)
+            comm->coll_posted = d->seq + 1;
+    } else if (comm->p2p_posted != NULL && d->root < comm->nranks) {
+        uint64_t *v = &comm->p2p_posted[(d->kind == DESC_SEND ? 0 : comm->nranks) + d->root];
+        if (d->seq + 1 > *v)
+            *v = d->seq + 1;
+    }
+}
+
+HcclResult hc_submit(hc_comm_t *comm, desc_t *d, uint32_t *slot_p)
+{
+    hc_client_t *c = comm->c;
     uint32_t slot;
     int rc;
 
-    while (slot_take(c, abort, &slot) != 0) {
-        if (abort != NULL && __atomic_load_n(abort, __ATOMIC_ACQUIRE))
+    while (slot_take(c, comm, &slot) != 0) {
+        if (__atomic_load_n(&comm->aborted, __ATOMIC_ACQUIRE))
             return HCCL_E_SUSPENDING;
         if (wait_until(c, slot_free_exists, 0, hc_deadline(c)) != 0)
             return hc_client_dead(c) ? HCCL_E_UNAVAIL : HCCL_E_TIMEOUT;
     }
     d->tag = (uint64_t)c->slots[slot].gen << 32 | slot;
     pthread_mutex_lock(&c->sq_lock);
+    if (__atomic_load_n(&comm->rejoin_failed, __ATOMIC_ACQUIRE)) {
+        pthread_mutex_unlock(&c->sq_lock);
+        pthread_mutex_lock(&c->cq_lock);
+        c->slots[slot].busy = 0;
+        pthread_mutex_unlock(&c->cq_lock);
+        return HCCL_E_REMOTE;
+    }
     /* The ring has as many entries as there are slots, so it cannot be full here. */
     rc = ring_push(&c->sq, d);
+    if (rc == 0) {
+        c->slots[slot].d = *d;
+        c->slots[slot].post_no = ++c->post_no;
+        c->slots[slot].posted = 1;
+        note_posted(comm, d);
+        /* Under the lock: a restarted daemon's keeper replaces the doorbell under it. */
+        doorbell_ring(c);
+    }
     pthread_mutex_unlock(&c->sq_lock);
     if (rc != 0) {
         ERR("IPC", "the submission ring is corrupt");
         hc_client_set_dead(c);
         return HCCL_E_INTERNAL;
     }
-    doorbell_ring(c);
     *slot_p = slot;
     return HCCL_SUCCESS;
 }
@@ -239,7 +272,7 @@ HcclResult hc_wait_by(hc_client_t *c, uint32_t slot, uint64_t deadline, uint32_t
         st = (HcclResult)c->slots[slot].cqe.status;
         if (culprit_p != NULL)
             *culprit_p = c->slots[slot].cqe.culprit;
-        hc_prof_piece(&c->slots[slot].cqe);
+        hc_prof_piece(&c->slots[slot].cqe, c->slots[slot].reposts);
         c->slots[slot].busy = 0;
     } else {
         /* The daemon may still complete it later; the slot is reclaimed then. */

@@ -136,6 +136,17 @@ static json_t *status_json(const Hccld__StatusResp *r)
     json_object_set_new(o, "advertised", json_string(r->advertised));
     json_object_set_new(o, "metrics_addr", json_string(r->metrics_addr));
     json_object_set_new(o, "data_conns", json_integer(r->data_conns));
+    json_object_set_new(o, "clients_rejoined", json_integer((json_int_t)r->clients_rejoined));
+    json_object_set_new(o, "comms_rejoined", json_integer((json_int_t)r->comms_rejoined));
+    json_t *rj = json_array();
+    for (size_t i = 0; i < r->n_rejoining; i++) {
+        const Hccld__CommRejoining *j = r->rejoining[i];
+        json_array_append_new(rj, json_pack("{s:i, s:i, s:i, s:s, s:I, s:b}", "comm",
+                                            (int)j->comm_id, "nranks", (int)j->nranks, "back",
+                                            (int)j->back, "missing", j->missing, "left_ms",
+                                            (json_int_t)j->left_ms, "coop", (int)j->coop));
+    }
+    json_object_set_new(o, "rejoining", rj);
     return o;
 }
 
@@ -221,6 +232,14 @@ static void print_text(const Hccld__StatusResp *r)
                (unsigned long long)c->ops_submitted, (unsigned long long)c->ops_completed);
     }
     print_comms(r);
+    if (r->clients_rejoined > 0 || r->n_rejoining > 0)
+        printf("after a restart: %llu clients came back, %llu comms registered again\n",
+               (unsigned long long)r->clients_rejoined, (unsigned long long)r->comms_rejoined);
+    for (size_t i = 0; i < r->n_rejoining; i++) {
+        const Hccld__CommRejoining *j = r->rejoining[i];
+        printf("  comm %u: %u/%u ranks back, waiting for rank(s) %s (%.1f s left)\n", j->comm_id,
+               j->back, j->nranks, j->missing, (double)j->left_ms / 1000);
+    }
 }
 
 /* One request, one answer of the expected kind (NULL on failure, reported). */

@@ -15,6 +15,7 @@
 #include "form/form_int.h"
 #include "futex.h"
 #include "log.h"
+#include <sodium.h>
 
 static uint64_t comm_chunk(const form_t *f, uint32_t n, const join_t *joins)
 {
@@ -116,6 +117,10 @@ static void answer_ranks(form_t *f, uint32_t n, const join_t *joins, form_comm_t
     r.nranks = n;
     r.chunk_bytes = chunk;
     r.qos_class = (char *)f->env.qos->cls[c->qos_class].name;
+    if (c->restart_hold_ms != 0) {
+        r.resume_token.data = c->secret;
+        r.resume_token.len = sizeof(c->secret);
+    }
     if (c->coop != NULL) {
         fds[0] = c->coop_fd;
         for (uint32_t q = 0; q < n; q++) {
@@ -143,13 +148,24 @@ static void answer_ranks(form_t *f, uint32_t n, const join_t *joins, form_comm_t
 
 form_comm_t *form_comm_add(form_t *f, uint32_t nranks, uint32_t nnodes, const char *job_hex)
 {
+    /* Never an id that a comm still being registered again after a restart holds. */
+    do
+        ++f->next_comm_id;
+    while (f->next_comm_id == 0 || form_comm_find(f, f->next_comm_id) != NULL ||
+           form_rejoin_pending(f, f->next_comm_id));
+    return form_comm_add_id(f, f->next_comm_id, nranks, nnodes, job_hex);
+}
+
+form_comm_t *form_comm_add_id(form_t *f, uint32_t id, uint32_t nranks, uint32_t nnodes,
+                              const char *job_hex)
+{
     form_comm_t *c = calloc(1, sizeof(*c));
 
     if (c == NULL || (c->sids = calloc(nranks, sizeof(*c->sids))) == NULL) {
         free(c);
         return NULL;
     }
-    c->id = ++f->next_comm_id;
+    c->id = id;
     c->nranks = nranks;
     c->nnodes = nnodes;
     c->coop_fd = -1;
@@ -205,6 +221,8 @@ int form_comm_local(form_t *f, uint32_t n, const join_t *joins, const char *hex)
 
     if (c != NULL) {
         c->nlocal = n;
+        c->restart_hold_ms = form_restart_hold_ms(joins, n);
+        randombytes_buf(c->secret, sizeof(c->secret));
         for (uint32_t r = 0; r < n; r++)
             c->sids[r] = joins[r].c->sid;
         /* The least favoured class of its ranks (one node: no traffic to cap yet). */
@@ -420,7 +438,9 @@ void form_comms_stop(form_t *f)
     while (f->comms != NULL) {
         form_comm_t *c = f->comms;
         f->comms = c->next;
-        comm_abort(c, COOP_ABORT_BROKEN);
+        /* Its ranks go on among themselves and register it with the next daemon. */
+        if (c->restart_hold_ms == 0)
+            comm_abort(c, COOP_ABORT_BROKEN);
         comm_free(c);
     }
 }

@@ -14,6 +14,7 @@ form_t *form_new(const form_env_t *env, const form_ops_t *ops, void *ctx)
     f->env = *env;
     f->ops = ops;
     f->ctx = ctx;
+    f->next_comm_id = env->comm_id_base;
     return f;
 }
 
@@ -25,6 +26,7 @@ void form_free(form_t *f)
     form_rjobs_stop(f);
     form_splits_stop(f);
     form_comms_stop(f);
+    form_rejoins_stop(f);
     free(f);
 }
 
@@ -34,6 +36,7 @@ void form_client_gone(form_t *f, const form_client_t *c)
     form_splits_client_gone(f, c);
     form_jobs_client_gone(f, c);
     form_comms_client_gone(f, c);
+    form_rejoins_client_gone(f, c);
 }
 
 int form_key_for(const form_t *f, const uint8_t *job_id, uint8_t *key)
@@ -72,8 +75,10 @@ void form_link_gone(form_t *f, void *link, const char *addr)
 uint64_t form_next_deadline(const form_t *f)
 {
     uint64_t d = form_jobs_deadline(f), r = form_rjobs_deadline(f), s = form_splits_deadline(f);
+    uint64_t j = form_rejoins_deadline(f);
 
     d = r < d ? r : d;
+    d = j < d ? j : d;
     return s < d ? s : d;
 }
 
@@ -82,6 +87,7 @@ void form_expire(form_t *f, uint64_t now)
     form_jobs_expire(f, now);
     form_rjobs_expire(f, now);
     form_splits_expire(f, now);
+    form_rejoins_expire(f, now);
 }
 
 const form_comm_t *form_comms(const form_t *f)

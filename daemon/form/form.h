@@ -26,6 +26,7 @@
 #define FORM_MAX_LOCAL_RANKS 256
 #define FORM_MAX_RANKS 4096
 #define FORM_JOB_HEX 33
+#define FORM_SECRET_BYTES 32 /* a comm's secret for a restart (form/rejoin.c) */
 
 typedef struct form form_t;
 
@@ -62,6 +63,11 @@ typedef struct form_comm {
     struct coop_ctl *coop; /* cooperative level 0, or NULL */
     uint64_t coop_bytes;
     int coop_fd;
+    int rejoined; /* registered again after a restart of the daemon (form/rejoin.c) */
+    /* Its ranks wait this long (ms) for a restarted daemon and register it again; 0: a
+     * restart ends it. A stopping daemon leaves such a comm's control block alone. */
+    uint32_t restart_hold_ms;
+    uint8_t secret[FORM_SECRET_BYTES]; /* what its ranks show to register it again */
     struct form_comm *next;
 } form_comm_t;
 
@@ -76,6 +82,9 @@ typedef struct form_env {
     const char *advertised;  /* "IP:PORT" peers reach us at; "" when not listening */
     const char *data_addr;   /* the engine's data listener */
     const char *rdma_addr;   /* its RDMA listener, "" without a device */
+    /* Comm ids start after this one (the server: at random, so that a restarted daemon does
+     * not take the ids of the comms that come back to it; tests: 0). */
+    uint32_t comm_id_base;
 } form_env_t;
 
 /* The effects; ctx is form_new's. A link is the server's control connection to one peer
@@ -115,6 +124,11 @@ void form_comm_init(form_t *f, const form_client_t *c, uint64_t req_id,
                     const Hccld__CommInitReq *req, uint64_t now);
 void form_comm_split(form_t *f, const form_client_t *c, uint64_t req_id,
                      const Hccld__CommSplitReq *req, uint64_t now);
+/* A rank whose daemon restarted registers comm req->comm_id again (rejoin.c), handing back its
+ * cooperative control block (coop_fd, taken; -1 none); answered once every rank of the comm
+ * asked, or with an error. */
+void form_comm_rejoin(form_t *f, const form_client_t *c, uint64_t req_id,
+                      const Hccld__CommRejoinReq *req, int coop_fd, uint64_t now);
 /* HcclCommDestroy of rank `rank`: HCCL_SUCCESS, or HCCL_E_PARA when c is not that rank. */
 HcclResult form_comm_leave(form_t *f, const form_client_t *c, uint32_t comm_id, uint32_t rank);
 /* Whether the comm broke (a member here left, or the engine broke it), as the rank's answer;
@@ -142,5 +156,17 @@ void form_expire(form_t *f, uint64_t now);
 
 /* The comms, for status and events (valid until the next call into formation). */
 const form_comm_t *form_comms(const form_t *f);
+
+/* Comms whose ranks register them again after a restart, still waiting (for status). */
+typedef struct form_rejoin_view {
+    uint32_t comm_id, nranks, back;
+    int coop;
+    uint64_t left_ms;
+    char missing[128]; /* "1 2 ..." */
+} form_rejoin_view_t;
+/* Up to max of them into out, as of now; returns how many there are. */
+unsigned form_rejoins_view(const form_t *f, form_rejoin_view_t *out, unsigned max, uint64_t now);
+/* Comms registered again since this daemon started. */
+uint64_t form_comms_rejoined(const form_t *f);
 
 #endif

@@ -5,11 +5,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "auth.h"
 #include "form/form.h"
 
 typedef struct job job_t;
 typedef struct rjob rjob_t;
 typedef struct split split_t;
+typedef struct rejoin rejoin_t;
 
 struct form {
     form_env_t env;
@@ -19,6 +21,8 @@ struct form {
     rjob_t *rjobs;   /* jobs whose root is another daemon */
     split_t *splits; /* HcclCommSplit calls waiting for the other ranks */
     form_comm_t *comms;
+    rejoin_t *rejoins; /* comms being registered again after a restart (rejoin.c) */
+    uint64_t rejoined; /* comms registered again so far */
     uint32_t next_comm_id;
 };
 
@@ -32,7 +36,7 @@ typedef struct form_level1 {
 /* Op retry between daemons as a rank asked for it (HCCL_OP_RETRY_*, hcclRetry*), or as the root
  * decided it for a comm. */
 typedef struct form_retry {
-    int l1;
+    int l0, l1;
     uint32_t hold_ms, max_cnt, interval_ms;
 } form_retry_t;
 
@@ -65,6 +69,7 @@ engine_level1_t form_level1_view(const form_level1_t *w);
 /* retry.c: a request's op retry settings (the defaults where it set none); how long a failed
  * data connection of a comm with r may take to come back, in ms (0: no retry). */
 void form_retry_take(form_retry_t *r, const Hccld__CommInitReq *req);
+void form_retry_take_split(form_retry_t *r, const Hccld__CommSplitReq *req);
 uint64_t form_retry_hold_ms(const form_retry_t *r);
 /* The root's decision into m, and back out of one (an older root's: no retry). */
 void form_retry_put(const form_retry_t *r, Hccld__Membership *m);
@@ -96,6 +101,9 @@ void form_answer_multinode(form_t *f, const form_client_t *c, uint64_t req_id,
 /* comm.c: this daemon's communicators */
 /* A record for nranks ranks on nnodes daemons, in state FORMING; NULL if out of memory. */
 form_comm_t *form_comm_add(form_t *f, uint32_t nranks, uint32_t nnodes, const char *job_hex);
+/* The same under a given id (a comm registered again after a restart). */
+form_comm_t *form_comm_add_id(form_t *f, uint32_t id, uint32_t nranks, uint32_t nnodes,
+                              const char *job_hex);
 form_comm_t *form_comm_find(form_t *f, uint32_t id);
 /* Moves c by event e (comm_state.h); a transition the table lacks is logged and ignored.
  * Returns c's state after. */
@@ -127,6 +135,17 @@ HcclResult form_comm_multinode(form_t *f, form_comm_t *c, const char *const *dat
                                const uint8_t *key, const multinode_opts_t *o, const char **why);
 void form_comms_client_gone(form_t *f, const form_client_t *c);
 void form_comms_stop(form_t *f);
+
+/* rejoin.c: comms registered again after a daemon restart. */
+/* The time a comm's ranks wait for a restarted daemon (ms): the least of joins[n]'s when every
+ * one has op retry on at L0 or L1, else 0 (a restart ends the comm, as it always did). */
+uint32_t form_restart_hold_ms(const join_t *joins, uint32_t n);
+void form_rejoins_client_gone(form_t *f, const form_client_t *c);
+/* Whether comm id is being registered again. */
+int form_rejoin_pending(const form_t *f, uint32_t id);
+uint64_t form_rejoins_deadline(const form_t *f);
+void form_rejoins_expire(form_t *f, uint64_t now);
+void form_rejoins_stop(form_t *f);
 
 /* job.c (this daemon is the root), rjob.c (another daemon is), split.c */
 void form_jobs_client_gone(form_t *f, const form_client_t *c);

@@ -125,6 +125,7 @@ void form_comm_split(form_t *f, const form_client_t *c, uint64_t req_id,
                    .l0_mode = req->l0_mode,
                    .qos_class = form_qos_class(f, c, req->qos_level_set, req->qos_level)};
 
+    form_retry_take_split(&join.retry, req);
     if (pc == NULL || req->rank >= pc->nranks || pc->sids[req->rank] != c->sid)
         why = "not a rank of that communicator";
     else if (form_level1_take(&join.want, req->algo, req->algorithm, req->algo_by_config,

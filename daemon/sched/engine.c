@@ -275,23 +275,28 @@ err_free:
     return NULL;
 }
 
-void engine_destroy(engine_t *eng)
+void engine_halt(engine_t *eng)
 {
-    if (eng == NULL)
+    if (eng->halted)
         return;
     pthread_mutex_lock(&eng->lock);
     eng->stop = 1;
     pthread_mutex_unlock(&eng->lock);
     engine_kick(eng);
     pthread_join(eng->thread, NULL);
+    eng->halted = 1;
+}
+
+void engine_destroy(engine_t *eng)
+{
+    if (eng == NULL)
+        return;
+    engine_halt(eng);
     while (eng->comms != NULL) {
         eng_comm_t *c = eng->comms;
-        eng_comm_break(eng, c, "the daemon is shutting down");
         eng->comms = c->next;
         eng_comm_free(c);
     }
-    for (eng_session_t *s = eng->sessions; s != NULL; s = s->next)
-        eng_session_wake(s);
     while (eng->sessions != NULL) {
         eng_session_t *s = eng->sessions;
         eng->sessions = s->next;
@@ -354,7 +359,9 @@ void engine_session_remove(engine_t *eng, uint64_t sid)
                     c->m[r].s = NULL;
                     c->left++;
                     c->culprit = c->global_of[r];
-                    eng_comm_break(eng, c, "a rank's process disconnected");
+                    /* Halted: its ranks' ops wait for the next daemon, untouched. */
+                    if (!eng->halted)
+                        eng_comm_break(eng, c, "a rank's process disconnected");
                 }
         *pp = s->next;
         free(s);
@@ -369,9 +376,33 @@ void engine_session_remove(engine_t *eng, uint64_t sid)
             pp = &c->next;
         }
     }
-    for (eng_session_t *s = eng->sessions; s != NULL; s = s->next)
+    for (eng_session_t *s = eng->sessions; s != NULL && !eng->halted; s = s->next)
         eng_session_wake(s);
     pthread_mutex_unlock(&eng->lock);
+}
+
+int engine_comm_resume(engine_t *eng, uint32_t comm_id, const engine_resume_t *r)
+{
+    int rc = -ENOENT;
+
+    pthread_mutex_lock(&eng->lock);
+    eng_comm_t *c = eng_comm_find(eng, comm_id);
+    if (c != NULL && c->span == NULL) {
+        c->done_below = r->done_below;
+        c->maybe_started = r->maybe_started;
+        c->next_seq = r->done_below;
+        rc = 0;
+        if (r->p2p_done != NULL) {
+            size_t n = (size_t)c->nranks * c->nranks;
+            c->p2p_done = malloc(n * sizeof(*c->p2p_done));
+            if (c->p2p_done != NULL)
+                memcpy(c->p2p_done, r->p2p_done, n * sizeof(*c->p2p_done));
+            else
+                rc = -ENOMEM;
+        }
+    }
+    pthread_mutex_unlock(&eng->lock);
+    return rc;
 }
 
 int engine_comm_create(engine_t *eng, uint32_t comm_id, uint32_t nranks, const uint64_t *members)

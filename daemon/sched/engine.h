@@ -79,6 +79,10 @@ typedef struct engine_session_stats {
 engine_t *engine_create(unsigned workers);
 /* Finishes the operation in progress, fails everything queued, stops the thread. */
 void engine_destroy(engine_t *eng);
+/* Stops the engine's thread (and with it every op under way) without completing anything:
+ * from now on nothing writes into the clients' segments, which a restarted daemon takes over
+ * (docs/operations.md). engine_session_remove and engine_destroy then only free. */
+void engine_halt(engine_t *eng);
 /* The eventfd clients write after publishing work while the engine sleeps. */
 int engine_doorbell_fd(const engine_t *eng);
 unsigned engine_workers(const engine_t *eng);
@@ -157,6 +161,18 @@ int engine_job_expect(engine_t *eng, const uint8_t *job_id, const uint8_t *key);
 
 /* members[r] is the session of rank r. 0, or -ENOMEM / -EEXIST / -ENOENT. */
 int engine_comm_create(engine_t *eng, uint32_t comm_id, uint32_t nranks, const uint64_t *members);
+/* Where the ranks of a comm re-registered after a daemon restart had got (form/rejoin.c): every
+ * collective piece below done_below completed for some rank, so that the old daemon had
+ * written every rank's output: a rank that posts it again gets its completion at once. Pieces
+ * from done_below on run again, but those below maybe_started (every rank had posted them, so
+ * the old daemon may have begun) that overwrite their own input (DESC_F_OVERWRITES) fail with
+ * HCCL_E_REMOTE. p2p_done[a * nranks + b]: the same bound for the pieces rank a sends to b. */
+typedef struct engine_resume {
+    uint64_t done_below, maybe_started;
+    const uint64_t *p2p_done; /* nranks * nranks, or NULL */
+} engine_resume_t;
+/* Sets comm_id's resume bounds (right after engine_comm_create): 0, -ENOENT or -ENOMEM. */
+int engine_comm_resume(engine_t *eng, uint32_t comm_id, const engine_resume_t *r);
 /* Rank `rank` left comm_id (HcclCommDestroy); the comm is freed once every rank left. */
 void engine_comm_leave(engine_t *eng, uint32_t comm_id, uint32_t rank);
 

@@ -58,6 +58,9 @@ struct eng_comm {
     op_prof_t prof;           /* of the collective under way */
     uint32_t culprit;         /* global rank that died or left, for the log and notices; or -1 */
     char why[ENGINE_WHY_MAX]; /* the first break's reason */
+    /* Re-registered after a daemon restart (engine_resume_t); 0 and NULL otherwise. */
+    uint64_t done_below, maybe_started;
+    uint64_t *p2p_done;
     eng_comm_t *next;
 };
 
@@ -79,6 +82,7 @@ struct engine {
     pthread_mutex_t lock;
     pthread_t thread;
     int stop;
+    int halted; /* engine_halt(): nothing touches the clients' segments any more */
     int doorbell;
     uint64_t spin_ns; /* HCCLD_ENGINE_SPIN_US */
     exec_t *exec;

@@ -98,6 +98,7 @@ void eng_comm_free(eng_comm_t *c)
     if (c->span != NULL)
         c->sops->free(c->span);
     free(c->m);
+    free(c->p2p_done);
     free(c->l0r);
     free(c->global_of);
     free(c->local_of);
@@ -276,6 +277,41 @@ void eng_comm_rank_left(engine_t *eng, eng_comm_t *c, uint32_t rank, uint64_t li
              c->id, rank, n);
 }
 
+/* A piece a rank posts again after a daemon restart (engine_resume_t) that some rank's
+ * completion proves the old daemon wrote for every rank: completed at once. 1 if it was. */
+static int resumed_done(engine_t *eng, eng_comm_t *c, eng_session_t *s, const desc_t *d,
+                        uint32_t local)
+{
+    uint64_t done;
+
+    if (desc_is_collective(d->kind)) {
+        done = c->done_below;
+    } else if (c->p2p_done != NULL && d->root < c->nranks) {
+        uint32_t from = d->kind == DESC_SEND ? local : d->root;
+        uint32_t to = d->kind == DESC_SEND ? d->root : local;
+        done = c->p2p_done[(size_t)from * c->nranks + to];
+    } else {
+        return 0;
+    }
+    if (d->seq >= done)
+        return 0;
+    eng_session_complete(eng, s, d->tag, HCCL_SUCCESS);
+    return 1;
+}
+
+/* Whether the collective piece every rank posted (d0 is rank 0's) may have begun under the
+ * daemon before a restart and overwrites some rank's input: it cannot run again. (A transfer
+ * never writes where it reads: it always runs again.) */
+static int resumed_unsafe(const eng_comm_t *c, const desc_t *d0)
+{
+    if (d0->seq < c->done_below || d0->seq >= c->maybe_started)
+        return 0;
+    for (uint32_t r = 0; r < c->nranks; r++)
+        if (dq_at(&c->m[r].coll, 0)->flags & DESC_F_OVERWRITES)
+            return 1;
+    return 0;
+}
+
 void eng_comm_route(engine_t *eng, eng_session_t *s, const desc_t *d)
 {
     eng_comm_t *c = eng_comm_find(eng, d->comm_id);
@@ -309,6 +345,8 @@ void eng_comm_route(engine_t *eng, eng_session_t *s, const desc_t *d)
         eng->st.descs_rejected++;
         return;
     }
+    if (resumed_done(eng, c, s, d, local))
+        return;
     eng_member_t *m = &c->m[local];
     if (dq_push(desc_is_collective(d->kind) ? &m->coll : &m->p2p, d, now_ns()) != 0) {
         ERR("COLL", "comm %u: out of memory queueing a descriptor", c->id);
@@ -397,6 +435,16 @@ static desc_t *coll_head(engine_t *eng, eng_comm_t *c, int *acted_p)
             *acted_p = 1;
             return NULL;
         }
+    if (resumed_unsafe(c, d0)) {
+        WARN("COLL",
+             "comm %u: piece %llu was under way when the daemon restarted and overwrites its "
+             "own input on some rank (in place, on HcclMemAlloc or registered memory): it cannot "
+             "run again, and fails on every rank",
+             c->id, (unsigned long long)d0->seq);
+        coll_complete_all(eng, c, HCCL_E_REMOTE);
+        *acted_p = 1;
+        return NULL;
+    }
     return d0;
 }
 

@@ -104,17 +104,19 @@ void events_say(server_t *srv, const char *kind, const char *fmt, ...)
     events_emit(srv, &e);
 }
 
-void events_client(server_t *srv, const session_t *s, int joined)
+void events_client(server_t *srv, const session_t *s, int what)
 {
+    static const char *const kinds[] = {"client_left", "client_connected", "client_rejoined"};
+    static const char *const says[] = {"left", "connected",
+                                       "came back after a restart of the daemon"};
     Hccld__Event e = HCCLD__EVENT__INIT;
     char text[TEXT_MAX];
 
     if (srv->events == NULL)
         return;
     snprintf(text, sizeof(text), "client pid %d (uid %d, job '%s', class %s) %s", (int)s->fc.pid,
-             (int)s->fc.uid, s->fc.job_name, srv->qos.cls[s->fc.qos_class].name,
-             joined ? "connected" : "left");
-    e.kind = joined ? "client_connected" : "client_left";
+             (int)s->fc.uid, s->fc.job_name, srv->qos.cls[s->fc.qos_class].name, says[what]);
+    e.kind = (char *)kinds[what];
     e.text = text;
     e.pid = s->fc.pid;
     e.uid = (int32_t)s->fc.uid;
@@ -135,9 +137,14 @@ void events_comm_formed(server_t *srv, const form_comm_t *c)
 
     if (srv->events == NULL)
         return;
-    snprintf(text, sizeof(text), "comm %u formed: %u ranks (%u here) on %u daemons, job %s", c->id,
-             c->nranks, c->nlocal, c->nnodes, c->job_hex);
-    e.kind = "comm_formed";
+    if (c->rejoined)
+        snprintf(text, sizeof(text),
+                 "comm %u registered again after a restart of the daemon: %u ranks, level 0 %s",
+                 c->id, c->nranks, c->coop != NULL ? "cooperative" : "by the daemon");
+    else
+        snprintf(text, sizeof(text), "comm %u formed: %u ranks (%u here) on %u daemons, job %s",
+                 c->id, c->nranks, c->nlocal, c->nnodes, c->job_hex);
+    e.kind = c->rejoined ? "comm_rejoined" : "comm_formed";
     e.text = text;
     e.comm = c->id;
     e.job = (char *)c->job_hex;

@@ -35,7 +35,9 @@ void events_say(server_t *srv, const char *kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* The hooks. */
-void events_client(server_t *srv, const session_t *s, int joined);
+enum { EVENTS_CLIENT_LEFT, EVENTS_CLIENT_CONNECTED, EVENTS_CLIENT_BACK };
+/* A client connected, came back after a restart of the daemon (its segment kept), or left. */
+void events_client(server_t *srv, const session_t *s, int what);
 void events_comm_formed(server_t *srv, const form_comm_t *c);
 void events_rank_died(server_t *srv, const form_comm_t *c, uint32_t rank, int pid);
 /* c broke (told once per comm; the poll finds the breaks the engine makes). */

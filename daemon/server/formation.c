@@ -4,6 +4,7 @@
  * timer that runs its deadlines, and the client requests and peer messages it takes.
  */
 #include <errno.h>
+#include <sodium.h>
 #include <stddef.h>
 
 #include "hccl/hccl.h"
@@ -156,7 +157,10 @@ int formation_start(server_t *srv)
                       .socket_path = srv->cfg.socket_path,
                       .advertised = srv->advertised,
                       .data_addr = srv->data_addr,
-                      .rdma_addr = srv->rdma_addr};
+                      .rdma_addr = srv->rdma_addr,
+                      /* A restarted daemon must not hand out the ids of the comms
+                       * whose ranks come back to it (form/rejoin.c). */
+                      .comm_id_base = randombytes_random()};
 
     if ((srv->form = form_new(&env, &ops, srv)) == NULL)
         return -ENOMEM;
@@ -217,6 +221,11 @@ int formation_request(session_t *s, const Hccld__Msg *m)
         answer_destroy(s, m->req_id, m->comm_destroy_req);
         break;
     case HCCLD__MSG__BODY_COMM_HEALTH_REQ: answer_health(s, m->req_id, m->comm_health_req); break;
+    case HCCLD__MSG__BODY_COMM_REJOIN_REQ: {
+        int fd = m->comm_rejoin_req->coop ? session_take_fd(s) : -1;
+        form_comm_rejoin(srv->form, &s->fc, m->req_id, m->comm_rejoin_req, fd, now);
+        break;
+    }
     default: return -EPROTO;
     }
     rearm(srv);

@@ -168,17 +168,23 @@ void server_stop(server_t *srv)
     uv_close((uv_handle_t *)&srv->admin, NULL);
     unlink(srv->cfg.socket_path);
     unlink(srv->cfg.admin_path);
-    /* Queued operations fail with HCCL_E_REMOTE; then the clients see the sockets close. */
+    /* Nothing more is written into the clients' segments: queued and running operations stay
+     * as they are for a daemon started after this one, which ranks with op retry register
+     * with again (docs/operations.md); the others see the socket close and fail them. */
+    engine_halt(srv->eng);
     for (session_t *s = srv->sessions; s != NULL; s = s->next)
         if (s->in_engine) {
             engine_session_remove(srv->eng, s->fc.sid);
             s->in_engine = 0;
+            __atomic_store_n(&((shm_hdr_t *)s->seg)->halted_cleanly, 1, __ATOMIC_RELEASE);
         }
+    /* Formation first: the comms whose ranks wait for the next daemon are left as they are
+     * (a client's leaving would break them), the others' ranks told. */
+    formation_stop(srv);
     for (session_t *s = srv->sessions, *next; s != NULL; s = next) {
         next = s->next;
         session_close(s);
     }
-    formation_stop(srv);
     peers_stop(srv);
     uv_close((uv_handle_t *)&srv->sigterm, NULL);
     uv_close((uv_handle_t *)&srv->sigint, NULL);

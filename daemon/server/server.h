@@ -16,6 +16,7 @@
 #include "sched/qos_conf.h"
 #include "server/peer.h"
 #include "shm.h"
+#include "uds.h"
 
 #define SERVER_MAX_CLIENTS 1024
 #define SERVER_HELLO_TIMEOUT_MS 5000
@@ -69,6 +70,7 @@ typedef struct server {
     char metrics_addr[PEER_ADDR_MAX]; /* its bound "IP:PORT", empty when off */
     struct link_mon *links;           /* the link monitor (link_mon.h), or NULL: off */
     struct events *events;            /* hccld-ctl watch (events.h), NULL until one watches */
+    uint64_t clients_rejoined;        /* came back with their segment after a restart */
 } server_t;
 
 enum session_kind { SESSION_CLIENT, SESSION_ADMIN };
@@ -90,6 +92,10 @@ struct session {
     shm_layout_t layout;
     int in_engine;
     int closes_pending;
+    /* Descriptors that came with the client's messages (its pipe is an IPC pipe: a rejoining
+     * client hands back its memfds), until a message takes them; the rest are closed. */
+    int fds[UDS_MAX_FDS];
+    int nfds;
     session_t *next;
 };
 
@@ -105,6 +111,8 @@ void session_accept(server_t *srv, uv_stream_t *listener, enum session_kind kind
 int session_send(session_t *s, const Hccld__Msg *m);
 int session_send_fds(session_t *s, const Hccld__Msg *m, const int *fds, int nfds);
 void session_close(session_t *s);
+/* The oldest descriptor that came with the client's messages, now the caller's; or -1. */
+int session_take_fd(session_t *s);
 
 /* formation.c: the server's side of form/form.h (its effects, its timer, the requests) */
 int formation_start(server_t *srv);

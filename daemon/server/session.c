@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -53,6 +54,8 @@ static void session_free(session_t *s)
         close(s->memfd);
     if (s->fc.arena_fd >= 0)
         close(s->fc.arena_fd);
+    for (int i = 0; i < s->nfds; i++)
+        close(s->fds[i]);
     free(s->dec);
     free(s);
 }
@@ -70,7 +73,7 @@ void session_close(session_t *s)
     if (s->state == SESSION_CLOSING)
         return;
     if (s->kind == SESSION_CLIENT && s->state == SESSION_READY)
-        events_client(s->srv, s, 0);
+        events_client(s->srv, s, EVENTS_CLIENT_LEFT);
     s->state = SESSION_CLOSING;
     DBG("IPC", "client %llu (pid %d) disconnected", (unsigned long long)s->fc.sid, (int)s->fc.pid);
     events_session_gone(s->srv, s);
@@ -104,6 +107,65 @@ static int segment_create(session_t *s, uint64_t arena_bytes)
     return 0;
 }
 
+/* A descriptor libuv received on the client's IPC pipe: it hands them out only through
+ * uv_accept into a handle, so one is opened on a pipe handle, duplicated, and the handle closed. */
+static void on_tmp_closed(uv_handle_t *h)
+{
+    free(h);
+}
+
+static int pending_take(session_t *s)
+{
+    uv_pipe_t *tmp = malloc(sizeof(*tmp));
+    uv_os_fd_t fd;
+    int dup_fd = -1;
+
+    if (tmp == NULL || uv_pipe_init(s->srv->loop, tmp, 0) != 0) {
+        free(tmp);
+        return -1;
+    }
+    if (uv_accept((uv_stream_t *)&s->pipe, (uv_stream_t *)tmp) == 0 &&
+        uv_fileno((uv_handle_t *)tmp, &fd) == 0)
+        dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    uv_close((uv_handle_t *)tmp, on_tmp_closed);
+    return dup_fd;
+}
+
+/* Takes the descriptors that came with what was just read; beyond UDS_MAX_FDS they are
+ * closed. */
+static void pending_collect(session_t *s)
+{
+    for (int n = 0; uv_pipe_pending_count(&s->pipe) > 0 && n < 2 * UDS_MAX_FDS; n++) {
+        int fd = pending_take(s);
+        if (fd >= 0 && s->nfds < UDS_MAX_FDS)
+            s->fds[s->nfds++] = fd;
+        else if (fd >= 0)
+            close(fd);
+    }
+}
+
+/* Descriptors no message took are closed once no frame is half read. */
+static void fds_drop_unclaimed(session_t *s)
+{
+    if (s->dec->len != 0)
+        return;
+    for (int i = 0; i < s->nfds; i++)
+        close(s->fds[i]);
+    s->nfds = 0;
+}
+
+int session_take_fd(session_t *s)
+{
+    int fd;
+
+    if (s->nfds == 0)
+        return -1;
+    fd = s->fds[0];
+    memmove(s->fds, s->fds + 1, (size_t)(s->nfds - 1) * sizeof(int));
+    s->nfds--;
+    return fd;
+}
+
 static void welcome_fail(session_t *s, uint64_t req_id, int result, const char *why)
 {
     Hccld__Msg m = HCCLD__MSG__INIT;
@@ -118,7 +180,9 @@ static void welcome_fail(session_t *s, uint64_t req_id, int result, const char *
     session_send(s, &m);
 }
 
-static void on_hello(session_t *s, uint64_t req_id, const Hccld__Hello *h)
+/* Answers a Hello or Rejoin whose segment is mapped: the segment, arena and doorbell (the
+ * doorbell alone to a rejoining client, which has the rest), then the session is ready. */
+static void welcome_send(session_t *s, uint64_t req_id, int rejoined)
 {
     server_t *srv = s->srv;
     Hccld__Msg m = HCCLD__MSG__INIT;
@@ -126,24 +190,7 @@ static void on_hello(session_t *s, uint64_t req_id, const Hccld__Hello *h)
     uv_os_fd_t fd;
     int fds[3];
 
-    if (h->version != PROTO_VERSION) {
-        WARN("IPC", "client pid %d speaks protocol %u, this daemon %u", (int)s->fc.pid, h->version,
-             PROTO_VERSION);
-        welcome_fail(s, req_id, 5 /* HCCL_E_NOT_SUPPORT */, "protocol version mismatch");
-        return;
-    }
-    if (h->arena_bytes == 0 || h->arena_bytes > srv->cfg.max_arena) {
-        welcome_fail(s, req_id, 1 /* HCCL_E_PARA */, "arena size (HCCL_BUFFSIZE) out of range");
-        return;
-    }
-    if (segment_create(s, h->arena_bytes) != 0 ||
-        engine_session_add(srv->eng, s->fc.sid, s->seg, s->arena, &s->layout) != 0) {
-        welcome_fail(s, req_id, 3 /* HCCL_E_MEMORY */, "the daemon could not create the segment");
-        return;
-    }
     s->in_engine = 1;
-    snprintf(s->fc.job_name, sizeof(s->fc.job_name), "%s", h->job_name);
-    snprintf(s->qos_asked, sizeof(s->qos_asked), "%s", h->qos_class);
     s->fc.qos_class = qos_session_class(srv, s);
     w.version = PROTO_VERSION;
     w.client_id = s->fc.sid;
@@ -163,25 +210,123 @@ static void on_hello(session_t *s, uint64_t req_id, const Hccld__Hello *h)
     fds[1] = s->fc.arena_fd;
     fds[2] = engine_doorbell_fd(srv->eng);
     /* Nothing else has been written on this connection yet, so sending directly keeps order. */
-    if (uv_fileno((uv_handle_t *)&s->pipe, &fd) != 0 || uds_send(fd, &m, fds, 3) != 0) {
+    if (uv_fileno((uv_handle_t *)&s->pipe, &fd) != 0 ||
+        uds_send(fd, &m, rejoined ? fds + 2 : fds, rejoined ? 1 : 3) != 0) {
         WARN("IPC", "sending the segment to client pid %d failed", (int)s->fc.pid);
         session_close(s);
         return;
     }
     s->state = SESSION_READY;
     uv_timer_stop(&s->hello_timer);
-    INFO("IPC", "client %llu: pid %d uid %d job '%s', class %s, arena %llu MiB",
+    INFO("IPC", "client %llu: pid %d uid %d job '%s', class %s, arena %llu MiB%s",
          (unsigned long long)s->fc.sid, (int)s->fc.pid, (int)s->fc.uid, s->fc.job_name,
-         srv->qos.cls[s->fc.qos_class].name, (unsigned long long)(s->layout.arena_bytes >> 20));
-    events_client(srv, s, 1);
+         srv->qos.cls[s->fc.qos_class].name, (unsigned long long)(s->layout.arena_bytes >> 20),
+         rejoined ? ", back after a daemon restart" : "");
+    events_client(srv, s, rejoined ? EVENTS_CLIENT_BACK : EVENTS_CLIENT_CONNECTED);
+}
+
+static void on_hello(session_t *s, uint64_t req_id, const Hccld__Hello *h)
+{
+    server_t *srv = s->srv;
+
+    if (h->version != PROTO_VERSION) {
+        WARN("IPC", "client pid %d speaks protocol %u, this daemon %u", (int)s->fc.pid, h->version,
+             PROTO_VERSION);
+        welcome_fail(s, req_id, 5 /* HCCL_E_NOT_SUPPORT */, "protocol version mismatch");
+        return;
+    }
+    if (h->arena_bytes == 0 || h->arena_bytes > srv->cfg.max_arena) {
+        welcome_fail(s, req_id, 1 /* HCCL_E_PARA */, "arena size (HCCL_BUFFSIZE) out of range");
+        return;
+    }
+    if (segment_create(s, h->arena_bytes) != 0 ||
+        engine_session_add(srv->eng, s->fc.sid, s->seg, s->arena, &s->layout) != 0) {
+        welcome_fail(s, req_id, 3 /* HCCL_E_MEMORY */, "the daemon could not create the segment");
+        return;
+    }
+    snprintf(s->fc.job_name, sizeof(s->fc.job_name), "%s", h->job_name);
+    snprintf(s->qos_asked, sizeof(s->qos_asked), "%s", h->qos_class);
+    welcome_send(s, req_id, 0);
+}
+
+/* Maps a memfd a client handed back, of exactly `bytes` and sealed against shrinking (as
+ * shm_memfd_map makes them), so that it can never fault under the daemon. */
+static void *memfd_adopt(int fd, uint64_t bytes)
+{
+    struct stat st;
+    void *p;
+
+    if (fd < 0 || fstat(fd, &st) != 0 || (uint64_t)st.st_size != bytes ||
+        (fcntl(fd, F_GET_SEALS) & (F_SEAL_SHRINK | F_SEAL_SEAL)) != (F_SEAL_SHRINK | F_SEAL_SEAL))
+        return NULL;
+    p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+/* Why the segment a rejoining client handed back cannot be served, or NULL. */
+static const char *segment_adopt(session_t *s, uint64_t arena_bytes)
+{
+    shm_layout_t l;
+    const shm_hdr_t *hdr;
+
+    if (s->nfds != 2)
+        return "a rejoin comes with the segment and the arena";
+    shm_layout_make(arena_bytes, SERVER_SQ_ENTRIES, SERVER_SQ_ENTRIES, &l);
+    s->memfd = session_take_fd(s);
+    s->fc.arena_fd = session_take_fd(s);
+    if ((s->seg = memfd_adopt(s->memfd, l.seg_bytes)) == NULL ||
+        (s->arena = memfd_adopt(s->fc.arena_fd, l.arena_bytes)) == NULL)
+        return "the segment or arena is not one this daemon makes";
+    hdr = s->seg;
+    if (hdr->magic != SHM_MAGIC || hdr->version != PROTO_VERSION || hdr->seg_bytes != l.seg_bytes ||
+        shm_ring(s->seg, l.sq_off)->entries != l.sq_entries ||
+        shm_ring(s->seg, l.cq_off)->entries != l.cq_entries)
+        return "the segment's header or rings are not this version's";
+    s->layout = l;
+    s->fc.arena_bytes = l.arena_bytes;
+    __atomic_store_n(&((shm_hdr_t *)s->seg)->halted_cleanly, 0, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* A client whose daemon restarted: it keeps its segment, arena and rings (formatted afresh). */
+static void on_rejoin(session_t *s, uint64_t req_id, const Hccld__Rejoin *r)
+{
+    server_t *srv = s->srv;
+    const char *why = NULL;
+
+    if (r->version != PROTO_VERSION) {
+        WARN("IPC", "client pid %d speaks protocol %u, this daemon %u", (int)s->fc.pid, r->version,
+             PROTO_VERSION);
+        welcome_fail(s, req_id, 5 /* HCCL_E_NOT_SUPPORT */, "protocol version mismatch");
+        return;
+    }
+    if (r->arena_bytes == 0 || r->arena_bytes > srv->cfg.max_arena)
+        why = "arena size out of range";
+    else
+        why = segment_adopt(s, r->arena_bytes);
+    if (why == NULL && engine_session_add(srv->eng, s->fc.sid, s->seg, s->arena, &s->layout) != 0)
+        why = "the daemon could not take the segment";
+    if (why != NULL) {
+        WARN("IPC", "client pid %d cannot rejoin: %s", (int)s->fc.pid, why);
+        welcome_fail(s, req_id, 1 /* HCCL_E_PARA */, why);
+        session_close(s);
+        return;
+    }
+    snprintf(s->fc.job_name, sizeof(s->fc.job_name), "%s", r->job_name);
+    snprintf(s->qos_asked, sizeof(s->qos_asked), "%s", r->qos_class);
+    srv->clients_rejoined++;
+    welcome_send(s, req_id, 1);
 }
 
 static int dispatch_client(session_t *s, const Hccld__Msg *m)
 {
     if (s->state == SESSION_HELLO_WAIT) {
-        if (m->body_case != HCCLD__MSG__BODY_HELLO)
+        if (m->body_case == HCCLD__MSG__BODY_HELLO)
+            on_hello(s, m->req_id, m->hello);
+        else if (m->body_case == HCCLD__MSG__BODY_REJOIN)
+            on_rejoin(s, m->req_id, m->rejoin);
+        else
             return -EPROTO;
-        on_hello(s, m->req_id, m->hello);
         return 0;
     }
     return formation_request(s, m);
@@ -203,6 +348,8 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     frame_dec_commit(s->dec, (size_t)nread);
+    if (s->kind == SESSION_CLIENT)
+        pending_collect(s);
     while (s->state != SESSION_CLOSING && (rc = frame_dec_next(s->dec, &m)) != 0) {
         if (rc < 0) {
             WARN("IPC", "pid %d sent a malformed frame (%s); closing the connection",
@@ -221,6 +368,8 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
         }
         frame_msg_free(m);
     }
+    if (s->state != SESSION_CLOSING)
+        fds_drop_unclaimed(s);
 }
 
 static void on_hello_timeout(uv_timer_t *t)
@@ -261,7 +410,8 @@ void session_accept(server_t *srv, uv_stream_t *listener, enum session_kind kind
     s->fc.arena_fd = -1;
     s->fc.sid = ++srv->next_sid;
     frame_dec_init(s->dec);
-    uv_pipe_init(srv->loop, &s->pipe, 0);
+    /* Clients' pipes carry descriptors (a rejoining client's memfds): an IPC pipe. */
+    uv_pipe_init(srv->loop, &s->pipe, kind == SESSION_CLIENT);
     uv_timer_init(srv->loop, &s->hello_timer);
     s->pipe.data = s;
     s->hello_timer.data = s;

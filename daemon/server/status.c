@@ -214,6 +214,22 @@ int status_build(server_t *srv, status_t *x)
     r->advertised = srv->advertised;
     r->metrics_addr = srv->metrics_addr;
     link_mon_status(srv->links, r);
+    r->clients_rejoined = srv->clients_rejoined;
+    r->comms_rejoined = form_comms_rejoined(srv->form);
+    unsigned nrj = form_rejoins_view(srv->form, x->rv, STATUS_REJOINS_MAX, now_ms(srv));
+    r->n_rejoining = nrj < STATUS_REJOINS_MAX ? nrj : STATUS_REJOINS_MAX;
+    for (size_t i = 0; i < r->n_rejoining; i++) {
+        Hccld__CommRejoining *j = &x->rj[i];
+        hccld__comm_rejoining__init(j);
+        j->comm_id = x->rv[i].comm_id;
+        j->nranks = x->rv[i].nranks;
+        j->back = x->rv[i].back;
+        j->missing = x->rv[i].missing;
+        j->left_ms = x->rv[i].left_ms;
+        j->coop = x->rv[i].coop;
+        x->rjp[i] = j;
+    }
+    r->rejoining = x->rjp;
     fill_clients(srv, r, x->cs, x->csp);
     fill_comms(srv, r, x->cm, x->cmp, x->posted, x->ranks, x->links, x->link_txt, x->lf,
                x->waiting);

@@ -5,12 +5,15 @@
 #ifndef HCCLD_SERVER_STATUS_H
 #define HCCLD_SERVER_STATUS_H
 
+#include "form/form.h"
 #include "hccld.pb-c.h"
 #include "sched/engine.h"
 
 typedef struct server server_t;
 
 #define STATUS_WAIT_TEXT 512 /* a comm's waiting_on */
+
+#define STATUS_REJOINS_MAX 64 /* shown at most */
 
 typedef struct status {
     Hccld__StatusResp r;
@@ -23,6 +26,9 @@ typedef struct status {
     Hccld__LinkFigures *lf;
     char (*waiting)[STATUS_WAIT_TEXT];
     uint64_t lat_bucket[ENGINE_LAT_BUCKETS];
+    /* Comms registered again after a restart, still waiting for ranks */
+    form_rejoin_view_t rv[STATUS_REJOINS_MAX];
+    Hccld__CommRejoining rj[STATUS_REJOINS_MAX], *rjp[STATUS_REJOINS_MAX];
 } status_t;
 
 typedef struct form_comm form_comm_t;

@@ -34,8 +34,10 @@
 #define HOLD_S 4.0
 #define RETRY_PARAMS "MaxCnt:1, HoldTime:4000, IntervalTime:1000"
 #define RESTART_AFTER_US 500000 /* a killed daemon starts again this long after */
-#define RANK_TIMEOUT 90         /* a rank's alarm; every wait below is shorter */
-#define MAX_FAIL 3              /* a rank ends its loop after this many failed ops */
+/* Issue 37: an op waits at most this long once the restarted daemon is up. */
+#define RESTART_STALL_S 2.0
+#define RANK_TIMEOUT 90 /* a rank's alarm; every wait below is shorter */
+#define MAX_FAIL 3      /* a rank ends its loop after this many failed ops */
 #define RC(x) (1u << (x))
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -76,17 +78,18 @@ typedef struct row {
     /* Send/Recv alone (fl_rank_p2p), the fault between two exchanges: the second starts once
      * every daemon's link monitor counts a failed link, and fail_s runs from its start. */
     int p2p;
+    int l0_daemon; /* HCCL_L0_MODE=daemon: collectives on one daemon go through it too */
 } row_t;
 
 /* A fault on 2 and 3 daemons with 1 and 2 ranks each; make test runs those in `in_short` (a
  * mask of C21, C22, C31, C32: daemons x ranks each). */
 enum { C21 = 1, C22 = 2, C31 = 4, C32 = 8 };
 #define ROWS_OF(f, retry, ex, here, away, fail_s, stall_s, in_short)                               \
-    {f, 2, 1, ex, here, away, fail_s, stall_s, (in_short)&C21, retry, 0},                          \
-        {f, 2, 2, ex, here, away, fail_s, stall_s, (in_short)&C22, retry, 0},                      \
-        {f, 3, 1, ex, here, away, fail_s, stall_s, (in_short)&C31, retry, 0},                      \
+    {f, 2, 1, ex, here, away, fail_s, stall_s, (in_short)&C21, retry, 0, 0},                       \
+        {f, 2, 2, ex, here, away, fail_s, stall_s, (in_short)&C22, retry, 0, 0},                   \
+        {f, 3, 1, ex, here, away, fail_s, stall_s, (in_short)&C31, retry, 0, 0},                   \
     {                                                                                              \
-        f, 3, 2, ex, here, away, fail_s, stall_s, (in_short)&C32, retry, 0                         \
+        f, 3, 2, ex, here, away, fail_s, stall_s, (in_short)&C32, retry, 0, 0                      \
     }
 
 /* HCCL_EXEC_TIMEOUT of the jobs: the bound of every op. */
@@ -107,6 +110,15 @@ static const row_t rows[] = {
     ROWS_OF(F_DAEMON_KILL, 1, FAILS, DEAD_RCS, RC(HCCL_E_REMOTE), HOLD_S + 1.0, 0, C31),
     ROWS_OF(F_DAEMON_RESTART, 1, FAILS_TODAY, DEAD_RCS, RC(HCCL_E_REMOTE), HOLD_S + 1.0, 2.0, C21),
     ROWS_OF(F_DAEMON_TERM, 1, FAILS_TODAY, DEAD_RCS, RC(HCCL_E_REMOTE), HOLD_S + 1.0, 2.0, C21),
+    /* One daemon, 2 ranks: its restart costs no op (cooperative collectives, and Send/Recv
+     * through it; or everything through it); without retry the ops fail at once; a daemon that
+     * stays away fails them after the hold. */
+    {F_DAEMON_RESTART, 1, 2, SURVIVES, 0, 0, 0, RESTART_STALL_S, 1, 1, 0, 0},
+    {F_DAEMON_RESTART, 1, 2, SURVIVES, 0, 0, 0, RESTART_STALL_S, 1, 1, 0, 1},
+    {F_DAEMON_TERM, 1, 2, SURVIVES, 0, 0, 0, RESTART_STALL_S, 1, 1, 0, 0},
+    {F_DAEMON_TERM, 1, 2, SURVIVES, 0, 0, 0, RESTART_STALL_S, 1, 1, 0, 1},
+    {F_DAEMON_RESTART, 1, 2, FAILS, DEAD_RCS, DEAD_RCS, 1.0, 0, 1, 0, 0, 1},
+    {F_DAEMON_KILL, 1, 2, FAILS, DEAD_RCS, DEAD_RCS, HOLD_S + 1.0, 0, 1, 1, 0, 1},
 };
 #define NROWS (sizeof(rows) / sizeof(rows[0]))
 
@@ -115,8 +127,8 @@ static const row_t rows[] = {
  * would (it used to wait for HCCL_EXEC_TIMEOUT and fail with HCCL_E_TIMEOUT). Every run. */
 #define P2P_FAIL_S 1.0
 static const row_t p2p_rows[] = {
-    {F_RESET, 2, 1, FAILS, RC(HCCL_E_REMOTE), RC(HCCL_E_REMOTE), P2P_FAIL_S, 0, 1, 0, 1},
-    {F_RESET, 2, 2, FAILS, RC(HCCL_E_REMOTE), RC(HCCL_E_REMOTE), P2P_FAIL_S, 0, 1, 0, 1},
+    {F_RESET, 2, 1, FAILS, RC(HCCL_E_REMOTE), RC(HCCL_E_REMOTE), P2P_FAIL_S, 0, 1, 0, 1, 0},
+    {F_RESET, 2, 2, FAILS, RC(HCCL_E_REMOTE), RC(HCCL_E_REMOTE), P2P_FAIL_S, 0, 1, 0, 1, 0},
 };
 #define NP2P (sizeof(p2p_rows) / sizeof(p2p_rows[0]))
 /* How often their daemons' link monitors look (HCCLD_LINK_CHECK_MS), and how long the test
@@ -317,7 +329,7 @@ static void daemons_serve(const row_t *w, const fi_daemons_t *d, outcome_t *o)
     for (unsigned k = 0; k < nd; k++)
         if (!fi_answers(d, k))
             fail_why(o, "daemon %u does not answer", k);
-    if (new_job_fails(d, nd, w->per) != 0)
+    if (nd > 0 && new_job_fails(d, nd, w->per) != 0)
         fail_why(o, "a new job on %u daemons failed", nd);
 }
 
@@ -371,6 +383,8 @@ static void run_row(const row_t *w, enum expect ex, outcome_t *o)
     setenv("HCCL_EXEC_TIMEOUT", STR(EXEC_TIMEOUT_S), 1);
     setenv("HCCL_OP_RETRY_ENABLE", w->retry ? "L1:1" : "L1:0", 1);
     setenv("HCCL_OP_RETRY_PARAMS", RETRY_PARAMS, 1);
+    if (w->l0_daemon)
+        setenv("HCCL_L0_MODE", "daemon", 1);
     if (sh != NULL)
         snprintf(sh->log_dir, sizeof(sh->log_dir), "%s", dir);
     if (sh == NULL ||
@@ -405,6 +419,7 @@ static void run_row(const row_t *w, enum expect ex, outcome_t *o)
     unsetenv("HCCL_EXEC_TIMEOUT");
     unsetenv("HCCL_OP_RETRY_ENABLE");
     unsetenv("HCCL_OP_RETRY_PARAMS");
+    unsetenv("HCCL_L0_MODE");
     fl_shared_free(sh);
     for (uint32_t r = 0; r < o->n; r++) {
         snprintf(path, sizeof(path), "%s/rank%u.log", dir, r);
@@ -415,8 +430,9 @@ static void run_row(const row_t *w, enum expect ex, outcome_t *o)
 
 static void report(const row_t *w, const outcome_t *o)
 {
-    fprintf(stderr, "faultloop: %s, %u daemons x %u ranks, retry %s%s%s:\n", fault_names[w->fault],
-            w->daemons, w->per, w->retry ? "on" : "off", w->p2p ? ", Send/Recv alone" : "",
+    fprintf(stderr, "faultloop: %s, %u daemons x %u ranks, retry %s%s%s%s:\n",
+            fault_names[w->fault], w->daemons, w->per, w->retry ? "on" : "off",
+            w->p2p ? ", Send/Recv alone" : "", w->l0_daemon ? ", HCCL_L0_MODE=daemon" : "",
             o->resets > 0 ? " (sockets reset: see below)" : "");
     if (o->resets > 0)
         fprintf(stderr, "  %d sockets reset\n", o->resets);
@@ -444,9 +460,10 @@ static void check_row(const row_t *w)
     run_row(w, ex, &o);
     if (o.why[0] != '\0' || getenv("HCCLD_TEST_REPORT") != NULL)
         report(w, &o);
-    ck_assert_msg(o.why[0] == '\0', "%s, %u daemons x %u ranks, retry %s%s: %s",
+    ck_assert_msg(o.why[0] == '\0', "%s, %u daemons x %u ranks, retry %s%s%s: %s",
                   fault_names[w->fault], w->daemons, w->per, w->retry ? "on" : "off",
-                  w->p2p ? ", Send/Recv alone" : "", o.why);
+                  w->p2p ? ", Send/Recv alone" : "", w->l0_daemon ? ", HCCL_L0_MODE=daemon" : "",
+                  o.why);
 }
 
 START_TEST(test_row)

@@ -53,26 +53,36 @@ static float *block(uint32_t r, uint64_t off)
     return (float *)((char *)ranks[r].arena + off);
 }
 
-/* Rank r posts kind for sequence seq: COUNT floats from arena offset 0 into COUNT * 4. */
-static void post(uint32_t r, uint8_t kind, uint64_t seq, uint64_t tag)
+/* Rank r posts a piece of kind with flags for sequence seq (a transfer: with peer): COUNT floats
+ * from arena offset 0 into COUNT * 4 (in place: into 0). */
+static void post_f(uint32_t r, uint8_t kind, uint64_t seq, uint64_t tag, uint8_t flags,
+                   uint32_t peer)
 {
     desc_t d = {.tag = tag,
                 .comm_id = COMM,
                 .kind = kind,
                 .dtype = HCCL_DATA_TYPE_FP32,
                 .redop = HCCL_REDUCE_SUM,
+                .flags = flags,
                 .seq = seq,
                 .count = COUNT,
+                .root = peer,
                 .rank = r,
                 .send_off = 0,
                 .send_stride = COUNT * sizeof(float),
-                .recv_off = COUNT * sizeof(float),
+                .recv_off = flags & DESC_F_OVERWRITES ? 0 : COUNT * sizeof(float),
                 .recv_stride = COUNT * sizeof(float),
                 .total = COUNT};
     uint64_t one = 1;
 
     ck_assert_int_eq(ring_push(&ranks[r].sq, &d), 0);
     ck_assert_int_eq(write(engine_doorbell_fd(eng), &one, sizeof(one)), (ssize_t)sizeof(one));
+}
+
+/* The same, without flags. */
+static void post(uint32_t r, uint8_t kind, uint64_t seq, uint64_t tag)
+{
+    post_f(r, kind, seq, tag, 0, 0);
 }
 
 /* Rank r's next completion, within WAIT_S. */
@@ -205,6 +215,58 @@ START_TEST(test_engine_mismatch)
 END_TEST
 
 /* The fake span layer: scripted events, a record of what the engine handed down. */
+/* A comm registered again after a restart (engine_resume_t): rank 1 completed collective
+ * pieces below 3, every rank posted those below 5, and rank 0 had sent its peer 2 pieces. A
+ * piece some rank completed completes at once for the other, unrun (its output untouched);
+ * piece 3 runs again; piece 4, in place on one rank, fails on both; piece 5 runs; the sends
+ * below 2 complete at once, the third matches its receive and moves the data. */
+START_TEST(test_engine_resume)
+{
+    const uint64_t p2p[4] = {0, 2, 0, 0}; /* rank 0 -> 1: 2 done */
+    engine_resume_t er = {.done_below = 3, .maybe_started = 5, .p2p_done = p2p};
+
+    setup(2);
+    ck_assert_int_eq(engine_comm_resume(eng, COMM, &er), 0);
+    for (uint32_t i = 0; i < COUNT; i++) {
+        block(0, 0)[i] = 1.0f;
+        block(1, 0)[i] = (float)i;
+        block(0, COUNT * sizeof(float))[i] = -7.0f; /* "written before the restart" */
+    }
+    post_f(0, DESC_ALLREDUCE, 2, 12, 0, 0);
+    cqe_t e = completion(0);
+    ck_assert_uint_eq(e.tag, 12);
+    ck_assert_int_eq(e.status, HCCL_SUCCESS);
+    ck_assert_float_eq(block(0, COUNT * sizeof(float))[5], -7.0f);
+    queued(0);
+    for (uint64_t seq = 3; seq < 6; seq++) {
+        post_f(0, DESC_ALLREDUCE, seq, 20 + seq, seq == 4 ? DESC_F_OVERWRITES : 0, 0);
+        post_f(1, DESC_ALLREDUCE, seq, 30 + seq, 0, 0);
+        for (uint32_t r = 0; r < 2; r++) {
+            e = completion(r);
+            ck_assert_uint_eq(e.tag, (r ? 30 : 20) + seq);
+            ck_assert_int_eq(e.status, seq == 4 ? HCCL_E_REMOTE : HCCL_SUCCESS);
+        }
+        for (uint32_t i = 0; seq != 4 && i < COUNT; i++)
+            ck_assert_float_eq(block(1, COUNT * sizeof(float))[i], 1.0f + (float)i);
+    }
+    for (uint64_t seq = 0; seq < 2; seq++) {
+        post_f(0, DESC_SEND, seq, 40 + seq, 0, 1);
+        e = completion(0);
+        ck_assert_uint_eq(e.tag, 40 + seq);
+        ck_assert_int_eq(e.status, HCCL_SUCCESS);
+    }
+    for (uint32_t i = 0; i < COUNT; i++)
+        block(0, 0)[i] = 3.0f + (float)i;
+    post_f(1, DESC_RECV, 2, 52, 0, 0);
+    post_f(0, DESC_SEND, 2, 42, 0, 1);
+    ck_assert_uint_eq(completion(0).tag, 42);
+    ck_assert_uint_eq(completion(1).tag, 52);
+    for (uint32_t i = 0; i < COUNT; i++)
+        ck_assert_float_eq(block(1, COUNT * sizeof(float))[i], 3.0f + (float)i);
+    teardown(2);
+}
+END_TEST
+
 static struct fake_span {
     int busy, started, posted, notified, notice, left_local, freed;
     desc_t coll, p2p;
@@ -515,6 +577,7 @@ Suite *engine_suite(void)
     tcase_add_test(tc, test_engine_breaks_on_a_death);
     tcase_add_test(tc, test_engine_rank_leaves);
     tcase_add_test(tc, test_engine_mismatch);
+    tcase_add_test(tc, test_engine_resume);
     suite_add_tcase(s, tc);
     tc = tcase_create("span");
     tcase_set_timeout(tc, 60);

@@ -44,6 +44,8 @@ static seen_t seen;
 static form_t *f;
 static int link_token;     /* the fake link's address */
 static int qos_level = -1; /* hcclQos of the next joins (-1: not set) */
+static int retry_l0;       /* the next joins wait for a restarted daemon (L0:1, hold 3 s) */
+#define HOLD_MS 3000
 
 static uint32_t idx(const form_client_t *c)
 {
@@ -181,6 +183,7 @@ static void setup(void)
 static void teardown(void)
 {
     qos_level = -1;
+    retry_l0 = 0;
     form_free(f);
     engine_destroy(eng);
     for (uint32_t r = 0; r < NR; r++)
@@ -204,6 +207,10 @@ static void join(uint32_t rank, uint32_t nranks, const char *root_addr, const ch
     req.algo = (char *)algo;
     req.qos_level_set = qos_level >= 0;
     req.qos_level = qos_level >= 0 ? (uint32_t)qos_level : 0;
+    req.retry_set = retry_l0;
+    req.retry_l0 = retry_l0;
+    req.retry_max_cnt = 1;
+    req.retry_hold_ms = HOLD_MS;
     form_comm_init(f, &clients[rank], 40 + rank, &req, now);
 }
 
@@ -699,6 +706,179 @@ START_TEST(test_form_qos_level)
 }
 END_TEST
 
+/* The comm the ranks formed before the "restart", and its secret as they were told it. */
+static uint32_t old_id;
+static uint8_t old_secret[FORM_SECRET_BYTES];
+
+/* Three ranks form a comm whose ranks wait for restarts (L0:1), then the daemon "restarts": a
+ * new engine and formation, the same clients (their sessions back). */
+static void formed_then_restart(void)
+{
+    setup();
+    retry_l0 = 1;
+    root_info(T0);
+    for (uint32_t r = 0; r < NR; r++)
+        join(r, NR, "", NULL, T0);
+    const form_comm_t *c = only_comm();
+    old_id = c->id;
+    ck_assert_uint_eq(c->restart_hold_ms, HOLD_MS);
+    for (uint32_t r = 0; r < NR; r++) {
+        ck_assert_uint_eq(seen.init[r].resume_token.len, FORM_SECRET_BYTES);
+        ck_assert_mem_eq(seen.init[r].resume_token.data, c->secret, FORM_SECRET_BYTES);
+    }
+    memcpy(old_secret, c->secret, sizeof(old_secret));
+    form_free(f);
+    engine_destroy(eng);
+    for (uint32_t r = 0; r < NR; r++)
+        fake_session_free(&fakes[r]);
+    memset(&seen, 0, sizeof(seen));
+    eng = engine_create(1);
+    ck_assert_ptr_nonnull(eng);
+    for (uint32_t r = 0; r < NR; r++)
+        fake_session_add(eng, &fakes[r], r + 1);
+    form_env_t env = {.eng = eng,
+                      .qos = &qos,
+                      .chunk_bytes = 1u << 20,
+                      .l0_mode = FORM_L0_DAEMON,
+                      .socket_path = "/tmp/none.sock",
+                      .advertised = "",
+                      .data_addr = "",
+                      .rdma_addr = "",
+                      .comm_id_base = old_id - 1}; /* the next new comm would take old_id */
+    f = form_new(&env, &ops, NULL);
+    ck_assert_ptr_nonnull(f);
+}
+
+/* Rank `rank` asks the new daemon for comm `id` with `secret`: it completed collective pieces
+ * below coll_next and posted those below coll_posted; sent `sent` pieces to each peer. */
+static void rejoin(uint32_t rank, uint32_t id, const uint8_t *secret, uint64_t coll_next,
+                   uint64_t coll_posted, uint64_t sent, uint64_t now)
+{
+    Hccld__CommRejoinReq req = HCCLD__COMM_REJOIN_REQ__INIT;
+    uint64_t send_next[NR], recv_next[NR];
+
+    for (uint32_t p = 0; p < NR; p++)
+        send_next[p] = recv_next[p] = sent;
+    req.comm_id = id;
+    req.nranks = NR;
+    req.rank = rank;
+    req.token = (ProtobufCBinaryData){FORM_SECRET_BYTES, (uint8_t *)secret};
+    req.hold_ms = HOLD_MS;
+    req.chunk_bytes = 1u << 20;
+    req.coll_next = coll_next;
+    req.coll_posted = coll_posted;
+    req.n_send_next = req.n_recv_next = NR;
+    req.send_next = send_next;
+    req.recv_next = recv_next;
+    form_comm_rejoin(f, &clients[rank], 70 + rank, &req, -1, now);
+}
+
+/* Without op retry the answers carry no secret and a stopping daemon ends the comm as before;
+ * with it, every rank gets the comm's one secret. */
+START_TEST(test_form_token_only_with_retry)
+{
+    setup();
+    root_info(T0);
+    for (uint32_t r = 0; r < NR; r++)
+        join(r, NR, "", NULL, T0);
+    ck_assert_uint_eq(only_comm()->restart_hold_ms, 0);
+    for (uint32_t r = 0; r < NR; r++)
+        ck_assert_uint_eq(seen.init[r].resume_token.len, 0);
+    teardown();
+    formed_then_restart();
+    teardown();
+}
+END_TEST
+
+/* After a restart the ranks register the comm again: nobody is answered before the last asks;
+ * then each gets the old id, its rank, the same secret, and the comm is ACTIVE here again. A
+ * new comm formed afterwards never takes the old id. */
+START_TEST(test_form_rejoin)
+{
+    formed_then_restart();
+    rejoin(2, old_id, old_secret, 5, 7, 1, T0 + 10);
+    rejoin(0, old_id, old_secret, 4, 6, 1, T0 + 10);
+    ck_assert_int_eq(seen.answers[0] + seen.answers[2], 0);
+    ck_assert_uint_eq(form_next_deadline(f), T0 + 10 + HOLD_MS);
+    rejoin(1, old_id, old_secret, 5, 7, 0, T0 + 20);
+    const form_comm_t *c = only_comm();
+    ck_assert_uint_eq(c->id, old_id);
+    ck_assert_int_eq(c->state, COMM_ACTIVE);
+    ck_assert_uint_eq(c->restart_hold_ms, HOLD_MS);
+    ck_assert_mem_eq(c->secret, old_secret, FORM_SECRET_BYTES);
+    for (uint32_t r = 0; r < NR; r++) {
+        ck_assert_int_eq(seen.answers[r], 1);
+        ck_assert_int_eq(seen.init[r].result, HCCL_SUCCESS);
+        ck_assert_uint_eq(seen.init[r].comm_id, old_id);
+        ck_assert_uint_eq(seen.init[r].rank, r);
+        ck_assert_uint_eq(seen.init[r].resume_token.len, FORM_SECRET_BYTES);
+    }
+    ck_assert_uint_eq(form_next_deadline(f), UINT64_MAX);
+    /* A new job's comm skips the id taken. */
+    retry_l0 = 0;
+    memset(&seen, 0, sizeof(seen));
+    root_info(T0 + 30);
+    join(0, 1, "", NULL, T0 + 30);
+    ck_assert_int_eq(seen.init[0].result, HCCL_SUCCESS);
+    ck_assert_uint_ne(seen.init[0].comm_id, old_id);
+    ck_assert_uint_ne(seen.init[0].comm_id, 0);
+    teardown();
+}
+END_TEST
+
+/* A process without the secret never joins the comm nor spoils the group of those with it; a
+ * rank that asks twice, or for a comm known here, is refused with HCCL_E_PARA. */
+START_TEST(test_form_rejoin_refusals)
+{
+    uint8_t wrong[FORM_SECRET_BYTES];
+
+    formed_then_restart();
+    memcpy(wrong, old_secret, sizeof(wrong));
+    wrong[0] ^= 1;
+    rejoin(0, old_id, wrong, 0, 0, 0, T0);
+    rejoin(1, old_id, old_secret, 0, 0, 0, T0);
+    rejoin(1, old_id, old_secret, 0, 0, 0, T0);
+    ck_assert_int_eq(seen.answers[1], 1);
+    ck_assert_int_eq(seen.init[1].result, HCCL_E_PARA);
+    ck_assert_str_eq(seen.why[1], "the rank asked twice");
+    rejoin(0, old_id, old_secret, 0, 0, 0, T0);
+    rejoin(2, old_id, old_secret, 0, 0, 0, T0);
+    ck_assert_int_eq(seen.init[2].result, HCCL_SUCCESS);
+    ck_assert_uint_eq(only_comm()->id, old_id);
+    /* The impostor's group waits for ranks that never come, and fails at its hold. */
+    ck_assert_int_eq(seen.answers[0], 1);
+    form_expire(f, T0 + HOLD_MS - 1);
+    ck_assert_int_eq(seen.answers[0], 1);
+    rejoin(1, old_id, old_secret, 0, 0, 0, T0 + 1);
+    ck_assert_int_eq(seen.init[1].result, HCCL_E_PARA);
+    ck_assert_str_eq(seen.why[1], "the comm is already known here");
+    teardown();
+}
+END_TEST
+
+/* Ranks that do not come back within the hold: the others fail with HCCL_E_REMOTE naming
+ * them; one whose process goes away while the others wait fails them at once. */
+START_TEST(test_form_rejoin_missing)
+{
+    formed_then_restart();
+    rejoin(0, old_id, old_secret, 0, 0, 0, T0);
+    form_expire(f, T0 + HOLD_MS - 1);
+    ck_assert_int_eq(seen.answers[0], 0);
+    form_expire(f, T0 + HOLD_MS);
+    ck_assert_int_eq(seen.init[0].result, HCCL_E_REMOTE);
+    ck_assert_str_eq(seen.why[0], "rank(s) did not come back within 3000 ms: 1 2");
+    ck_assert_ptr_null(form_comms(f));
+    rejoin(0, old_id, old_secret, 0, 0, 0, T0 + HOLD_MS);
+    rejoin(1, old_id, old_secret, 0, 0, 0, T0 + HOLD_MS);
+    form_client_gone(f, &clients[1]);
+    ck_assert_int_eq(seen.answers[0], 2);
+    ck_assert_int_eq(seen.init[0].result, HCCL_E_REMOTE);
+    ck_assert_str_eq(seen.why[0], "rank 1 (pid 101) went away");
+    ck_assert_uint_eq(form_next_deadline(f), UINT64_MAX);
+    teardown();
+}
+END_TEST
+
 Suite *form_suite(void)
 {
     Suite *s = suite_create("form");
@@ -720,6 +900,10 @@ Suite *form_suite(void)
     tcase_add_test(tc, test_form_member_not_listening);
     tcase_add_test(tc, test_form_remote_join);
     tcase_add_test(tc, test_form_qos_level);
+    tcase_add_test(tc, test_form_token_only_with_retry);
+    tcase_add_test(tc, test_form_rejoin);
+    tcase_add_test(tc, test_form_rejoin_refusals);
+    tcase_add_test(tc, test_form_rejoin_missing);
     suite_add_tcase(s, tc);
     return s;
 }
