@@ -62,6 +62,9 @@ static const fam_t comm_fams[] = {
     {"hccld_comm_ranks_joined", "gauge", "A communicator's ranks still connected."},
     {"hccld_comm_broken", "gauge",
      "1 when a communicator is broken (a rank died, a peer was lost, an abort)."},
+    {"hccld_comm_suspended_links", "gauge",
+     "A communicator's data connections to other daemons that failed and are held for op retry "
+     "(its ops wait for them)."},
 };
 #define NCOMM_FAMS (sizeof(comm_fams) / sizeof(comm_fams[0]))
 
@@ -72,6 +75,7 @@ static void comm_values(const Hccld__CommStatus *c, uint64_t v[NCOMM_FAMS])
     v[2] = c->nranks;
     v[3] = c->joined;
     v[4] = c->broken;
+    v[5] = c->suspended_links;
 }
 
 /* Per peer daemon (label peer: its data address), in the order of peer_values. */

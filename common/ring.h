@@ -29,12 +29,13 @@ static inline void ring_attach(ring_t *r, ring_hdr_t *hdr, uint32_t entries, uin
     r->mine = 0;
 }
 
-/* Zeroes the indices; only the side that creates the segment calls it. */
+/* Zeroes the indices: the side that creates the segment, or a client whose daemon restarted
+ * (while other threads of it may still look at the indices: atomic stores). */
 static inline void ring_format(ring_hdr_t *hdr, uint32_t entries)
 {
-    hdr->head = 0;
-    hdr->tail = 0;
-    hdr->waiting = 0;
+    __atomic_store_n(&hdr->head, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&hdr->tail, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&hdr->waiting, 0, __ATOMIC_RELEASE);
     hdr->entries = entries;
 }
 

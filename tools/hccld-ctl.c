@@ -125,8 +125,11 @@ static json_t *status_json(const Hccld__StatusResp *r)
                       "ops_in_flight", (int)c->ops_in_flight, "rank0", (int)c->rank0, "ranks",
                       ranks, "posted", posted, "on_wire", (int)c->on_wire, "links", links,
                       "link_figures", figs, "broken", (int)c->broken));
-        json_object_set_new(json_array_get(comms, json_array_size(comms) - 1), "waiting_on",
+        json_t *last = json_array_get(comms, json_array_size(comms) - 1);
+        json_object_set_new(last, "waiting_on",
                             json_string(c->waiting_on != NULL ? c->waiting_on : ""));
+        json_object_set_new(last, "suspended_links", json_integer(c->suspended_links));
+        json_object_set_new(last, "suspended_ms", json_integer((json_int_t)c->suspended_ms));
     }
     o = json_pack("{s:s, s:I, s:s, s:i, s:s, s:I, s:I, s:I, s:I, s:o, s:o}", "version", r->version,
                   "uptime_ms", (json_int_t)r->uptime_ms, "socket", r->socket, "workers",
@@ -210,6 +213,11 @@ static void print_comms(const Hccld__StatusResp *r)
                    f->latency_us, f->gbps, f->reduce_gbps, f->msg_overhead_us, f->daemons_per_core);
         }
         print_waiting(c);
+        if (c->suspended_links > 0)
+            printf("    suspended (op retry): %u data connection%s failed, its ops wait for it to "
+                   "come back (%.1f s so far)\n",
+                   c->suspended_links, c->suspended_links == 1 ? "" : "s",
+                   (double)c->suspended_ms / 1000);
     }
 }
 

@@ -523,6 +523,8 @@ int engine_get_comm_stats(engine_t *eng, uint32_t comm_id, engine_comm_stats_t *
         st_p->reduce_gbps = ss.reduce_gbps;
         st_p->overhead_us = ss.overhead_us;
         st_p->host_load = ss.host_load;
+        st_p->nsuspended = ss.nsuspended;
+        st_p->suspended_ns = ss.suspended_ns;
         rc = 0;
     }
     pthread_mutex_unlock(&eng->lock);

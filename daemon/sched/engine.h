@@ -68,6 +68,9 @@ typedef struct engine_comm_stats {
     /* The cost model's figures for its links, once measured (span/probe.c). */
     int measured;
     double alpha_us, gbps, reduce_gbps, overhead_us, host_load;
+    /* Op retry: data connections suspended now, and the longest such suspension so far. */
+    uint32_t nsuspended;
+    uint64_t suspended_ns;
 } engine_comm_stats_t;
 
 typedef struct engine_session_stats {

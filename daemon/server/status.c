@@ -141,6 +141,8 @@ static void fill_comms(server_t *srv, Hccld__StatusResp *r, Hccld__CommStatus *c
         cm[n].ranks = ranks + n * ENGINE_STATS_RANKS;
         cm[n].n_ranks = st.nlocal;
         cm[n].on_wire = st.on_wire;
+        cm[n].suspended_links = st.nsuspended;
+        cm[n].suspended_ms = st.suspended_ns / 1000000;
         status_waiting_on(c, &st, waiting[n], STATUS_WAIT_TEXT, NULL, NULL);
         cm[n].waiting_on = waiting[n];
         memcpy(posted + n * ENGINE_STATS_RANKS, st.posted, st.nlocal * sizeof(*st.posted));

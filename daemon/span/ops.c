@@ -199,7 +199,17 @@ static void ops_stats(const span_comm_t *sc, span_stats_t *st, char (*link)[SPAN
     if (sc->busy && sc->run != NULL)
         waiting_on(sc, st);
     *nnodes = 0;
-    for (uint32_t i = 0; i < sc->nnodes && i < max; i++) {
+    for (uint32_t i = 0; i < sc->nnodes; i++) {
+        tp_retry_stats_t rs = {0};
+        if (sc->conns[i] != NULL)
+            tp_retry_stats(sc->conns[i], &rs);
+        if (rs.suspended) {
+            st->nsuspended++;
+            st->suspended_ns =
+                rs.suspended_ns > st->suspended_ns ? rs.suspended_ns : st->suspended_ns;
+        }
+        if (i >= max)
+            continue;
         link[i][0] = '\0';
         if (sc->conns[i] != NULL)
             tp_describe(sc->conns[i], link[i], SPAN_LINK_MAX);

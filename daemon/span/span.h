@@ -108,6 +108,10 @@ typedef struct span_stats {
     uint32_t round, nrounds; /* on the wire: the level-1 round in progress, of how many */
     uint32_t nwaiting;       /* on the wire: the nodes it waits on now */
     wait_info_t waiting[WAIT_INFO_MAX];
+    /* Op retry: its data connections suspended now (failed, waiting to come back), and the
+     * longest of those suspensions so far. */
+    uint32_t nsuspended;
+    uint64_t suspended_ns;
 } span_stats_t;
 
 /* Notices to the other nodes (span_ops_t.notify). */

@@ -115,7 +115,7 @@ static const row_t rows[] = {
      * stays away fails them after the hold. */
     {F_DAEMON_RESTART, 1, 2, SURVIVES, 0, 0, 0, RESTART_STALL_S, 1, 1, 0, 0},
     {F_DAEMON_RESTART, 1, 2, SURVIVES, 0, 0, 0, RESTART_STALL_S, 1, 1, 0, 1},
-    {F_DAEMON_TERM, 1, 2, SURVIVES, 0, 0, 0, RESTART_STALL_S, 1, 1, 0, 0},
+    {F_DAEMON_TERM, 1, 2, SURVIVES, 0, 0, 0, RESTART_STALL_S, 0, 1, 0, 0},
     {F_DAEMON_TERM, 1, 2, SURVIVES, 0, 0, 0, RESTART_STALL_S, 1, 1, 0, 1},
     {F_DAEMON_RESTART, 1, 2, FAILS, DEAD_RCS, DEAD_RCS, 1.0, 0, 1, 0, 0, 1},
     {F_DAEMON_KILL, 1, 2, FAILS, DEAD_RCS, DEAD_RCS, HOLD_S + 1.0, 0, 1, 1, 0, 1},

@@ -502,8 +502,9 @@ static int stalled_link_rank(HcclComm comm, uint32_t r, uint32_t n, void *arg)
 }
 
 /* Two ranks on 2 daemons run stalled_link_rank for run_s while every packet into node 2 is
- * dropped for stall_s: how many of them failed. */
-static int stalled_run(cluster_t *c, unsigned stall_s, double run_s)
+ * dropped for stall_s: how many of them failed. during (if not NULL) runs while the packets are
+ * dropped, within stall_s. */
+static int stalled_run(cluster_t *c, unsigned stall_s, double run_s, void (*during)(cluster_t *c))
 {
     char *socks[2] = {c->socks[0], c->socks[1]};
     pid_t pids[2];
@@ -513,7 +514,11 @@ static int stalled_run(cluster_t *c, unsigned stall_s, double run_s)
                      0);
     sleep(CUT_AFTER_S);
     ck_assert_int_eq(impair_drop_input(&c->topo, 1, "1"), 0);
-    sleep(stall_s);
+    double until = mono_s() + stall_s;
+    if (during != NULL)
+        during(c);
+    while (mono_s() < until)
+        usleep(10 * 1000);
     ck_assert_int_eq(impair_undrop_input(&c->topo, 1, "1"), 0);
     return harness_wait(pids, 2, RANK_TIMEOUT);
 }
@@ -523,7 +528,7 @@ START_TEST(test_stalled_link_recovers)
     cluster_t c;
 
     cluster_up(&c, 2);
-    int failed = stalled_run(&c, STALL_S, STALL_RUN_S);
+    int failed = stalled_run(&c, STALL_S, STALL_RUN_S, NULL);
     if (failed)
         dump_logs(&c);
     ck_assert_msg(failed == 0, "%d ranks failed across a %d s stall", failed, STALL_S);
@@ -540,6 +545,35 @@ END_TEST
  */
 #define LOST_RETRY_S 7
 #define LOST_RETRY_RUN_S 14.0
+#define SUSPENDED_SEEN_S 6.5 /* the heartbeats give up after about 4 s of the loss */
+
+/* What `hccld-ctl status` said of the comm while the link was lost: the most data connections
+ * it showed suspended, on either daemon, and for how long. */
+static uint32_t seen_suspended;
+static uint64_t seen_suspended_ms;
+
+static void watch_suspended(cluster_t *c)
+{
+    double until = mono_s() + SUSPENDED_SEEN_S;
+
+    seen_suspended = 0;
+    seen_suspended_ms = 0;
+    while (mono_s() < until && seen_suspended == 0) {
+        for (int k = 0; k < 2; k++) {
+            Hccld__Msg *m = harness_daemon_status(c->socks[k]);
+            for (size_t i = 0; m != NULL && i < m->status_resp->n_comms; i++) {
+                const Hccld__CommStatus *cs = m->status_resp->comms[i];
+                if (cs->suspended_links > seen_suspended) {
+                    seen_suspended = cs->suspended_links;
+                    seen_suspended_ms = cs->suspended_ms;
+                }
+            }
+            if (m != NULL)
+                frame_msg_free(m);
+        }
+        usleep(100 * 1000);
+    }
+}
 
 START_TEST(test_lost_link_retried)
 {
@@ -548,7 +582,7 @@ START_TEST(test_lost_link_retried)
     setenv("HCCL_OP_RETRY_ENABLE", "L1:1", 1);
     setenv("HCCL_OP_RETRY_PARAMS", "MaxCnt:1, HoldTime:30000, IntervalTime:1000", 1);
     cluster_up(&c, 2);
-    int failed = stalled_run(&c, LOST_RETRY_S, LOST_RETRY_RUN_S);
+    int failed = stalled_run(&c, LOST_RETRY_S, LOST_RETRY_RUN_S, watch_suspended);
     unsetenv("HCCL_OP_RETRY_ENABLE");
     unsetenv("HCCL_OP_RETRY_PARAMS");
     if (failed)
@@ -557,6 +591,12 @@ START_TEST(test_lost_link_retried)
                   LOST_RETRY_S);
     ck_assert_msg(log_has(c.logs[0], "is back after") || log_has(c.logs[1], "is back after"),
                   "no daemon logged a data connection that came back");
+    ck_assert_msg(seen_suspended == 1,
+                  "hccld-ctl status showed %u suspended data connections of the comm during the "
+                  "loss (expected 1)",
+                  seen_suspended);
+    fprintf(stderr, "netns: status showed the comm's data connection suspended (%llu ms so far)\n",
+            (unsigned long long)seen_suspended_ms);
     cluster_down(&c);
 }
 END_TEST
