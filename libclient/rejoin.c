@@ -133,10 +133,10 @@ static void conn_replace(hc_client_t *c, int fd)
 static void rings_reset(hc_client_t *c)
 {
     hc_drain_locked(c);
-    ring_format(shm_ring(c->seg, c->l.sq_off), c->l.sq_entries);
-    ring_format(shm_ring(c->seg, c->l.cq_off), c->l.cq_entries);
-    ring_attach(&c->sq, shm_ring(c->seg, c->l.sq_off), c->l.sq_entries, sizeof(desc_t));
-    ring_attach(&c->cq, shm_ring(c->seg, c->l.cq_off), c->l.cq_entries, sizeof(cqe_t));
+    ring_format(c->sq.hdr, c->l.sq_entries);
+    ring_format(c->cq.hdr, c->l.cq_entries);
+    c->sq.mine = 0; /* our own index of each: the producer's of sq, the consumer's of cq */
+    c->cq.mine = 0;
 }
 
 /* Step 2: 0, or -EAGAIN (try again: the daemon is not up yet), or -EPROTO (it refused). */
@@ -386,15 +386,19 @@ static void *keeper_main(void *arg)
     hc_client_t *c = arg;
 
     in_keeper = 1;
-    while (!__atomic_load_n(&c->keeper_stop, __ATOMIC_ACQUIRE) && !hc_client_dead(c)) {
+    while (!__atomic_load_n(&c->keeper_stop, __ATOMIC_ACQUIRE)) {
+        /* Gone for good: it waits to be stopped (a thread that ended unjoined is a leak). */
+        if (hc_client_dead(c)) {
+            usleep(KEEPER_POLL_MS * 1000);
+            continue;
+        }
         struct pollfd pfd = {.fd = c->conn.fd, .events = POLLRDHUP};
         int hup = poll(&pfd, 1, KEEPER_POLL_MS) > 0 &&
                   (pfd.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL));
         if (!hup && !hc_client_away(c))
             continue;
         __atomic_store_n(&c->away, 1, __ATOMIC_RELEASE);
-        if (!rejoin(c))
-            break;
+        rejoin(c);
     }
     return NULL;
 }
