@@ -99,7 +99,7 @@ SIM_BIN    := $(BUILD)/tests/sim_all
 NETNS_SRC  := $(wildcard tests/netns/*.c)
 NETNS_BIN  := $(BUILD)/tests/netns_tests
 
-.PHONY: all test test-unit test-integration test-netns test-rdma test-tsan soak faultloop demo bench bench-retry bench-multinode bench-qos bench-stripes bench-determinism bench-torch bench-stream \
+.PHONY: all test test-unit test-integration test-netns test-rdma test-tsan soak faultloop demo bench bench-retry bench-restart bench-multinode bench-qos bench-stripes bench-determinism bench-torch bench-stream \
 	bench-latency bench-all bench-copy bench-zc-ceiling install clean \
 	format-check layer-check
 all: $(BIN_HCCLD) $(BIN_TOOLS) $(BIN_SCRIPTS) $(LIB_SO) $(LIB_A) $(LIB_PC)
@@ -268,6 +268,10 @@ bench-copy:
 
 bench-retry: all
 	./bench/retry_cost.sh $(BUILD)
+
+# BASE=DIR: the build directory of an older checkout to run beside this one.
+bench-restart: all
+	./bench/restart_cost.sh $(BUILD) 5 $(BASE)
 
 bench-zc-ceiling: all
 	./bench/zc_ceiling.sh $(BUILD)
