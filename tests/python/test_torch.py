@@ -3,6 +3,7 @@ the same processes: every op torch users call, many dtypes, sync and async, grou
 batches, DDP bit for bit, and the errors (RuntimeError naming the op, never a hang)."""
 import datetime
 import io
+import json
 import os
 import shutil
 import signal
@@ -10,6 +11,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 import unittest
@@ -23,6 +25,7 @@ from ranks import (TOP, Daemon, _ctx,  # noqa: F401 (unittest finds the last two
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
+import hccl.daemon  # noqa: E402
 import hccl.torch  # noqa: E402,F401
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8,
@@ -641,6 +644,89 @@ class TestFailures(unittest.TestCase):
                 msg, waited = res[0]
                 self.assertRegex(msg or "", r"^hccl allreduce: HcclAllReduce: .*\(21\)$")
                 self.assertLess(waited, 30)
+
+
+RESTART_RUN_S = 9.0  # each rank's loop; the daemon stops at 2.5 s and crashes at 5.5 s
+
+
+def _restart_loop(r, n, gloo):
+    """Checked torch ops until RESTART_RUN_S has passed (the ranks agree over gloo): allreduce
+    sync and async against gloo on the same inputs, broadcast, all_gather and send/recv (which
+    go through the daemon). Returns (ops, wrong, slowest op in s)."""
+    ops = wrong = i = 0
+    slowest, t_end = 0.0, time.monotonic() + RESTART_RUN_S
+    while True:
+        stop = torch.tensor([int(time.monotonic() > t_end)])
+        dist.all_reduce(stop, op=dist.ReduceOp.MAX, group=gloo)
+        if stop.item():
+            return ops, wrong, slowest
+        t0 = time.monotonic()
+        x = sample(r, torch.float32, count=4096, seed=i)
+        a, b = x.clone(), x.clone()
+        dist.all_reduce(a)
+        dist.all_reduce(b, group=gloo)
+        big = torch.full((1 << 18,), float(r + i))
+        dist.all_reduce(big, async_op=True).wait()
+        c = torch.full((64,), float(i if r == 0 else -1))
+        dist.broadcast(c, 0)
+        g = [torch.zeros(8) for _ in range(n)]
+        dist.all_gather(g, torch.full((8,), float(r * 10 + i)))
+        p = torch.full((1000,), float(i)) if r == 0 else torch.zeros(1000)
+        if r == 0:
+            dist.send(p, 1)
+        else:
+            dist.recv(p, 0)
+        wrong += (not torch.equal(a, b)) + (not torch.all(big == float(n * i + n * (n - 1) // 2)))
+        wrong += (not torch.all(c == float(i))) + (not torch.all(p == float(i)))
+        wrong += sum(not torch.all(g[q] == float(q * 10 + i)) for q in range(n))
+        ops += 5
+        i += 1
+        slowest = max(slowest, time.monotonic() - t0)
+
+
+class TestDaemonRestart(unittest.TestCase):
+    """Issue 37: with op retry on (HCCL_OP_RETRY_ENABLE="L0:1"), the ranks' daemon is stopped
+    and started again (an upgrade), then killed and started again (a crash), under a loop of
+    torch ops: no op fails, every result equals gloo's or the exact value, and the daemon that
+    ends the run counts both ranks back."""
+
+    def test_stop_and_crash_under_a_loop(self):
+        d = Daemon()
+        daemons = [d]
+        os.environ["HCCL_OP_RETRY_ENABLE"] = "L0:1"
+
+        def faults():
+            for at, sig in ((2.5, signal.SIGTERM), (5.5, signal.SIGKILL)):
+                time.sleep(at - (time.monotonic() - t0))
+                daemons[-1].proc.send_signal(sig)
+                daemons[-1].proc.wait(10)
+                time.sleep(0.3)
+                daemons.append(Daemon(dir=d.dir))
+
+        t0 = time.monotonic()
+        th = threading.Thread(target=faults)
+        th.start()
+        try:
+            res = run_torch(2, _restart_loop, timeout=90, socks=[d.sock, d.sock])
+            th.join()
+            out = subprocess.run([hccl.daemon.tool("hccld-ctl"), "--admin-socket", daemons[-1].admin,
+                                  "--json", "status"], capture_output=True, text=True,
+                                 check=True).stdout
+        finally:
+            del os.environ["HCCL_OP_RETRY_ENABLE"]
+            th.join()
+            daemons[-1].stop()
+            shutil.rmtree(d.dir, ignore_errors=True)
+        st = json.loads(out)
+        self.assertEqual(len(daemons), 3)
+        for r, (ops, wrong, slowest) in enumerate(res):
+            print(f"rank {r}: {ops} ops across a stop and a crash of the daemon, {wrong} wrong, "
+                  f"slowest iteration {slowest:.2f} s", file=sys.stderr)
+            self.assertGreater(ops, 0)
+            self.assertEqual(wrong, 0)
+        self.assertEqual(st["clients_rejoined"], 2)
+        self.assertGreaterEqual(st["comms_rejoined"], 1)
+        self.assertEqual(st["rejoining"], [])
 
 
 PROG = ("import os, sys, torch, torch.distributed as dist\n"
