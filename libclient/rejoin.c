@@ -78,7 +78,8 @@ void hc_keeper_stop(hc_client_t *c)
     if (!__atomic_load_n(&c->keeper_on, __ATOMIC_ACQUIRE))
         return;
     __atomic_store_n(&c->keeper_stop, 1, __ATOMIC_RELEASE);
-    if (!in_keeper)
+    /* A child after fork() has the parent's client but not its keeper thread. */
+    if (!in_keeper && c->pid == getpid())
         pthread_join(c->keeper, NULL);
     __atomic_store_n(&c->keeper_on, 0, __ATOMIC_RELEASE);
 }
