@@ -326,8 +326,8 @@ static unsigned repost(hc_client_t *c)
     return sent;
 }
 
-/* Brings the daemon back: 1 when it is, 0 when it did not come back by the deadline. */
-static int rejoin(hc_client_t *c)
+/* Brings the daemon back, or marks the client dead when it did not come back by the deadline. */
+static void rejoin(hc_client_t *c)
 {
     unsigned comms = 0, pieces = 0;
     int rc = -EAGAIN;
@@ -369,7 +369,7 @@ static int rejoin(hc_client_t *c)
             "time): its ops fail",
             c->socket_path, hold_ms);
         back(c, 0);
-        return 0;
+        return;
     }
     back(c, 1);
     uint64_t one = 1;
@@ -379,7 +379,6 @@ static int rejoin(hc_client_t *c)
          "the daemon at %s is back after %.2f s: %u comm(s) registered again, %u piece(s) "
          "posted again",
          c->socket_path, (double)(now_ns() - t0) / 1e9, comms, pieces);
-    return 1;
 }
 
 static void *keeper_main(void *arg)

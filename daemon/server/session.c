@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "hccl/hccl.h"
 #include "log.h"
 #include "ring.h"
 #include "server/events.h"
@@ -225,23 +226,30 @@ static void welcome_send(session_t *s, uint64_t req_id, int rejoined)
     events_client(srv, s, rejoined ? EVENTS_CLIENT_BACK : EVENTS_CLIENT_CONNECTED);
 }
 
+/* A Hello's or Rejoin's protocol version: 1 if it is this daemon's, else refused (answered). */
+static int version_ok(session_t *s, uint64_t req_id, uint32_t version)
+{
+    if (version == PROTO_VERSION)
+        return 1;
+    WARN("IPC", "client pid %d speaks protocol %u, this daemon %u", (int)s->fc.pid, version,
+         PROTO_VERSION);
+    welcome_fail(s, req_id, HCCL_E_NOT_SUPPORT, "protocol version mismatch");
+    return 0;
+}
+
 static void on_hello(session_t *s, uint64_t req_id, const Hccld__Hello *h)
 {
     server_t *srv = s->srv;
 
-    if (h->version != PROTO_VERSION) {
-        WARN("IPC", "client pid %d speaks protocol %u, this daemon %u", (int)s->fc.pid, h->version,
-             PROTO_VERSION);
-        welcome_fail(s, req_id, 5 /* HCCL_E_NOT_SUPPORT */, "protocol version mismatch");
+    if (!version_ok(s, req_id, h->version))
         return;
-    }
     if (h->arena_bytes == 0 || h->arena_bytes > srv->cfg.max_arena) {
-        welcome_fail(s, req_id, 1 /* HCCL_E_PARA */, "arena size (HCCL_BUFFSIZE) out of range");
+        welcome_fail(s, req_id, HCCL_E_PARA, "arena size (HCCL_BUFFSIZE) out of range");
         return;
     }
     if (segment_create(s, h->arena_bytes) != 0 ||
         engine_session_add(srv->eng, s->fc.sid, s->seg, s->arena, &s->layout) != 0) {
-        welcome_fail(s, req_id, 3 /* HCCL_E_MEMORY */, "the daemon could not create the segment");
+        welcome_fail(s, req_id, HCCL_E_MEMORY, "the daemon could not create the segment");
         return;
     }
     snprintf(s->fc.job_name, sizeof(s->fc.job_name), "%s", h->job_name);
@@ -294,12 +302,8 @@ static void on_rejoin(session_t *s, uint64_t req_id, const Hccld__Rejoin *r)
     server_t *srv = s->srv;
     const char *why = NULL;
 
-    if (r->version != PROTO_VERSION) {
-        WARN("IPC", "client pid %d speaks protocol %u, this daemon %u", (int)s->fc.pid, r->version,
-             PROTO_VERSION);
-        welcome_fail(s, req_id, 5 /* HCCL_E_NOT_SUPPORT */, "protocol version mismatch");
+    if (!version_ok(s, req_id, r->version))
         return;
-    }
     if (r->arena_bytes == 0 || r->arena_bytes > srv->cfg.max_arena)
         why = "arena size out of range";
     else
@@ -308,7 +312,7 @@ static void on_rejoin(session_t *s, uint64_t req_id, const Hccld__Rejoin *r)
         why = "the daemon could not take the segment";
     if (why != NULL) {
         WARN("IPC", "client pid %d cannot rejoin: %s", (int)s->fc.pid, why);
-        welcome_fail(s, req_id, 1 /* HCCL_E_PARA */, why);
+        welcome_fail(s, req_id, HCCL_E_PARA, why);
         session_close(s);
         return;
     }

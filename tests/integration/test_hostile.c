@@ -1,4 +1,5 @@
 /* A hostile client while a normal job runs: the daemon survives, the job's results stay right. */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include "harness.h"
 #include "ring.h"
 #include "rootinfo.h"
+#include "shm.h"
 #include "suites.h"
 #include "uds.h"
 
@@ -58,26 +60,35 @@ static void garbage_frames(void)
     send_raw(huge, sizeof(huge));
 }
 
-/* Speaks the protocol, joins a 1-rank comm, then posts descriptors that lie. */
-static void lying_descriptors(void)
+/* A new connection that said Hello (1 MiB arena) into *c, and the Welcome (free it). */
+static Hccld__Msg *hello(uds_conn_t *c)
 {
-    HcclRootInfo ri;
-    Hccld__RootInfo *info;
-    Hccld__Msg m = HCCLD__MSG__INIT, *resp;
+    Hccld__Msg m = HCCLD__MSG__INIT, *resp = NULL;
     Hccld__Hello h = HCCLD__HELLO__INIT;
-    Hccld__CommInitReq ci = HCCLD__COMM_INIT_REQ__INIT;
-    uds_conn_t c;
     int fd = uds_connect(harness_socket());
 
     ck_assert_int_ge(fd, 0);
-    uds_conn_init(&c, fd);
+    uds_conn_init(c, fd);
     h.version = PROTO_VERSION;
     h.arena_bytes = 1 << 20;
     m.body_case = HCCLD__MSG__BODY_HELLO;
     m.hello = &h;
     ck_assert_int_eq(uds_send(fd, &m, NULL, 0), 0);
-    ck_assert_int_eq(uds_recv(&c, &resp, 5000), 0);
+    ck_assert_int_eq(uds_recv(c, &resp, 5000), 0);
     ck_assert_int_eq(resp->welcome->result, 0);
+    return resp;
+}
+
+/* Speaks the protocol, joins a 1-rank comm, then posts descriptors that lie. */
+static void lying_descriptors(void)
+{
+    HcclRootInfo ri;
+    Hccld__RootInfo *info;
+    uds_conn_t c;
+    Hccld__Msg m = HCCLD__MSG__INIT, *resp = hello(&c);
+    Hccld__CommInitReq ci = HCCLD__COMM_INIT_REQ__INIT;
+    int fd = c.fd;
+
     ck_assert_int_eq(c.nfds, 3);
     Hccld__Welcome w = *resp->welcome;
     uint8_t *seg = mmap(NULL, w.seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, c.fds[0], 0);
@@ -148,6 +159,91 @@ static void lying_descriptors(void)
     uds_conn_close(&c);
 }
 
+/* A Rejoin (a client back after a daemon restart) with fds, on a fresh connection: the Welcome's
+ * result and message are compared, then the connection is closed. */
+static void rejoin_refused(uint32_t version, const int *fds, int nfds, int want, const char *why)
+{
+    Hccld__Msg m = HCCLD__MSG__INIT, *resp = NULL;
+    Hccld__Rejoin r = HCCLD__REJOIN__INIT;
+    uds_conn_t c;
+    int fd = uds_connect(harness_socket());
+
+    ck_assert_int_ge(fd, 0);
+    uds_conn_init(&c, fd);
+    r.version = version;
+    r.arena_bytes = 1 << 20;
+    m.body_case = HCCLD__MSG__BODY_REJOIN;
+    m.rejoin = &r;
+    ck_assert_int_eq(uds_send(fd, &m, fds, nfds), 0);
+    ck_assert_int_eq(uds_recv(&c, &resp, 5000), 0);
+    ck_assert_int_eq(resp->body_case, HCCLD__MSG__BODY_WELCOME);
+    ck_assert_int_eq(resp->welcome->result, want);
+    ck_assert_str_eq(resp->welcome->message, why);
+    frame_msg_free(resp);
+    uds_conn_close(&c);
+}
+
+/* Segments a restarted daemon must not take: a wrong version, none, memfds that are not sealed or
+ * not of its sizes, a plain file, sealed ones of the right sizes without its header. A comm
+ * asked for again with a secret nobody else has waits alone and fails at its hold. */
+static void lying_rejoins(void)
+{
+    shm_layout_t l;
+    void *seg, *arena;
+    int raw[2], file = open("/tmp", O_TMPFILE | O_RDWR, 0600);
+
+    shm_layout_make(1 << 20, 256, 256, &l);
+    raw[0] = memfd_create("fake-seg", 0);
+    raw[1] = memfd_create("fake-arena", 0);
+    ck_assert_int_eq(ftruncate(raw[0], (off_t)l.seg_bytes), 0);
+    ck_assert_int_eq(ftruncate(raw[1], (off_t)l.arena_bytes), 0);
+    rejoin_refused(PROTO_VERSION + 1, NULL, 0, HCCL_E_NOT_SUPPORT, "protocol version mismatch");
+    rejoin_refused(PROTO_VERSION, NULL, 0, HCCL_E_PARA,
+                   "a rejoin comes with the segment and the arena");
+    rejoin_refused(PROTO_VERSION, raw, 2, HCCL_E_PARA,
+                   "the segment or arena is not one this daemon makes");
+    ck_assert_int_ge(file, 0);
+    rejoin_refused(PROTO_VERSION, (int[]){file, file}, 2, HCCL_E_PARA,
+                   "the segment or arena is not one this daemon makes");
+    int sealed[2] = {shm_memfd_map("fake-seg", l.seg_bytes, &seg),
+                     shm_memfd_map("fake-arena", l.arena_bytes, &arena)};
+    ck_assert_int_ge(sealed[0], 0);
+    ck_assert_int_ge(sealed[1], 0);
+    rejoin_refused(PROTO_VERSION, sealed, 2, HCCL_E_PARA,
+                   "the segment's header or rings are not this version's");
+    for (int i = 0; i < 2; i++)
+        close(raw[i]), close(sealed[i]);
+    close(file);
+    munmap(seg, l.seg_bytes);
+    munmap(arena, l.arena_bytes);
+
+    /* A proper client asks for a comm id with a secret of its own making. */
+    Hccld__Msg m = HCCLD__MSG__INIT, *resp;
+    Hccld__CommRejoinReq q = HCCLD__COMM_REJOIN_REQ__INIT;
+    uint8_t secret[32] = {7};
+    uint64_t next[2] = {0, 0};
+    uds_conn_t c;
+    frame_msg_free(hello(&c));
+    int fd = c.fd;
+    q.comm_id = 1;
+    q.nranks = 2;
+    q.rank = 0;
+    q.token = (ProtobufCBinaryData){sizeof(secret), secret};
+    q.hold_ms = 200;
+    q.chunk_bytes = 1 << 20;
+    q.n_send_next = q.n_recv_next = 2;
+    q.send_next = q.recv_next = next;
+    m.body_case = HCCLD__MSG__BODY_COMM_REJOIN_REQ;
+    m.comm_rejoin_req = &q;
+    ck_assert_int_eq(uds_send(fd, &m, NULL, 0), 0);
+    ck_assert_int_eq(uds_recv(&c, &resp, 5000), 0);
+    ck_assert_int_eq(resp->body_case, HCCLD__MSG__BODY_COMM_INIT_RESP);
+    ck_assert_int_eq(resp->comm_init_resp->result, HCCL_E_REMOTE);
+    ck_assert_str_eq(resp->comm_init_resp->message, "rank(s) did not come back within 200 ms: 1");
+    frame_msg_free(resp);
+    uds_conn_close(&c);
+}
+
 START_TEST(test_hostile_while_job_runs)
 {
     pid_t job[2];
@@ -158,6 +254,7 @@ START_TEST(test_hostile_while_job_runs)
         half_open[i] = uds_connect(harness_socket()); /* connect, never speak */
     garbage_frames();
     lying_descriptors();
+    lying_rejoins();
     ck_assert_int_eq(harness_wait(job, 2, 120), 0);
     for (int i = 0; i < 8; i++)
         if (half_open[i] >= 0)
