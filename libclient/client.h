@@ -146,6 +146,9 @@ struct hc_comm {
     int has_token;
     uint8_t resume_token[32];
     int rejoin_failed; /* the next daemon did not take it: its ops fail (atomic) */
+    /* Across daemons: the daemon's record of its part (CommInitResp.span_record), or NULL */
+    uint8_t *span_record;
+    size_t span_record_len;
     uint64_t coll_posted;
     uint64_t *p2p_seq;    /* [2 * nranks]: sends to, receives from each peer, numbered */
     uint64_t *p2p_posted; /* [2 * nranks]: the same, posted */

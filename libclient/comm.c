@@ -85,6 +85,10 @@ static HcclResult init_answer(const Hccld__CommInitResp *r, int *fds, int nfds, 
         memcpy(comm->resume_token, r->resume_token.data, sizeof(comm->resume_token));
         comm->has_token = 1;
     }
+    if (r->span_record.len > 0 && (comm->span_record = malloc(r->span_record.len)) != NULL) {
+        memcpy(comm->span_record, r->span_record.data, r->span_record.len);
+        comm->span_record_len = r->span_record.len;
+    }
     comm->p2p_seq = calloc(2 * (size_t)comm->nranks, sizeof(uint64_t));
     comm->p2p_posted = calloc(2 * (size_t)comm->nranks, sizeof(uint64_t));
     if (comm->p2p_seq == NULL || comm->p2p_posted == NULL) {
@@ -214,6 +218,7 @@ HcclResult hc_comm_init(hc_client_t *c, const Hccld__RootInfo *ri, uint32_t n, u
     if (rc != HCCL_SUCCESS) {
         free(hc->p2p_seq);
         free(hc->p2p_posted);
+        free(hc->span_record);
         free(hc);
         return rc;
     }
@@ -340,6 +345,7 @@ HcclResult HcclCommSplit(HcclComm comm, uint32_t color, uint32_t key, HcclComm *
     if (rc != HCCL_SUCCESS || child->id == 0) {
         free(child->p2p_seq);
         free(child->p2p_posted);
+        free(child->span_record);
         free(child);
         if (rc == HCCL_SUCCESS)
             *newComm = NULL;
@@ -380,6 +386,7 @@ static void comm_free(hc_comm_t *c)
     hc_client_put(c->c);
     free(c->p2p_seq);
     free(c->p2p_posted);
+    free(c->span_record);
     free(c);
 }
 

@@ -225,15 +225,19 @@ static unsigned rejoin_comms(hc_client_t *c, int clean, uint64_t deadline)
         Hccld__CommRejoinReq q = HCCLD__COMM_REJOIN_REQ__INIT;
         int fd = hc_coop_ctl_fd(k);
         uint64_t *next = pv != NULL ? calloc(2 * (size_t)k->nranks, sizeof(uint64_t)) : NULL;
-        if (!k->has_token || k->restart_hold_ms == 0 || k->nnodes > 1 || next == NULL) {
+        int across = k->nnodes > 1;
+        if (!k->has_token || k->restart_hold_ms == 0 || (across && k->span_record == NULL) ||
+            next == NULL) {
             if (!__atomic_exchange_n(&k->rejoin_failed, 1, __ATOMIC_ACQ_REL))
                 ERR("COLL",
                     "rank %u: comm %u cannot be registered again with the restarted "
                     "daemon (%s); its ops fail",
                     k->rank, k->id,
-                    k->nnodes > 1             ? "it spans daemons: not supported yet"
-                    : k->restart_hold_ms == 0 ? "op retry is off for it"
-                                              : "out of memory");
+                    k->restart_hold_ms == 0 ? "op retry is off for it"
+                    : next == NULL          ? "out of memory"
+                    : across ? "it shares its parent's connections across daemons: not supported "
+                               "yet"
+                             : "its daemon gave it no token");
             free(next);
             continue;
         }
@@ -248,6 +252,8 @@ static unsigned rejoin_comms(hc_client_t *c, int clean, uint64_t deadline)
         q.n_send_next = q.n_recv_next = k->nranks;
         q.send_next = next;
         q.recv_next = next + k->nranks;
+        q.span_record.data = k->span_record;
+        q.span_record.len = k->span_record_len;
         comm_progress(c, k, clean, &q);
         m.body_case = HCCLD__MSG__BODY_COMM_REJOIN_REQ;
         m.comm_rejoin_req = &q;

@@ -47,6 +47,12 @@ void form_answer_multinode(form_t *f, const form_client_t *c, uint64_t req_id,
     r.nnodes = fc->nnodes;
     r.notice = (char *)(notice != NULL ? notice : "");
     r.qos_class = (char *)f->env.qos->cls[fc->qos_class].name;
+    if (fc->record != NULL) {
+        r.resume_token.data = (uint8_t *)fc->secret;
+        r.resume_token.len = sizeof(fc->secret);
+        r.span_record.data = fc->record;
+        r.span_record.len = fc->record_len;
+    }
     if (ln != NULL && ln->direct_max > 0)
         nfds = lanes_answer(lane, ln->addrs, fc->nranks, rank, ln->direct_max, ln->key, lane_key,
                             &r, fds, UDS_MAX_FDS);

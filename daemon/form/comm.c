@@ -73,6 +73,7 @@ static void comm_free(form_comm_t *c)
     }
     free(c->sids);
     free(c->nodes);
+    free(c->record);
     free(c);
 }
 
@@ -398,12 +399,21 @@ HcclResult form_comm_multinode(form_t *f, form_comm_t *c, const char *const *dat
                               .share = share,
                               .inherit_links = inherit,
                               .connect_timeout_s = o->connect_timeout_s,
-                              .retry_hold_ms = form_retry_hold_ms(o->retry)};
+                              .retry_hold_ms = form_retry_hold_ms(o->retry),
+                              .returning = o->returning};
     rc = engine_comm_create_multi(f->env.eng, &sp);
     if (rc != 0) {
         *why = "the daemon could not set up the communicator";
         result = HCCL_E_INTERNAL;
         goto out;
+    }
+    /* With op retry its ranks may take it to the next daemon after a restart of this one
+     * (record.c); not yet a comm that shares its parent's connections. */
+    if (sp.retry_hold_ms > 0 && parent_comm == 0 && !inherit &&
+        form_record_make(c, data_nodes, rank_node, nnodes, me, job_id, key, o,
+                         f->env.qos->cls[o->qos_class].name) == 0) {
+        c->restart_hold_ms = (uint32_t)sp.retry_hold_ms;
+        randombytes_buf(c->secret, sizeof(c->secret));
     }
     *why = NULL;
     result = HCCL_SUCCESS;

@@ -68,6 +68,9 @@ typedef struct form_comm {
      * restart ends it. A stopping daemon leaves such a comm's control block alone. */
     uint32_t restart_hold_ms;
     uint8_t secret[FORM_SECRET_BYTES]; /* what its ranks show to register it again */
+    /* Across daemons: what its ranks keep for the next daemon (a packed SpanRecord), or NULL */
+    uint8_t *record;
+    size_t record_len;
     struct form_comm *next;
 } form_comm_t;
 

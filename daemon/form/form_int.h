@@ -129,12 +129,27 @@ typedef struct multinode_opts {
     const char *const *nodes;      /* each node's daemon address (advertised), or NULL */
     uint32_t connect_timeout_s;    /* the job's HCCL_CONNECT_TIMEOUT, for its data connections */
     const form_retry_t *retry;     /* op retry, as the root decided; NULL: none */
+    int returning; /* taken back after a restart of this daemon: it dials every other node */
 } multinode_opts_t;
 HcclResult form_comm_multinode(form_t *f, form_comm_t *c, const char *const *data_nodes,
                                const uint32_t *rank_node, uint32_t nnodes, const uint8_t *job_id,
                                const uint8_t *key, const multinode_opts_t *o, const char **why);
 void form_comms_client_gone(form_t *f, const form_client_t *c);
 void form_comms_stop(form_t *f);
+
+/* record.c: what the ranks of a comm across daemons keep for a restart of this daemon. */
+/* Makes c's record (c->record) from what formed it: 0, or -1 (out of memory). */
+int form_record_make(form_comm_t *c, const char *const *data_nodes, const uint32_t *rank_node,
+                     uint32_t nnodes, uint32_t me, const uint8_t *job_id, const uint8_t *key,
+                     const multinode_opts_t *o, const char *qos_name);
+/* A record a rank handed back, unpacked and checked for nranks ranks: NULL with *why set. Free
+ * it with hccld__span_record__free_unpacked. */
+Hccld__SpanRecord *form_record_read(const uint8_t *data, size_t len, uint32_t nranks,
+                                    const char **why);
+/* Forms comm c (its id, sids and nlocal set) again from record sr, with this daemon back
+ * after a restart. HCCL_SUCCESS, or the failure with *why set. */
+HcclResult form_record_comm(form_t *f, form_comm_t *c, const Hccld__SpanRecord *sr,
+                            const char **why);
 
 /* rejoin.c: comms registered again after a daemon restart. */
 /* The time a comm's ranks wait for a restarted daemon (ms): the least of joins[n]'s when every
@@ -158,6 +173,8 @@ int form_jobs_link_gone(form_t *f, void *link);
 uint64_t form_jobs_deadline(const form_t *f);
 void form_jobs_expire(form_t *f, uint64_t now);
 
+/* The class the root daemon decided, as this daemon knows it (its default if unknown here). */
+int form_membership_class(const form_t *f, const Hccld__Membership *m);
 void form_rjob_join(form_t *f, const form_client_t *c, uint64_t req_id,
                     const Hccld__CommInitReq *req, uint64_t now);
 int form_rjobs_key_for(const form_t *f, const uint8_t *job_id, uint8_t *key);

@@ -40,6 +40,9 @@ struct rejoin {
     uint32_t hold_ms; /* the least the ranks gave */
     uint64_t deadline;
     uint32_t got;
+    uint32_t need;   /* ranks that must ask: all of them, or this node's of a comm across daemons */
+    uint8_t *record; /* a comm across daemons: its record (record.c), as the ranks hold it */
+    size_t record_len;
     int coop_fd; /* the control block, from the first rank that sent it; or -1 */
     rejoin_rank_t *r;
     rejoin_t *next;
@@ -53,6 +56,7 @@ static void rejoin_free(rejoin_t *j)
     }
     if (j->coop_fd >= 0)
         close(j->coop_fd);
+    free(j->record);
     free(j->r);
     free(j);
 }
@@ -116,11 +120,18 @@ static int resume_bounds(const rejoin_t *j, engine_resume_t *er, uint64_t *p2p)
     er->maybe_started = UINT64_MAX;
     for (uint32_t q = 0; q < n; q++) {
         const rejoin_rank_t *r = &j->r[q];
+        if (r->c == NULL)
+            continue; /* another node's */
         if (r->coll_next > er->done_below)
             er->done_below = r->coll_next;
         if (r->coll_posted < er->maybe_started)
             er->maybe_started = r->coll_posted;
     }
+    /* Across daemons a transfer with another node is matched in posting order, not numbered:
+     * one the old daemon had taken completed before the drain (span/drain.c). */
+    er->p2p_done = NULL;
+    if (j->record != NULL)
+        return 0;
     for (uint32_t a = 0; a < n; a++)
         for (uint32_t b = 0; b < n; b++) {
             uint64_t s = j->r[a].send_next[b], r = j->r[b].recv_next[a];
@@ -128,6 +139,26 @@ static int resume_bounds(const rejoin_t *j, engine_resume_t *er, uint64_t *p2p)
         }
     er->p2p_done = p2p;
     return 0;
+}
+
+/* Forms comm c of group j again: on this node alone, or as the node of a comm across daemons
+ * that came back. NULL, or why not. */
+static const char *comm_again(form_t *f, const rejoin_t *j, form_comm_t *c, const uint64_t *sids)
+{
+    const char *why = NULL;
+
+    if (j->record == NULL)
+        return engine_comm_create(f->env.eng, c->id, j->nranks, sids) != 0
+                   ? "the engine could not take it"
+                   : NULL;
+    Hccld__SpanRecord *sr = form_record_read(j->record, j->record_len, j->nranks, &why);
+    if (sr == NULL)
+        return why;
+    c->nnodes = (uint32_t)sr->membership->n_data_nodes;
+    if (form_record_comm(f, c, sr, &why) != HCCL_SUCCESS && why == NULL)
+        why = "the daemon could not set up the communicator";
+    hccld__span_record__free_unpacked(sr, NULL);
+    return why;
 }
 
 static void rejoin_complete(form_t *f, rejoin_t *j)
@@ -147,17 +178,15 @@ static void rejoin_complete(form_t *f, rejoin_t *j)
         goto out;
     }
     for (uint32_t q = 0; q < n; q++)
-        sids[q] = j->r[q].c->sid;
+        sids[q] = j->r[q].c != NULL ? j->r[q].c->sid : 0;
     resume_bounds(j, &er, p2p);
     c = form_comm_add_id(f, j->comm_id, n, 1, "");
     if (c == NULL) {
         why = "out of memory";
         goto out;
     }
-    c->nlocal = n;
+    c->nlocal = j->need;
     memcpy(c->sids, sids, n * sizeof(*sids));
-    c->restart_hold_ms = j->hold_ms;
-    memcpy(c->secret, j->secret, sizeof(c->secret));
     snprintf(c->job_hex, sizeof(c->job_hex), "resumed");
     if (j->coop && (c->coop = coop_map(j->coop_fd, n, &c->coop_bytes)) == NULL) {
         why = "its cooperative control block is not one";
@@ -167,15 +196,20 @@ static void rejoin_complete(form_t *f, rejoin_t *j)
         c->coop_fd = j->coop_fd;
         j->coop_fd = -1;
     }
-    if (engine_comm_create(f->env.eng, c->id, n, sids) != 0 ||
-        engine_comm_resume(f->env.eng, c->id, &er) != 0) {
+    if ((why = comm_again(f, j, c, sids)) != NULL)
+        goto out;
+    if (engine_comm_resume(f->env.eng, c->id, &er) != 0) {
         why = "the engine could not take it";
         goto out;
     }
+    /* The next restart: the same secret (the ranks keep theirs) and hold. */
+    c->restart_hold_ms = j->hold_ms;
+    memcpy(c->secret, j->secret, sizeof(c->secret));
     INFO("INIT",
-         "comm %u registered again after the daemon restart: %u ranks, level 0 %s, pieces "
+         "comm %u registered again after the daemon restart: %u ranks%s, level 0 %s, pieces "
          "done below %llu, maybe under way below %llu",
-         c->id, n, c->coop ? "cooperative" : "by the daemon", (unsigned long long)er.done_below,
+         c->id, j->need, j->record != NULL ? " here, across daemons" : "",
+         c->coop ? "cooperative" : "by the daemon", (unsigned long long)er.done_below,
          (unsigned long long)(er.maybe_started == UINT64_MAX ? 0 : er.maybe_started));
     Hccld__CommInitResp r = HCCLD__COMM_INIT_RESP__INIT;
     r.message = "";
@@ -183,14 +217,15 @@ static void rejoin_complete(form_t *f, rejoin_t *j)
     r.nranks = n;
     r.chunk_bytes = j->chunk;
     r.l0_mode = c->coop ? FORM_L0_COOP : FORM_L0_DAEMON;
-    r.nnodes = 1;
+    r.nnodes = c->nnodes;
     r.qos_class = (char *)f->env.qos->cls[c->qos_class].name;
     r.notice = "";
     r.resume_token.data = c->secret;
     r.resume_token.len = sizeof(c->secret);
     for (uint32_t q = 0; q < n; q++) {
         r.rank = q;
-        form_send(f, j->r[q].c, j->r[q].req_id, &r, NULL, 0);
+        if (j->r[q].c != NULL)
+            form_send(f, j->r[q].c, j->r[q].req_id, &r, NULL, 0);
     }
     c->rejoined = 1;
     f->rejoined++;
@@ -213,6 +248,21 @@ static int same_group(const rejoin_t *j, const Hccld__CommRejoinReq *req)
            sodium_memcmp(j->secret, req->token.data, sizeof(j->secret)) == 0;
 }
 
+/* This node's ranks of the comm across daemons req's record describes (0: not one). */
+static uint32_t record_need(const Hccld__CommRejoinReq *req)
+{
+    const char *why;
+    Hccld__SpanRecord *sr =
+        form_record_read(req->span_record.data, req->span_record.len, req->nranks, &why);
+    uint32_t n = 0;
+
+    for (uint32_t r = 0; sr != NULL && r < req->nranks; r++)
+        n += sr->membership->rank_node[r] == sr->me;
+    if (sr != NULL)
+        hccld__span_record__free_unpacked(sr, NULL);
+    return n;
+}
+
 static rejoin_t *rejoin_get(form_t *f, const Hccld__CommRejoinReq *req, uint64_t now)
 {
     rejoin_t *j = calloc(1, sizeof(*j));
@@ -220,6 +270,17 @@ static rejoin_t *rejoin_get(form_t *f, const Hccld__CommRejoinReq *req, uint64_t
     if (j == NULL || (j->r = calloc(req->nranks, sizeof(*j->r))) == NULL) {
         free(j);
         return NULL;
+    }
+    j->need = req->nranks;
+    if (req->span_record.len > 0) {
+        j->need = record_need(req);
+        if ((j->record = malloc(req->span_record.len)) == NULL) {
+            free(j->r);
+            free(j);
+            return NULL;
+        }
+        memcpy(j->record, req->span_record.data, req->span_record.len);
+        j->record_len = req->span_record.len;
     }
     j->comm_id = req->comm_id;
     j->nranks = req->nranks;
@@ -238,14 +299,20 @@ static rejoin_t *rejoin_get(form_t *f, const Hccld__CommRejoinReq *req, uint64_t
 static const char *rejoin_refusal(const rejoin_t *j, const form_client_t *c,
                                   const Hccld__CommRejoinReq *req)
 {
-    if (req->nranks == 0 || req->nranks > FORM_MAX_LOCAL_RANKS || req->rank >= req->nranks)
+    int across = req->span_record.len > 0;
+
+    if (req->nranks == 0 || req->nranks > (across ? FORM_MAX_RANKS : FORM_MAX_LOCAL_RANKS) ||
+        req->rank >= req->nranks)
         return "rank or rank count out of range";
     if (req->n_send_next != req->nranks || req->n_recv_next != req->nranks ||
-        req->token.len != FORM_SECRET_BYTES || req->comm_id == 0)
+        req->token.len != FORM_SECRET_BYTES || req->comm_id == 0 || (across && req->coop))
         return "malformed request";
     if (j == NULL)
-        return NULL;
-    if (j->nranks != req->nranks || j->coop != req->coop || j->chunk != req->chunk_bytes)
+        return across && record_need(req) == 0 ? "its record of the comm across daemons is not one"
+                                               : NULL;
+    if (j->nranks != req->nranks || j->coop != req->coop || j->chunk != req->chunk_bytes ||
+        j->record_len != req->span_record.len ||
+        (across && memcmp(j->record, req->span_record.data, j->record_len) != 0))
         return "the ranks disagree on the comm";
     if (j->r[req->rank].c != NULL)
         return "the rank asked twice";
@@ -299,8 +366,8 @@ void form_comm_rejoin(form_t *f, const form_client_t *c, uint64_t req_id,
     else if (coop_fd >= 0)
         close(coop_fd);
     DBG("INIT", "comm %u: rank %u (pid %d) asks to be registered again (%u of %u)", j->comm_id,
-        req->rank, c->pid, j->got + 1, j->nranks);
-    if (++j->got < j->nranks)
+        req->rank, c->pid, j->got + 1, j->need);
+    if (++j->got < j->need)
         return;
     rejoin_unlink(f, j);
     rejoin_complete(f, j);

@@ -256,8 +256,7 @@ void form_rjob_join(form_t *f, const form_client_t *c, uint64_t req_id,
     r->njoins++;
 }
 
-/* The class the root daemon decided, as this daemon knows it (its default if unknown here). */
-static int membership_class(const form_t *f, const Hccld__Membership *m)
+int form_membership_class(const form_t *f, const Hccld__Membership *m)
 {
     const qos_policy_t *q = f->env.qos;
     int cls = qos_class_find(q, m->qos_class);
@@ -304,7 +303,7 @@ static HcclResult rjob_own_part(form_t *f, rjob_t *r, const Hccld__Membership *m
                                (uint32_t)m->n_nodes, r->id, r->key,
                                &(multinode_opts_t){.want = &r->want,
                                                    .log_ops = r->log_ops,
-                                                   .qos_class = membership_class(f, m),
+                                                   .qos_class = form_membership_class(f, m),
                                                    .plan = &plan,
                                                    .rdma_nodes = rdma_nodes,
                                                    .nodes = (const char *const *)m->nodes,

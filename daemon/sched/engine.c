@@ -387,7 +387,7 @@ int engine_comm_resume(engine_t *eng, uint32_t comm_id, const engine_resume_t *r
 
     pthread_mutex_lock(&eng->lock);
     eng_comm_t *c = eng_comm_find(eng, comm_id);
-    if (c != NULL && c->span == NULL) {
+    if (c != NULL) {
         c->done_below = r->done_below;
         c->maybe_started = r->maybe_started;
         c->next_seq = r->done_below;

@@ -86,6 +86,11 @@ void engine_destroy(engine_t *eng);
  * from now on nothing writes into the clients' segments, which a restarted daemon takes over
  * (docs/operations.md). engine_session_remove and engine_destroy then only free. */
 void engine_halt(engine_t *eng);
+/* Before a halt for a restart: brings every comm that spans daemons and has op retry to rest
+ * on all its nodes (span/drain.c), so that its ranks carry on with the next daemon. Returns
+ * how many are being brought to rest; engine_drained() says when they all are (or failed). */
+unsigned engine_drain(engine_t *eng);
+int engine_drained(engine_t *eng);
 /* The eventfd clients write after publishing work while the engine sleeps. */
 int engine_doorbell_fd(const engine_t *eng);
 unsigned engine_workers(const engine_t *eng);
@@ -149,6 +154,9 @@ typedef struct engine_multi_spec {
     /* Op retry between daemons: a data connection that fails waits this long (ms) to come
      * back before its ops fail (transport.h, tp_retry_t); 0: no retry. */
     uint64_t retry_hold_ms;
+    /* This daemon is back after a restart and dials the others, which wait for it
+     * (span_spec_t.returning); 0: formed as usual. */
+    int returning;
 } engine_multi_spec_t;
 /* 0, or -ENOMEM, -EEXIST, -ENOENT (a session, the parent or its connection is gone), -EBUSY
  * (a comm on a shared connection has the same tag bits, see span/tag.h). */

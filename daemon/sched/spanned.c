@@ -253,7 +253,8 @@ int engine_comm_create_multi(engine_t *eng, const engine_multi_spec_t *sp)
                       .share = sp->share,
                       .inherit_links = sp->inherit_links,
                       .connect_timeout_s = sp->connect_timeout_s,
-                      .retry_hold_ms = sp->retry_hold_ms};
+                      .retry_hold_ms = sp->retry_hold_ms,
+                      .returning = sp->returning ? sp->me : UINT32_MAX};
     span_qos_t qos = {.admit = qos_admit_hook, .dscp = qos_dscp_hook, .ctx = eng};
     char why[SPAN_WHY_MAX];
     span_comm_t *sc;
@@ -294,4 +295,31 @@ uint32_t engine_comm_links(engine_t *eng, uint32_t comm_id, char (*addrs)[ENGINE
         n = c->sops->links(c->span, addrs, max);
     pthread_mutex_unlock(&eng->lock);
     return n;
+}
+
+unsigned engine_drain(engine_t *eng)
+{
+    unsigned n = 0;
+
+    pthread_mutex_lock(&eng->lock);
+    for (eng_comm_t *c = eng->comms; c != NULL; c = c->next)
+        if (c->span != NULL && !c->broken && c->sops->drain != NULL && c->sops->drain(c->span))
+            n++;
+    pthread_mutex_unlock(&eng->lock);
+    if (n > 0)
+        engine_kick(eng);
+    return n;
+}
+
+int engine_drained(engine_t *eng)
+{
+    int done = 1;
+
+    pthread_mutex_lock(&eng->lock);
+    for (eng_comm_t *c = eng->comms; c != NULL && done; c = c->next)
+        if (c->span != NULL && !c->broken && c->sops->draining != NULL &&
+            c->sops->draining(c->span))
+            done = 0;
+    pthread_mutex_unlock(&eng->lock);
+    return done;
 }

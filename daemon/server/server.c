@@ -158,6 +158,29 @@ int server_start(server_t *srv, uv_loop_t *loop, const server_config_t *cfg)
     return 0;
 }
 
+/* How long a stop waits for the comms across daemons to come to rest (span/drain.c); within
+ * the unit's TimeoutStopSec. */
+#define DRAIN_MAX_MS 5000
+
+static void stop_finish(server_t *srv);
+
+static void on_drain_tick(uv_timer_t *t)
+{
+    server_t *srv = t->data;
+    int done = engine_drained(srv->eng);
+
+    if (!done && uv_now(srv->loop) < srv->drain_until)
+        return;
+    uv_timer_stop(t);
+    uv_close((uv_handle_t *)t, NULL);
+    if (done)
+        INFO("INIT", "comms across daemons at rest after %llu ms",
+             (unsigned long long)(uv_now(srv->loop) - srv->drain_t0));
+    else
+        WARN("INIT", "comms across daemons not at rest after %d ms: stopping anyway", DRAIN_MAX_MS);
+    stop_finish(srv);
+}
+
 void server_stop(server_t *srv)
 {
     if (srv->stopping)
@@ -168,6 +191,24 @@ void server_stop(server_t *srv)
     uv_close((uv_handle_t *)&srv->admin, NULL);
     unlink(srv->cfg.socket_path);
     unlink(srv->cfg.admin_path);
+    /* Comms across daemons whose ranks wait for the next daemon come to rest on every node
+     * first, so that the others hold their ops and take this node back (docs/operations.md). */
+    unsigned n = engine_drain(srv->eng);
+    if (n > 0) {
+        INFO("INIT", "bringing %u comm(s) across daemons to rest first (at most %d ms)", n,
+             DRAIN_MAX_MS);
+        srv->drain_t0 = uv_now(srv->loop);
+        srv->drain_until = srv->drain_t0 + DRAIN_MAX_MS;
+        uv_timer_init(srv->loop, &srv->drain_timer);
+        srv->drain_timer.data = srv;
+        uv_timer_start(&srv->drain_timer, on_drain_tick, 2, 2);
+        return;
+    }
+    stop_finish(srv);
+}
+
+static void stop_finish(server_t *srv)
+{
     /* Nothing more is written into the clients' segments: queued and running operations stay
      * as they are for a daemon started after this one, which ranks with op retry register
      * with again (docs/operations.md); the others see the socket close and fail them. */

@@ -60,6 +60,8 @@ typedef struct server {
     uint64_t next_sid;
     uint64_t started_ms;
     int stopping;
+    uv_timer_t drain_timer; /* a stop waits for the comms across daemons to come to rest */
+    uint64_t drain_t0, drain_until;
     qos_policy_t qos;
     struct topo *topo; /* hwloc's view of the node, or NULL */
     char nic[32];      /* the interface of the advertised address */

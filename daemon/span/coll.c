@@ -380,6 +380,7 @@ static int coll_start(span_comm_t *mu, const desc_t *d)
         return rc;
     mu->d0 = *d;
     mu->busy = 1;
+    mu->started++;
     if (log_level_cur >= LOG_INFO || mu->log_ops) {
         char why[256];
         costs_text(pick, why, sizeof(why));

@@ -102,7 +102,7 @@ static void link_put(span_env_t *env, span_link_t *l)
 
 int span_link_take(span_comm_t *sc, uint32_t peer, tp_conn_t *conn)
 {
-    if (peer >= sc->nnodes || peer <= sc->me || sc->links[peer] != NULL)
+    if (peer >= sc->nnodes || peer == sc->me || span_dials(sc, peer) || sc->links[peer] != NULL)
         return -EINVAL;
     if ((sc->links[peer] = link_new(sc, peer, conn)) == NULL)
         return span_break(sc, HCCL_E_REMOTE, "no memory for a data connection"), 0;
@@ -118,8 +118,8 @@ int span_conns_progress(span_comm_t *sc)
 {
     int n = 0;
 
-    for (uint32_t i = 0; i < sc->me && sc->nready < sc->nnodes - 1; i++) {
-        if (sc->conns[i] == NULL || sc->conn_ready[i])
+    for (uint32_t i = 0; i < sc->nnodes && sc->nready < sc->nnodes - 1; i++) {
+        if (!span_dials(sc, i) || sc->conns[i] == NULL || sc->conn_ready[i])
             continue;
         int st = tp_conn_state(sc->conns[i]);
         if (st == 1) {
@@ -142,9 +142,15 @@ int span_ready_timeout(span_comm_t *sc)
 
     if (sc->probed || now_ns() < sc->ready_by_ns)
         return 0;
+    if (sc->returning < sc->nnodes && sc->returning != sc->me)
+        return span_break(sc, HCCL_E_REMOTE,
+                          "node %u (%s) did not come back within %llu ms of its restart (op "
+                          "retry hold time)",
+                          sc->returning, sc->node_addrs[sc->returning].tcp,
+                          (unsigned long long)sc->retry.hold_ms);
     text_add(why, sizeof(why), &at, "HCCL_CONNECT_TIMEOUT: no data connection yet with node");
     for (uint32_t i = 0; i < sc->nnodes; i++) {
-        int up = i == sc->me || (i < sc->me ? sc->conn_ready[i] : sc->links[i] != NULL);
+        int up = i == sc->me || (span_dials(sc, i) ? sc->conn_ready[i] : sc->links[i] != NULL);
         ready += up && i != sc->me;
         if (!up && at < sizeof(why) - 40)
             text_add(why, sizeof(why), &at, " %u (%s)", i, sc->node_addrs[i].tcp);
@@ -163,6 +169,28 @@ static void span_comm_unlink(span_comm_t *sc)
         }
 }
 
+/* Closes the connections stashed for a respan that did not come. */
+static void early_free(span_comm_t *sc)
+{
+    for (uint32_t i = 0; sc->early != NULL && i < sc->nnodes; i++)
+        if (sc->early[i] != NULL)
+            tp_close(sc->early[i]);
+    free(sc->early);
+    sc->early = NULL;
+}
+
+int span_link_stash(span_comm_t *sc, uint32_t peer, tp_conn_t *conn)
+{
+    if (!span_drain_active(sc) || peer >= sc->nnodes || peer == sc->me)
+        return 0;
+    if (sc->early == NULL && (sc->early = calloc(sc->nnodes, sizeof(*sc->early))) == NULL)
+        return 0;
+    if (sc->early[peer] != NULL)
+        tp_close(sc->early[peer]);
+    sc->early[peer] = conn;
+    return 1;
+}
+
 void span_comm_free(span_comm_t *sc)
 {
     if (sc->busy)
@@ -172,6 +200,8 @@ void span_comm_free(span_comm_t *sc)
     span_p2p_free(sc);
     span_probe_free(sc);
     span_abort_free(sc);
+    span_drain_free(sc);
+    early_free(sc);
     free(sc->out);
     free(sc->in);
     free(sc->scratch);
@@ -249,6 +279,7 @@ static span_comm_t *span_comm_alloc(const span_spec_t *sp)
         for (int b = 0; b < 64; b++)
             sc->picks[k][b].algo = -1;
     sc->lc = algo_cost_fixed(); /* until links are measured at init */
+    sc->returning = sp->returning < sp->nnodes ? sp->returning : UINT32_MAX;
     memcpy(sc->job_id, sp->job_id, AUTH_JOB_BYTES);
     memcpy(sc->key, sp->key, AUTH_KEY_BYTES);
     sc->tag = tag_comm(sp->job_id);
@@ -361,8 +392,8 @@ static int links_connect(span_comm_t *sc)
                 sc->node_addrs[i].tcp);
             return -ENODEV;
         }
-    for (uint32_t i = 0; i < sc->me; i++) {
-        if (sc->links[i] != NULL)
+    for (uint32_t i = 0; i < sc->nnodes; i++) {
+        if (!span_dials(sc, i) || sc->links[i] != NULL)
             continue;
         if (tp_cm_connect(cm, &sc->node_addrs[sc->me], sc->me, &sc->node_addrs[i], i, sc->nnodes,
                           sc->job_id, sc->key, &conn) != 0 ||
@@ -401,7 +432,49 @@ int span_comm_new(span_env_t *env, const span_spec_t *sp, const span_qos_t *qos,
         snprintf(why, SPAN_WHY_MAX, "cannot share its parent's data connections");
     else if ((rc = links_connect(sc)) != 0)
         snprintf(why, SPAN_WHY_MAX, "cannot open a data connection to another daemon");
+    /* Back after a restart: the others know this node by its old data address, and dial it
+     * when they come back from a restart of their own. */
+    if (rc == 0 && sc->returning == sc->me)
+        tp_cm_listen_also(env->cm, sc->node_addrs[sc->me].tcp);
     return rc;
+}
+
+void span_links_drop(span_comm_t *sc)
+{
+    span_probe_free(sc);
+    span_abort_free(sc);
+    span_drain_free(sc);
+    for (uint32_t i = 0; i < sc->nnodes; i++) {
+        link_put(sc->env, sc->links[i]);
+        sc->links[i] = NULL;
+        sc->conns[i] = NULL;
+        sc->conn_ready[i] = 0;
+    }
+    sc->nready = 0;
+    sc->probed = 0;
+    sc->ready_by_ns = UINT64_MAX;
+}
+
+void span_respan(span_comm_t *sc, uint32_t returning)
+{
+    tp_conn_t **early = sc->early;
+
+    span_links_drop(sc);
+    sc->started = 0;
+    sc->lc = algo_cost_fixed();
+    for (int k = 0; k < DESC_KIND_MAX; k++)
+        for (int b = 0; b < 64; b++)
+            sc->picks[k][b].algo = -1;
+    sc->returning = returning;
+    sc->respan_ns = now_ns();
+    sc->ready_by_ns = sc->respan_ns + sc->retry.hold_ms * 1000000ull;
+    sc->early = NULL;
+    if (links_connect(sc) != 0)
+        span_break(sc, HCCL_E_REMOTE, "cannot open a data connection to another daemon again");
+    for (uint32_t i = 0; early != NULL && i < sc->nnodes; i++)
+        if (early[i] != NULL && span_link_take(sc, i, early[i]) != 0)
+            tp_close(early[i]);
+    free(early);
 }
 
 uint32_t span_links(const span_comm_t *sc, char (*addrs)[SPAN_ADDR_MAX], uint32_t max)

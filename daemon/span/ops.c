@@ -107,7 +107,10 @@ static int ops_progress(span_comm_t *sc, int broken)
     }
     n += span_abort_progress(sc, 0);
     if (!ops_stopped(sc))
-        n += span_coll_progress(sc);
+        n += span_drain_progress(sc);
+    if (ops_stopped(sc) || ops_state(sc) != SPAN_READY)
+        return n; /* dropped its connections for a restart (drain.c) */
+    n += span_coll_progress(sc);
     if (!ops_stopped(sc))
         n += span_p2p_progress(sc);
     return n;
@@ -115,7 +118,7 @@ static int ops_progress(span_comm_t *sc, int broken)
 
 static int ops_busy(const span_comm_t *sc)
 {
-    return sc->busy;
+    return sc->busy || span_drain_holds(sc);
 }
 
 static void ops_notify(span_comm_t *sc, uint32_t rank, int what, uint64_t limit)
@@ -232,6 +235,8 @@ const span_ops_t span_ops = {
     .poll_fds = ops_poll_fds,
     .stats = ops_stats,
     .links = span_links,
+    .drain = span_drain_lead,
+    .draining = span_drain_pending,
     .free = span_comm_free,
 };
 
@@ -301,7 +306,8 @@ int span_env_progress(span_env_t *env)
 
     while ((conn = tp_cm_take(env->cm, job, &peer)) != NULL) {
         span_comm_t *sc = env_comm_by_job(env, job);
-        if (sc == NULL || span_link_take(sc, peer, conn) != 0) {
+        if (sc == NULL ||
+            (span_link_take(sc, peer, conn) != 0 && !span_link_stash(sc, peer, conn))) {
             WARN("NET", "data connection from node %u for no waiting comm; closed", peer);
             tp_close(conn);
         }

@@ -57,6 +57,9 @@ int span_p2p_post(span_comm_t *mu, uint32_t l, const desc_t *d, uint64_t t_in, v
     struct p2p_flight *f;
     int rc;
 
+    /* At rest for a restart (drain.c): it goes on the connections that come after. */
+    if (span_drain_closed(mu))
+        return 0;
     /* A failed connection fails the transfer now: nothing would ever complete it. */
     if ((rc = node_state(mu, node)) <= 0) {
         if (rc < 0)

@@ -347,6 +347,12 @@ int span_probe_progress(span_comm_t *mu)
                                        : "");
     mu->probed = 1;
     probe_free(mu);
+    if (mu->returning < mu->nnodes && mu->returning != mu->me && mu->respan_ns != 0) {
+        WARN("NET", "comm %u: node %u (%s) is back after %.2f s: its ops go on", mu->id,
+             mu->returning, mu->node_addrs[mu->returning].tcp,
+             (double)(now_ns() - mu->respan_ns) / 1e9);
+        mu->respan_ns = 0;
+    }
     return 1;
 }
 

@@ -54,6 +54,9 @@ typedef struct span_spec {
     int inherit_links;
     uint32_t connect_timeout_s;
     uint64_t retry_hold_ms;
+    /* The node that is back after a restart (the others wait for it after its drain) and
+     * dials every other; UINT32_MAX (or any value >= nnodes): none. */
+    uint32_t returning;
 } span_spec_t;
 
 /* What the engine lends a span comm: QoS admission of each round and the DSCP marking of
@@ -153,6 +156,11 @@ typedef struct span_ops {
     /* The data addresses of the nodes it holds a ready connection to, once measured (what a
      * child may share): at most max; returns how many. */
     uint32_t (*links)(const span_comm_t *sc, char (*addrs)[SPAN_ADDR_MAX], uint32_t max);
+    /* This daemon stops: brings the comm to rest on every node for a restart (drain.c). 1
+     * under way, 0 it cannot be (no op retry, not ready, shared connections). */
+    int (*drain)(span_comm_t *sc);
+    /* Whether that drain has not ended (at rest, or failed) yet. */
+    int (*draining)(const span_comm_t *sc);
     void (*free)(span_comm_t *sc);
 } span_ops_t;
 

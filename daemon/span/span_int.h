@@ -103,7 +103,14 @@ struct span_comm {
     struct p2p_flight *spare_flights; /* finished records, reused */
     struct span_probe *probe;         /* link measurement in progress (probe.c) */
     struct span_abort *abort;         /* notices to and from the other nodes (abort.c) */
-    int probed;                       /* lc holds measured figures: collectives may start */
+    struct span_drain *drain;         /* a restart of a node under way (drain.c), or NULL */
+    uint64_t started;                 /* collective pieces started since the links came up */
+    /* The node that came back after a restart and dials every other (the others do not dial
+     * it); UINT32_MAX: none, node j dials every node i < j. */
+    uint32_t returning;
+    tp_conn_t **early;    /* [nnodes]: connections stashed for the respan, or NULL */
+    uint64_t respan_ns;   /* when it dropped its connections for the returning node, or 0 */
+    int probed;           /* lc holds measured figures: collectives may start */
     uint64_t ready_by_ns; /* connections not ready and measured by then: the comm times out */
     tp_retry_t retry;     /* what its own data connections do when they fail (op retry) */
     span_prof_t prof;     /* of the collective in flight */
@@ -120,6 +127,16 @@ static inline uint32_t span_local(const span_comm_t *sc, uint32_t g)
 {
     return g < sc->pl.nranks && sc->pl.node[g] == sc->me ? sc->pl.pos[g] - sc->pl.first[sc->me]
                                                          : UINT32_MAX;
+}
+
+/* Whether this node dials node i (else node i dials it). */
+static inline int span_dials(const span_comm_t *sc, uint32_t i)
+{
+    if (i == sc->me)
+        return 0;
+    if (sc->returning == sc->me)
+        return 1;
+    return i != sc->returning && i < sc->me;
 }
 
 /* ops.c: queues an event (span.h) and returns it for the caller to fill. Without memory it is
@@ -140,6 +157,16 @@ int span_ready_timeout(span_comm_t *sc);
 /* A connection from node peer handed over by the connection manager: 0 taken, or -errno
  * (not one this comm waits for; the caller closes it). */
 int span_link_take(span_comm_t *sc, uint32_t peer, tp_conn_t *conn);
+/* Drops every data connection and opens them again, the links measured again, with node
+ * `returning` (back from a restart) dialling the others: what every node of the comm does at
+ * the same point after a drain (drain.c). Ops wait until the comm is ready again, at most the
+ * op retry hold. */
+void span_respan(span_comm_t *sc, uint32_t returning);
+/* Closes every data connection (and what was posted on them); the comm does nothing more. */
+void span_links_drop(span_comm_t *sc);
+/* A connection from node peer that a draining comm cannot take yet (the peer reopened its
+ * connections first): kept for span_respan. 1 kept, 0 not (the caller closes it). */
+int span_link_stash(span_comm_t *sc, uint32_t peer, tp_conn_t *conn);
 /* coll.c */
 int span_coll_start(span_comm_t *sc, const desc_t *d, const l0_rank_t *ranks);
 int span_coll_progress(span_comm_t *sc);
@@ -162,5 +189,19 @@ int span_abort_listen_now(span_comm_t *sc);
 void span_abort_send(span_comm_t *sc, uint32_t rank, int what, uint64_t limit);
 int span_abort_pending(const span_comm_t *sc);
 void span_abort_free(span_comm_t *sc);
+/* drain.c */
+/* This daemon stops: brings the comm to a point where no op is under way on any node (1), or
+ * says it cannot (0: no op retry, not ready, shared connections). */
+int span_drain_lead(span_comm_t *sc);
+/* Whether a drain this node leads has not ended yet. */
+int span_drain_pending(const span_comm_t *sc);
+/* Whether the comm may start no collective piece now (the drain holds it at its limit). */
+int span_drain_holds(const span_comm_t *sc);
+/* Whether a drain involves this node (it leads or follows one). */
+int span_drain_active(const span_comm_t *sc);
+/* Whether transfers may no longer start (this node said it is at rest). */
+int span_drain_closed(const span_comm_t *sc);
+int span_drain_progress(span_comm_t *sc);
+void span_drain_free(span_comm_t *sc);
 
 #endif

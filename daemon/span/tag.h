@@ -14,7 +14,7 @@
  *                       tells them why
  *           link probe: the exchange (probe.c)
  *           send/recv:  sender rank << 16 | receiver rank (comm ranks, below 65536)
- *           abort notice: 0 (abort.c)
+ *           abort notice: 0 (abort.c); a restart's drain: 1 (drain.c)
  *
  * All ones (class 3 with low bits not 0) is the transport's own: a striped connection's hello
  * (transport/tp_stripe.c).

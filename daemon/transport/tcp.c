@@ -37,7 +37,8 @@ static int crypto_ready(void)
     return 0;
 }
 
-static int tcp_listen(const char *ip, tp_listener_t **l_p, char *addr_out, size_t cap)
+/* Listens on ip (at a port chosen) or, with at_port, on "ip:port". */
+static int listen_any(const char *ip, int at_port, tp_listener_t **l_p, char *addr_out, size_t cap)
 {
     tcp_listener_t *l;
     int rc = crypto_ready();
@@ -48,7 +49,8 @@ static int tcp_listen(const char *ip, tp_listener_t **l_p, char *addr_out, size_
     if (l == NULL)
         return -ENOMEM;
     l->base.ops = &tp_tcp;
-    rc = tcp_sock_listen(ip, &l->fd, addr_out, cap);
+    rc = at_port ? tcp_sock_listen_at(ip, &l->fd, addr_out, cap)
+                 : tcp_sock_listen(ip, &l->fd, addr_out, cap);
     if (rc != 0)
         goto err_free;
     INFO("NET", "listening on %s", addr_out);
@@ -58,6 +60,16 @@ static int tcp_listen(const char *ip, tp_listener_t **l_p, char *addr_out, size_
 err_free:
     free(l);
     return rc;
+}
+
+static int tcp_listen(const char *ip, tp_listener_t **l_p, char *addr_out, size_t cap)
+{
+    return listen_any(ip, 0, l_p, addr_out, cap);
+}
+
+int tp_tcp_listen_at(const char *addr, tp_listener_t **l_p, char *addr_out, size_t cap)
+{
+    return listen_any(addr, 1, l_p, addr_out, cap);
 }
 
 static int tcp_listen_fd(tp_listener_t *l)

@@ -189,7 +189,8 @@ static ssize_t recv_iov(tcp_conn_t *c, struct iovec *iov, size_t niov)
             return -ECONNRESET;
         }
         int err = errno;
-        ERR("NET", "recv() failed: %s", strerror(err));
+        /* A resumable connection says itself what it does about it (tcp_resume.c). */
+        log_msg(c->rs.enabled ? LOG_DEBUG : LOG_ERROR, "NET", "recv() failed: %s", strerror(err));
         return -err;
     }
 }

@@ -110,26 +110,25 @@ static int sock_open(int family, int *fd_p)
     return 0;
 }
 
-int tcp_sock_listen(const char *ip, int *fd_p, char *addr_out, size_t cap)
+/* Binds ss and listens; writes the address bound into addr_out. */
+static int listen_on(struct sockaddr_storage ss, socklen_t len, const char *what, int *fd_p,
+                     char *addr_out, size_t cap)
 {
-    struct sockaddr_storage ss;
-    socklen_t len;
-    int fd = -1, rc;
+    int fd = -1, rc, one = 1;
 
-    rc = net_ip_parse(ip, 0, &ss, &len);
-    if (rc != 0) {
-        ERR("NET", "listen: \"%s\" is not a numeric IP address", ip);
-        return rc;
-    }
     rc = sock_open(ss.ss_family, &fd);
     if (rc != 0)
         return rc;
+    /* A port taken again (a restarted daemon's old one) may still have connections in
+     * TIME_WAIT. */
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0)
+        WARN("NET", "setsockopt(SO_REUSEADDR) failed: %s", strerror(errno));
     /* Accepted sockets inherit the buffers, and with them the window scale of the SYN-ACK. */
     set_buffers(fd);
     if (bind(fd, (struct sockaddr *)&ss, len) != 0 || listen(fd, TCP_LISTEN_BACKLOG) != 0 ||
         getsockname(fd, (struct sockaddr *)&ss, &len) != 0) {
         rc = -errno;
-        ERR("NET", "bind/listen/getsockname(%s) failed: %s", ip, strerror(-rc));
+        ERR("NET", "bind/listen/getsockname(%s) failed: %s", what, strerror(-rc));
         goto err_close;
     }
     rc = net_addr_format((const struct sockaddr *)&ss, addr_out, cap);
@@ -141,6 +140,32 @@ int tcp_sock_listen(const char *ip, int *fd_p, char *addr_out, size_t cap)
 err_close:
     close(fd);
     return rc;
+}
+
+int tcp_sock_listen(const char *ip, int *fd_p, char *addr_out, size_t cap)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int rc = net_ip_parse(ip, 0, &ss, &len);
+
+    if (rc != 0) {
+        ERR("NET", "listen: \"%s\" is not a numeric IP address", ip);
+        return rc;
+    }
+    return listen_on(ss, len, ip, fd_p, addr_out, cap);
+}
+
+int tcp_sock_listen_at(const char *addr, int *fd_p, char *addr_out, size_t cap)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int rc = net_addr_parse(addr, &ss, &len);
+
+    if (rc != 0) {
+        ERR("NET", "listen: \"%s\" is not a numeric IP:port", addr);
+        return rc;
+    }
+    return listen_on(ss, len, addr, fd_p, addr_out, cap);
 }
 
 int tcp_sock_connect(const char *addr, int *fd_p)

@@ -10,6 +10,8 @@
 
 /* Binds ip:0 and listens; writes "ip:port" (IPv6 in brackets) into addr_out. */
 int tcp_sock_listen(const char *ip, int *fd_p, char *addr_out, size_t cap);
+/* The same on a given "ip:port". */
+int tcp_sock_listen_at(const char *addr, int *fd_p, char *addr_out, size_t cap);
 /* Starts a nonblocking connect to "ip:port"; completion shows as the socket turning writable. */
 int tcp_sock_connect(const char *addr, int *fd_p);
 /* 1 connected, 0 still connecting, or a negative errno. */

@@ -36,9 +36,15 @@ typedef struct cm_conn {
     struct cm_conn *next;
 } cm_conn_t;
 
+#define CM_LISTENERS (2 + TP_CM_ALSO_MAX)
+
 struct tp_cm {
     int mode;
-    tp_listener_t *ls[2]; /* TCP, RDMA (or NULL) */
+    /* TCP, RDMA (or NULL), then TCP on the data addresses this daemon had before a restart
+     * (tp_cm_listen_also), whose names its ranks' comms still carry */
+    tp_listener_t *ls[2 + TP_CM_ALSO_MAX];
+    char also[TP_CM_ALSO_MAX][TP_ADDR_MAX];
+    char tcp_addr[TP_ADDR_MAX]; /* where ls[0] listens */
     int accept_due;
     uint64_t next_accept_ns;
     cm_job_t *jobs;
@@ -76,8 +82,8 @@ void tp_cm_free(tp_cm_t *cm)
     }
     conns_close(cm->accepting);
     conns_close(cm->ready);
-    tp_listen_close(cm->ls[0]);
-    tp_listen_close(cm->ls[1]);
+    for (int k = 0; k < CM_LISTENERS; k++)
+        tp_listen_close(cm->ls[k]);
     free(cm);
 }
 
@@ -105,6 +111,8 @@ int tp_cm_listen(tp_cm_t *cm, const char *ip, tp_cm_addrs_t *out)
 {
     int rc = tp_tcp.listen(ip, &cm->ls[0], out->tcp, sizeof(out->tcp));
 
+    if (rc == 0)
+        snprintf(cm->tcp_addr, sizeof(cm->tcp_addr), "%s", out->tcp);
     out->rdma[0] = '\0';
     if (rc == 0 && cm->mode != TP_CM_TCP &&
         tp_rdma.listen(ip, &cm->ls[1], out->rdma, sizeof(out->rdma)) != 0) {
@@ -121,6 +129,33 @@ int tp_cm_listen(tp_cm_t *cm, const char *ip, tp_cm_addrs_t *out)
         INFO("NET", "data connections: tcp %s, rdma %s", out->tcp,
              out->rdma[0] != '\0' ? out->rdma : "none (no RDMA device for this address)");
     return rc;
+}
+
+int tp_cm_listen_also(tp_cm_t *cm, const char *addr)
+{
+    char bound[TP_ADDR_MAX];
+    int k, rc;
+
+    if (cm->ls[0] == NULL)
+        return -ENOTCONN;
+    if (strcmp(cm->tcp_addr, addr) == 0)
+        return 0;
+    for (k = 0; k < TP_CM_ALSO_MAX && cm->ls[2 + k] != NULL; k++)
+        if (strcmp(cm->also[k], addr) == 0)
+            return 0;
+    if (k == TP_CM_ALSO_MAX)
+        return -ENOSPC;
+    if ((rc = tp_tcp_listen_at(addr, &cm->ls[2 + k], bound, sizeof(bound))) != 0) {
+        WARN("NET",
+             "cannot listen on %s again, this daemon's data address before its restart (%d): a "
+             "later restart of another daemon of its comms cannot reach it",
+             addr, rc);
+        cm->ls[2 + k] = NULL;
+        return rc;
+    }
+    snprintf(cm->also[k], sizeof(cm->also[k]), "%s", addr);
+    INFO("NET", "data connections also on %s, this daemon's address before its restart", addr);
+    return 0;
 }
 
 static cm_job_t *job_find(const tp_cm_t *cm, const uint8_t *job_id)
@@ -244,7 +279,7 @@ static void accept_new(tp_cm_t *cm)
     cm_conn_t *a;
     tp_conn_t *conn;
 
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < CM_LISTENERS; k++)
         while (cm->ls[k] != NULL && (a = calloc(1, sizeof(*a))) != NULL) {
             a->cm = cm;
             if (tp_accept(cm->ls[k], lookup, a, &conn) != 0) {
@@ -328,7 +363,7 @@ int tp_cm_poll_fds(const tp_cm_t *cm, struct pollfd *pfd, int max)
 {
     int n = 0;
 
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < CM_LISTENERS; k++)
         if (cm->ls[k] != NULL && n < max)
             pfd[n++] = (struct pollfd){.fd = tp_listen_fd(cm->ls[k]), .events = POLLIN};
     for (const cm_conn_t *a = cm->accepting; a != NULL && n < max; a = a->next)
@@ -338,7 +373,10 @@ int tp_cm_poll_fds(const tp_cm_t *cm, struct pollfd *pfd, int max)
 
 void tp_cm_polled(tp_cm_t *cm, const struct pollfd *pfd, int n)
 {
-    int nl = (cm->ls[0] != NULL) + (cm->ls[1] != NULL);
+    int nl = 0;
+
+    for (int k = 0; k < CM_LISTENERS; k++)
+        nl += cm->ls[k] != NULL;
 
     for (int i = 0; i < nl && i < n; i++)
         if (pfd[i].revents != 0)

@@ -45,6 +45,11 @@ int tp_cm_mode(const tp_cm_t *cm);
  * and over RDMA when a device carries ip and the mode is not tcp (out->rdma, else ""; mode rdma
  * without a device: -ENODEV). 0 or a negative errno, logged. */
 int tp_cm_listen(tp_cm_t *cm, const char *ip, tp_cm_addrs_t *out);
+/* After tp_cm_listen: accepts over TCP on addr ("ip:port") too, the data address this daemon
+ * had before a restart, which the other daemons of its comms still dial (at most
+ * TP_CM_ALSO_MAX of them; one already listened on is 0). 0 or a negative errno, logged. */
+#define TP_CM_ALSO_MAX 4
+int tp_cm_listen_also(tp_cm_t *cm, const char *addr);
 
 /* Peers may connect for this job before its comm exists here: their connections are
  * authenticated with key and held until it is claimed (or a minute passed). 0 or -ENOMEM. */

@@ -77,6 +77,10 @@ typedef struct tp_retry_stats {
     int suspended;         /* it is suspended now */
     uint32_t resumes;      /* times it came back */
     uint64_t suspended_ns; /* time spent suspended, the current suspension included */
+    uint32_t held;         /* messages that came and no receive has taken yet */
+    /* Sends the peer has not acknowledged yet; asking makes the connection ask for its ACK. */
+    int unacked;
+    int ended; /* the peer closed it (between messages) */
 } tp_retry_stats_t;
 
 /* A connection's health (link_info below; common/link_info.h says what each figure is). */
@@ -154,6 +158,8 @@ struct transport_ops {
 };
 
 extern const transport_ops_t tp_tcp;
+/* A TCP listener on a given "ip:port" (tp_cm_listen_also). */
+int tp_tcp_listen_at(const char *addr, tp_listener_t **l_p, char *addr_out, size_t cap);
 
 /* Whether a transfer that failed with err (a negative errno) failed because the peer went
  * away or stopped answering, rather than because data or the link went wrong. */

@@ -34,6 +34,7 @@
 #define HOLD_S 4.0
 #define RETRY_PARAMS "MaxCnt:1, HoldTime:4000, IntervalTime:1000"
 #define RESTART_AFTER_US 500000 /* a killed daemon starts again this long after */
+#define ROLL_PAUSE_US 1000000   /* daemon-roll: the job runs this long between two restarts */
 /* Issue 37: an op waits at most this long once the restarted daemon is up. */
 #define RESTART_STALL_S 2.0
 #define RANK_TIMEOUT 90 /* a rank's alarm; every wait below is shorter */
@@ -49,20 +50,23 @@ enum fault {
     F_DAEMON_KILL,
     F_DAEMON_RESTART,
     F_DAEMON_TERM,
-    F_RESET_LANES
+    F_RESET_LANES,
+    F_DAEMON_ROLL
 };
 enum expect { FAILS, FAILS_TODAY, SURVIVES };
 
 /* HCCLD_FAULTLOOP_FAULT=KEY runs only the rows of that fault. */
-static const char *const fault_keys[] = {
-    "none", "reset", "rank-kill", "daemon-kill", "daemon-restart", "daemon-term", "reset-lanes"};
+static const char *const fault_keys[] = {"none",        "reset",          "rank-kill",
+                                         "daemon-kill", "daemon-restart", "daemon-term",
+                                         "reset-lanes", "daemon-roll"};
 static const char *const fault_names[] = {"no fault",
                                           "ss -K of the daemons' links",
                                           "rank SIGKILL",
                                           "daemon SIGKILL",
                                           "daemon SIGKILL, restart",
                                           "daemon SIGTERM, restart",
-                                          "ss -K of the daemons' links and the ranks' lanes"};
+                                          "ss -K of the daemons' links and the ranks' lanes",
+                                          "every daemon SIGTERM and restart, one after another"};
 
 typedef struct row {
     enum fault fault;
@@ -109,7 +113,12 @@ static const row_t rows[] = {
     ROWS_OF(F_RANK_KILL, 1, FAILS, RC(HCCL_E_REMOTE), RC(HCCL_E_REMOTE), 1.0, 0, C22),
     ROWS_OF(F_DAEMON_KILL, 1, FAILS, DEAD_RCS, RC(HCCL_E_REMOTE), HOLD_S + 1.0, 0, C31),
     ROWS_OF(F_DAEMON_RESTART, 1, FAILS_TODAY, DEAD_RCS, RC(HCCL_E_REMOTE), HOLD_S + 1.0, 2.0, C21),
-    ROWS_OF(F_DAEMON_TERM, 1, FAILS_TODAY, DEAD_RCS, RC(HCCL_E_REMOTE), HOLD_S + 1.0, 2.0, C21),
+    /* A stop of one daemon: its comms across daemons come to rest on every node first, and
+     * the others hold their ops until it is back (span/drain.c). */
+    ROWS_OF(F_DAEMON_TERM, 1, SURVIVES, 0, 0, 0, RESTART_STALL_S, C21),
+    /* An upgrade of every node in turn, the last daemon first: a node that comes back later
+     * finds the ones restarted before it at their old data addresses. */
+    ROWS_OF(F_DAEMON_ROLL, 1, SURVIVES, 0, 0, 0, RESTART_STALL_S, C31),
     /* One daemon, 2 ranks: its restart costs no op (cooperative collectives, and Send/Recv
      * through it; or everything through it); without retry the ops fail at once; a daemon that
      * stays away fails them after the hold. */
@@ -229,8 +238,18 @@ static void inject(const row_t *w, fi_daemons_t *d, const pid_t *pids, outcome_t
         if (fi_signal(d, last, SIGTERM, 20) != 0)
             fail_why(o, "daemon %u did not stop within 20 s of SIGTERM", last);
         break;
+    case F_DAEMON_ROLL:
+        for (unsigned k = w->daemons; k-- > 0;) {
+            if (fi_signal(d, k, SIGTERM, 20) != 0)
+                fail_why(o, "daemon %u did not stop within 20 s of SIGTERM", k);
+            usleep(RESTART_AFTER_US);
+            if (fi_restart(d, k) != 0)
+                fail_why(o, "daemon %u did not start again", k);
+            usleep(ROLL_PAUSE_US);
+        }
+        break;
     }
-    o->t_over = o->t_fault;
+    o->t_over = o->t_fault; /* daemon-roll: every restart counts */
     if (w->fault == F_DAEMON_RESTART || w->fault == F_DAEMON_TERM) {
         usleep(RESTART_AFTER_US);
         if (fi_restart(d, last) != 0)
@@ -421,6 +440,10 @@ static void run_row(const row_t *w, enum expect ex, outcome_t *o)
     unsetenv("HCCL_OP_RETRY_PARAMS");
     unsetenv("HCCL_L0_MODE");
     fl_shared_free(sh);
+    if (getenv("HCCLD_FAULTLOOP_KEEP") != NULL) {
+        fprintf(stderr, "faultloop: the ranks' logs are kept in %s\n", dir);
+        return;
+    }
     for (uint32_t r = 0; r < o->n; r++) {
         snprintf(path, sizeof(path), "%s/rank%u.log", dir, r);
         unlink(path);
