@@ -248,7 +248,8 @@ static int same_group(const rejoin_t *j, const Hccld__CommRejoinReq *req)
            sodium_memcmp(j->secret, req->token.data, sizeof(j->secret)) == 0;
 }
 
-/* This node's ranks of the comm across daemons req's record describes (0: not one). */
+/* This node's ranks of the comm across daemons req's record describes; 0 when it is not one,
+ * or does not put req's rank on this node. */
 static uint32_t record_need(const Hccld__CommRejoinReq *req)
 {
     const char *why;
@@ -258,6 +259,8 @@ static uint32_t record_need(const Hccld__CommRejoinReq *req)
 
     for (uint32_t r = 0; sr != NULL && r < req->nranks; r++)
         n += sr->membership->rank_node[r] == sr->me;
+    if (sr != NULL && sr->membership->rank_node[req->rank] != sr->me)
+        n = 0;
     if (sr != NULL)
         hccld__span_record__free_unpacked(sr, NULL);
     return n;
@@ -307,9 +310,10 @@ static const char *rejoin_refusal(const rejoin_t *j, const form_client_t *c,
     if (req->n_send_next != req->nranks || req->n_recv_next != req->nranks ||
         req->token.len != FORM_SECRET_BYTES || req->comm_id == 0 || (across && req->coop))
         return "malformed request";
+    if (across && record_need(req) == 0)
+        return "its record of the comm across daemons is not one, or puts the rank elsewhere";
     if (j == NULL)
-        return across && record_need(req) == 0 ? "its record of the comm across daemons is not one"
-                                               : NULL;
+        return NULL;
     if (j->nranks != req->nranks || j->coop != req->coop || j->chunk != req->chunk_bytes ||
         j->record_len != req->span_record.len ||
         (across && memcmp(j->record, req->span_record.data, j->record_len) != 0))

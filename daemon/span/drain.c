@@ -169,11 +169,14 @@ static int at_rest(span_comm_t *sc, const struct span_drain *d)
         return 0;
     int rest = 1;
     for (uint32_t i = 0; i < sc->nnodes; i++) {
-        tp_retry_stats_t st = {0};
+        tp_retry_stats_t st = {.ask_ack = 1};
         if (sc->conns[i] == NULL)
             continue;
         tp_retry_stats(sc->conns[i], &st);
-        rest &= !st.unacked && st.held == 0; /* asks every peer for its ACK */
+        if (st.unacked || st.held != 0)
+            DBG("NET", "comm %u: not at rest: node %u %s", sc->id, i,
+                st.held != 0 ? "sent what no receive took yet" : "has not read all we sent");
+        rest &= !st.unacked && st.held == 0;
     }
     return rest;
 }

@@ -138,7 +138,8 @@ static int ops_waits(const span_comm_t *sc, int broken)
 {
     if (broken)
         return span_abort_pending(sc);
-    return sc->busy || sc->flights != NULL || !sc->probed || sc->nready < sc->nnodes - 1;
+    return sc->busy || sc->flights != NULL || !sc->probed || sc->nready < sc->nnodes - 1 ||
+           span_drain_active(sc);
 }
 
 static int ops_qos_active(const span_comm_t *sc, uint64_t now)
@@ -201,6 +202,11 @@ static void ops_stats(const span_comm_t *sc, span_stats_t *st, char (*link)[SPAN
     }
     if (sc->busy && sc->run != NULL)
         waiting_on(sc, st);
+    /* Waiting for a node back from a restart (drain.c): its connection counts as suspended. */
+    if (sc->respan_ns != 0 && !sc->probed) {
+        st->nsuspended = 1;
+        st->suspended_ns = now_ns() - sc->respan_ns;
+    }
     *nnodes = 0;
     for (uint32_t i = 0; i < sc->nnodes; i++) {
         tp_retry_stats_t rs = {0};

@@ -484,7 +484,9 @@ void tcp_resume_stats(tcp_conn_t *c, tp_retry_stats_t *st)
     st->resumes = c->rs.resumes;
     st->suspended_ns = c->rs.suspended_total + (down ? mono_ns() - c->rs.failed_ns : 0);
     st->unacked = c->rs.unackq.head != NULL || c->sendq.head != NULL;
-    c->rs.want_ack = st->unacked;
+    c->rs.want_ack = st->ask_ack && st->unacked;
+    if (c->rs.want_ack)
+        tcp_resume_ctl_due(c); /* queued: poll() now wakes the caller to write it */
     st->ended = c->eof;
     st->held = c->rx_unexp != NULL;
     for (const tp_msg_t *m = c->kept.head; m != NULL; m = m->next)

@@ -14,7 +14,8 @@
  * FAILS_TODAY row as SURVIVES (what issue 37 has left to do: they fail today). The test case
  * "p2p" (`p2p_rows`) runs Send/Recv alone with the reset between two exchanges, where every
  * rank meets the failed connection with its transfers still to post.
- * HCCLD_TEST_REPORT=1 prints each rank's figures.
+ * HCCLD_TEST_REPORT=1 prints each rank's figures; HCCLD_FAULTLOOP_KEEP=1 keeps the ranks'
+ * logs (the directory is named).
  */
 #include <signal.h>
 #include <stdarg.h>

@@ -186,6 +186,8 @@ static void rejoin_refused(uint32_t version, const int *fds, int nfds, int want,
 /* Segments a restarted daemon must not take: a wrong version, none, memfds that are not sealed or
  * not of its sizes, a plain file, sealed ones of the right sizes without its header. A comm
  * asked for again with a secret nobody else has waits alone and fails at its hold. */
+static void span_records(void);
+
 static void lying_rejoins(void)
 {
     shm_layout_t l;
@@ -242,6 +244,80 @@ static void lying_rejoins(void)
     ck_assert_str_eq(resp->comm_init_resp->message, "rank(s) did not come back within 200 ms: 1");
     frame_msg_free(resp);
     uds_conn_close(&c);
+    span_records();
+}
+
+/* Asks for comm id as rank `rank` of 2 with record rec (len bytes); the answer's result. */
+static HcclResult rejoin_with_record(uint32_t id, uint32_t rank, const uint8_t *rec, size_t len,
+                                     char *msg, size_t cap)
+{
+    Hccld__Msg m = HCCLD__MSG__INIT, *resp;
+    Hccld__CommRejoinReq q = HCCLD__COMM_REJOIN_REQ__INIT;
+    uint8_t secret[32] = {9};
+    uint64_t next[2] = {0, 0};
+    HcclResult rc = HCCL_E_INTERNAL;
+    uds_conn_t c;
+
+    frame_msg_free(hello(&c));
+    q.comm_id = id;
+    q.nranks = 2;
+    q.rank = rank;
+    q.token = (ProtobufCBinaryData){sizeof(secret), secret};
+    q.hold_ms = 200;
+    q.chunk_bytes = 1 << 20;
+    q.n_send_next = q.n_recv_next = 2;
+    q.send_next = q.recv_next = next;
+    q.span_record = (ProtobufCBinaryData){len, (uint8_t *)rec};
+    m.body_case = HCCLD__MSG__BODY_COMM_REJOIN_REQ;
+    m.comm_rejoin_req = &q;
+    ck_assert_int_eq(uds_send(c.fd, &m, NULL, 0), 0);
+    ck_assert_int_eq(uds_recv(&c, &resp, 10000), 0);
+    ck_assert_int_eq(resp->body_case, HCCLD__MSG__BODY_COMM_INIT_RESP);
+    rc = (HcclResult)resp->comm_init_resp->result;
+    snprintf(msg, cap, "%s", resp->comm_init_resp->message);
+    frame_msg_free(resp);
+    uds_conn_close(&c);
+    return rc;
+}
+
+/* Records of a comm across daemons that a rank hands back after a restart (form/record.c):
+ * garbage is refused by name; a well-formed one that lies (its peers are a closed port on
+ * this host) forms a comm that hurts nobody but its own rank, and goes with it. */
+static void span_records(void)
+{
+    char msg[256];
+    uint8_t junk[40];
+
+    memset(junk, 0xa5, sizeof(junk));
+    ck_assert_int_eq(rejoin_with_record(77, 1, junk, sizeof(junk), msg, sizeof(msg)), HCCL_E_PARA);
+    ck_assert_str_eq(
+        msg, "its record of the comm across daemons is not one, or puts the rank elsewhere");
+
+    Hccld__SpanRecord sr = HCCLD__SPAN_RECORD__INIT;
+    Hccld__Membership mb = HCCLD__MEMBERSHIP__INIT;
+    char *data[2] = {"127.0.0.1:1", "127.0.0.1:1"};
+    uint32_t rank_node[2] = {0, 1};
+    uint8_t job[16] = {1, 2, 3}, key[16] = {4, 5, 6}, buf[512];
+    mb.nranks = 2;
+    mb.n_data_nodes = 2;
+    mb.data_nodes = data;
+    mb.n_rank_node = 2;
+    mb.rank_node = rank_node;
+    mb.qos_class = "";
+    mb.retry_l1 = 1;
+    mb.retry_hold_ms = 200;
+    mb.retry_max_cnt = 1;
+    sr.membership = &mb;
+    sr.me = 1;
+    sr.job_id = (ProtobufCBinaryData){sizeof(job), job};
+    sr.job_key = (ProtobufCBinaryData){sizeof(key), key};
+    size_t len = hccld__span_record__pack(&sr, buf);
+    /* Rank 0 sits on node 0, not on this one. */
+    ck_assert_int_eq(rejoin_with_record(78, 0, buf, len, msg, sizeof(msg)), HCCL_E_PARA);
+    ck_assert_str_eq(
+        msg, "its record of the comm across daemons is not one, or puts the rank elsewhere");
+    /* Rank 1 is this node's: the comm forms and dials a closed port; it breaks alone. */
+    ck_assert_int_eq(rejoin_with_record(79, 1, buf, len, msg, sizeof(msg)), HCCL_SUCCESS);
 }
 
 START_TEST(test_hostile_while_job_runs)

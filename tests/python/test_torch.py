@@ -729,6 +729,49 @@ class TestDaemonRestart(unittest.TestCase):
         self.assertEqual(st["rejoining"], [])
 
 
+    def test_rolling_upgrade_across_daemons(self):
+        """Each rank on a daemon of its own (a comm across daemons, L1:1): daemon 1 is stopped
+        and started again on the same sockets and port, then daemon 0 (every node upgraded in
+        turn). No op fails, every result is exact, and each new daemon counts its rank back."""
+        listen = [f"127.0.0.1:{free_port()}" for _ in range(2)]
+        first = [Daemon(listen=listen[k]) for k in range(2)]
+        cur = list(first)
+        os.environ["HCCL_OP_RETRY_ENABLE"] = "L1:1"
+
+        def faults():
+            for at, k in ((2.5, 1), (5.0, 0)):
+                time.sleep(max(0.0, at - (time.monotonic() - t0)))
+                cur[k].proc.send_signal(signal.SIGTERM)
+                cur[k].proc.wait(10)
+                time.sleep(0.3)
+                cur[k] = Daemon(listen=listen[k], dir=first[k].dir)
+
+        t0 = time.monotonic()
+        th = threading.Thread(target=faults)
+        th.start()
+        try:
+            res = run_torch(2, _restart_loop, timeout=90, socks=[d.sock for d in first])
+            th.join()
+            sts = [json.loads(subprocess.run([hccl.daemon.tool("hccld-ctl"), "--admin-socket",
+                                              d.admin, "--json", "status"], capture_output=True,
+                                             text=True, check=True).stdout) for d in cur]
+        finally:
+            del os.environ["HCCL_OP_RETRY_ENABLE"]
+            th.join()
+            for k in range(2):
+                cur[k].stop()
+                shutil.rmtree(first[k].dir, ignore_errors=True)
+        for r, (ops, wrong, slowest) in enumerate(res):
+            print(f"rank {r}: {ops} ops across a restart of each of its 2 daemons, {wrong} "
+                  f"wrong, slowest iteration {slowest:.2f} s", file=sys.stderr)
+            self.assertGreater(ops, 0)
+            self.assertEqual(wrong, 0)
+        for st in sts:
+            self.assertEqual(st["clients_rejoined"], 1)
+            self.assertGreaterEqual(st["comms_rejoined"], 1)
+            self.assertEqual(st["rejoining"], [])
+
+
 PROG = ("import os, sys, torch, torch.distributed as dist\n"
         "import hccl.torch\n"
         "dist.init_process_group('hccl')\n"
