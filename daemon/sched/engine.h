@@ -154,6 +154,7 @@ typedef struct engine_multi_spec {
     /* Op retry between daemons: a data connection that fails waits this long (ms) to come
      * back before its ops fail (transport.h, tp_retry_t); 0: no retry. */
     uint64_t retry_hold_ms;
+    uint32_t retry_max_cnt; /* MaxCnt: failures of its connections one op rides out */
     /* This daemon is back after a restart and dials the others, which wait for it
      * (span_spec_t.returning); 0: formed as usual. */
     int returning;

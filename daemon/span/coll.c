@@ -329,6 +329,47 @@ static int admit_round(void *ctx, uint64_t bytes)
 #define MULTI_MORE_NS 2000000ull
 
 /* Starts the level-1 part of the collective every local rank posted. */
+/* How often a collective in flight looks at its connections' failures (MaxCnt). */
+#define RETRY_LOOK_NS 1000000ull
+
+/* MaxCnt: each connection's resumes so far, where the collective that starts counts from. */
+static void retry_mark(span_comm_t *mu)
+{
+    if (!mu->retry.enabled || mu->retry_max_cnt == 0)
+        return;
+    if (mu->op_resumes == NULL &&
+        (mu->op_resumes = calloc(mu->nnodes, sizeof(*mu->op_resumes))) == NULL)
+        return;
+    for (uint32_t i = 0; i < mu->nnodes; i++) {
+        tp_retry_stats_t st = {0};
+        if (mu->conns[i] != NULL)
+            tp_retry_stats(mu->conns[i], &st);
+        mu->op_resumes[i] = st.resumes;
+    }
+    mu->retry_look_ns = 0;
+}
+
+/* The node whose connection failed more than MaxCnt times during the collective in flight
+ * (each failure counts once it happened, resumed or not), and how often; UINT32_MAX: none. */
+static uint32_t retry_spent(span_comm_t *mu, uint32_t *times)
+{
+    uint64_t now;
+
+    if (mu->op_resumes == NULL || mu->retry_max_cnt == 0 || (now = now_ns()) < mu->retry_look_ns)
+        return UINT32_MAX;
+    mu->retry_look_ns = now + RETRY_LOOK_NS;
+    for (uint32_t i = 0; i < mu->nnodes; i++) {
+        tp_retry_stats_t st = {0};
+        if (mu->conns[i] == NULL)
+            continue;
+        tp_retry_stats(mu->conns[i], &st);
+        *times = st.resumes - mu->op_resumes[i] + (st.suspended != 0);
+        if (*times > mu->retry_max_cnt)
+            return i;
+    }
+    return UINT32_MAX;
+}
+
 static int coll_start(span_comm_t *mu, const desc_t *d)
 {
     uint64_t cnt = node_count(mu, d->kind, d->count), es = dtype_size(d->dtype);
@@ -381,6 +422,7 @@ static int coll_start(span_comm_t *mu, const desc_t *d)
     mu->d0 = *d;
     mu->busy = 1;
     mu->started++;
+    retry_mark(mu);
     if (log_level_cur >= LOG_INFO || mu->log_ops) {
         char why[256];
         costs_text(pick, why, sizeof(why));
@@ -435,8 +477,19 @@ int span_coll_progress(span_comm_t *mu)
     if (!mu->busy)
         return 0;
     rc = l1_progress(mu->run);
-    if (rc == 0)
-        return 0;
+    if (rc == 0) {
+        uint32_t times, node = retry_spent(mu, &times);
+        if (node == UINT32_MAX)
+            return 0;
+        ERR("COLL",
+            "comm %u piece %llu: its data connection to node %u (%s) failed %u times during "
+            "the op, more than op retry allows (MaxCnt %u): the op fails",
+            mu->id, (unsigned long long)mu->d0.seq, node, mu->node_addrs[node].tcp, times,
+            mu->retry_max_cnt);
+        span_coll_end(mu);
+        return coll_done(mu, HCCL_E_OPRETRY_FAIL, HCCL_E_OPRETRY_FAIL,
+                         "a data connection failed more often than op retry allows (MaxCnt)");
+    }
     uint64_t t_end = now_ns();
     mu->prof.l1_ns = t_end - mu->t_l1_ns;
     mu->prof.qos_wait_ns = mu->qos_wait_ns;

@@ -217,6 +217,7 @@ void span_comm_free(span_comm_t *sc)
         span_comm_unlink(sc);
     }
     free(sc->links);
+    free(sc->op_resumes);
     free(sc->conn_ready);
     free(sc->conns);
     free(sc->node_addrs);
@@ -271,6 +272,7 @@ static span_comm_t *span_comm_alloc(const span_spec_t *sp)
         now_ns() + (uint64_t)(sp->connect_timeout_s ? sp->connect_timeout_s : 120) * 1000000000ull;
     sc->deterministic = sp->deterministic;
     sc->retry = (tp_retry_t){.enabled = sp->retry_hold_ms > 0, .hold_ms = sp->retry_hold_ms};
+    sc->retry_max_cnt = sp->retry_max_cnt;
     for (int k = 0; k < DESC_KIND_MAX; k++) {
         sc->forced[k] = env.level1[k];
         sc->forced_src[k] = env.src[k];

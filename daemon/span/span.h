@@ -54,6 +54,7 @@ typedef struct span_spec {
     int inherit_links;
     uint32_t connect_timeout_s;
     uint64_t retry_hold_ms;
+    uint32_t retry_max_cnt; /* MaxCnt: failures of one connection a collective rides out */
     /* The node that is back after a restart (the others wait for it after its drain) and
      * dials every other; UINT32_MAX (or any value >= nnodes): none. */
     uint32_t returning;

@@ -113,7 +113,12 @@ struct span_comm {
     int probed;           /* lc holds measured figures: collectives may start */
     uint64_t ready_by_ns; /* connections not ready and measured by then: the comm times out */
     tp_retry_t retry;     /* what its own data connections do when they fail (op retry) */
-    span_prof_t prof;     /* of the collective in flight */
+    /* MaxCnt: failures of one data connection the collective in flight rides out (0: any
+     * within the hold); each connection's resumes when it started, and when to look again */
+    uint32_t retry_max_cnt;
+    uint32_t *op_resumes;
+    uint64_t retry_look_ns;
+    span_prof_t prof; /* of the collective in flight */
     /* events not yet taken (span_ops_t.event), oldest at evq_head */
     span_ev_t *evq;
     uint32_t evq_head, evq_n, evq_cap;

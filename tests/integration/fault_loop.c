@@ -269,9 +269,9 @@ int fl_rank_loop(HcclComm comm, uint32_t r, uint32_t n, void *arg)
     return wrong > 0;
 }
 
-int fl_rank_p2p(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+/* Two checked ops of `kind`, 1 MiB; the second waits for go (all ranks, or rank `late`). */
+static int two_ops(HcclComm comm, uint32_t r, uint32_t n, fl_shared_t *sh, int kind, uint32_t late)
 {
-    fl_shared_t *sh = arg;
     fl_log_t *lg = &sh->logs[r];
     op_ctx_t x = {.comm = comm,
                   .r = r,
@@ -291,13 +291,14 @@ int fl_rank_p2p(HcclComm comm, uint32_t r, uint32_t n, void *arg)
     __atomic_store_n(&lg->state, 1, __ATOMIC_RELEASE);
     for (uint32_t k = 0; k < 2 && failed == 0; k++) {
         uint64_t cmp;
-        while (k == 1 && !__atomic_load_n(&sh->go, __ATOMIC_ACQUIRE))
+        while (k == 1 && (late == UINT32_MAX || late == r) &&
+               !__atomic_load_n(&sh->go, __ATOMIC_ACQUIRE))
             usleep(1000);
         x.first = k * 131;
         double t0 = fl_now();
-        HcclResult rc = run_op(&x, K_SENDRECV, FL_BIG_BYTES / sizeof(float), &cmp);
+        HcclResult rc = run_op(&x, kind, FL_BIG_BYTES / sizeof(float), &cmp);
         int exact = rc == HCCL_SUCCESS && memcmp(x.o, x.want, cmp * sizeof(float)) == 0;
-        record(lg, K_SENDRECV, rc, exact, t0);
+        record(lg, kind, rc, exact, t0);
         failed += rc != HCCL_SUCCESS;
         wrong += rc == HCCL_SUCCESS && !exact;
     }
@@ -306,6 +307,16 @@ int fl_rank_p2p(HcclComm comm, uint32_t r, uint32_t n, void *arg)
     free(x.o);
     free(x.want);
     return wrong > 0;
+}
+
+int fl_rank_p2p(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+{
+    return two_ops(comm, r, n, arg, K_SENDRECV, UINT32_MAX);
+}
+
+int fl_rank_held(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+{
+    return two_ops(comm, r, n, arg, K_AR, n - 1);
 }
 
 fl_shared_t *fl_shared_new(uint32_t iters, uint32_t max_fail, double run_s)

@@ -55,6 +55,9 @@ int fl_rank_loop(HcclComm comm, uint32_t r, uint32_t n, void *arg);
 /* A rank_fn (harness.h) with the same records, ending and arg: Send/Recv alone, a 1 MiB exchange
  * around the ring (checked), then, once the test sets `go`, another. */
 int fl_rank_p2p(HcclComm comm, uint32_t r, uint32_t n, void *arg);
+/* The same with two 1 MiB allreduces, the last rank's second one posted only at go: the
+ * others' is in flight between daemons meanwhile. */
+int fl_rank_held(HcclComm comm, uint32_t r, uint32_t n, void *arg);
 
 /* A fresh shared area (zeroed, MAP_SHARED) or NULL; fl_shared_free unmaps it. */
 fl_shared_t *fl_shared_new(uint32_t iters, uint32_t max_fail, double run_s);

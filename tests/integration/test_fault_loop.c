@@ -13,7 +13,8 @@
  * daemons, 1 and 2 ranks each, longer baselines); HCCLD_FAULTLOOP_FUTURE=1 checks every
  * FAILS_TODAY row as SURVIVES (what issue 37 has left to do: they fail today). The test case
  * "p2p" (`p2p_rows`) runs Send/Recv alone with the reset between two exchanges, where every
- * rank meets the failed connection with its transfers still to post.
+ * rank meets the failed connection with its transfers still to post; and `maxcnt`, a
+ * collective whose connection fails more often than MaxCnt allows.
  * HCCLD_TEST_REPORT=1 prints each rank's figures; HCCLD_FAULTLOOP_KEEP=1 keeps the ranks'
  * logs (the directory is named).
  */
@@ -31,9 +32,10 @@
 #include "suites.h"
 
 /* The jobs' op retry (HCCL_OP_RETRY_*) where a row turns it on: a lost data connection has
- * HOLD_S to come back (MaxCnt 1: HoldTime alone). */
+ * HOLD_S to come back (IntervalTime 0: HoldTime alone), and an op rides out 2 failures of one
+ * connection (ss -K may meet the socket that replaced the one it reset). */
 #define HOLD_S 4.0
-#define RETRY_PARAMS "MaxCnt:1, HoldTime:4000, IntervalTime:1000"
+#define RETRY_PARAMS "MaxCnt:2, HoldTime:4000, IntervalTime:0"
 #define RESTART_AFTER_US 500000 /* a killed daemon starts again this long after */
 #define ROLL_PAUSE_US 1000000   /* daemon-roll: the job runs this long between two restarts */
 /* Issue 37: an op waits at most this long once the restarted daemon is up. */
@@ -496,6 +498,53 @@ START_TEST(test_row)
 }
 END_TEST
 
+/* MaxCnt (issue 37): 2 daemons x 1 rank, MaxCnt 1. Rank 0's second allreduce is in flight
+ * between the daemons (rank 1 posts its own only at go) while their connection is reset twice:
+ * the op rides out the first failure, not the second, and fails with HCCL_E_OPRETRY_FAIL, as
+ * HCCL's op retry does past its MaxCnt; rank 1's then fails with HCCL_E_REMOTE (the comm broke
+ * on the other node). */
+START_TEST(test_maxcnt)
+{
+    fl_shared_t *sh = fl_shared_new(0, MAX_FAIL, 0);
+    fi_daemons_t d;
+    pid_t pids[2];
+    double t;
+
+    ck_assert_ptr_nonnull(sh);
+    ck_assert_int_eq(fi_start(&d, 2), 0);
+    setenv("HCCL_EXEC_TIMEOUT", STR(EXEC_TIMEOUT_S), 1);
+    setenv("HCCL_OP_RETRY_ENABLE", "L1:1", 1);
+    setenv("HCCL_OP_RETRY_PARAMS", "MaxCnt:1, HoldTime:4000, IntervalTime:0", 1);
+    ck_assert_int_eq(spawn_job(&d, 2, 1, fl_rank_held, sh, pids), 0);
+    ck_assert_int_eq(fl_wait_ops(sh, 2, 1, 60), 0);
+    usleep(200 * 1000); /* rank 0's second allreduce is on the wire */
+    for (int k = 0; k < 2; k++) {
+        int n = 0;
+        for (int tries = 0; tries < 20 && n <= 0; tries++, usleep(100 * 1000))
+            n = fi_reset_links(&d, 5, &t);
+        ck_assert_int_gt(n, 0);
+        usleep(300 * 1000); /* the connection is back (it takes milliseconds) */
+    }
+    __atomic_store_n(&sh->stop, 1, __ATOMIC_RELEASE); /* a rank that failed ends */
+    __atomic_store_n(&sh->go, 1, __ATOMIC_RELEASE);
+    ck_assert_int_eq(harness_wait(pids, 2, 60), 0);
+    fl_sum_t s0, s1;
+    fl_summarize(sh, 0, 0, &s0);
+    fl_summarize(sh, 1, 0, &s1);
+    ck_assert_uint_eq(s0.ok, 1);
+    ck_assert_uint_eq(s0.failed, 1);
+    ck_assert_int_eq(s0.first_rc, HCCL_E_OPRETRY_FAIL);
+    ck_assert_uint_eq(s1.ok, 1);
+    ck_assert_uint_eq(s1.failed, 1);
+    ck_assert_int_eq(s1.first_rc, HCCL_E_REMOTE);
+    unsetenv("HCCL_EXEC_TIMEOUT");
+    unsetenv("HCCL_OP_RETRY_ENABLE");
+    unsetenv("HCCL_OP_RETRY_PARAMS");
+    fi_stop(&d);
+    fl_shared_free(sh);
+}
+END_TEST
+
 START_TEST(test_p2p_row)
 {
     check_row(&p2p_rows[p2p_selected[_i]]);
@@ -523,6 +572,8 @@ Suite *faultloop_suite(void)
     suite_add_tcase(s, tc);
     tcase_set_timeout(tp, 120);
     tcase_add_loop_test(tp, test_p2p_row, 0, (int)np2p);
+    if (only == NULL || strcmp(only, "maxcnt") == 0)
+        tcase_add_test(tp, test_maxcnt);
     suite_add_tcase(s, tp);
     return s;
 }
