@@ -150,6 +150,8 @@ desc_t *coll_ready(engine_t *eng, eng_comm_t *c);
 void coll_finish(engine_t *eng, eng_comm_t *c, HcclResult status);
 desc_t *dq_at(dq_t *q, uint32_t i);
 uint64_t dq_t_in(const dq_t *q, uint32_t i);
+/* Puts d first (a transfer taken back from the wire); -1 without memory. */
+int dq_push_front(dq_t *q, const desc_t *d, uint64_t t_in);
 /* Removes entry i, keeping the order of the others. */
 void dq_remove(dq_t *q, uint32_t i);
 

@@ -39,6 +39,18 @@ static int dq_push(dq_t *q, const desc_t *d, uint64_t t_in)
     return 0;
 }
 
+int dq_push_front(dq_t *q, const desc_t *d, uint64_t t_in)
+{
+    if (dq_push(q, d, t_in) != 0) /* the room */
+        return -1;
+    q->n--;
+    q->head = (q->head + q->cap - 1) % q->cap;
+    q->v[q->head] = *d;
+    q->t_in[q->head] = t_in;
+    q->n++;
+    return 0;
+}
+
 desc_t *dq_at(dq_t *q, uint32_t i)
 {
     return &q->v[(q->head + i) % q->cap];

@@ -70,6 +70,11 @@ static void on_event(engine_t *eng, eng_comm_t *c, const span_ev_t *ev)
         c->culprit = ev->culprit;
         eng_comm_rank_left(eng, c, ev->culprit, ev->limit);
         return;
+    case SPAN_EV_P2P_AGAIN:
+        if (ev->local < c->nranks && dq_push_front(&c->m[ev->local].p2p, &ev->d, ev->t_in) != 0)
+            eng_comm_break_status(eng, c, HCCL_E_MEMORY,
+                                  "no memory to post a receive again after a restart");
+        return;
     }
 }
 

@@ -8,8 +8,10 @@
  *   leader -> all     ASK s   the collective pieces it started; it starts no more
  *   node   -> leader  AT s    the pieces it started; it starts no more
  *   leader -> all     GO k    run up to k pieces (the most any node started), then hold
- *   node   -> leader  DONE    k pieces done, no transfer in flight, every send read by its
- *                             peer, no message unread: it starts no transfer any more
+ *   node   -> all     FLUSH   k pieces done, no transfer in flight: it sends nothing more on
+ *                             this comm but these messages (a node that has read every
+ *                             other's FLUSH has read all they sent: TCP keeps the order)
+ *   node   -> leader  DONE    every FLUSH read, no message unread: it starts no transfer
  *   leader -> all     BYE     it is at the same point, and every node said DONE
  *   node   -> leader  ACK     then it drops its connections (span_respan) and waits for the
  *                             leader, whose next daemon dials every node; the links are
@@ -30,7 +32,7 @@
 #include "span/span_int.h"
 #include "span/tag.h"
 
-enum { DR_ASK = 1, DR_AT, DR_GO, DR_DONE, DR_BYE, DR_ACK, DR_NACK, DR_KINDS };
+enum { DR_ASK = 1, DR_AT, DR_GO, DR_DONE, DR_BYE, DR_ACK, DR_NACK, DR_FLUSH, DR_KINDS };
 enum { ROLE_NONE, ROLE_LEAD, ROLE_FOLLOW };
 /* Leader: ASKED (waits for every AT), RUN (for its pieces and every DONE), BYE (for every
  * ACK), OVER (drained) or FAILED. Follower: HELD (waits for GO), RUN, DONE (waits for BYE). */
@@ -50,9 +52,13 @@ struct span_drain {
     uint32_t (*out)[DR_KINDS][4];
     uint8_t *got; /* [nnodes]: the leader heard from node i in this phase */
     uint32_t ngot;
+    int flushed;       /* this node sent its FLUSH: it sends no transfer any more */
+    uint8_t *flush_in; /* [nnodes]: node i's FLUSH came (before this node's drain, too) */
+    uint32_t nflush_in;
     int posted;
     uint64_t next_rx_ns; /* while busy: when to look at the receives again */
     uint64_t acked_ns;   /* a follower: when it acknowledged BYE */
+    uint64_t said_ns;    /* when the log may say again what it waits for (debug) */
 };
 
 /* A busy comm looks at the receives at most this often (abort.c does the same). */
@@ -77,9 +83,11 @@ static struct span_drain *drain_get(span_comm_t *sc)
     d->tx = calloc(n, sizeof(*d->tx));
     d->out = calloc(n, sizeof(*d->out));
     d->got = calloc(n, 1);
+    d->flush_in = calloc(n, 1);
     d->limit = UINT64_MAX;
     sc->drain = d;
-    if (d->rx == NULL || d->in == NULL || d->tx == NULL || d->out == NULL || d->got == NULL) {
+    if (d->rx == NULL || d->in == NULL || d->tx == NULL || d->out == NULL || d->got == NULL ||
+        d->flush_in == NULL) {
         span_drain_free(sc);
         return NULL;
     }
@@ -104,6 +112,7 @@ void span_drain_free(span_comm_t *sc)
     free(d->tx);
     free(d->out);
     free(d->got);
+    free(d->flush_in);
     free(d);
     sc->drain = NULL;
 }
@@ -161,22 +170,29 @@ static int heard_from(span_comm_t *sc, struct span_drain *d, uint32_t i)
     return d->ngot == sc->nnodes - 1;
 }
 
-/* No piece under way, k of them done, no transfer in flight, every send read by its peer and
- * no message unread on any connection. */
-static int at_rest(span_comm_t *sc, const struct span_drain *d)
+static int unread(span_comm_t *sc);
+
+/* No piece under way, k of them done, no send in flight (a receive waits for the respan, which
+ * takes it back to post it again: its send may come only after the held collective). */
+static int quiet(const span_comm_t *sc, const struct span_drain *d)
 {
-    if (sc->busy || sc->started != d->limit || sc->flights != NULL)
-        return 0;
-    int rest = 1;
-    for (uint32_t i = 0; i < sc->nnodes; i++) {
-        tp_retry_stats_t st = {.ask_ack = 1};
-        if (sc->conns[i] == NULL)
-            continue;
-        tp_retry_stats(sc->conns[i], &st);
-        if (st.unacked || st.held != 0)
-            DBG("NET", "comm %u: not at rest: node %u %s", sc->id, i,
-                st.held != 0 ? "sent what no receive took yet" : "has not read all we sent");
-        rest &= !st.unacked && st.held == 0;
+    return !sc->busy && sc->started == d->limit && !span_p2p_sending(sc);
+}
+
+/* Quiet, and every other node's FLUSH read (so all they sent is read), none of it unread. */
+static int at_rest(span_comm_t *sc, struct span_drain *d)
+{
+    int rest = quiet(sc, d) && d->flushed && d->nflush_in == sc->nnodes - 1 && !unread(sc);
+    uint64_t now;
+
+    if (!rest && log_level_cur >= LOG_DEBUG && (now = now_ns()) >= d->said_ns) {
+        d->said_ns = now + 100000000ull; /* what it waits for, every 100 ms */
+        DBG("NET",
+            "comm %u: not at rest: busy %d, %llu of %llu pieces, sending %d, FLUSH %s, %u "
+            "of %u read, unread %d",
+            sc->id, sc->busy, (unsigned long long)sc->started, (unsigned long long)d->limit,
+            span_p2p_sending(sc), d->flushed ? "sent" : "not sent", d->nflush_in, sc->nnodes - 1,
+            unread(sc));
     }
     return rest;
 }
@@ -237,12 +253,12 @@ int span_drain_active(const span_comm_t *sc)
     return sc->drain != NULL && sc->drain->role != ROLE_NONE;
 }
 
-int span_drain_closed(const span_comm_t *sc)
+int span_drain_closed(const span_comm_t *sc, int send)
 {
     const struct span_drain *d = sc->drain;
 
-    return d != NULL && (d->phase == PH_DONE || d->phase == PH_ACKED || d->phase == PH_BYE ||
-                         d->phase == PH_OVER || d->phase == PH_FAILED);
+    return d != NULL && ((send && d->flushed) || d->phase == PH_DONE || d->phase == PH_ACKED ||
+                         d->phase == PH_BYE || d->phase == PH_OVER || d->phase == PH_FAILED);
 }
 
 static void lead_failed(span_comm_t *sc, struct span_drain *d, const char *why, uint32_t i)
@@ -374,8 +390,18 @@ int span_drain_progress(span_comm_t *sc)
         int kind = (int)d->in[i][0];
         uint64_t v = (uint64_t)d->in[i][2] << 32 | d->in[i][1];
         post_rx(sc, d, i);
-        if (d->role == ROLE_LEAD ? lead_heard(sc, d, i, kind, v) : follow_heard(sc, d, i, kind, v))
+        if (kind == DR_FLUSH) {
+            d->nflush_in += !d->flush_in[i];
+            d->flush_in[i] = 1;
+        } else if (d->role == ROLE_LEAD ? lead_heard(sc, d, i, kind, v)
+                                        : follow_heard(sc, d, i, kind, v)) {
             return n; /* d is gone */
+        }
+    }
+    if (d->role != ROLE_NONE && d->phase == PH_RUN && !d->flushed && quiet(sc, d)) {
+        d->flushed = 1;
+        say_all(sc, d, DR_FLUSH, 0);
+        n++;
     }
     if (d->role == ROLE_FOLLOW && d->phase == PH_ACKED && follow_gone(sc, d))
         return n + 1;

@@ -443,6 +443,7 @@ int span_comm_new(span_env_t *env, const span_spec_t *sp, const span_qos_t *qos,
 
 void span_links_drop(span_comm_t *sc)
 {
+    span_p2p_recvs_again(sc); /* their requests go with the connections */
     span_probe_free(sc);
     span_abort_free(sc);
     span_drain_free(sc);

@@ -58,7 +58,7 @@ int span_p2p_post(span_comm_t *mu, uint32_t l, const desc_t *d, uint64_t t_in, v
     int rc;
 
     /* At rest for a restart (drain.c): it goes on the connections that come after. */
-    if (span_drain_closed(mu))
+    if (span_drain_closed(mu, d->kind == DESC_SEND))
         return 0;
     /* A failed connection fails the transfer now: nothing would ever complete it. */
     if ((rc = node_state(mu, node)) <= 0) {
@@ -159,6 +159,33 @@ unsigned span_p2p_cancel(span_comm_t *mu, HcclResult status)
         n++;
     }
     return n;
+}
+
+int span_p2p_sending(const span_comm_t *mu)
+{
+    for (const struct p2p_flight *f = mu->flights; f != NULL; f = f->next)
+        if (f->d.kind == DESC_SEND)
+            return 1;
+    return 0;
+}
+
+void span_p2p_recvs_again(span_comm_t *mu)
+{
+    for (struct p2p_flight **pp = &mu->flights; *pp != NULL;) {
+        struct p2p_flight *f = *pp;
+        if (f->d.kind != DESC_RECV) {
+            pp = &f->next;
+            continue;
+        }
+        *pp = f->next;
+        tp_cancel(f->req);
+        span_ev_t *ev = span_ev_push(mu, SPAN_EV_P2P_AGAIN);
+        ev->local = f->local;
+        ev->d = f->d;
+        ev->t_in = f->t_in;
+        f->next = mu->spare_flights;
+        mu->spare_flights = f;
+    }
 }
 
 void span_p2p_free(span_comm_t *mu)

@@ -85,6 +85,10 @@ typedef enum span_ev_kind {
     SPAN_EV_P2P_DONE,  /* a send or receive with another node ended: local, tag, status */
     SPAN_EV_BROKEN,    /* the comm cannot go on: its ops fail with status; why; culprit */
     SPAN_EV_RANK_LEFT, /* another node says global rank culprit left after limit pieces */
+    /* A receive with another node taken back before the connections go for a restart
+     * (drain.c): d of local member local, taken in at t_in, is to be queued again first (the
+     * events come newest first). */
+    SPAN_EV_P2P_AGAIN,
 } span_ev_kind_t;
 
 typedef struct span_ev {
@@ -100,6 +104,7 @@ typedef struct span_ev {
     uint64_t tag, t_in, t_post, bytes;
     int is_send;
     span_prof_t prof; /* COLL_DONE */
+    desc_t d;         /* P2P_AGAIN */
     char why[SPAN_WHY_MAX];
 } span_ev_t;
 

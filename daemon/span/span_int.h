@@ -167,7 +167,8 @@ int span_link_take(span_comm_t *sc, uint32_t peer, tp_conn_t *conn);
  * the same point after a drain (drain.c). Ops wait until the comm is ready again, at most the
  * op retry hold. */
 void span_respan(span_comm_t *sc, uint32_t returning);
-/* Closes every data connection (and what was posted on them); the comm does nothing more. */
+/* Closes every data connection, and what was posted on them (receives in flight go back to
+ * the engine: span_p2p_recvs_again); the comm does nothing more until span_respan. */
 void span_links_drop(span_comm_t *sc);
 /* A connection from node peer that a draining comm cannot take yet (the peer reopened its
  * connections first): kept for span_respan. 1 kept, 0 not (the caller closes it). */
@@ -180,6 +181,11 @@ void span_coll_end(span_comm_t *sc);
 int span_p2p_post(span_comm_t *sc, uint32_t l, const desc_t *d, uint64_t t_in, void *buf);
 int span_p2p_progress(span_comm_t *sc);
 unsigned span_p2p_cancel(span_comm_t *sc, HcclResult status);
+/* Whether a send with another node is in flight. */
+int span_p2p_sending(const span_comm_t *sc);
+/* Takes back every receive in flight (none has data: drain.c), each a P2P_AGAIN event, newest
+ * first, for the engine to post again on the connections that come after. */
+void span_p2p_recvs_again(span_comm_t *sc);
 void span_p2p_free(span_comm_t *sc);
 int span_p2p_poll_fds(const span_comm_t *sc, struct pollfd *pfd, int max);
 /* probe.c */
@@ -204,8 +210,9 @@ int span_drain_pending(const span_comm_t *sc);
 int span_drain_holds(const span_comm_t *sc);
 /* Whether a drain involves this node (it leads or follows one). */
 int span_drain_active(const span_comm_t *sc);
-/* Whether transfers may no longer start (this node said it is at rest). */
-int span_drain_closed(const span_comm_t *sc);
+/* Whether a transfer may no longer start: a send once this node sent its FLUSH, any once it
+ * said it is at rest (drain.c). */
+int span_drain_closed(const span_comm_t *sc, int send);
 int span_drain_progress(span_comm_t *sc);
 void span_drain_free(span_comm_t *sc);
 

@@ -62,7 +62,6 @@ typedef struct tcp_resume {
     uint64_t rx_unacked;  /* payload bytes read since the last ACK */
     int ack_asked;        /* the peer asked for an ACK (ACKREQ) */
     int ackreq_sent;      /* we asked for one and have not had it yet */
-    int want_ack;         /* ask for one for any send not acknowledged (tcp_resume_stats) */
     uint32_t deferred;    /* users' sends in unackq (the others are copies) */
     uint8_t ctl[2 * TCP_HDR_BYTES]; /* control records being written */
     size_t ctl_len, ctl_off;

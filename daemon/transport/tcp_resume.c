@@ -403,8 +403,7 @@ void tcp_resume_ctl_due(tcp_conn_t *c)
         (unacked > 0 && (c->rs.rx_unacked >= TCP_ACK_BYTES || unacked >= TCP_ACK_MSGS)))
         ack_queue(c);
     /* A send waits for its ACK, and the peer may have nothing to send: ask. */
-    if ((c->rs.deferred > 0 || (c->rs.want_ack && c->rs.unackq.head != NULL)) &&
-        !c->rs.ackreq_sent) {
+    if (c->rs.deferred > 0 && !c->rs.ackreq_sent) {
         ctl_queue(c, TCP_CTL_ACKREQ, 0);
         c->rs.ackreq_sent = 1;
     }
@@ -483,10 +482,6 @@ void tcp_resume_stats(tcp_conn_t *c, tp_retry_stats_t *st)
     st->suspended = down;
     st->resumes = c->rs.resumes;
     st->suspended_ns = c->rs.suspended_total + (down ? mono_ns() - c->rs.failed_ns : 0);
-    st->unacked = c->rs.unackq.head != NULL || c->sendq.head != NULL;
-    c->rs.want_ack = st->ask_ack && st->unacked;
-    if (c->rs.want_ack)
-        tcp_resume_ctl_due(c); /* queued: poll() now wakes the caller to write it */
     st->ended = c->eof;
     st->held = c->rx_unexp != NULL;
     for (const tp_msg_t *m = c->kept.head; m != NULL; m = m->next)

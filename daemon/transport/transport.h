@@ -78,10 +78,7 @@ typedef struct tp_retry_stats {
     uint32_t resumes;      /* times it came back */
     uint64_t suspended_ns; /* time spent suspended, the current suspension included */
     uint32_t held;         /* messages that came and no receive has taken yet */
-    /* Sends the peer has not acknowledged yet; with ask_ack set by the caller, the
-     * connection asks the peer for its ACK (a drain for a restart waits for it). */
-    int unacked, ask_ack;
-    int ended; /* the peer closed it (between messages) */
+    int ended;             /* the peer closed it (between messages) */
 } tp_retry_stats_t;
 
 /* A connection's health (link_info below; common/link_info.h says what each figure is). */
