@@ -8,20 +8,24 @@
  *   leader -> all     ASK s   the collective pieces it started; it starts no more
  *   node   -> leader  AT s    the pieces it started; it starts no more
  *   leader -> all     GO k    run up to k pieces (the most any node started), then hold
- *   node   -> all     FLUSH   k pieces done, no transfer in flight: it sends nothing more on
- *                             this comm but these messages (a node that has read every
- *                             other's FLUSH has read all they sent: TCP keeps the order)
- *   node   -> leader  DONE    every FLUSH read, no message unread: it starts no transfer
- *   leader -> all     BYE     it is at the same point, and every node said DONE
- *   node   -> leader  ACK     then it drops its connections (span_respan) and waits for the
- *                             leader, whose next daemon dials every node; the links are
- *                             measured again and the held ops go on
- *   node   -> leader  NACK    a message came after its DONE: the point was missed
+ *   node   -> nodes   FLUSH   k pieces done, no send in flight: it starts no send (to the
+ *                             other nodes but the leader; a node that has read every other's
+ *                             FLUSH has read all they sent: TCP keeps the order)
+ *   node   -> leader  DONE    every other node's FLUSH read: it starts no transfer
+ *   leader -> all     BYE     it is at the same point, every node said DONE, and all its
+ *                             ranks' messages were taken; it starts no send
+ *   node   -> leader  ACK     then, once the leader closed, it drops its connections
+ *                             (span_respan) and waits for the leader, whose next daemon dials
+ *                             every node; the links are measured again and the held ops go on
  *
- * Transfers with other nodes go on during the drain, so that ranks blocked in one can reach
- * the collective where the drain holds them. If the point is not reached before the daemon
- * must go (a receive that waits for a send posted after a held collective, or a NACK), the
- * comm fails as it did before: its ranks here at once, the others' after the op retry hold.
+ * Transfers go on during the drain, so that ranks blocked in one reach the collective where
+ * the drain holds them; the leader's sends go on to the end, so that its ranks never wait for a
+ * send while a message for them is on its way (it cannot keep what they do not take). What a
+ * node's ranks have not taken when its connections drop goes on before the next ones' (carried
+ * over, link.c); the receives in flight go back to the engine and are posted again. If the point
+ * is not reached before the daemon must go (a message for the leader's ranks that they take only
+ * after a held collective), the comm fails as it did before: its ranks here at once, the others'
+ * after the op retry hold.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -32,11 +36,11 @@
 #include "span/span_int.h"
 #include "span/tag.h"
 
-enum { DR_ASK = 1, DR_AT, DR_GO, DR_DONE, DR_BYE, DR_ACK, DR_NACK, DR_FLUSH, DR_KINDS };
+enum { DR_ASK = 1, DR_AT, DR_GO, DR_DONE, DR_BYE, DR_ACK, DR_FLUSH, DR_KINDS };
 enum { ROLE_NONE, ROLE_LEAD, ROLE_FOLLOW };
 /* Leader: ASKED (waits for every AT), RUN (for its pieces and every DONE), BYE (for every
- * ACK), OVER (drained) or FAILED. Follower: HELD (waits for GO), RUN, DONE (waits for BYE). */
-enum { PH_ASKED, PH_RUN, PH_BYE, PH_OVER, PH_FAILED, PH_HELD, PH_DONE, PH_ACKED };
+ * ACK), OVER (drained). Follower: HELD (waits for GO), RUN, DONE (waits for BYE). */
+enum { PH_ASKED, PH_RUN, PH_BYE, PH_OVER, PH_HELD, PH_DONE, PH_ACKED };
 
 /* A follower that acknowledged BYE drops its connections once the leader closed its own (so
  * that neither tries to resume the other's), or after this long. */
@@ -179,19 +183,23 @@ static int quiet(const span_comm_t *sc, const struct span_drain *d)
     return !sc->busy && sc->started == d->limit && !span_p2p_sending(sc);
 }
 
-/* Quiet, and every other node's FLUSH read (so all they sent is read), none of it unread. */
+/* A follower: quiet, its FLUSH sent, every other follower's read (so all they sent is read:
+ * what no receive took yet goes on with the next connections, span_respan). The leader: quiet,
+ * every follower said DONE, nothing unread (what its ranks do not take would be lost). */
 static int at_rest(span_comm_t *sc, struct span_drain *d)
 {
-    int rest = quiet(sc, d) && d->flushed && d->nflush_in == sc->nnodes - 1 && !unread(sc);
+    int rest =
+        quiet(sc, d) && (d->role == ROLE_LEAD ? d->ngot == sc->nnodes - 1 && !unread(sc)
+                                              : d->flushed && d->nflush_in == sc->nnodes - 2);
     uint64_t now;
 
     if (!rest && log_level_cur >= LOG_DEBUG && (now = now_ns()) >= d->said_ns) {
         d->said_ns = now + 100000000ull; /* what it waits for, every 100 ms */
         DBG("NET",
             "comm %u: not at rest: busy %d, %llu of %llu pieces, sending %d, FLUSH %s, %u "
-            "of %u read, unread %d",
+            "read, DONE %u, unread %d",
             sc->id, sc->busy, (unsigned long long)sc->started, (unsigned long long)d->limit,
-            span_p2p_sending(sc), d->flushed ? "sent" : "not sent", d->nflush_in, sc->nnodes - 1,
+            span_p2p_sending(sc), d->flushed ? "sent" : "not sent", d->nflush_in, d->ngot,
             unread(sc));
     }
     return rest;
@@ -238,7 +246,7 @@ int span_drain_pending(const span_comm_t *sc)
 {
     const struct span_drain *d = sc->drain;
 
-    return d != NULL && d->role == ROLE_LEAD && d->phase != PH_OVER && d->phase != PH_FAILED;
+    return d != NULL && d->role == ROLE_LEAD && d->phase != PH_OVER;
 }
 
 int span_drain_holds(const span_comm_t *sc)
@@ -258,25 +266,12 @@ int span_drain_closed(const span_comm_t *sc, int send)
     const struct span_drain *d = sc->drain;
 
     return d != NULL && ((send && d->flushed) || d->phase == PH_DONE || d->phase == PH_ACKED ||
-                         d->phase == PH_BYE || d->phase == PH_OVER || d->phase == PH_FAILED);
-}
-
-static void lead_failed(span_comm_t *sc, struct span_drain *d, const char *why, uint32_t i)
-{
-    d->phase = PH_FAILED;
-    WARN("NET",
-         "comm %u: it cannot be brought to rest for the restart: %s %u (%s); it fails "
-         "when this daemon stops",
-         sc->id, why, i, sc->node_addrs[i].tcp);
+                         d->phase == PH_BYE || d->phase == PH_OVER);
 }
 
 /* What node i said, to the leader. Returns 1 once the comm closed its connections. */
 static int lead_heard(span_comm_t *sc, struct span_drain *d, uint32_t i, int kind, uint64_t v)
 {
-    if (kind == DR_NACK) {
-        lead_failed(sc, d, "a message came after its DONE on node", i);
-        return 0;
-    }
     if (kind == DR_AT && d->phase == PH_ASKED) {
         if (v > d->limit)
             d->limit = v;
@@ -320,11 +315,6 @@ static int follow_heard(span_comm_t *sc, struct span_drain *d, uint32_t i, int k
         d->limit = v;
         d->phase = PH_RUN;
     } else if (kind == DR_BYE && d->phase == PH_DONE) {
-        if (unread(sc)) {
-            say(sc, d, i, DR_NACK, 0);
-            d->phase = PH_FAILED;
-            return 0;
-        }
         say(sc, d, i, DR_ACK, 0);
         d->phase = PH_ACKED;
         d->acked_ns = now_ns();
@@ -398,7 +388,7 @@ int span_drain_progress(span_comm_t *sc)
             return n; /* d is gone */
         }
     }
-    if (d->role != ROLE_NONE && d->phase == PH_RUN && !d->flushed && quiet(sc, d)) {
+    if (d->role == ROLE_FOLLOW && d->phase == PH_RUN && !d->flushed && quiet(sc, d)) {
         d->flushed = 1;
         say_all(sc, d, DR_FLUSH, 0);
         n++;
@@ -410,7 +400,7 @@ int span_drain_progress(span_comm_t *sc)
         say(sc, d, d->leader, DR_DONE, 0);
         n++;
     }
-    if (d->role == ROLE_LEAD && d->phase == PH_RUN && d->ngot == sc->nnodes - 1 && at_rest(sc, d)) {
+    if (d->role == ROLE_LEAD && d->phase == PH_RUN && at_rest(sc, d)) {
         d->phase = PH_BYE;
         heard_reset(sc, d);
         say_all(sc, d, DR_BYE, 0);

@@ -22,6 +22,7 @@
 #include "span/span_int.h"
 #include "span/tag.h"
 #include "text.h"
+#include "transport/tp_kept.h"
 
 _Static_assert(SPAN_ADDR_MAX == TP_ADDR_MAX, "data addresses have one size");
 
@@ -100,6 +101,33 @@ static void link_put(span_env_t *env, span_link_t *l)
     env->data_conns--;
 }
 
+/* The messages of node `node` carried over a respan go before the new connection's. */
+static void carry_in(span_comm_t *sc, uint32_t node, tp_conn_t *conn)
+{
+    if (sc->carry == NULL || sc->carry[node] == NULL)
+        return;
+    tp_kept_put_to(conn, sc->carry[node]);
+    sc->carry[node] = NULL;
+}
+
+/* Takes the send/recv messages no receive has taken yet out of each connection, to go before
+ * the next connection's: the ranks post those receives after the respan. */
+static void carry_out(span_comm_t *sc)
+{
+    uint64_t mask = 3ull << 62 | (uint64_t)TAG_COMM_MASK << 32,
+             value = tag_make(TAG_P2P, sc->tag, 0);
+
+    if (sc->carry == NULL && (sc->carry = calloc(sc->nnodes, sizeof(*sc->carry))) == NULL)
+        return;
+    for (uint32_t i = 0; i < sc->nnodes; i++) {
+        tp_msg_t *m = sc->conns[i] != NULL ? tp_kept_take_from(sc->conns[i], mask, value) : NULL;
+        tp_msg_t **tail = &sc->carry[i];
+        while (*tail != NULL) /* an earlier respan's, not handed on yet, first */
+            tail = &(*tail)->next;
+        *tail = m;
+    }
+}
+
 int span_link_take(span_comm_t *sc, uint32_t peer, tp_conn_t *conn)
 {
     if (peer >= sc->nnodes || peer == sc->me || span_dials(sc, peer) || sc->links[peer] != NULL)
@@ -109,6 +137,7 @@ int span_link_take(span_comm_t *sc, uint32_t peer, tp_conn_t *conn)
     sc->conns[peer] = conn;
     link_mark(sc, conn);
     link_retry(sc, conn);
+    carry_in(sc, peer, conn);
     sc->nready++;
     return 0;
 }
@@ -124,6 +153,7 @@ int span_conns_progress(span_comm_t *sc)
         int st = tp_conn_state(sc->conns[i]);
         if (st == 1) {
             link_retry(sc, sc->conns[i]);
+            carry_in(sc, i, sc->conns[i]);
             sc->conn_ready[i] = 1;
             sc->nready++;
             n++;
@@ -202,6 +232,9 @@ void span_comm_free(span_comm_t *sc)
     span_abort_free(sc);
     span_drain_free(sc);
     early_free(sc);
+    for (uint32_t i = 0; sc->carry != NULL && i < sc->nnodes; i++)
+        tp_msgs_free(sc->carry[i]);
+    free(sc->carry);
     free(sc->out);
     free(sc->in);
     free(sc->scratch);
@@ -462,6 +495,7 @@ void span_respan(span_comm_t *sc, uint32_t returning)
 {
     tp_conn_t **early = sc->early;
 
+    carry_out(sc);
     span_links_drop(sc);
     sc->started = 0;
     sc->lc = algo_cost_fixed();

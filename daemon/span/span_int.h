@@ -108,8 +108,11 @@ struct span_comm {
     /* The node that came back after a restart and dials every other (the others do not dial
      * it); UINT32_MAX: none, node j dials every node i < j. */
     uint32_t returning;
-    tp_conn_t **early;    /* [nnodes]: connections stashed for the respan, or NULL */
-    uint64_t respan_ns;   /* when it dropped its connections for the returning node, or 0 */
+    tp_conn_t **early;  /* [nnodes]: connections stashed for the respan, or NULL */
+    uint64_t respan_ns; /* when it dropped its connections for the returning node, or 0 */
+    /* [nnodes]: messages of send/recv from node i that no receive had taken when its old
+     * connection went (drain.c); they go before the new connection's, or NULL */
+    tp_msg_t **carry;
     int probed;           /* lc holds measured figures: collectives may start */
     uint64_t ready_by_ns; /* connections not ready and measured by then: the comm times out */
     tp_retry_t retry;     /* what its own data connections do when they fail (op retry) */

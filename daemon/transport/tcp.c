@@ -301,6 +301,16 @@ static void tcp_retry_stats(tp_conn_t *c, tp_retry_stats_t *st)
     tcp_resume_stats(tcp_conn_of(c), st);
 }
 
+static tp_msg_t *tcp_kept_take(tp_conn_t *c, uint64_t mask, uint64_t value)
+{
+    return tp_kept_take_all(&tcp_conn_of(c)->kept, mask, value);
+}
+
+static void tcp_kept_put(tp_conn_t *c, tp_msg_t *list)
+{
+    tp_kept_put(&tcp_conn_of(c)->kept, list);
+}
+
 static void tcp_close(tp_conn_t *base)
 {
     tcp_conn_t *c = tcp_conn_of(base);
@@ -337,6 +347,8 @@ const transport_ops_t tp_tcp = {
     .forget = tcp_forget,
     .set_retry = tcp_set_retry,
     .retry_stats = tcp_retry_stats,
+    .kept_take = tcp_kept_take,
+    .kept_put = tcp_kept_put,
     .close = tcp_close,
     .listen_close = tcp_listen_close,
 };

@@ -99,6 +99,49 @@ int tp_kept_forgotten(tp_kept_t *k, uint64_t tag)
     return 0;
 }
 
+tp_msg_t *tp_kept_take_all(tp_kept_t *k, uint64_t mask, uint64_t value)
+{
+    tp_msg_t *list = NULL, **tail = &list;
+
+    for (tp_msg_t **pp = &k->head, *prev = NULL; *pp != NULL;) {
+        if (((*pp)->tag & mask) != value) {
+            prev = *pp;
+            pp = &(*pp)->next;
+            continue;
+        }
+        tp_msg_t *m = unlink_at(k, pp, prev);
+        k->bytes -= m->len;
+        *tail = m;
+        tail = &m->next;
+    }
+    return list;
+}
+
+void tp_kept_put(tp_kept_t *k, tp_msg_t *list)
+{
+    tp_msg_t *last = NULL;
+
+    for (tp_msg_t *m = list; m != NULL; m = m->next) {
+        k->bytes += m->len;
+        last = m;
+    }
+    if (last == NULL)
+        return;
+    last->next = k->head;
+    k->head = list;
+    if (k->tail == NULL)
+        k->tail = last;
+}
+
+void tp_msgs_free(tp_msg_t *list)
+{
+    while (list != NULL) {
+        tp_msg_t *m = list;
+        list = m->next;
+        free(m);
+    }
+}
+
 void tp_kept_free(tp_kept_t *k)
 {
     while (k->head != NULL)

@@ -46,6 +46,12 @@ void tp_kept_drop(tp_kept_t *k, tp_msg_t *m);
 unsigned tp_kept_forget(tp_kept_t *k, uint64_t mask, uint64_t value, uint64_t ttl_ns);
 /* Whether tag belongs to a forgotten user whose time has not run out. */
 int tp_kept_forgotten(tp_kept_t *k, uint64_t tag);
+/* Takes every kept message whose tag & mask == value out, in arrival order, no longer counted:
+ * a list for tp_kept_put (another connection's store) or tp_msgs_free. */
+tp_msg_t *tp_kept_take_all(tp_kept_t *k, uint64_t mask, uint64_t value);
+/* Puts list (from tp_kept_take_all) before the kept messages, counted. */
+void tp_kept_put(tp_kept_t *k, tp_msg_t *list);
+void tp_msgs_free(tp_msg_t *list);
 /* Frees every kept message (not one the transport holds). */
 void tp_kept_free(tp_kept_t *k);
 

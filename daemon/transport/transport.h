@@ -84,6 +84,9 @@ typedef struct tp_retry_stats {
 /* A connection's health (link_info below; common/link_info.h says what each figure is). */
 typedef link_info_t tp_link_info_t;
 
+/* A message a connection keeps for a receive not posted yet (tp_kept.h). */
+typedef struct tp_msg tp_msg_t;
+
 /*
  * Who may connect: the accepting side asks for the key of the job the connecting side names.
  * Returns 0 and fills key_out, or a negative errno to refuse the connection.
@@ -150,6 +153,11 @@ struct transport_ops {
     int (*set_retry)(tp_conn_t *c, const tp_retry_t *r);
     /* Fills *st (NULL: the transport never suspends). */
     void (*retry_stats)(tp_conn_t *c, tp_retry_stats_t *st);
+    /* The messages no receive has taken yet whose tag & mask == value, taken out (a list, in
+     * arrival order), and put before another connection's (a comm's connections that come
+     * back after a restart, span/drain.c). NULL where the transport cannot. */
+    tp_msg_t *(*kept_take)(tp_conn_t *c, uint64_t mask, uint64_t value);
+    void (*kept_put)(tp_conn_t *c, tp_msg_t *list);
     /* Frees the connection and every request not yet reported done. */
     void (*close)(tp_conn_t *c);
     void (*listen_close)(tp_listener_t *l);
@@ -267,6 +275,17 @@ static inline void tp_cancel(tp_req_t *r)
 static inline void tp_forget(tp_conn_t *c, uint64_t mask, uint64_t value, uint64_t ttl_ns)
 {
     c->ops->forget(c, mask, value, ttl_ns);
+}
+
+static inline tp_msg_t *tp_kept_take_from(tp_conn_t *c, uint64_t mask, uint64_t value)
+{
+    return c->ops->kept_take != NULL ? c->ops->kept_take(c, mask, value) : NULL;
+}
+
+/* list must come from tp_kept_take_from on a connection of the same transport. */
+static inline void tp_kept_put_to(tp_conn_t *c, tp_msg_t *list)
+{
+    c->ops->kept_put(c, list);
 }
 
 static inline void tp_close(tp_conn_t *c)
