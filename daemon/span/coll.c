@@ -346,7 +346,7 @@ static void retry_mark(span_comm_t *mu)
             tp_retry_stats(mu->conns[i], &st);
         mu->op_resumes[i] = st.resumes;
     }
-    mu->retry_look_ns = 0;
+    mu->retry_look_ns = now_ns() + RETRY_LOOK_NS; /* an op shorter than that is not looked at */
 }
 
 /* The node whose connection failed more than MaxCnt times during the collective in flight
