@@ -39,8 +39,9 @@
 enum { DR_ASK = 1, DR_AT, DR_GO, DR_DONE, DR_BYE, DR_ACK, DR_FLUSH, DR_KINDS };
 enum { ROLE_NONE, ROLE_LEAD, ROLE_FOLLOW };
 /* Leader: ASKED (waits for every AT), RUN (for its pieces and every DONE), BYE (for every
- * ACK), OVER (drained). Follower: HELD (waits for GO), RUN, DONE (waits for BYE). */
-enum { PH_ASKED, PH_RUN, PH_BYE, PH_OVER, PH_HELD, PH_DONE, PH_ACKED };
+ * ACK; then the comm drops its connections and this record). Follower: HELD (waits for GO), RUN,
+ * DONE (waits for BYE). */
+enum { PH_ASKED, PH_RUN, PH_BYE, PH_HELD, PH_DONE, PH_ACKED };
 
 /* A follower that acknowledged BYE drops its connections once the leader closed its own (so
  * that neither tries to resume the other's), or after this long. */
@@ -246,7 +247,7 @@ int span_drain_pending(const span_comm_t *sc)
 {
     const struct span_drain *d = sc->drain;
 
-    return d != NULL && d->role == ROLE_LEAD && d->phase != PH_OVER;
+    return d != NULL && d->role == ROLE_LEAD; /* at rest, it dropped its links and d */
 }
 
 int span_drain_holds(const span_comm_t *sc)
@@ -266,7 +267,7 @@ int span_drain_closed(const span_comm_t *sc, int send)
     const struct span_drain *d = sc->drain;
 
     return d != NULL && ((send && d->flushed) || d->phase == PH_DONE || d->phase == PH_ACKED ||
-                         d->phase == PH_BYE || d->phase == PH_OVER);
+                         d->phase == PH_BYE);
 }
 
 /* What node i said, to the leader. Returns 1 once the comm closed its connections. */

@@ -139,13 +139,11 @@ START_TEST(test_reset_after_message_still_delivered)
 }
 END_TEST
 
-/* Sends 4 bytes of v with tag on c and waits until they are out. */
-static void send_u32(tp_conn_t *c, uint32_t v, uint64_t tag)
+/* Waits (at most a second) until r is done, which it must be without error. */
+static void wait_done(tp_req_t *r)
 {
-    tp_req_t *r;
     int done = 0;
 
-    ck_assert_int_eq(tp->isend(c, &v, sizeof(v), NULL, tag, &r), 0);
     for (int i = 0; i < 1000 && !done; i++) {
         ck_assert_int_eq(tp->test(r, &done), 0);
         if (!done)
@@ -154,19 +152,22 @@ static void send_u32(tp_conn_t *c, uint32_t v, uint64_t tag)
     ck_assert_int_eq(done, 1);
 }
 
+/* Sends 4 bytes of v with tag on c and waits until they are out. */
+static void send_u32(tp_conn_t *c, uint32_t v, uint64_t tag)
+{
+    tp_req_t *r;
+
+    ck_assert_int_eq(tp->isend(c, &v, sizeof(v), NULL, tag, &r), 0);
+    wait_done(r);
+}
+
 static uint32_t recv_u32(tp_conn_t *c, uint64_t tag)
 {
     uint32_t v = 0;
     tp_req_t *r;
-    int done = 0;
 
     ck_assert_int_eq(tp->irecv(c, &v, sizeof(v), NULL, tag, &r), 0);
-    for (int i = 0; i < 1000 && !done; i++) {
-        ck_assert_int_eq(tp->test(r, &done), 0);
-        if (!done)
-            usleep(1000);
-    }
-    ck_assert_int_eq(done, 1);
+    wait_done(r);
     return v;
 }
 
