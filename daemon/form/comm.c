@@ -401,7 +401,8 @@ HcclResult form_comm_multinode(form_t *f, form_comm_t *c, const char *const *dat
                               .connect_timeout_s = o->connect_timeout_s,
                               .retry_hold_ms = form_retry_hold_ms(o->retry),
                               .retry_max_cnt = o->retry != NULL ? o->retry->max_cnt : 0,
-                              .returning = o->returning};
+                              .returning = o->returning,
+                              .p2p_next = o->p2p_next};
     rc = engine_comm_create_multi(f->env.eng, &sp);
     if (rc != 0) {
         *why = "the daemon could not set up the communicator";

@@ -155,9 +155,21 @@ static const char *comm_again(form_t *f, const rejoin_t *j, form_comm_t *c, cons
     if (sr == NULL)
         return why;
     c->nnodes = (uint32_t)sr->membership->n_data_nodes;
-    if (form_record_comm(f, c, sr, &why) != HCCL_SUCCESS && why == NULL)
+    /* How far each local rank's send/recv with every rank got (span/p2p_log.c). */
+    size_t n = j->nranks, k = 0;
+    uint64_t *next = calloc(2 * (size_t)j->need * n + 1, sizeof(*next));
+    for (uint32_t q = 0; next != NULL && q < n && k < j->need; q++)
+        if (j->r[q].c != NULL) {
+            memcpy(next + k * n, j->r[q].send_next, n * sizeof(*next));
+            memcpy(next + (j->need + k) * n, j->r[q].recv_next, n * sizeof(*next));
+            k++;
+        }
+    if (next == NULL)
+        why = "out of memory";
+    else if (form_record_comm(f, c, sr, next, &why) != HCCL_SUCCESS && why == NULL)
         why = "the daemon could not set up the communicator";
     hccld__span_record__free_unpacked(sr, NULL);
+    free(next);
     return why;
 }
 

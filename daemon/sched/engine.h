@@ -158,6 +158,7 @@ typedef struct engine_multi_spec {
     /* This daemon is back after a restart and dials the others, which wait for it
      * (span_spec_t.returning); 0: formed as usual. */
     int returning;
+    const uint64_t *p2p_next; /* span_spec_t.p2p_next */
 } engine_multi_spec_t;
 /* 0, or -ENOMEM, -EEXIST, -ENOENT (a session, the parent or its connection is gone), -EBUSY
  * (a comm on a shared connection has the same tag bits, see span/tag.h). */

@@ -260,7 +260,8 @@ int engine_comm_create_multi(engine_t *eng, const engine_multi_spec_t *sp)
                       .connect_timeout_s = sp->connect_timeout_s,
                       .retry_hold_ms = sp->retry_hold_ms,
                       .retry_max_cnt = sp->retry_max_cnt,
-                      .returning = sp->returning ? sp->me : UINT32_MAX};
+                      .returning = sp->returning ? sp->me : UINT32_MAX,
+                      .p2p_next = sp->p2p_next};
     span_qos_t qos = {.admit = qos_admit_hook, .dscp = qos_dscp_hook, .ctx = eng};
     char why[SPAN_WHY_MAX];
     span_comm_t *sc;

@@ -143,6 +143,66 @@ static void scatter_out(span_comm_t *mu, const desc_t *d)
     }
 }
 
+static int buf_reserve(uint8_t **buf, uint64_t *cap, uint64_t bytes);
+
+/* Where gather_in() leaves the node's share of piece d: in IN (1) or OUT, at *off, *len bytes. */
+static int node_input(const span_comm_t *mu, const desc_t *d, uint64_t *off, uint64_t *len)
+{
+    const span_place_t *pl = &mu->pl;
+    uint64_t b = d->count * dtype_size(d->dtype);
+    int root_here = desc_is_rooted(d->kind) && pl->node[d->root] == mu->me;
+
+    *off = 0;
+    switch (d->kind) {
+    case DESC_ALLREDUCE:
+    case DESC_REDUCE: *len = b; return 0;
+    case DESC_BROADCAST: *len = root_here ? b : 0; return 0;
+    case DESC_ALLGATHER:
+        *off = (uint64_t)pl->first[mu->me] * b;
+        *len = (uint64_t)mu->nlocal * b;
+        return 0;
+    case DESC_REDUCE_SCATTER: *len = (uint64_t)pl->nranks * b; return 0;
+    case DESC_ALLTOALL: *len = (uint64_t)pl->nranks * mu->nlocal * b; return 1;
+    case DESC_SCATTER: *len = root_here ? (uint64_t)pl->nranks * b : 0; return 1;
+    default: *len = 0; return 0;
+    }
+}
+
+/* Keeps the level-1 input of piece d, read from src where level 1 reads it in place (rerun.c):
+ * -ENOMEM if it cannot, and then the piece could not run again. */
+static int snap_save(span_comm_t *mu, const desc_t *d, const uint8_t *src)
+{
+    uint64_t off, len;
+    int in_in = node_input(mu, d, &off, &len);
+
+    if (mu->snap_cur == NULL && (mu->snap_cur = calloc(1, sizeof(*mu->snap_cur))) == NULL)
+        return -ENOMEM;
+    if (mu->snap_done == NULL && (mu->snap_done = calloc(1, sizeof(*mu->snap_done))) == NULL)
+        return -ENOMEM;
+    span_snap_t *s = mu->snap_cur;
+    s->valid = 0;
+    if (buf_reserve(&s->buf, &s->cap, len + 1) != 0)
+        return -ENOMEM;
+    memcpy(s->buf, src != NULL ? src : (in_in ? mu->in : mu->work) + off, len);
+    s->d = *d;
+    s->in_in = in_in;
+    s->off = off;
+    s->len = len;
+    s->valid = 1;
+    return 0;
+}
+
+void span_snaps_free(span_comm_t *mu)
+{
+    for (int i = 0; i < 2; i++) {
+        span_snap_t *s = i ? mu->snap_done : mu->snap_cur;
+        if (s != NULL)
+            free(s->buf);
+        free(s);
+    }
+    mu->snap_cur = mu->snap_done = NULL;
+}
+
 /* The settings' choice, else the cost model's, cached per kind and power-of-two size. The
  * figures come from the links measured at init (probe.c), the same on every node; under
  * HCCL_DETERMINISTIC from algo_cost_fixed(), the same in every run. */
@@ -370,7 +430,9 @@ static uint32_t retry_spent(span_comm_t *mu, uint32_t *times)
     return UINT32_MAX;
 }
 
-static int coll_start(span_comm_t *mu, const desc_t *d)
+/* Starts level 1 of piece d: from the ranks' buffers, or from the snapshot `from` (a piece that
+ * runs again, rerun.c), straight in the node buffers then. */
+static int coll_start(span_comm_t *mu, const desc_t *d, const span_snap_t *from)
 {
     uint64_t cnt = node_count(mu, d->kind, d->count), es = dtype_size(d->dtype);
     const struct algo_pick *pick = pick_algo(mu, d->kind, cnt * es);
@@ -388,12 +450,16 @@ static int coll_start(span_comm_t *mu, const desc_t *d)
         buf_reserve(&mu->scratch, &mu->scratch_cap, (mu->sched.scratch_elems + 1) * es) != 0)
         return -ENOMEM;
     mu->t0_ns = now_ns();
-    mu->work = direct_out(mu, d, cnt);
+    mu->work = from != NULL ? NULL : direct_out(mu, d, cnt);
     if (mu->work == NULL)
         mu->work = mu->out;
-    const uint8_t *src = direct_in(mu, d, cnt * es);
-    if (src == NULL)
+    const uint8_t *src = from != NULL ? NULL : direct_in(mu, d, cnt * es);
+    if (from != NULL)
+        memcpy((from->in_in ? mu->in : mu->out) + from->off, from->buf, from->len);
+    else if (src == NULL)
         gather_in(mu, d);
+    if (from == NULL && mu->crash_safe && (rc = snap_save(mu, d, src)) != 0)
+        return rc;
     mu->t_l1_ns = now_ns();
     mu->qos_since_ns = mu->qos_wait_ns = 0;
     op_check_fill(d, algo, mu->check);
@@ -407,7 +473,7 @@ static int coll_start(span_comm_t *mu, const desc_t *d)
                    .in = mu->in,
                    .scratch = mu->scratch,
                    .src = src,
-                   .fresh = mu->fresh,
+                   .fresh = src != NULL ? mu->fresh : NULL,
                    .dtype = d->dtype,
                    .redop = d->redop,
                    .tag = tag_coll(mu->tag, d->seq, op_check_digest(mu->check)),
@@ -419,9 +485,11 @@ static int coll_start(span_comm_t *mu, const desc_t *d)
                    .check_tag = tag_coll(mu->tag, d->seq, 0)};
     if ((rc = l1_start(&a, &mu->run)) != 0)
         return rc;
-    mu->d0 = *d;
-    mu->busy = 1;
-    mu->started++;
+    if (from == NULL || from != mu->snap_done) { /* not a run for the other node only */
+        mu->d0 = *d;
+        mu->busy = 1;
+        mu->started++;
+    }
     retry_mark(mu);
     if (log_level_cur >= LOG_INFO || mu->log_ops) {
         char why[256];
@@ -442,6 +510,28 @@ void span_coll_end(span_comm_t *mu)
     l1_free(mu->run);
     mu->run = NULL;
     mu->busy = 0;
+    mu->held = 0;
+}
+
+void span_coll_hold(span_comm_t *mu)
+{
+    if (!mu->busy || mu->run == NULL)
+        return;
+    l1_free(mu->run);
+    mu->run = NULL;
+    mu->held = 2;
+}
+
+int span_coll_shadow(span_comm_t *mu)
+{
+    int rc;
+
+    if (mu->run != NULL || mu->snap_done == NULL || !mu->snap_done->valid)
+        return -EINVAL;
+    if ((rc = coll_start(mu, &mu->snap_done->d, mu->snap_done)) != 0)
+        return rc;
+    mu->shadow = 1;
+    return 0;
 }
 
 int span_coll_start(span_comm_t *mu, const desc_t *d, const l0_rank_t *ranks)
@@ -449,7 +539,21 @@ int span_coll_start(span_comm_t *mu, const desc_t *d, const l0_rank_t *ranks)
     int rc;
 
     memcpy(mu->ranks, ranks, mu->nlocal * sizeof(*ranks));
-    if ((rc = coll_start(mu, d)) != 0) {
+    /* A node back from a restart has not said where it is yet (rerun.c): the piece waits. */
+    if (span_rerun_waits(mu) || mu->run != NULL) {
+        mu->d0 = *d;
+        mu->busy = 1;
+        mu->held = 1;
+        return 0;
+    }
+    span_rerun_announce(mu, d->seq);
+    if (span_rerun_check(mu, d->seq) != 0) {
+        mu->d0 = *d; /* fails with the comm */
+        mu->busy = 1;
+        mu->held = 1;
+        return 0;
+    }
+    if ((rc = coll_start(mu, d, NULL)) != 0) {
         ERR("COLL", "comm %u: starting a collective between daemons failed (%d)", mu->id, rc);
         span_coll_end(mu);
     }
@@ -470,13 +574,53 @@ static int coll_done(span_comm_t *mu, HcclResult status, HcclResult brk, const c
 }
 
 /* Runs the collective in flight. */
+/* The end of a piece run again for the other node only (span_coll_shadow). */
+static int shadow_done(span_comm_t *mu, int rc)
+{
+    l1_free(mu->run);
+    mu->run = NULL;
+    mu->shadow = 0;
+    if (rc == 1) {
+        INFO("COLL", "comm %u: piece %llu ran again for the node back from a crash", mu->id,
+             (unsigned long long)mu->snap_done->d.seq);
+        return 1;
+    }
+    return span_break(mu, HCCL_E_REMOTE,
+                      "piece %llu, run again for the node back from a crash, failed (%d)",
+                      (unsigned long long)mu->snap_done->d.seq, rc);
+}
+
+/* A piece that waited (span_coll_start, span_coll_hold) starts once it may. */
+static int held_start(span_comm_t *mu)
+{
+    int again = mu->held == 2, rc;
+
+    if (!mu->busy || !mu->held || span_rerun_waits(mu))
+        return 0;
+    mu->held = 0;
+    if (again && (mu->snap_cur == NULL || !mu->snap_cur->valid))
+        return span_break(mu, HCCL_E_REMOTE, "piece %llu cannot run again: its input is gone",
+                          (unsigned long long)mu->d0.seq);
+    if ((rc = coll_start(mu, &mu->d0, again ? mu->snap_cur : NULL)) != 0) {
+        ERR("COLL", "comm %u: starting a collective between daemons failed (%d)", mu->id, rc);
+        span_coll_end(mu);
+        return coll_done(mu, HCCL_E_INTERNAL, HCCL_E_REMOTE, "a piece could not start again");
+    }
+    if (again)
+        INFO("COLL", "comm %u: piece %llu runs again from its start", mu->id,
+             (unsigned long long)mu->d0.seq);
+    return 1;
+}
+
 int span_coll_progress(span_comm_t *mu)
 {
     int rc;
 
-    if (!mu->busy)
-        return 0;
+    if (mu->run == NULL)
+        return held_start(mu);
     rc = l1_progress(mu->run);
+    if (mu->shadow)
+        return rc == 0 ? 0 : shadow_done(mu, rc);
     if (rc == 0) {
         uint32_t times, node = retry_spent(mu, &times);
         if (node == UINT32_MAX)
@@ -501,6 +645,13 @@ int span_coll_progress(span_comm_t *mu)
         mu->prof.rx_bytes = rx * es;
         scatter_out(mu, &mu->d0);
         mu->prof.l0_ns += now_ns() - t_end;
+        mu->done_seq = mu->d0.seq;
+        mu->done_any = 1;
+        if (mu->crash_safe && mu->snap_cur != NULL) { /* kept until the next one is done */
+            span_snap_t *t = mu->snap_done;
+            mu->snap_done = mu->snap_cur;
+            mu->snap_cur = t;
+        }
     }
     /* -EPROTO: a message of another length than the schedule says, which the same op on
      * every node never sends: the nodes run different ops (the check may not be in yet). */

@@ -223,14 +223,16 @@ int span_link_stash(span_comm_t *sc, uint32_t peer, tp_conn_t *conn)
 
 void span_comm_free(span_comm_t *sc)
 {
-    if (sc->busy)
-        l1_free(sc->run);
+    l1_free(sc->run);
     sched_free(&sc->sched);
     free(sc->fresh);
     span_p2p_free(sc);
     span_probe_free(sc);
     span_abort_free(sc);
     span_drain_free(sc);
+    span_rerun_free(sc);
+    span_snaps_free(sc);
+    span_plog_free(sc);
     early_free(sc);
     for (uint32_t i = 0; sc->carry != NULL && i < sc->nnodes; i++)
         tp_msgs_free(sc->carry[i]);
@@ -471,15 +473,26 @@ int span_comm_new(span_env_t *env, const span_spec_t *sp, const span_qos_t *qos,
      * when they come back from a restart of their own. */
     if (rc == 0 && sc->returning == sc->me)
         tp_cm_listen_also(env->cm, sc->node_addrs[sc->me].tcp);
+    /* A crash of the other node's daemon can be ridden out (rerun.c). */
+    sc->crash_safe = sc->retry.enabled && sc->nnodes == 2 && sc->nshared == 0;
+    if (rc == 0 && sc->crash_safe &&
+        span_plog_init(sc, sc->returning == sc->me ? sp->p2p_next : NULL) != 0) {
+        snprintf(why, SPAN_WHY_MAX, "no memory");
+        rc = -ENOMEM;
+    }
+    if (rc == 0)
+        span_rerun_expect(sc);
     return rc;
 }
 
 void span_links_drop(span_comm_t *sc)
 {
-    span_p2p_recvs_again(sc); /* their requests go with the connections */
+    span_p2p_again(sc); /* their requests go with the connections */
     span_probe_free(sc);
     span_abort_free(sc);
     span_drain_free(sc);
+    span_rerun_free(sc);
+    span_plog_drop_again(sc);
     for (uint32_t i = 0; i < sc->nnodes; i++) {
         link_put(sc->env, sc->links[i]);
         sc->links[i] = NULL;
@@ -496,6 +509,7 @@ void span_respan(span_comm_t *sc, uint32_t returning)
     tp_conn_t **early = sc->early;
 
     carry_out(sc);
+    span_plog_respan(sc, (const tp_msg_t *const *)sc->carry);
     span_links_drop(sc);
     sc->started = 0;
     sc->lc = algo_cost_fixed();
@@ -512,6 +526,7 @@ void span_respan(span_comm_t *sc, uint32_t returning)
         if (early[i] != NULL && span_link_take(sc, i, early[i]) != 0)
             tp_close(early[i]);
     free(early);
+    span_rerun_expect(sc);
 }
 
 uint32_t span_links(const span_comm_t *sc, char (*addrs)[SPAN_ADDR_MAX], uint32_t max)

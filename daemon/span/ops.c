@@ -110,7 +110,10 @@ static int ops_progress(span_comm_t *sc, int broken)
         n += span_drain_progress(sc);
     if (ops_stopped(sc) || ops_state(sc) != SPAN_READY)
         return n; /* dropped its connections for a restart (drain.c) */
-    n += span_coll_progress(sc);
+    n += span_rerun_progress(sc);
+    n += span_plog_progress(sc);
+    if (!ops_stopped(sc))
+        n += span_coll_progress(sc);
     if (!ops_stopped(sc))
         n += span_p2p_progress(sc);
     return n;
@@ -118,7 +121,7 @@ static int ops_progress(span_comm_t *sc, int broken)
 
 static int ops_busy(const span_comm_t *sc)
 {
-    return sc->busy || span_drain_holds(sc);
+    return sc->busy || sc->run != NULL || span_drain_holds(sc);
 }
 
 static void ops_notify(span_comm_t *sc, uint32_t rank, int what, uint64_t limit)
@@ -138,8 +141,19 @@ static int ops_waits(const span_comm_t *sc, int broken)
 {
     if (broken)
         return span_abort_pending(sc);
-    return sc->busy || sc->flights != NULL || !sc->probed || sc->nready < sc->nnodes - 1 ||
-           span_drain_active(sc);
+    if (sc->busy || sc->run != NULL || sc->flights != NULL || !sc->probed ||
+        sc->nready < sc->nnodes - 1 || span_drain_active(sc) || sc->rerun != NULL)
+        return 1;
+    /* A connection suspended (op retry) dials again, and fails when its hold runs out: on
+     * time, not at the engine's next idle turn. */
+    for (uint32_t i = 0; sc->retry.enabled && i < sc->nnodes; i++) {
+        tp_retry_stats_t rs = {0};
+        if (sc->conns[i] != NULL)
+            tp_retry_stats(sc->conns[i], &rs);
+        if (rs.suspended)
+            return 1;
+    }
+    return 0;
 }
 
 static int ops_qos_active(const span_comm_t *sc, uint64_t now)
@@ -155,7 +169,7 @@ static int ops_poll_fds(const span_comm_t *sc, int broken, struct pollfd *pfd, i
         return 0;
     n += span_p2p_poll_fds(sc, pfd + n, max - n);
     n += span_probe_poll_fds(sc, pfd + n, max - n);
-    if (sc->busy)
+    if (sc->run != NULL)
         return n + l1_poll_fds(sc->run, pfd + n, max - n);
     /* Idle, it still listens for the other nodes' notices (abort.c). */
     for (uint32_t i = 0; i < sc->nnodes && n < max; i++)
@@ -313,7 +327,8 @@ int span_env_progress(span_env_t *env)
     while ((conn = tp_cm_take(env->cm, job, &peer)) != NULL) {
         span_comm_t *sc = env_comm_by_job(env, job);
         if (sc == NULL ||
-            (span_link_take(sc, peer, conn) != 0 && !span_link_stash(sc, peer, conn))) {
+            (span_link_take(sc, peer, conn) != 0 && !span_link_stash(sc, peer, conn) &&
+             !span_rerun_accept(sc, peer, conn))) {
             WARN("NET", "data connection from node %u for no waiting comm; closed", peer);
             tp_close(conn);
         }

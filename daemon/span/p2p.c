@@ -27,6 +27,7 @@ struct p2p_flight {
     desc_t d;
     uint32_t local;        /* the member that posted it */
     uint64_t t_in, t_post; /* taken in, put on the connection (now_ns()) */
+    const void *buf;       /* the rank's data (a send's, kept by p2p_log.c when it is done) */
     tp_req_t *req;
     struct p2p_flight *next;
 };
@@ -50,6 +51,9 @@ static void p2p_failed(const span_comm_t *mu, uint32_t l, const desc_t *d, int e
         err);
 }
 
+static void flight_done(span_comm_t *mu, const struct p2p_flight *f, HcclResult status,
+                        uint64_t t_post);
+
 int span_p2p_post(span_comm_t *mu, uint32_t l, const desc_t *d, uint64_t t_in, void *buf)
 {
     uint32_t me = mu->global_of[l], node = mu->pl.node[d->root];
@@ -57,8 +61,10 @@ int span_p2p_post(span_comm_t *mu, uint32_t l, const desc_t *d, uint64_t t_in, v
     struct p2p_flight *f;
     int rc;
 
-    /* At rest for a restart (drain.c): it goes on the connections that come after. */
-    if (span_drain_closed(mu, d->kind == DESC_SEND))
+    /* At rest for a restart (drain.c): it goes on the connections that come after. Nor does a
+     * send go before what the other node lacks after a crash (p2p_log.c). */
+    if (span_drain_closed(mu, d->kind == DESC_SEND) ||
+        (d->kind == DESC_SEND && span_rerun_p2p_holds(mu)))
         return 0;
     /* A failed connection fails the transfer now: nothing would ever complete it. */
     if ((rc = node_state(mu, node)) <= 0) {
@@ -75,6 +81,14 @@ int span_p2p_post(span_comm_t *mu, uint32_t l, const desc_t *d, uint64_t t_in, v
     f->local = l;
     f->t_in = t_in;
     f->t_post = now_ns();
+    f->buf = buf;
+    /* Posted again after a crash, and the other node holds it already: done. */
+    if (span_plog_held(mu, l, d)) {
+        flight_done(mu, f, HCCL_SUCCESS, f->t_post);
+        f->next = mu->spare_flights;
+        mu->spare_flights = f;
+        return 1;
+    }
     if (d->kind == DESC_SEND)
         rc = tp_isend(mu->conns[node], buf, bytes, NULL, tag_p2p(mu->tag, me, d->root), &f->req);
     else
@@ -98,6 +112,8 @@ static void flight_done(span_comm_t *mu, const struct p2p_flight *f, HcclResult 
 {
     span_ev_t *ev = span_ev_push(mu, SPAN_EV_P2P_DONE);
 
+    if (status == HCCL_SUCCESS)
+        span_plog_done(mu, f->local, &f->d, f->buf);
     ev->status = status;
     ev->local = f->local;
     ev->tag = f->d.tag;
@@ -169,16 +185,21 @@ int span_p2p_sending(const span_comm_t *mu)
     return 0;
 }
 
-void span_p2p_recvs_again(span_comm_t *mu)
+void span_p2p_again(span_comm_t *mu)
 {
-    for (struct p2p_flight **pp = &mu->flights; *pp != NULL;) {
-        struct p2p_flight *f = *pp;
-        if (f->d.kind != DESC_RECV) {
-            pp = &f->next;
+    while (mu->flights != NULL) {
+        struct p2p_flight *f = mu->flights;
+        mu->flights = f->next;
+        /* One that ended already (a send written in full) ends as it did: done for its rank. */
+        int done = 0, rc = tp_done(f->req) ? tp_test(f->req, &done) : 0;
+        if (done && rc == 0) {
+            flight_done(mu, f, HCCL_SUCCESS, f->t_post);
+            f->next = mu->spare_flights;
+            mu->spare_flights = f;
             continue;
         }
-        *pp = f->next;
-        tp_cancel(f->req);
+        if (!done) /* a request tp_test found done is gone */
+            tp_cancel(f->req);
         span_ev_t *ev = span_ev_push(mu, SPAN_EV_P2P_AGAIN);
         ev->local = f->local;
         ev->d = f->d;

@@ -58,6 +58,10 @@ typedef struct span_spec {
     /* The node that is back after a restart (the others wait for it after its drain) and
      * dials every other; UINT32_MAX (or any value >= nnodes): none. */
     uint32_t returning;
+    /* A node back from a restart: per local member l (global rank order) and peer g, the next
+     * send/recv number: send_next at [l * nglobal + g], recv_next at [(local + l) * nglobal +
+     * g]; or NULL. */
+    const uint64_t *p2p_next;
 } span_spec_t;
 
 /* What the engine lends a span comm: QoS admission of each round and the DSCP marking of

@@ -20,6 +20,17 @@ typedef struct sched_key {
     uint64_t count; /* the op's count (a rank's block); node blocks follow (node_count) */
 } sched_key_t;
 
+/* The level-1 input of one collective piece (rerun.c): its descriptor and the node's share
+ * as gather_in() lays it out (at `off` of OUT, or of IN for the kinds that start there). */
+typedef struct span_snap {
+    desc_t d;
+    int valid, in_in;
+    uint64_t off, len, cap;
+    uint8_t *buf;
+} span_snap_t;
+
+typedef struct span_plog span_plog_t;
+
 /* A data connection to a peer daemon and how many comms use it: the children of a split
  * share their parent's (link.c); the last one to go closes it. */
 typedef struct span_link {
@@ -104,7 +115,21 @@ struct span_comm {
     struct span_probe *probe;         /* link measurement in progress (probe.c) */
     struct span_abort *abort;         /* notices to and from the other nodes (abort.c) */
     struct span_drain *drain;         /* a restart of a node under way (drain.c), or NULL */
-    uint64_t started;                 /* collective pieces started since the links came up */
+    struct span_rerun *rerun;         /* a node back from a restart to agree with (rerun.c) */
+    struct span_plog *plog;           /* send/recv kept for a crash of the other node, or NULL */
+    /* The level-1 input of the collective piece in flight (cur) and of the last one done here
+     * (done), kept where a crash of the other node may make them run again (rerun.c). */
+    span_snap_t *snap_cur, *snap_done;
+    int crash_safe; /* keeps them: op retry, 2 nodes, connections of its own */
+    /* The piece in flight waits to start (run NULL): held until the node back from a restart
+     * says where it is (1), or to run again from snap_cur (2). */
+    int held;
+    int shadow;        /* the run is of snap_done, for the other node only (rerun.c) */
+    uint64_t done_seq; /* the last collective piece done here, if done_any */
+    int done_any;
+    uint64_t expect_seq; /* the returning node's first piece, to match this node's next */
+    int expect_set;
+    uint64_t started; /* collective pieces started since the links came up */
     /* The node that came back after a restart and dials every other (the others do not dial
      * it); UINT32_MAX: none, node j dials every node i < j. */
     uint32_t returning;
@@ -171,13 +196,17 @@ int span_link_take(span_comm_t *sc, uint32_t peer, tp_conn_t *conn);
  * op retry hold. */
 void span_respan(span_comm_t *sc, uint32_t returning);
 /* Closes every data connection, and what was posted on them (receives in flight go back to
- * the engine: span_p2p_recvs_again); the comm does nothing more until span_respan. */
+ * the engine: span_p2p_again); the comm does nothing more until span_respan. */
 void span_links_drop(span_comm_t *sc);
 /* A connection from node peer that a draining comm cannot take yet (the peer reopened its
  * connections first): kept for span_respan. 1 kept, 0 not (the caller closes it). */
 int span_link_stash(span_comm_t *sc, uint32_t peer, tp_conn_t *conn);
 /* coll.c */
 int span_coll_start(span_comm_t *sc, const desc_t *d, const l0_rank_t *ranks);
+/* Stops the level-1 run of the piece in flight, which runs again from snap_cur (rerun.c). */
+void span_coll_hold(span_comm_t *sc);
+/* Runs the piece of snap_done again, its result dropped: the other node lost it in a crash. */
+int span_coll_shadow(span_comm_t *sc);
 int span_coll_progress(span_comm_t *sc);
 void span_coll_end(span_comm_t *sc);
 /* p2p.c */
@@ -186,9 +215,11 @@ int span_p2p_progress(span_comm_t *sc);
 unsigned span_p2p_cancel(span_comm_t *sc, HcclResult status);
 /* Whether a send with another node is in flight. */
 int span_p2p_sending(const span_comm_t *sc);
-/* Takes back every receive in flight (none has data: drain.c), each a P2P_AGAIN event, newest
- * first, for the engine to post again on the connections that come after. */
-void span_p2p_recvs_again(span_comm_t *sc);
+/* Takes back every transfer in flight, each a P2P_AGAIN event, newest first, for the engine to
+ * post again on the connections that come after: after a drain only receives (none has data),
+ * after a crash of the other node also sends not yet written in full (its ranks send again what
+ * they did not see sent). */
+void span_p2p_again(span_comm_t *sc);
 void span_p2p_free(span_comm_t *sc);
 int span_p2p_poll_fds(const span_comm_t *sc, struct pollfd *pfd, int max);
 /* probe.c */
@@ -218,5 +249,44 @@ int span_drain_active(const span_comm_t *sc);
 int span_drain_closed(const span_comm_t *sc, int send);
 int span_drain_progress(span_comm_t *sc);
 void span_drain_free(span_comm_t *sc);
+/* rerun.c */
+/* A fresh connection from node peer while the comm's own to it is held: the peer's daemon
+ * crashed and came back. 1 taken (the comm starts over with it), 0 not (the caller closes it). */
+int span_rerun_accept(span_comm_t *sc, uint32_t peer, tp_conn_t *conn);
+/* After a respan: wait for the returning node's word on where it is (a node that does not
+ * return), or say it with the first collective piece (the returning node). */
+void span_rerun_expect(span_comm_t *sc);
+/* The returning node's first collective piece: tells the others its sequence number. */
+void span_rerun_announce(span_comm_t *sc, uint64_t seq);
+/* Whether this node holds its collectives until the returning node said where it is. */
+int span_rerun_waits(const span_comm_t *sc);
+/* This node's next piece is seq: whether it is where the returning node starts (0), else the
+ * comm breaks. */
+int span_rerun_check(span_comm_t *sc, uint64_t seq);
+int span_rerun_progress(span_comm_t *sc);
+void span_rerun_free(span_comm_t *sc);
+/* Whether sends to another node wait: the nodes have not agreed yet what each lacks of
+ * send/recv after a respan (p2p_log.c). */
+int span_rerun_p2p_holds(const span_comm_t *sc);
+/* The snapshots (span_snap_t) of a comm. */
+void span_snaps_free(span_comm_t *sc);
+/* p2p_log.c: what a comm across 2 daemons keeps of its send/recv for a crash of the other. */
+/* next: span_spec_t.p2p_next (a node back from a restart), or NULL: all 0. 0 or -ENOMEM. */
+int span_plog_init(span_comm_t *sc, const uint64_t *next);
+void span_plog_free(span_comm_t *sc);
+/* Send/Recv d of local member l completed (buf: a send's data, copied). */
+void span_plog_done(span_comm_t *sc, uint32_t l, const desc_t *d, const void *buf);
+/* Whether send d of local member l, posted again, is held by the other node already. */
+int span_plog_held(const span_comm_t *sc, uint32_t l, const desc_t *d);
+/* A respan: what this node holds of the other's sends now, counting those carried over. */
+void span_plog_respan(span_comm_t *sc, const tp_msg_t *const *carried);
+/* The counts this node tells node i (span_plog_counts_len bytes), and applies from it: sends
+ * again what node i lacks, or breaks the comm (1) when it lacks what no copy holds. */
+size_t span_plog_counts_len(const span_comm_t *sc, uint32_t i);
+void span_plog_counts(const span_comm_t *sc, uint32_t i, uint64_t *out);
+int span_plog_apply(span_comm_t *sc, uint32_t i, const uint64_t *in);
+int span_plog_progress(span_comm_t *sc);
+/* Withdraws the sends again in flight (their connection goes). */
+void span_plog_drop_again(span_comm_t *sc);
 
 #endif

@@ -61,6 +61,7 @@ typedef struct tcp_resume {
     uint32_t copies;      /* copies among unackq and sendq: TCP_REPLAY_COPIES at most */
     uint64_t rx_unacked;  /* payload bytes read since the last ACK */
     int ack_asked;        /* the peer asked for an ACK (ACKREQ) */
+    int got_bye;          /* the peer said it closes on purpose (BYE): its end is no failure */
     int ackreq_sent;      /* we asked for one and have not had it yet */
     uint32_t deferred;    /* users' sends in unackq (the others are copies) */
     uint8_t ctl[2 * TCP_HDR_BYTES]; /* control records being written */

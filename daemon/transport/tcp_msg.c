@@ -178,6 +178,12 @@ static ssize_t recv_iov(tcp_conn_t *c, struct iovec *iov, size_t niov)
              * stays readable (see tcp_msg_post), and only the receives still waiting, which
              * nothing can fill any more, fail. A close in the middle of a message is an error
              * of the whole connection. */
+            /* A resumable connection's peer says BYE first: an end without it is its
+             * daemon's crash (its kernel closed the socket), which the connection rides out. */
+            if (c->rs.enabled && !c->rs.got_bye) {
+                DBG("NET", "peer closed the connection without BYE: a crash?");
+                return -ECONNRESET;
+            }
             if (c->rx_raw_off == 0 && !c->rx_ready) {
                 DBG("NET", "peer closed the connection%s",
                     c->recvq.head != NULL ? "; the receives still posted fail" : "");

@@ -352,6 +352,10 @@ int tcp_resume_ctl(tcp_conn_t *c)
         c->rs.ack_asked = 1;
         return 0;
     }
+    if (c->rx.crc == TCP_CTL_BYE && c->state == TCP_CONN_READY && n == 0) {
+        c->rs.got_bye = 1;
+        return 0;
+    }
     if (c->rx.crc != TCP_CTL_RESUME || c->state != TCP_CONN_RESUMING || c->rs.got_resume) {
         ERR("NET", "control record %u out of place", c->rx.crc);
         return -EPROTO;
@@ -488,8 +492,28 @@ void tcp_resume_stats(tcp_conn_t *c, tp_retry_stats_t *st)
         st->held++;
 }
 
+/* A close on purpose says so first: the peer then takes the end for one, not for the crash of
+ * this daemon, whose kernel ends the socket alike (an end without BYE suspends the connection).
+ * Every connection says it, resumable or not: the peer may have made its end resumable.
+ * Best effort, at a record boundary only: a BYE that cannot go leaves the peer to wait out its
+ * hold time. */
+static void bye(tcp_conn_t *c)
+{
+    const tcp_req_t *head = tcp_req_of(c->sendq.head);
+    uint8_t rec[TCP_HDR_BYTES];
+    tcp_hdr_t h = {.flags = TCP_HDR_F_CTL, .tag = 0, .crc = TCP_CTL_BYE};
+
+    if (c->state != TCP_CONN_READY || c->fd < 0 || c->rs.ctl_off != 0 ||
+        (head != NULL && head->moved != 0))
+        return;
+    tcp_hdr_encode(&h, rec);
+    if (send(c->fd, rec, sizeof(rec), MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(rec))
+        DBG("NET", "no room to say BYE on a closing connection; the peer waits out its hold");
+}
+
 void tcp_resume_close(tcp_conn_t *c)
 {
+    bye(c);
     for (tcp_conn_t **pp = &registry; *pp != NULL; pp = &(*pp)->rs.next)
         if (*pp == c) {
             *pp = c->rs.next;

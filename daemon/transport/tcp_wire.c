@@ -107,7 +107,7 @@ int tcp_hdr_decode(const uint8_t in[TCP_HDR_BYTES], tcp_hdr_t *h)
     h->len = get_le(in + HDR_LEN, 8);
     h->crc = (uint32_t)get_le(in + HDR_CRC, 4);
     if (h->flags == TCP_HDR_F_CTL)
-        return h->len == 0 && h->crc >= TCP_CTL_ACK && h->crc <= TCP_CTL_ACKREQ ? 0 : -EPROTO;
+        return h->len == 0 && h->crc >= TCP_CTL_ACK && h->crc <= TCP_CTL_BYE ? 0 : -EPROTO;
     if ((h->flags & ~TCP_HDR_F_CRC) != 0 || (!(h->flags & TCP_HDR_F_CRC) && h->crc != 0))
         return -EPROTO;
     return 0;

@@ -25,6 +25,7 @@ enum tcp_ctl {
     TCP_CTL_ACK = 1,    /* the sender has read tag messages of this connection in all */
     TCP_CTL_RESUME = 2, /* first record on a resumed connection: the same, from each side */
     TCP_CTL_ACKREQ = 3, /* the sender waits for an ACK: send one now (tag 0) */
+    TCP_CTL_BYE = 4,    /* the sender closes the connection on purpose (tag 0) */
 };
 
 enum tcp_hs_type {

@@ -729,10 +729,10 @@ class TestDaemonRestart(unittest.TestCase):
         self.assertEqual(st["rejoining"], [])
 
 
-    def test_rolling_upgrade_across_daemons(self):
-        """Each rank on a daemon of its own (a comm across daemons, L1:1): daemon 1 is stopped
-        and started again on the same sockets and port, then daemon 0 (every node upgraded in
-        turn). No op fails, every result is exact, and each new daemon counts its rank back."""
+    def restart_each_daemon(self, sig):
+        """Each rank on a daemon of its own (a comm across daemons, L1:1): daemon 1 gets sig and
+        is started again on the same sockets and port, then daemon 0. No op fails, every result
+        is exact, and each new daemon counts its rank back."""
         listen = [f"127.0.0.1:{free_port()}" for _ in range(2)]
         first = [Daemon(listen=listen[k]) for k in range(2)]
         cur = list(first)
@@ -741,7 +741,7 @@ class TestDaemonRestart(unittest.TestCase):
         def faults():
             for at, k in ((2.5, 1), (5.0, 0)):
                 time.sleep(max(0.0, at - (time.monotonic() - t0)))
-                cur[k].proc.send_signal(signal.SIGTERM)
+                cur[k].proc.send_signal(sig)
                 cur[k].proc.wait(10)
                 time.sleep(0.3)
                 cur[k] = Daemon(listen=listen[k], dir=first[k].dir)
@@ -762,14 +762,22 @@ class TestDaemonRestart(unittest.TestCase):
                 cur[k].stop()
                 shutil.rmtree(first[k].dir, ignore_errors=True)
         for r, (ops, wrong, slowest) in enumerate(res):
-            print(f"rank {r}: {ops} ops across a restart of each of its 2 daemons, {wrong} "
-                  f"wrong, slowest iteration {slowest:.2f} s", file=sys.stderr)
+            print(f"rank {r}: {ops} ops across a {signal.Signals(sig).name} of each of its 2 "
+                  f"daemons, {wrong} wrong, slowest iteration {slowest:.2f} s", file=sys.stderr)
             self.assertGreater(ops, 0)
             self.assertEqual(wrong, 0)
         for st in sts:
             self.assertEqual(st["clients_rejoined"], 1)
             self.assertGreaterEqual(st["comms_rejoined"], 1)
             self.assertEqual(st["rejoining"], [])
+
+    def test_rolling_upgrade_across_daemons(self):
+        """Every node upgraded in turn: SIGTERM (span/drain.c)."""
+        self.restart_each_daemon(signal.SIGTERM)
+
+    def test_crash_across_daemons(self):
+        """Each of the 2 daemons crashes in turn: SIGKILL (span/rerun.c, span/p2p_log.c)."""
+        self.restart_each_daemon(signal.SIGKILL)
 
 
 PROG = ("import os, sys, torch, torch.distributed as dist\n"

@@ -346,6 +346,71 @@ START_TEST(test_resume_of_unknown_refused)
 }
 END_TEST
 
+/* Waits up to ms for r: its result, or 1 if it still waits. */
+static int wait_one(tp_req_t *r, long long ms)
+{
+    long long end = now_ms() + ms;
+    int done = 0, rc = 1;
+
+    while (!done && now_ms() < end) {
+        rc = tp_test(r, &done);
+        if (!done) {
+            rc = 1;
+            usleep(1000);
+        }
+    }
+    return rc;
+}
+
+/* A resumable pair whose accepting side waits for a message (tag 3) into in[64]. */
+static void pair_waiting(pair_t *p, uint8_t *in, tp_req_t **r)
+{
+    use_tcp();
+    pair_ready(p);
+    set_retry(p, 5000);
+    ck_assert_int_eq(tp_irecv(p->a, in, 64, NULL, 3, r), 0);
+}
+
+/* A side that closes on purpose says BYE first: the other takes the end for an end (its
+ * receive fails at once, nothing suspends), as without retry. */
+START_TEST(test_close_says_bye)
+{
+    uint8_t in[64];
+    tp_retry_stats_t st;
+    tp_req_t *r;
+    pair_t p;
+
+    pair_waiting(&p, in, &r);
+    tp_close(p.c);
+    p.c = NULL;
+    ck_assert_int_eq(wait_one(r, 3000), -ECONNRESET);
+    tp_retry_stats(p.a, &st);
+    ck_assert_int_eq(st.ended, 1);
+    ck_assert_int_eq(st.suspended, 0);
+    pair_close(&p);
+}
+END_TEST
+
+/* An end without BYE is what the kernel sends for a daemon that crashed (SIGKILL) with nothing
+ * unread: the connection suspends and waits for its peer, as after a reset. */
+START_TEST(test_end_without_bye_suspends)
+{
+    uint8_t in[64];
+    tp_retry_stats_t st;
+    tp_req_t *r;
+    pair_t p;
+
+    pair_waiting(&p, in, &r);
+    ck_assert_int_eq(shutdown(tcp_conn_of(p.c)->fd, SHUT_WR), 0);
+    ck_assert_int_eq(wait_one(r, 300), 1);
+    tp_retry_stats(p.a, &st);
+    ck_assert_int_eq(st.suspended, 1);
+    ck_assert_int_eq(st.ended, 0);
+    tp_cancel(r);
+    pair_close(&p);
+}
+END_TEST
+
 Suite *tcp_resume_suite(void)
 {
     Suite *s = suite_create("tcp_resume");
@@ -357,6 +422,8 @@ Suite *tcp_resume_suite(void)
     tcase_add_test(tc, test_no_retry_fails_at_once);
     tcase_add_test(tc, test_hold_time_ends_it);
     tcase_add_test(tc, test_resume_of_unknown_refused);
+    tcase_add_test(tc, test_close_says_bye);
+    tcase_add_test(tc, test_end_without_bye_suspends);
     suite_add_tcase(s, tc);
     return s;
 }

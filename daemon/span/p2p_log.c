@@ -1,0 +1,264 @@
+/*
+ * What a comm across two daemons keeps of its Send/Recv with the other node, so that a crash
+ * of that node's daemon loses no message (rerun.c says the rest of such a crash).
+ *
+ * Messages of one (sender, receiver) pair match in posting order, and the ranks number them
+ * (desc_t.seq: per comm, peer and direction). Each node counts, per pair, the messages sent and
+ * received here. A send written in full completes for its rank at once, and the old daemon
+ * of the receiver may have read it without any receive to take it yet: that message dies with
+ * that daemon. So the sender keeps a copy of each send to the other node, the newest
+ * SPAN_P2P_KEEP_BYTES of them per comm. After every respan the two nodes tell each other how
+ * many messages of each pair towards them they hold (received, or read and not taken yet); a
+ * daemon back from a crash knows it from its ranks (CommRejoinReq.recv_next). Each then sends
+ * again, from its copies, what the other lacks, before any other send to it; and a send its
+ * rank posts again that the other already holds completes at once. A message the other lacks
+ * and no copy holds any more fails the comm, naming the pair.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "log.h"
+#include "span/span_int.h"
+#include "span/tag.h"
+#include "transport/tp_kept.h"
+
+/* Copies of sends kept per comm. */
+#define SPAN_P2P_KEEP_BYTES (32ull << 20)
+
+struct kept_send {
+    struct kept_send *next;
+    uint32_t local, peer; /* sender (local member), receiver (global rank) */
+    uint64_t seq, len;
+    tp_req_t *req; /* sent again, in flight */
+    uint8_t data[];
+};
+
+struct span_plog {
+    uint32_t n;                     /* global ranks */
+    uint64_t *tx, *rx;              /* [nlocal * n]: per pair the next seq sent / received here */
+    uint64_t *has;                  /* [nlocal * n]: held here from rank g at the last respan */
+    uint64_t *peer_has;             /* [nlocal * n]: what the other node holds from us, or NULL */
+    struct kept_send *head, **tail; /* oldest first */
+    uint64_t bytes;
+};
+
+static size_t at(const span_plog_t *p, uint32_t l, uint32_t g)
+{
+    return (size_t)l * p->n + g;
+}
+
+void span_plog_free(span_comm_t *sc)
+{
+    span_plog_t *p = sc->plog;
+
+    if (p == NULL)
+        return;
+    span_plog_drop_again(sc);
+    while (p->head != NULL) {
+        struct kept_send *k = p->head;
+        p->head = k->next;
+        free(k);
+    }
+    free(p->tx);
+    free(p->rx);
+    free(p->has);
+    free(p->peer_has);
+    free(p);
+    sc->plog = NULL;
+}
+
+int span_plog_init(span_comm_t *sc, const uint64_t *next)
+{
+    uint32_t n = sc->pl.nranks;
+    size_t cells = (size_t)sc->nlocal * n + 1;
+    span_plog_t *p = calloc(1, sizeof(*p));
+
+    if (p == NULL)
+        return -ENOMEM;
+    sc->plog = p;
+    p->n = n;
+    p->tail = &p->head;
+    p->tx = calloc(cells, sizeof(*p->tx));
+    p->rx = calloc(cells, sizeof(*p->rx));
+    p->has = calloc(cells, sizeof(*p->has));
+    if (p->tx == NULL || p->rx == NULL || p->has == NULL)
+        return -ENOMEM;
+    /* Back after a restart: how far each local rank's pairs got, from the ranks. */
+    for (uint32_t l = 0; next != NULL && l < sc->nlocal; l++) {
+        for (uint32_t g = 0; g < n; g++) {
+            p->tx[at(p, l, g)] = next[(size_t)l * n + g];
+            p->rx[at(p, l, g)] = next[((size_t)sc->nlocal + l) * n + g];
+            p->has[at(p, l, g)] = p->rx[at(p, l, g)];
+        }
+    }
+    return 0;
+}
+
+/* Keeps a copy of a send; the oldest go past the budget. */
+static void keep(span_plog_t *p, uint32_t l, const desc_t *d, const void *buf, uint64_t len)
+{
+    struct kept_send *k;
+
+    if (len > SPAN_P2P_KEEP_BYTES || (k = malloc(sizeof(*k) + len)) == NULL)
+        return; /* a crash that needs it fails the comm, naming the pair */
+    *k = (struct kept_send){.local = l, .peer = d->root, .seq = d->seq, .len = len};
+    memcpy(k->data, buf, len);
+    *p->tail = k;
+    p->tail = &k->next;
+    p->bytes += len;
+    while (p->bytes > SPAN_P2P_KEEP_BYTES && p->head != NULL && p->head->req == NULL) {
+        struct kept_send *old = p->head;
+        p->head = old->next;
+        if (p->head == NULL)
+            p->tail = &p->head;
+        p->bytes -= old->len;
+        free(old);
+    }
+}
+
+void span_plog_done(span_comm_t *sc, uint32_t l, const desc_t *d, const void *buf)
+{
+    span_plog_t *p = sc->plog;
+
+    if (p == NULL || d->root >= p->n)
+        return;
+    if (d->kind == DESC_SEND) {
+        p->tx[at(p, l, d->root)] = d->seq + 1;
+        keep(p, l, d, buf, d->count * dtype_size(d->dtype));
+    } else {
+        p->rx[at(p, l, d->root)] = d->seq + 1;
+    }
+}
+
+int span_plog_held(const span_comm_t *sc, uint32_t l, const desc_t *d)
+{
+    const span_plog_t *p = sc->plog;
+
+    return p != NULL && p->peer_has != NULL && d->kind == DESC_SEND && d->root < p->n &&
+           d->seq < p->peer_has[at(p, l, d->root)];
+}
+
+void span_plog_respan(span_comm_t *sc, const tp_msg_t *const *carried)
+{
+    span_plog_t *p = sc->plog;
+
+    if (p == NULL)
+        return;
+    free(p->peer_has);
+    p->peer_has = NULL;
+    memcpy(p->has, p->rx, (size_t)sc->nlocal * p->n * sizeof(*p->has));
+    /* Read off the old connections and not taken yet: held here too. */
+    for (uint32_t i = 0; carried != NULL && i < sc->nnodes; i++)
+        for (const tp_msg_t *m = carried[i]; m != NULL; m = m->next) {
+            uint32_t src = (uint32_t)(m->tag >> 16 & 0xffff), dst = (uint32_t)(m->tag & 0xffff);
+            uint32_t l = span_local(sc, dst);
+            if (l != UINT32_MAX && src < p->n)
+                p->has[at(p, l, src)]++;
+        }
+}
+
+/* Node i's ranks, ascending: the k-th of them, or UINT32_MAX. */
+static uint32_t nth_of(const span_comm_t *sc, uint32_t i, uint32_t k)
+{
+    for (uint32_t g = 0; g < sc->pl.nranks; g++)
+        if (sc->pl.node[g] == i && k-- == 0)
+            return g;
+    return UINT32_MAX;
+}
+
+size_t span_plog_counts_len(const span_comm_t *sc, uint32_t i)
+{
+    return (size_t)sc->nlocal * sc->pl.count[i] * sizeof(uint64_t);
+}
+
+void span_plog_counts(const span_comm_t *sc, uint32_t i, uint64_t *out)
+{
+    const span_plog_t *p = sc->plog;
+    uint32_t ni = sc->pl.count[i];
+
+    /* Rows: node i's ranks (the senders), columns: ours (the receivers), both ascending. */
+    for (uint32_t k = 0; k < ni; k++)
+        for (uint32_t l = 0; l < sc->nlocal; l++)
+            out[(size_t)k * sc->nlocal + l] = p->has[at(p, l, nth_of(sc, i, k))];
+}
+
+int span_plog_apply(span_comm_t *sc, uint32_t i, const uint64_t *in)
+{
+    span_plog_t *p = sc->plog;
+    uint32_t ni = sc->pl.count[i];
+    size_t cells = (size_t)sc->nlocal * p->n;
+    uint64_t *next = NULL;
+    unsigned again = 0;
+    int done;
+
+    if (p->peer_has == NULL && (p->peer_has = calloc(cells + 1, sizeof(*p->peer_has))) == NULL)
+        return span_break(sc, HCCL_E_MEMORY, "no memory to agree on send/recv after a restart");
+    for (uint32_t l = 0; l < sc->nlocal; l++)
+        for (uint32_t k = 0; k < ni; k++)
+            p->peer_has[at(p, l, nth_of(sc, i, k))] = in[(size_t)l * ni + k];
+    if ((next = malloc((cells + 1) * sizeof(*next))) == NULL)
+        return span_break(sc, HCCL_E_MEMORY, "no memory to agree on send/recv after a restart");
+    memcpy(next, p->peer_has, cells * sizeof(*next));
+    /* What node i lacks of ours, from the copies, oldest first (they are in send order). */
+    for (struct kept_send *k = p->head; k != NULL; k = k->next) {
+        size_t c = at(p, k->local, k->peer);
+        if (sc->pl.node[k->peer] != i || k->seq < next[c] || k->req != NULL)
+            continue;
+        if (k->seq > next[c])
+            break; /* a gap: reported below */
+        if (tp_isend(sc->conns[i], k->data, k->len, NULL,
+                     tag_p2p(sc->tag, sc->global_of[k->local], k->peer), &k->req) != 0) {
+            k->req = NULL;
+            break;
+        }
+        if (tp_test(k->req, &done) != 0 || done)
+            k->req = NULL;
+        next[c]++;
+        again++;
+    }
+    for (uint32_t l = 0; l < sc->nlocal; l++)
+        for (uint32_t g = 0; g < p->n; g++) {
+            size_t c = at(p, l, g);
+            if (sc->pl.node[g] != i || next[c] >= p->tx[c])
+                continue;
+            uint64_t lost = p->tx[c] - next[c];
+            free(next);
+            return span_break(sc, HCCL_E_REMOTE,
+                              "node %u (%s) lacks %llu message(s) rank %u sent rank %u (from "
+                              "number %llu), which went with the crash of its daemon and of "
+                              "which this node keeps no copy (it keeps the last %llu MiB)",
+                              i, sc->node_addrs[i].tcp, (unsigned long long)lost, sc->global_of[l],
+                              g, (unsigned long long)p->peer_has[c], SPAN_P2P_KEEP_BYTES >> 20);
+        }
+    free(next);
+    if (again > 0)
+        WARN("COLL", "comm %u: sending node %u (%s) again %u message(s) of send/recv it lost",
+             sc->id, i, sc->node_addrs[i].tcp, again);
+    return 0;
+}
+
+int span_plog_progress(span_comm_t *sc)
+{
+    span_plog_t *p = sc->plog;
+    int done, n = 0;
+
+    for (struct kept_send *k = p != NULL ? p->head : NULL; k != NULL; k = k->next)
+        if (k->req != NULL && (tp_test(k->req, &done) != 0 || done)) {
+            k->req = NULL;
+            n++;
+        }
+    return n;
+}
+
+void span_plog_drop_again(span_comm_t *sc)
+{
+    span_plog_t *p = sc->plog;
+
+    for (struct kept_send *k = p != NULL ? p->head : NULL; k != NULL; k = k->next)
+        if (k->req != NULL) {
+            tp_cancel(k->req);
+            k->req = NULL;
+        }
+}
