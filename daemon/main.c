@@ -97,7 +97,10 @@ static int parse_args(int argc, char **argv, opts_t *o)
             }
             break;
         case 'f': o->foreground = 1; break;
-        case 'V': printf("hccld %s (client protocol %u)\n", HCCLD_VERSION, PROTO_VERSION); exit(0);
+        case 'V':
+            printf("hccld %s (client protocol %u, peer protocol %u)\n", HCCLD_VERSION,
+                   PROTO_VERSION, PEER_PROTO_VERSION);
+            exit(0);
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); return 2;
         }

@@ -402,7 +402,8 @@ HcclResult form_comm_multinode(form_t *f, form_comm_t *c, const char *const *dat
                               .retry_hold_ms = form_retry_hold_ms(o->retry),
                               .retry_max_cnt = o->retry != NULL ? o->retry->max_cnt : 0,
                               .returning = o->returning,
-                              .p2p_next = o->p2p_next};
+                              .p2p_next = o->p2p_next,
+                              .coll_below = o->coll_below};
     rc = engine_comm_create_multi(f->env.eng, &sp);
     if (rc != 0) {
         *why = "the daemon could not set up the communicator";

@@ -131,6 +131,7 @@ typedef struct multinode_opts {
     const form_retry_t *retry;     /* op retry, as the root decided; NULL: none */
     int returning; /* taken back after a restart of this daemon: it dials every other node */
     const uint64_t *p2p_next; /* then how far its ranks' send/recv got (span_spec_t.p2p_next) */
+    uint64_t coll_below;      /* and their collectives (span_spec_t.coll_below) */
 } multinode_opts_t;
 HcclResult form_comm_multinode(form_t *f, form_comm_t *c, const char *const *data_nodes,
                                const uint32_t *rank_node, uint32_t nnodes, const uint8_t *job_id,
@@ -150,7 +151,7 @@ Hccld__SpanRecord *form_record_read(const uint8_t *data, size_t len, uint32_t nr
 /* Forms comm c (its id, sids and nlocal set) again from record sr, with this daemon back
  * after a restart. HCCL_SUCCESS, or the failure with *why set. */
 HcclResult form_record_comm(form_t *f, form_comm_t *c, const Hccld__SpanRecord *sr,
-                            const uint64_t *p2p_next, const char **why);
+                            const uint64_t *p2p_next, uint64_t coll_below, const char **why);
 
 /* rejoin.c: comms registered again after a daemon restart. */
 /* The time a comm's ranks wait for a restarted daemon (ms): the least of joins[n]'s when every

@@ -86,7 +86,7 @@ Hccld__SpanRecord *form_record_read(const uint8_t *data, size_t len, uint32_t nr
 }
 
 HcclResult form_record_comm(form_t *f, form_comm_t *c, const Hccld__SpanRecord *sr,
-                            const uint64_t *p2p_next, const char **why)
+                            const uint64_t *p2p_next, uint64_t coll_below, const char **why)
 {
     const Hccld__Membership *m = sr->membership;
     form_level1_t want = {.by_config = sr->algo_by_config, .deterministic = sr->deterministic};
@@ -108,6 +108,7 @@ HcclResult form_record_comm(form_t *f, form_comm_t *c, const Hccld__SpanRecord *
                             .connect_timeout_s = sr->connect_timeout_s,
                             .retry = &retry,
                             .returning = 1,
-                            .p2p_next = p2p_next},
+                            .p2p_next = p2p_next,
+                            .coll_below = coll_below},
         why);
 }

@@ -142,8 +142,10 @@ static int resume_bounds(const rejoin_t *j, engine_resume_t *er, uint64_t *p2p)
 }
 
 /* Forms comm c of group j again: on this node alone, or as the node of a comm across daemons
- * that came back. NULL, or why not. */
-static const char *comm_again(form_t *f, const rejoin_t *j, form_comm_t *c, const uint64_t *sids)
+ * that came back (its ranks saw every collective piece below `below` complete). NULL, or why
+ * not. */
+static const char *comm_again(form_t *f, const rejoin_t *j, form_comm_t *c, const uint64_t *sids,
+                              uint64_t below)
 {
     const char *why = NULL;
 
@@ -166,7 +168,7 @@ static const char *comm_again(form_t *f, const rejoin_t *j, form_comm_t *c, cons
         }
     if (next == NULL)
         why = "out of memory";
-    else if (form_record_comm(f, c, sr, next, &why) != HCCL_SUCCESS && why == NULL)
+    else if (form_record_comm(f, c, sr, next, below, &why) != HCCL_SUCCESS && why == NULL)
         why = "the daemon could not set up the communicator";
     hccld__span_record__free_unpacked(sr, NULL);
     free(next);
@@ -208,7 +210,7 @@ static void rejoin_complete(form_t *f, rejoin_t *j)
         c->coop_fd = j->coop_fd;
         j->coop_fd = -1;
     }
-    if ((why = comm_again(f, j, c, sids)) != NULL)
+    if ((why = comm_again(f, j, c, sids, er.done_below)) != NULL)
         goto out;
     if (engine_comm_resume(f->env.eng, c->id, &er) != 0) {
         why = "the engine could not take it";

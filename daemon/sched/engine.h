@@ -159,6 +159,7 @@ typedef struct engine_multi_spec {
      * (span_spec_t.returning); 0: formed as usual. */
     int returning;
     const uint64_t *p2p_next; /* span_spec_t.p2p_next */
+    uint64_t coll_below;      /* span_spec_t.coll_below */
 } engine_multi_spec_t;
 /* 0, or -ENOMEM, -EEXIST, -ENOENT (a session, the parent or its connection is gone), -EBUSY
  * (a comm on a shared connection has the same tag bits, see span/tag.h). */

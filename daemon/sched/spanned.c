@@ -261,7 +261,8 @@ int engine_comm_create_multi(engine_t *eng, const engine_multi_spec_t *sp)
                       .retry_hold_ms = sp->retry_hold_ms,
                       .retry_max_cnt = sp->retry_max_cnt,
                       .returning = sp->returning ? sp->me : UINT32_MAX,
-                      .p2p_next = sp->p2p_next};
+                      .p2p_next = sp->p2p_next,
+                      .coll_below = sp->coll_below};
     span_qos_t qos = {.admit = qos_admit_hook, .dscp = qos_dscp_hook, .ctx = eng};
     char why[SPAN_WHY_MAX];
     span_comm_t *sc;

@@ -20,8 +20,10 @@
  * understand a daemon of the version before, so that a node left behind by an upgrade is
  * refused by name instead of stalling a comm. 3: the link probe repeats its exchanges
  * (span/probe.c). 4: data connections name themselves and acknowledge what they read, so that
- * they can resume after a failure (transport/tcp_resume.c; TCP wire version 2). */
-#define PEER_PROTO_VERSION 4u
+ * they can resume after a failure (transport/tcp_resume.c; TCP wire version 2). 5: a data
+ * connection closed on purpose says BYE, one ended without is a crash; a node back from a crash
+ * and the others exchange where they are (span/rerun.c, span/p2p_log.c; TCP wire version 3). */
+#define PEER_PROTO_VERSION 5u
 
 typedef struct server server_t;
 typedef struct peer peer_t;

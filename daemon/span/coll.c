@@ -488,8 +488,8 @@ static int coll_start(span_comm_t *mu, const desc_t *d, const span_snap_t *from)
     if (from == NULL || from != mu->snap_done) { /* not a run for the other node only */
         mu->d0 = *d;
         mu->busy = 1;
-        mu->started++;
     }
+    mu->started++; /* a run for the other node counts: it runs the piece too (drain.c) */
     retry_mark(mu);
     if (log_level_cur >= LOG_INFO || mu->log_ops) {
         char why[256];

@@ -181,7 +181,7 @@ static int unread(span_comm_t *sc);
  * takes it back to post it again: its send may come only after the held collective). */
 static int quiet(const span_comm_t *sc, const struct span_drain *d)
 {
-    return !sc->busy && sc->started == d->limit && !span_p2p_sending(sc);
+    return !sc->busy && sc->run == NULL && sc->started == d->limit && !span_p2p_sending(sc);
 }
 
 /* A follower: quiet, its FLUSH sent, every other follower's read (so all they sent is read:

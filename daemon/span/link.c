@@ -481,7 +481,7 @@ int span_comm_new(span_env_t *env, const span_spec_t *sp, const span_qos_t *qos,
         rc = -ENOMEM;
     }
     if (rc == 0)
-        span_rerun_expect(sc);
+        span_rerun_expect(sc, sp->coll_below);
     return rc;
 }
 
@@ -509,6 +509,7 @@ void span_respan(span_comm_t *sc, uint32_t returning)
     tp_conn_t **early = sc->early;
 
     carry_out(sc);
+    span_p2p_again(sc); /* those done first: counted below */
     span_plog_respan(sc, (const tp_msg_t *const *)sc->carry);
     span_links_drop(sc);
     sc->started = 0;
@@ -526,7 +527,7 @@ void span_respan(span_comm_t *sc, uint32_t returning)
         if (early[i] != NULL && span_link_take(sc, i, early[i]) != 0)
             tp_close(early[i]);
     free(early);
-    span_rerun_expect(sc);
+    span_rerun_expect(sc, 0);
 }
 
 uint32_t span_links(const span_comm_t *sc, char (*addrs)[SPAN_ADDR_MAX], uint32_t max)

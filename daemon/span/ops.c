@@ -142,7 +142,7 @@ static int ops_waits(const span_comm_t *sc, int broken)
     if (broken)
         return span_abort_pending(sc);
     if (sc->busy || sc->run != NULL || sc->flights != NULL || !sc->probed ||
-        sc->nready < sc->nnodes - 1 || span_drain_active(sc) || sc->rerun != NULL)
+        sc->nready < sc->nnodes - 1 || span_drain_active(sc) || span_rerun_active(sc))
         return 1;
     /* A connection suspended (op retry) dials again, and fails when its hold runs out: on
      * time, not at the engine's next idle turn. */

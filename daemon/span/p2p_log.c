@@ -124,12 +124,12 @@ void span_plog_done(span_comm_t *sc, uint32_t l, const desc_t *d, const void *bu
 
     if (p == NULL || d->root >= p->n)
         return;
-    if (d->kind == DESC_SEND) {
-        p->tx[at(p, l, d->root)] = d->seq + 1;
+    /* Two of one pair may end in one look, the newer first (span_p2p_progress). */
+    uint64_t *next = d->kind == DESC_SEND ? &p->tx[at(p, l, d->root)] : &p->rx[at(p, l, d->root)];
+    if (d->seq + 1 > *next)
+        *next = d->seq + 1;
+    if (d->kind == DESC_SEND)
         keep(p, l, d, buf, d->count * dtype_size(d->dtype));
-    } else {
-        p->rx[at(p, l, d->root)] = d->seq + 1;
-    }
 }
 
 int span_plog_held(const span_comm_t *sc, uint32_t l, const desc_t *d)
@@ -184,55 +184,50 @@ void span_plog_counts(const span_comm_t *sc, uint32_t i, uint64_t *out)
             out[(size_t)k * sc->nlocal + l] = p->has[at(p, l, nth_of(sc, i, k))];
 }
 
+/* The copy of the seq-th send of local member l to rank g, or NULL. */
+static struct kept_send *copy_of(const span_plog_t *p, uint32_t l, uint32_t g, uint64_t seq)
+{
+    for (struct kept_send *k = p->head; k != NULL; k = k->next)
+        if (k->local == l && k->peer == g && k->seq == seq)
+            return k;
+    return NULL;
+}
+
 int span_plog_apply(span_comm_t *sc, uint32_t i, const uint64_t *in)
 {
     span_plog_t *p = sc->plog;
     uint32_t ni = sc->pl.count[i];
-    size_t cells = (size_t)sc->nlocal * p->n;
-    uint64_t *next = NULL;
     unsigned again = 0;
     int done;
 
-    if (p->peer_has == NULL && (p->peer_has = calloc(cells + 1, sizeof(*p->peer_has))) == NULL)
+    if (p->peer_has == NULL &&
+        (p->peer_has = calloc((size_t)sc->nlocal * p->n + 1, sizeof(*p->peer_has))) == NULL)
         return span_break(sc, HCCL_E_MEMORY, "no memory to agree on send/recv after a restart");
     for (uint32_t l = 0; l < sc->nlocal; l++)
         for (uint32_t k = 0; k < ni; k++)
             p->peer_has[at(p, l, nth_of(sc, i, k))] = in[(size_t)l * ni + k];
-    if ((next = malloc((cells + 1) * sizeof(*next))) == NULL)
-        return span_break(sc, HCCL_E_MEMORY, "no memory to agree on send/recv after a restart");
-    memcpy(next, p->peer_has, cells * sizeof(*next));
-    /* What node i lacks of ours, from the copies, oldest first (they are in send order). */
-    for (struct kept_send *k = p->head; k != NULL; k = k->next) {
-        size_t c = at(p, k->local, k->peer);
-        if (sc->pl.node[k->peer] != i || k->seq < next[c] || k->req != NULL)
-            continue;
-        if (k->seq > next[c])
-            break; /* a gap: reported below */
-        if (tp_isend(sc->conns[i], k->data, k->len, NULL,
-                     tag_p2p(sc->tag, sc->global_of[k->local], k->peer), &k->req) != 0) {
-            k->req = NULL;
-            break;
-        }
-        if (tp_test(k->req, &done) != 0 || done)
-            k->req = NULL;
-        next[c]++;
-        again++;
-    }
+    /* What node i lacks of each pair, in its order, from the copies. */
     for (uint32_t l = 0; l < sc->nlocal; l++)
         for (uint32_t g = 0; g < p->n; g++) {
             size_t c = at(p, l, g);
-            if (sc->pl.node[g] != i || next[c] >= p->tx[c])
-                continue;
-            uint64_t lost = p->tx[c] - next[c];
-            free(next);
-            return span_break(sc, HCCL_E_REMOTE,
-                              "node %u (%s) lacks %llu message(s) rank %u sent rank %u (from "
-                              "number %llu), which went with the crash of its daemon and of "
-                              "which this node keeps no copy (it keeps the last %llu MiB)",
-                              i, sc->node_addrs[i].tcp, (unsigned long long)lost, sc->global_of[l],
-                              g, (unsigned long long)p->peer_has[c], SPAN_P2P_KEEP_BYTES >> 20);
+            for (uint64_t seq = p->peer_has[c]; sc->pl.node[g] == i && seq < p->tx[c]; seq++) {
+                struct kept_send *k = copy_of(p, l, g, seq);
+                tp_req_t *r = NULL;
+                if (k == NULL || k->req != NULL ||
+                    tp_isend(sc->conns[i], k->data, k->len, NULL,
+                             tag_p2p(sc->tag, sc->global_of[l], g), &r) != 0)
+                    return span_break(
+                        sc, HCCL_E_REMOTE,
+                        "node %u (%s) lacks message %llu of %llu that rank %u sent rank %u, "
+                        "which went with the crash of its daemon; this node keeps no copy of "
+                        "it (it keeps the last %llu MiB of sends, and none still under way)",
+                        i, sc->node_addrs[i].tcp, (unsigned long long)seq,
+                        (unsigned long long)p->tx[c], sc->global_of[l], g,
+                        SPAN_P2P_KEEP_BYTES >> 20);
+                k->req = tp_test(r, &done) != 0 || done ? NULL : r;
+                again++;
+            }
         }
-    free(next);
     if (again > 0)
         WARN("COLL", "comm %u: sending node %u (%s) again %u message(s) of send/recv it lost",
              sc->id, i, sc->node_addrs[i].tcp, again);

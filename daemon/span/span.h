@@ -62,6 +62,9 @@ typedef struct span_spec {
      * send/recv number: send_next at [l * nglobal + g], recv_next at [(local + l) * nglobal +
      * g]; or NULL. */
     const uint64_t *p2p_next;
+    /* A node back from a restart: its ranks saw every collective piece below this complete
+     * (CommRejoinReq.coll_next); 0: unknown. */
+    uint64_t coll_below;
 } span_spec_t;
 
 /* What the engine lends a span comm: QoS admission of each round and the DSCP marking of

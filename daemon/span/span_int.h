@@ -253,9 +253,12 @@ void span_drain_free(span_comm_t *sc);
 /* A fresh connection from node peer while the comm's own to it is held: the peer's daemon
  * crashed and came back. 1 taken (the comm starts over with it), 0 not (the caller closes it). */
 int span_rerun_accept(span_comm_t *sc, uint32_t peer, tp_conn_t *conn);
-/* After a respan: wait for the returning node's word on where it is (a node that does not
- * return), or say it with the first collective piece (the returning node). */
-void span_rerun_expect(span_comm_t *sc);
+/* After a respan: wait for the returning node's words on where it is (a node that does not
+ * return), or say them (the returning node: `below`, from its ranks, once connected; its
+ * first collective piece with that piece). */
+void span_rerun_expect(span_comm_t *sc, uint64_t below);
+/* Whether the comm has words to say or hear (keeps the engine looking). */
+int span_rerun_active(const span_comm_t *sc);
 /* The returning node's first collective piece: tells the others its sequence number. */
 void span_rerun_announce(span_comm_t *sc, uint64_t seq);
 /* Whether this node holds its collectives until the returning node said where it is. */

@@ -105,7 +105,14 @@ static int read_msg(tcp_hs_t *hs, int fd, tcp_hs_msg_t *m)
     }
     hs->in_off = 0;
     if (tcp_hs_decode(hs->in, m) != 0) {
-        ERR("NET", "handshake: malformed record from the peer");
+        int v = tcp_hs_version(hs->in);
+        if (v >= 0 && v != TCP_WIRE_VERSION)
+            ERR("NET",
+                "handshake: the peer daemon speaks data wire version %d, this one %d: refused "
+                "(run one hccld version on every node)",
+                v, TCP_WIRE_VERSION);
+        else
+            ERR("NET", "handshake: malformed record from the peer");
         return -EPROTO;
     }
     return 1;

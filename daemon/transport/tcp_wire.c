@@ -71,6 +71,11 @@ static int hs_fields_valid(const uint8_t *in, const tcp_hs_msg_t *m)
     return has_mac || all_zero(in + HS_MAC, AUTH_MAC_BYTES);
 }
 
+int tcp_hs_version(const uint8_t in[TCP_HS_BYTES])
+{
+    return get_le(in + HS_MAGIC, 4) == TCP_HS_MAGIC ? (int)get_le(in + HS_VERSION, 2) : -1;
+}
+
 int tcp_hs_decode(const uint8_t in[TCP_HS_BYTES], tcp_hs_msg_t *m)
 {
     if (get_le(in + HS_MAGIC, 4) != TCP_HS_MAGIC || get_le(in + HS_VERSION, 2) != TCP_WIRE_VERSION)

@@ -11,7 +11,8 @@
 #include "auth.h"
 
 /* 2: HELLO names the connection (conn_id) and whether it resumes one; control records. */
-#define TCP_WIRE_VERSION 2
+/* 3: a close says BYE (TCP_CTL_BYE), and an end without it is a crash (tcp_resume.c) */
+#define TCP_WIRE_VERSION 3
 #define TCP_HS_BYTES 96
 #define TCP_HDR_BYTES 32
 #define TCP_HDR_F_CRC 1u
@@ -56,6 +57,8 @@ typedef struct tcp_hdr {
 void tcp_hs_encode(const tcp_hs_msg_t *m, uint8_t out[TCP_HS_BYTES]);
 /* -EPROTO if the record is not a well-formed handshake message of this version. */
 int tcp_hs_decode(const uint8_t in[TCP_HS_BYTES], tcp_hs_msg_t *m);
+/* The wire version a handshake record says, or -1 if it is not one. */
+int tcp_hs_version(const uint8_t in[TCP_HS_BYTES]);
 void tcp_hdr_encode(const tcp_hdr_t *h, uint8_t out[TCP_HDR_BYTES]);
 /* -EPROTO if the header is malformed. */
 int tcp_hdr_decode(const uint8_t in[TCP_HDR_BYTES], tcp_hdr_t *h);
