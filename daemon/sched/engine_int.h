@@ -46,6 +46,10 @@ struct eng_comm {
      * transfers among the others go on. UINT64_MAX: every rank is here. */
     uint64_t coll_limit;
     uint64_t next_seq;
+    /* When the ranks' next collectives were first seen to disagree (0: they agree). The
+     * verdict waits MISMATCH_GRACE_NS: ranks whose lanes broke at a rank's death fall back to
+     * the daemon at different ops, and the death, once heard, is the error they get. */
+    uint64_t mismatch_ns;
     uint64_t ops_done;
     uint32_t nglobal;       /* ranks in the whole comm (nranks are this node's) */
     uint32_t *global_of;    /* [nranks]: global rank of each local member, in rank order */

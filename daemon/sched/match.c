@@ -417,6 +417,10 @@ static void coll_complete_all(engine_t *eng, eng_comm_t *c, HcclResult status)
     c->next_seq++;
 }
 
+/* How long ranks whose next collectives disagree wait for a death that explains it (eng_comm_t.
+ * mismatch_ns) before they fail with HCCL_E_PARA. */
+#define MISMATCH_GRACE_NS 200000000ull
+
 /* The head descriptor of rank 0 when every local rank posted the next collective and they
  * agree; otherwise NULL, after failing what cannot go on (then *acted_p is set). */
 static desc_t *coll_head(engine_t *eng, eng_comm_t *c, int *acted_p)
@@ -441,12 +445,19 @@ static desc_t *coll_head(engine_t *eng, eng_comm_t *c, int *acted_p)
     d0 = dq_at(&c->m[0].coll, 0);
     for (uint32_t r = 1; r < c->nranks; r++)
         if (!coll_agrees(c, d0, dq_at(&c->m[r].coll, 0), r)) {
+            uint64_t now = now_ns();
+            if (c->mismatch_ns == 0)
+                c->mismatch_ns = now;
+            if (now - c->mismatch_ns < MISMATCH_GRACE_NS)
+                return NULL; /* a rank's death, if that is why, is heard first */
+            c->mismatch_ns = 0;
             /* The ranks' later pieces no longer line up either: end the comm cleanly. */
             coll_complete_all(eng, c, HCCL_E_PARA);
             eng_comm_break_status(eng, c, HCCL_E_PARA, "ranks posted different collectives");
             *acted_p = 1;
             return NULL;
         }
+    c->mismatch_ns = 0;
     if (resumed_unsafe(c, d0)) {
         WARN("COLL",
              "comm %u: piece %llu was under way when the daemon restarted and overwrites its "

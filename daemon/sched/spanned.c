@@ -174,8 +174,9 @@ int eng_span_waiting(engine_t *eng)
     if (span_env_accepting(eng->senv))
         return 1;
     for (eng_comm_t *c = eng->comms; c != NULL; c = c->next)
-        if (c->span != NULL && c->sops->waits(c->span, c->broken))
-            return 1;
+        if ((c->span != NULL && c->sops->waits(c->span, c->broken)) ||
+            (c->mismatch_ns != 0 && !c->broken))
+            return 1; /* a mismatch's grace runs out on time too */
     return 0;
 }
 

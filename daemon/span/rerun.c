@@ -143,7 +143,8 @@ int span_rerun_active(const span_comm_t *sc)
 
     if (r == NULL)
         return 0;
-    if (r->from != UINT32_MAX || r->p2p != NULL || r->due_below)
+    /* The returning node's words wake this one as data on its connection (ops_poll_fds). */
+    if (r->p2p != NULL || r->due_below)
         return 1;
     for (uint32_t i = 0; i < 2 * sc->nnodes; i++)
         if (r->tx[i] != NULL)
@@ -341,7 +342,7 @@ int span_rerun_progress(span_comm_t *sc)
             return n + 1; /* broken: progress stops */
         n += rc;
     }
-    if (!span_rerun_active(sc) && !r->due_at)
+    if (!span_rerun_active(sc) && !r->due_at && r->from == UINT32_MAX)
         span_rerun_free(sc);
     return n;
 }

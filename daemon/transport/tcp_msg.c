@@ -429,10 +429,12 @@ static int stream_progress(tcp_conn_t *c)
 
     if (rc == 0)
         rc = recv_progress(c);
-    else if (tp_peer_gone(rc) && !c->rs.enabled)
+    else if (tp_peer_gone(rc))
         /* The peer is gone, but what it sent before (a notice saying why) is still in the
-         * kernel's queue: deliver it before the connection fails. (A resumable one gets it
-         * again; reading the dead socket would only take its end for the peer's.) */
+         * kernel's queue: deliver it before the connection fails or is held. A resumable one
+         * counts what it read, so the peer does not send it again when it comes back; and a
+         * peer whose daemon crashed will never send it again (its end, without BYE, is then
+         * read as the failure it is). */
         (void)recv_progress(c);
     /* An ACK asked for, or due by the bytes read, goes out now (tcp_resume_ctl_due). */
     if (rc == 0 && c->state == TCP_CONN_READY && c->rs.enabled)
