@@ -189,7 +189,7 @@ $(NETNS_BIN): $(call obj,$(NETNS_SRC) tests/integration/harness.c tests/integrat
 RDMA_TP_SRC    := $(wildcard daemon/transport/rdma*.c) daemon/transport/tp_kept.c
 RDMA_TEST_BIN  := $(BUILD)/tests/rdma_tests
 RDMA_BENCH_BIN := $(BUILD)/tests/bench_rdma
-$(RDMA_TEST_BIN): $(call obj,tests/rdma/test_rdma.c tests/rdma/main.c $(TP_TEST_SRC) $(RDMA_TP_SRC)) $(BUILD)/lib/libhcclcommon.a
+$(RDMA_TEST_BIN): $(call obj,tests/rdma/test_rdma.c tests/rdma/test_rdma_resume.c tests/rdma/main.c $(TP_TEST_SRC) $(RDMA_TP_SRC)) $(BUILD)/lib/libhcclcommon.a
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(ALLLDFLAGS) $(call pc_libs,$(PKGS_TEST) libsodium libibverbs librdmacm) -lm
 $(RDMA_BENCH_BIN): $(call obj,tests/rdma/bench_rdma.c $(RDMA_TP_SRC)) $(BUILD)/lib/libhcclcommon.a

@@ -41,7 +41,7 @@ static void link_mark(const span_comm_t *sc, tp_conn_t *conn)
 }
 
 /* Makes a new data connection of the comm resumable when it asked for op retry, before any
- * message of ours crosses it. A transport that cannot (RDMA, for now) fails as before: said
+ * message of ours crosses it (TCP and RDMA can). A transport that cannot fails as before: said
  * once. */
 static void link_retry(span_comm_t *sc, tp_conn_t *conn)
 {

@@ -35,15 +35,20 @@ static int rtp_conn_state(tp_conn_t *base)
 {
     rdma_conn_t *c = rdma_conn_of(base);
 
+    if (c->state == RDMA_ST_ABSORBED)
+        return -EALREADY;
     if (c->state == RDMA_ST_FAILED)
         return c->err;
     /* Ready too: CM events (a late ESTABLISHED, a disconnect) must not sit in the channel and
      * keep its fd readable. */
     (void)rdma_msg_progress(c);
-    if (c->state == RDMA_ST_READY)
+    /* A suspended connection is up to its users: its requests wait. */
+    if (c->state == RDMA_ST_READY || c->rs.down)
         return 1;
     if (c->state == RDMA_ST_FAILED)
         return c->err;
+    if (c->state == RDMA_ST_ABSORBED)
+        return -EALREADY;
     if (now_ns() > c->hs.deadline_ns)
         rdma_conn_fail(c, -ETIMEDOUT, LOG_ERROR, "the handshake timed out");
     return c->state == RDMA_ST_FAILED ? c->err : 0;
@@ -110,7 +115,7 @@ static int rtp_poll_fds(tp_conn_t *base, struct pollfd *pfd, int max)
     int cq_first = c->cc != NULL && c->state != RDMA_ST_CONNECT;
     int n = 0;
 
-    if (c->state == RDMA_ST_FAILED || c->eof || max < 1)
+    if (c->state == RDMA_ST_FAILED || c->eof || c->ch == NULL || max < 1)
         return 0;
     if (cq_first)
         pfd[n++] = (struct pollfd){.fd = c->cc->fd, .events = POLLIN};
@@ -168,6 +173,16 @@ static void rtp_forget(tp_conn_t *c, uint64_t mask, uint64_t value, uint64_t ttl
     rdma_rx_forget(rdma_conn_of(c), mask, value, ttl_ns);
 }
 
+static int rtp_set_retry(tp_conn_t *c, const tp_retry_t *r)
+{
+    return rdma_resume_set(rdma_conn_of(c), r);
+}
+
+static void rtp_retry_stats(tp_conn_t *c, tp_retry_stats_t *st)
+{
+    rdma_resume_stats(rdma_conn_of(c), st);
+}
+
 static void rtp_close(tp_conn_t *c)
 {
     if (c != NULL)
@@ -194,6 +209,8 @@ const transport_ops_t tp_rdma = {
     .link_info = rdma_link_info,
     .cancel = rtp_cancel,
     .forget = rtp_forget,
+    .set_retry = rtp_set_retry,
+    .retry_stats = rtp_retry_stats,
     .close = rtp_close,
     .listen_close = rdma_tp_listen_close,
 };

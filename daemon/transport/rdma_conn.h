@@ -5,6 +5,7 @@
  *   rdma_id.c     addresses, cm ids         rdma_qp.c      verbs resources, QP states
  *   rdma_cq.c     completions               rdma_msg.c     requests, sends, credits, failure
  *   rdma_rx.c     receives and matching     rdma_env.c     settings
+ *   rdma_resume.c connections that outlive their QP (op retry)
  * Not for use outside the RDMA transport.
  */
 #ifndef HCCLD_TRANSPORT_RDMA_CONN_H
@@ -49,6 +50,9 @@ enum rdma_state {
     RDMA_ST_CONFIRM, /* accepting: ACCEPT sent, waiting for CONFIRM on the QP */
     RDMA_ST_READY,
     RDMA_ST_FAILED,
+    RDMA_ST_SUSPENDED, /* resumable, its QP gone: waiting to dial again, or to be dialled */
+    RDMA_ST_RESUMING,  /* resumable, on a new QP: RESUME sent, waiting for the peer's */
+    RDMA_ST_ABSORBED,  /* accepting side: its QP went to the suspended connection it named */
 };
 
 typedef struct rdma_conn rdma_conn_t;
@@ -61,6 +65,8 @@ typedef struct rdma_hs {
     uint8_t key[AUTH_KEY_BYTES];
     uint8_t nonce_c[AUTH_NONCE_BYTES];
     uint8_t nonce_a[AUTH_NONCE_BYTES];
+    uint64_t conn_id; /* the connection's name (HELLO) */
+    int again;        /* AGAIN: it takes the place of a suspended connection */
     uint64_t deadline_ns;
 } rdma_hs_t;
 
@@ -79,6 +85,27 @@ typedef struct rdma_arrival {
     uint32_t slot;
     rdma_hdr_t h;
 } rdma_arrival_t;
+
+/* What makes a connection resumable (rdma_resume.c). */
+typedef struct rdma_resume {
+    int enabled;
+    int down;    /* suspended or resuming: from the failure until the peer's RESUME */
+    int drop;    /* the QP and its id are to be destroyed at the next safe point */
+    int got_bye; /* the peer said it closes on purpose */
+    int adopt;   /* accepting side, a new QP from AGAIN: it goes to the connection named */
+    int salvage; /* taking what a failed QP delivered before it goes (budget or not) */
+    uint64_t conn_id;
+    uint8_t job[AUTH_JOB_BYTES];
+    uint8_t key[AUTH_KEY_BYTES]; /* connecting side: to prove the key again */
+    uint32_t my_node;
+    char src[TP_ADDR_MAX]; /* connecting side: its source ip, or "" */
+    uint64_t hold_ns, failed_ns, next_dial_ns, dial_end_ns, suspended_total;
+    int first_err;
+    uint32_t attempts, resumes;
+    uint64_t rx_count; /* data messages taken in full (RESUME tells the peer) */
+    uint64_t tx_count; /* our sends completed: the peer has them */
+    rdma_conn_t *next; /* the accepting sides' registry */
+} rdma_resume_t;
 
 struct rdma_conn {
     tp_conn_t base; /* what the transport's users hold */
@@ -130,6 +157,7 @@ struct rdma_conn {
     rdma_req_t *rx_req;
     tp_msg_t *rx_unexp;
     tp_kept_t kept; /* complete messages no receive has taken yet; forgotten tags */
+    rdma_resume_t rs;
     tp_req_t *free_reqs;
     rdma_req_t reqs[RDMA_MAX_REQS];
 };
@@ -162,6 +190,12 @@ int rdma_id_open(const char *ip, void *ctx, struct rdma_event_channel **ch_p,
 int rdma_next_event(struct rdma_event_channel *ch, struct rdma_cm_event **ev_p);
 /* Why binding ip failed, logged: -ENODEV when no RDMA device carries it. */
 int rdma_bind_error(const char *what, const char *ip, int err);
+/* Whether id's port is up. */
+int rdma_id_port_active(struct rdma_cm_id *id);
+/* Destroys id and ch (either may be NULL), or keeps them until id's port is up again. */
+void rdma_id_release(struct rdma_cm_id *id, struct rdma_event_channel *ch);
+/* Destroys the ids kept whose port is up again (at most every 100 ms). */
+void rdma_id_sweep(void);
 
 /* rdma_listen.c: the listener ops. */
 int rdma_tp_listen(const char *ip, tp_listener_t **l_p, char *addr_out, size_t cap);
@@ -172,6 +206,9 @@ void rdma_tp_listen_close(tp_listener_t *l);
 /* rdma_setup.c: connections through rdma_cm. */
 int rdma_setup_connect(const char *src_ip, const char *addr, const uint8_t job[AUTH_JOB_BYTES],
                        const uint8_t key[AUTH_KEY_BYTES], uint32_t my_node, rdma_conn_t **c_p);
+/* Connecting side: a new id that resolves the peer's address, with HELLO (AGAIN while the
+ * connection is suspended) to follow; 0 or a negative errno (logged). */
+int rdma_setup_dial(rdma_conn_t *c);
 /* A connection for a CONNECT_REQUEST of the listener (before it is acked): answered at once,
  * accepted or rejected. NULL only if out of memory (the request is then rejected). */
 rdma_conn_t *rdma_setup_accept(struct rdma_cm_event *ev, tp_key_lookup_fn lookup, void *ctx);
@@ -228,9 +265,9 @@ int rdma_msg_post(rdma_conn_t *c, int dir, void *buf, size_t len, uint64_t tag, 
 int rdma_msg_progress(rdma_conn_t *c);
 /* Posts what the credits and free slots allow: fragments of queued sends, a credit return. */
 int rdma_tx_progress(rdma_conn_t *c);
-/* A control message (CONFIRM); it needs a credit and a free send slot, as the first message
- * of a connection has. */
-int rdma_send_ctrl(rdma_conn_t *c, int type, const void *payload, uint32_t len);
+/* A control message (CONFIRM, RESUME with its count, BYE); it needs a credit and a free send
+ * slot, as the first message of a connection has. */
+int rdma_send_ctrl(rdma_conn_t *c, int type, uint64_t count, const void *payload, uint32_t len);
 /* A send slot's completion: frees it and completes the send it ended. */
 void rdma_tx_done(rdma_conn_t *c, unsigned slot);
 void rdma_req_release(rdma_req_t *r);
@@ -243,9 +280,39 @@ void rdma_conn_fail(rdma_conn_t *c, int err, int level, const char *fmt, ...)
 /* The peer disconnected: see rdma_msg_progress. */
 void rdma_conn_eof(rdma_conn_t *c);
 
+/* rdma_resume.c: connections that outlive their QP (tp_retry_t). */
+/* Connecting side: what dialling again needs. */
+void rdma_resume_init_connect(rdma_conn_t *c, const char *src_ip, const uint8_t *job,
+                              const uint8_t *key, uint32_t my_node);
+int rdma_resume_set(rdma_conn_t *c, const tp_retry_t *r);
+/* Instead of failing with err: 0 if the connection suspends (or stays suspended), -1 if it
+ * fails. */
+int rdma_resume_suspend(rdma_conn_t *c, int err, const char *why);
+/* Accepting side, a new request: 0, or -ENOENT for an AGAIN that names no held connection. */
+int rdma_resume_check(const rdma_hello_t *hello);
+/* Accepting side: the key is proven. Registers the connection, or marks it to be absorbed. */
+void rdma_resume_ready(rdma_conn_t *c);
+/* Accepting side, after the CONFIRM's slot went back: a marked connection gives its QP to the
+ * one it names: 0, or a negative errno. */
+int rdma_resume_adopt(rdma_conn_t *c);
+/* Connecting side, the accepting side proved the key on a new QP: RESUME. */
+int rdma_resume_begin(rdma_conn_t *c);
+/* The peer's RESUME: what it has of ours completes, the rest goes again. 1, or a negative
+ * errno. */
+int rdma_resume_on_resume(rdma_conn_t *c, uint64_t count);
+/* A suspended connection's step: the QP dropped, a dial, the hold time. 0, or the error it
+ * fails with. */
+int rdma_resume_progress(rdma_conn_t *c);
+void rdma_resume_stats(rdma_conn_t *c, tp_retry_stats_t *st);
+/* Closing: BYE first (resumable only), out of the registry, the key wiped. */
+void rdma_resume_close(rdma_conn_t *c);
+
 /* rdma_rx.c: the receive side. */
 /* A receive slot's completion of bytes bytes: credits taken at once, the message queued. */
 int rdma_rx_arrived(rdma_conn_t *c, unsigned slot, uint32_t bytes);
+/* One arrived fragment of a data message: 1 taken, 0 not yet (nowhere to go), or a negative
+ * errno. */
+int rdma_rx_take(rdma_conn_t *c, const rdma_arrival_t *a);
 /* Takes arrived messages in order while they have somewhere to go: 0, or a negative errno. */
 int rdma_rx_progress(rdma_conn_t *c);
 /* A posted receive: completed at once from a kept message (or with the connection's error),

@@ -44,7 +44,11 @@ void rdma_hs_init_connect(rdma_hs_t *hs, const uint8_t job[AUTH_JOB_BYTES],
 void rdma_hs_hello(const rdma_hs_t *hs, unsigned depth, uint32_t slot,
                    uint8_t out[RDMA_HELLO_BYTES])
 {
-    rdma_hello_t h = {.depth = (uint16_t)depth, .slot = slot, .node = hs->my_node};
+    rdma_hello_t h = {.depth = (uint16_t)depth,
+                      .slot = slot,
+                      .node = hs->my_node,
+                      .conn_id = hs->conn_id,
+                      .again = hs->again};
 
     memcpy(h.job, hs->job, AUTH_JOB_BYTES);
     memcpy(h.nonce, hs->nonce_c, AUTH_NONCE_BYTES);
@@ -62,6 +66,8 @@ int rdma_hs_answer(rdma_hs_t *hs, const rdma_hello_t *hello, tp_key_lookup_fn lo
     hs->deadline_ns = now_ns() + RDMA_HS_TIMEOUT_NS;
     memcpy(hs->job, hello->job, AUTH_JOB_BYTES);
     memcpy(hs->nonce_c, hello->nonce, AUTH_NONCE_BYTES);
+    hs->conn_id = hello->conn_id;
+    hs->again = hello->again;
     if (lookup == NULL || lookup(ctx, hs->job, hs->key) != 0)
         return -EACCES;
     hs->peer_node = hello->node;

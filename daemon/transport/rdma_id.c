@@ -1,15 +1,20 @@
 /*
  * rdma_cm identities of the RDMA transport: ids each on an event channel of their own whose fd the
- * engine polls (nonblocking, so that taking events never waits).
+ * engine polls (nonblocking, so that taking events never waits). An id done with goes at once,
+ * unless its port is down: destroying a connected id sends the peer a disconnect, and a
+ * soft-RoCE device that sends one on a port that is down drops every later connection request
+ * (its ids then wait for the port, rdma_id_release).
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "env.h"
+#include "futex.h"
 #include "log.h"
 #include "transport/rdma_conn.h"
 
@@ -94,4 +99,64 @@ int rdma_next_event(struct rdma_event_channel *ch, struct rdma_cm_event **ev_p)
         return 0;
     ERR("NET", "rdma_get_cm_event() failed: %s", strerror(err));
     return -err;
+}
+
+/* Ids done with whose port was down, and their channels, in release order. */
+typedef struct rdma_grave {
+    struct rdma_cm_id *id;
+    struct rdma_event_channel *ch;
+    struct rdma_grave *next;
+} rdma_grave_t;
+
+#define RDMA_SWEEP_NS (100ull * 1000000ull)
+
+static rdma_grave_t *graves;
+static uint64_t swept_ns;
+
+int rdma_id_port_active(struct rdma_cm_id *id)
+{
+    struct ibv_port_attr pa;
+
+    return id->verbs != NULL && ibv_query_port(id->verbs, id->port_num, &pa) == 0 &&
+           pa.state == IBV_PORT_ACTIVE;
+}
+
+static void destroy(struct rdma_cm_id *id, struct rdma_event_channel *ch)
+{
+    if (id != NULL)
+        rdma_destroy_id(id);
+    if (ch != NULL)
+        rdma_destroy_event_channel(ch);
+}
+
+void rdma_id_release(struct rdma_cm_id *id, struct rdma_event_channel *ch)
+{
+    rdma_grave_t *g;
+
+    if (id == NULL || id->verbs == NULL || rdma_id_port_active(id) ||
+        (g = malloc(sizeof(*g))) == NULL) {
+        destroy(id, ch);
+        return;
+    }
+    DBG("NET", "an RDMA id waits for its port to come up before it goes (it would disconnect)");
+    *g = (rdma_grave_t){.id = id, .ch = ch, .next = graves};
+    graves = g;
+}
+
+void rdma_id_sweep(void)
+{
+    uint64_t now;
+
+    if (graves == NULL || (now = now_ns()) - swept_ns < RDMA_SWEEP_NS)
+        return;
+    swept_ns = now;
+    for (rdma_grave_t **pp = &graves, *g; (g = *pp) != NULL;) {
+        if (!rdma_id_port_active(g->id)) {
+            pp = &g->next;
+            continue;
+        }
+        *pp = g->next;
+        destroy(g->id, g->ch);
+        free(g);
+    }
 }

@@ -58,12 +58,18 @@ void rdma_conn_fail(rdma_conn_t *c, int err, int level, const char *fmt, ...)
 
     if (c->state == RDMA_ST_FAILED)
         return;
-    if (fmt != NULL && log_level_cur >= level) {
+    why[0] = '\0';
+    if (fmt != NULL) {
         va_start(ap, fmt);
         vsnprintf(why, sizeof(why), fmt, ap);
         va_end(ap);
-        log_msg(level, "NET", RDMA_CONN_FMT "%s", RDMA_CONN_ARGS(c), why);
     }
+    /* A resumable connection whose link failed waits for a new QP instead. */
+    if (rdma_resume_suspend(c, err, why) == 0)
+        return;
+    c->rs.down = 0;
+    if (fmt != NULL && log_level_cur >= level)
+        log_msg(level, "NET", RDMA_CONN_FMT "%s", RDMA_CONN_ARGS(c), why);
     c->state = RDMA_ST_FAILED;
     c->err = err;
     tp_queue_fail(&c->sendq, err);
@@ -80,6 +86,12 @@ void rdma_conn_fail(rdma_conn_t *c, int err, int level, const char *fmt, ...)
 
 void rdma_conn_eof(rdma_conn_t *c)
 {
+    /* A resumable connection's peer says BYE before it closes: an end without it is a
+     * failure (its side of the link failed, or its daemon is gone), and suspends. */
+    if (c->rs.enabled && !c->rs.got_bye) {
+        rdma_conn_fail(c, -ECONNRESET, LOG_ERROR, "the peer disconnected without a BYE");
+        return;
+    }
     /* A peer that closes between messages has finished sending: what arrived stays readable
      * and only the receives still posted, which nothing can fill any more, fail (as on TCP).
      * In the middle of a message, or with our sends unanswered, the connection fails. */
@@ -135,9 +147,9 @@ static int post_msg(rdma_conn_t *c, rdma_hdr_t *h, const void *payload, rdma_req
     return rc;
 }
 
-int rdma_send_ctrl(rdma_conn_t *c, int type, const void *payload, uint32_t len)
+int rdma_send_ctrl(rdma_conn_t *c, int type, uint64_t count, const void *payload, uint32_t len)
 {
-    rdma_hdr_t h = {.type = (uint8_t)type, .frag_len = len};
+    rdma_hdr_t h = {.type = (uint8_t)type, .frag_len = len, .len = count};
 
     if (c->credits < 1 || c->nfree_send == 0)
         return -EAGAIN;
@@ -189,7 +201,7 @@ int rdma_tx_progress(rdma_conn_t *c)
         if ((rc = send_fragment(c)) != 0)
             return rc;
     if (c->to_return >= credit_threshold(c) && c->credits >= 1 && c->nfree_send > 0)
-        return rdma_send_ctrl(c, RDMA_MSG_CREDIT, NULL, 0);
+        return rdma_send_ctrl(c, RDMA_MSG_CREDIT, 0, NULL, 0);
     if (probe_due(c))
         return rdma_post_probe(c);
     return 0;
@@ -209,6 +221,7 @@ void rdma_tx_done(rdma_conn_t *c, unsigned slot)
         return;
     }
     tp_req_complete(tp_queue_pop(&c->sentq), 0);
+    c->rs.tx_count++;
 }
 
 /* After the CQ was polled: a completion that came while the daemon was descheduled counts. */
@@ -234,21 +247,28 @@ int rdma_msg_progress(rdma_conn_t *c)
 
     if (c->state == RDMA_ST_FAILED)
         return c->err;
+    /* Suspended: the failed QP goes, a dial starts, the hold time runs out. */
+    rdma_id_sweep();
+    if (c->rs.down && rdma_resume_progress(c) != 0)
+        return c->err;
     /* Busy, the CQ is all there is to look at; the channels' syscalls wait for a pass that
      * finds it empty (a peer that is gone leaves it empty soon enough). */
     n = c->cq != NULL && !c->eof ? rdma_cq_poll(c) : 0;
-    if (n == 0) {
+    if (n == 0 && c->ch != NULL) {
         rdma_setup_events(c);
         if (c->state != RDMA_ST_FAILED && !c->eof)
             (void)rdma_cq_drain(c);
     }
-    if (c->state == RDMA_ST_CONFIRM || c->state == RDMA_ST_READY)
+    if (c->state == RDMA_ST_CONFIRM || c->state == RDMA_ST_READY || c->state == RDMA_ST_RESUMING)
         (void)rdma_rx_progress(c);
     /* After the CQ: what the peer sent before it left has been taken by now. */
     if (c->peer_gone && !c->eof && c->state == RDMA_ST_READY)
         rdma_conn_eof(c);
     stall_check(c);
     (void)rdma_tx_progress(c);
+    /* A failure seen in this pass: its QP goes now, outside any poll or event. */
+    if (c->rs.drop)
+        (void)rdma_resume_progress(c);
     return c->state == RDMA_ST_FAILED ? c->err : 0;
 }
 
@@ -256,7 +276,8 @@ int rdma_msg_post(rdma_conn_t *c, int dir, void *buf, size_t len, uint64_t tag, 
 {
     rdma_req_t *r;
 
-    if (c->state != RDMA_ST_READY)
+    /* A suspended connection takes requests: they wait for its new QP. */
+    if (c->state != RDMA_ST_READY && !c->rs.down)
         return c->state == RDMA_ST_FAILED ? c->err : -ENOTCONN;
     if (dir == RDMA_DIR_SEND && c->eof)
         return -ECONNRESET;

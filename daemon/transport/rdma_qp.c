@@ -184,10 +184,12 @@ void rdma_qp_shutdown(rdma_conn_t *c)
 
     if (c->qp != NULL)
         (void)ibv_modify_qp(c->qp, &a, IBV_QP_STATE);
-    /* The peer learns at once instead of when its retries run out. */
+    /* The peer learns at once instead of when its retries run out (not through a port that
+     * is down: see rdma_id_release). */
     if (c->connected) {
         c->connected = 0;
-        (void)rdma_disconnect(c->id);
+        if (rdma_id_port_active(c->id))
+            (void)rdma_disconnect(c->id);
     }
 }
 

@@ -21,8 +21,9 @@ static int slot_release(rdma_conn_t *c, unsigned slot)
 {
     int rc;
 
-    /* Once the peer has left, the QP is stopped and nothing more comes into slots. */
-    if (c->eof || c->state == RDMA_ST_FAILED)
+    /* Once the peer has left, the QP is stopped and nothing more comes into slots (a
+     * suspended connection's QP goes, and its new one has every slot posted). */
+    if (c->eof || c->state == RDMA_ST_FAILED || c->state == RDMA_ST_SUSPENDED || c->qp == NULL)
         return 0;
     if ((rc = rdma_slot_recv(c, slot)) != 0) {
         rdma_conn_fail(c, rc, LOG_ERROR, NULL);
@@ -48,7 +49,9 @@ int rdma_rx_arrived(rdma_conn_t *c, unsigned slot, uint32_t bytes)
     }
     c->credits += h.credits;
     c->rx_last_ns = now_ns();
-    if (h.type == RDMA_MSG_CREDIT)
+    if (h.type == RDMA_MSG_BYE)
+        c->rs.got_bye = 1;
+    if (h.type == RDMA_MSG_CREDIT || h.type == RDMA_MSG_BYE)
         return slot_release(c, slot);
     c->arrived[(c->arr_head + c->arr_count) % c->depth] = (rdma_arrival_t){.slot = slot, .h = h};
     c->arr_count++;
@@ -68,6 +71,9 @@ static int on_confirm(rdma_conn_t *c, const rdma_arrival_t *a)
         return -EACCES;
     }
     rdma_hs_clear(&c->hs);
+    rdma_resume_ready(c);
+    if (c->rs.adopt)
+        return 1;
     c->state = RDMA_ST_READY;
     DBG("NET", RDMA_CONN_FMT "node %u ready", RDMA_CONN_ARGS(c), c->hs.peer_node);
     return 1;
@@ -101,7 +107,8 @@ static int rx_route(rdma_conn_t *c, const rdma_hdr_t *h)
             return len_mismatch(c, r, h->tag, h->len);
         c->rx_req = r;
     } else if (!tp_kept_forgotten(&c->kept, h->tag)) {
-        if (!tp_kept_room(&c->kept, h->len))
+        /* What a failed QP delivered is taken whatever the budget: the peer counts it sent. */
+        if (!tp_kept_room(&c->kept, h->len) && !c->rs.salvage)
             return 0;
         c->rx_unexp = tp_kept_new(&c->kept, h->tag, h->len);
         if (c->rx_unexp == NULL) {
@@ -141,6 +148,7 @@ static int rx_finish(rdma_conn_t *c)
     c->rx_active = 0;
     c->rx_req = NULL;
     c->rx_unexp = NULL;
+    c->rs.rx_count++;
     if (r != NULL) {
         tp_req_complete(&r->base, 0);
         return 0;
@@ -157,14 +165,13 @@ static int rx_finish(rdma_conn_t *c)
     return 0;
 }
 
-/* One fragment: 1 taken, 0 not yet (nowhere to go), or a negative errno. */
-static int on_data(rdma_conn_t *c, const rdma_arrival_t *a)
+int rdma_rx_take(rdma_conn_t *c, const rdma_arrival_t *a)
 {
     const rdma_hdr_t *h = &a->h;
     uint8_t *dst;
     int rc;
 
-    if (c->state != RDMA_ST_READY) {
+    if (c->state != RDMA_ST_READY && !c->rs.salvage) {
         rdma_conn_fail(c, -EPROTO, LOG_ERROR, "data before the job key was proven");
         return -EPROTO;
     }
@@ -185,11 +192,20 @@ static int on_data(rdma_conn_t *c, const rdma_arrival_t *a)
     return 1;
 }
 
+/* A QP of the connection's own whose messages are for it (not one that failed, nor one that
+ * went to a suspended connection). */
+static int rx_live(const rdma_conn_t *c)
+{
+    return c->state == RDMA_ST_READY || c->state == RDMA_ST_CONFIRM || c->state == RDMA_ST_RESUMING;
+}
+
 int rdma_rx_progress(rdma_conn_t *c)
 {
-    while (c->arr_count > 0 && c->state != RDMA_ST_FAILED) {
+    while (c->arr_count > 0 && rx_live(c)) {
         rdma_arrival_t a = c->arrived[c->arr_head];
-        int rc = a.h.type == RDMA_MSG_CONFIRM ? on_confirm(c, &a) : on_data(c, &a);
+        int rc = a.h.type == RDMA_MSG_CONFIRM  ? on_confirm(c, &a)
+                 : a.h.type == RDMA_MSG_RESUME ? rdma_resume_on_resume(c, a.h.len)
+                                               : rdma_rx_take(c, &a);
 
         if (rc <= 0)
             return rc;
@@ -197,6 +213,9 @@ int rdma_rx_progress(rdma_conn_t *c)
         c->arr_count--;
         if ((rc = slot_release(c, a.slot)) != 0)
             return rc;
+        /* An AGAIN's QP goes, with what else arrived on it, to the connection it names. */
+        if (c->rs.adopt)
+            return rdma_resume_adopt(c);
     }
     return c->state == RDMA_ST_FAILED ? c->err : 0;
 }

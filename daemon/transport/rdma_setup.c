@@ -40,14 +40,12 @@ static rdma_conn_t *conn_alloc(void)
 
 void rdma_conn_free(rdma_conn_t *c)
 {
+    rdma_resume_close(c);
     rdma_hs_clear(&c->hs);
     rdma_rx_free(c);
     rdma_qp_shutdown(c);
     rdma_qp_destroy(c);
-    if (c->id != NULL)
-        rdma_destroy_id(c->id);
-    if (c->ch != NULL)
-        rdma_destroy_event_channel(c->ch);
+    rdma_id_release(c->id, c->ch);
     free(c);
 }
 
@@ -103,44 +101,59 @@ static void peer_slots(rdma_conn_t *c, unsigned depth, uint32_t slot)
     c->frag_max = (slot < c->slot ? slot : c->slot) - RDMA_HDR_BYTES;
 }
 
+int rdma_setup_dial(rdma_conn_t *c)
+{
+    struct sockaddr_storage dst, src;
+    const char *src_ip = c->rs.src[0] != '\0' ? c->rs.src : NULL;
+    int rc;
+
+    if (net_addr_parse(c->peer, &dst, NULL) != 0 ||
+        (src_ip != NULL && net_ip_parse(src_ip, 0, &src, NULL))) {
+        ERR("NET", "RDMA connect: \"%s\" (from \"%s\") is not a numeric ip:port (ip)", c->peer,
+            src_ip != NULL ? src_ip : "any");
+        return -EINVAL;
+    }
+    rc = rdma_id_open(src_ip != NULL ? src_ip : c->peer, c, &c->ch, &c->id);
+    if (rc != 0)
+        return rc;
+    rdma_hs_init_connect(&c->hs, c->rs.job, c->rs.key, c->rs.my_node);
+    c->hs.conn_id = c->rs.conn_id;
+    c->hs.again = c->rs.down;
+    set_options(c);
+    if (rdma_resolve_addr(c->id, src_ip != NULL ? (struct sockaddr *)&src : NULL,
+                          (struct sockaddr *)&dst, RDMA_RESOLVE_MS) != 0) {
+        /* Dialling again (its link down?), it says so once it gives up (rdma_resume.c). */
+        if (c->rs.down) {
+            DBG("NET", "rdma_resolve_addr(%s) failed: %s", c->peer, strerror(errno));
+            return -errno;
+        }
+        return rdma_bind_error("rdma_resolve_addr", src_ip != NULL ? src_ip : c->peer, errno);
+    }
+    c->state = RDMA_ST_ADDR;
+    return 0;
+}
+
 int rdma_setup_connect(const char *src_ip, const char *addr, const uint8_t job[AUTH_JOB_BYTES],
                        const uint8_t key[AUTH_KEY_BYTES], uint32_t my_node, rdma_conn_t **c_p)
 {
-    struct sockaddr_storage dst, src;
     rdma_conn_t *c;
     int rc;
 
     if (my_node == TP_NODE_UNKNOWN)
         return -EINVAL;
-    if (net_addr_parse(addr, &dst, NULL) != 0 ||
-        (src_ip != NULL && net_ip_parse(src_ip, 0, &src, NULL))) {
-        ERR("NET", "RDMA connect: \"%s\" (from \"%s\") is not a numeric ip:port (ip)", addr,
-            src_ip != NULL ? src_ip : "any");
-        return -EINVAL;
-    }
     if ((rc = rdma_hs_ready()) != 0)
         return rc;
     if ((c = conn_alloc()) == NULL)
         return -ENOMEM;
     c->active = 1;
     snprintf(c->peer, sizeof(c->peer), "%s", addr);
-    rc = rdma_id_open(src_ip != NULL ? src_ip : addr, c, &c->ch, &c->id);
-    if (rc != 0)
-        goto err_free;
-    rdma_hs_init_connect(&c->hs, job, key, my_node);
-    set_options(c);
-    if (rdma_resolve_addr(c->id, src_ip != NULL ? (struct sockaddr *)&src : NULL,
-                          (struct sockaddr *)&dst, RDMA_RESOLVE_MS) != 0) {
-        rc = rdma_bind_error("rdma_resolve_addr", src_ip != NULL ? src_ip : addr, errno);
-        goto err_free;
+    rdma_resume_init_connect(c, src_ip, job, key, my_node);
+    if ((rc = rdma_setup_dial(c)) != 0) {
+        rdma_conn_free(c);
+        return rc;
     }
-    c->state = RDMA_ST_ADDR;
     *c_p = c;
     return 0;
-
-err_free:
-    rdma_conn_free(c);
-    return rc;
 }
 
 static void on_addr(rdma_conn_t *c)
@@ -203,13 +216,19 @@ static void on_response(rdma_conn_t *c, const struct rdma_cm_event *ev)
         return;
     }
     c->connected = 1;
-    if ((rc = rdma_send_ctrl(c, RDMA_MSG_CONFIRM, mac, sizeof(mac))) != 0) {
+    if ((rc = rdma_send_ctrl(c, RDMA_MSG_CONFIRM, 0, mac, sizeof(mac))) != 0) {
         rdma_conn_fail(c, rc, LOG_ERROR, NULL);
         return;
     }
-    /* The key has served its purpose; it need not stay in this memory. */
+    /* The key has served its purpose; it need not stay in this memory (a resumable
+     * connection keeps its own copy to dial again, rdma_resume.c). */
     rdma_hs_clear(&c->hs);
     c->rx_last_ns = now_ns();
+    if (c->rs.down) {
+        if ((rc = rdma_resume_begin(c)) != 0)
+            rdma_conn_fail(c, rc, LOG_ERROR, NULL);
+        return;
+    }
     c->state = RDMA_ST_READY;
     DBG("NET", RDMA_CONN_FMT "ready", RDMA_CONN_ARGS(c));
 }
@@ -312,6 +331,16 @@ static void answer(rdma_conn_t *c, const struct rdma_cm_event *ev, tp_key_lookup
         rdma_conn_fail(c, -EACCES, LOG_ERROR, "node %u names an unknown job, refused", hello.node);
         return;
     }
+    if (rdma_resume_check(&hello) != 0) {
+        refuse(c, ENOENT);
+        rdma_conn_fail(c, -ENOENT, LOG_WARN,
+                       "node %u came back for a data connection this daemon does not hold (any "
+                       "more); refused",
+                       hello.node);
+        return;
+    }
+    DBG("NET", RDMA_CONN_FMT "%s from node %u", RDMA_CONN_ARGS(c),
+        hello.again ? "AGAIN (a suspended connection's new QP)" : "HELLO", hello.node);
     set_options(c);
     peer_slots(c, hello.depth, hello.slot);
     if ((rc = rdma_qp_create(c)) != 0 || (rc = rdma_qp_ready(c)) != 0) {

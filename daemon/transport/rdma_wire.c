@@ -9,7 +9,7 @@
 
 /* Offsets shared by the three connection records, then each one's own. */
 enum { PD_MAGIC = 0, PD_VERSION = 4, PD_KIND = 5, PD_DEPTH = 6, PD_SLOT = 8 };
-enum { HELLO_NODE = 12, HELLO_JOB = 16, HELLO_NONCE = 32 };
+enum { HELLO_NODE = 12, HELLO_JOB = 16, HELLO_NONCE = 32, HELLO_CONN = 48 };
 enum { ACCEPT_NONCE = 12, ACCEPT_MAC = 28 };
 enum { REFUSE_REASON = 8 };
 /* Offsets of the message header. */
@@ -51,24 +51,28 @@ static int pd_head_valid(const uint8_t *in, size_t len, size_t need, int kind)
 void rdma_hello_encode(const rdma_hello_t *h, uint8_t out[RDMA_HELLO_BYTES])
 {
     memset(out, 0, RDMA_HELLO_BYTES);
-    pd_head(out, RDMA_PD_HELLO, h->depth, h->slot);
+    pd_head(out, h->again ? RDMA_PD_AGAIN : RDMA_PD_HELLO, h->depth, h->slot);
     put_le(out + HELLO_NODE, h->node, 4);
     memcpy(out + HELLO_JOB, h->job, AUTH_JOB_BYTES);
     memcpy(out + HELLO_NONCE, h->nonce, AUTH_NONCE_BYTES);
+    put_le(out + HELLO_CONN, h->conn_id, 8);
 }
 
 int rdma_hello_decode(const void *in_, size_t len, rdma_hello_t *h)
 {
     const uint8_t *in = in_;
 
-    if (in == NULL || !pd_head_valid(in, len, RDMA_HELLO_BYTES, RDMA_PD_HELLO))
+    if (in == NULL || (!pd_head_valid(in, len, RDMA_HELLO_BYTES, RDMA_PD_HELLO) &&
+                       !pd_head_valid(in, len, RDMA_HELLO_BYTES, RDMA_PD_AGAIN)))
         return -EPROTO;
+    h->again = in[PD_KIND] == RDMA_PD_AGAIN;
+    h->conn_id = get_le(in + HELLO_CONN, 8);
     h->depth = (uint16_t)get_le(in + PD_DEPTH, 2);
     h->slot = (uint32_t)get_le(in + PD_SLOT, 4);
     h->node = (uint32_t)get_le(in + HELLO_NODE, 4);
     memcpy(h->job, in + HELLO_JOB, AUTH_JOB_BYTES);
     memcpy(h->nonce, in + HELLO_NONCE, AUTH_NONCE_BYTES);
-    return h->node == UINT32_MAX ? -EPROTO : 0;
+    return h->node == UINT32_MAX || h->conn_id == 0 ? -EPROTO : 0;
 }
 
 void rdma_accept_encode(const rdma_accept_pd_t *a, uint8_t out[RDMA_ACCEPT_BYTES])
@@ -129,7 +133,9 @@ static int hdr_fields_valid(const rdma_hdr_t *h)
         /* Only an empty message has an empty fragment, so every fragment makes progress. */
         return h->off <= h->len && h->frag_len <= h->len - h->off &&
                (h->frag_len > 0 || h->len == 0);
-    case RDMA_MSG_CREDIT: return h->frag_len == 0 && h->tag == 0 && h->len == 0 && h->off == 0;
+    case RDMA_MSG_CREDIT:
+    case RDMA_MSG_BYE: return h->frag_len == 0 && h->tag == 0 && h->len == 0 && h->off == 0;
+    case RDMA_MSG_RESUME: return h->frag_len == 0 && h->tag == 0 && h->off == 0;
     case RDMA_MSG_CONFIRM:
         return h->frag_len == AUTH_MAC_BYTES && h->tag == 0 && h->len == 0 && h->off == 0;
     default: return 0;

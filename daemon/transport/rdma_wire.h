@@ -1,10 +1,12 @@
 /*
  * The RDMA transport's wire format, little-endian like TCP's. Two kinds of records:
  *   - the rdma_cm private data of the connection setup: HELLO in the connect request (job,
- *     node, nonce, receive slots), ACCEPT in the reply (nonce, MAC, receive slots), REFUSE in
- *     a reject (reason);
+ *     node, nonce, receive slots, the connection's name), or AGAIN, a HELLO that takes the
+ *     place of a suspended connection (rdma_resume.c); ACCEPT in the reply (nonce, MAC,
+ *     receive slots); REFUSE in a reject (reason);
  *   - a header in front of every message on the queue pair: a fragment of a data message, a
- *     credit return, or CONFIRM, the connecting side's proof of the key.
+ *     credit return, CONFIRM (the connecting side's proof of the key), RESUME (how many
+ *     messages the sender has taken in full) or BYE (a close on purpose follows).
  * Decoders validate every field.
  */
 #ifndef HCCLD_TRANSPORT_RDMA_WIRE_H
@@ -15,10 +17,10 @@
 
 #include "auth.h"
 
-#define RDMA_WIRE_VERSION 1
+#define RDMA_WIRE_VERSION 2
 /* rdma_cm carries 56 bytes of private data in a connect request on RoCE, 196 in a reply and
  * 148 in a reject: each record fits the smallest place it goes. */
-#define RDMA_HELLO_BYTES 48
+#define RDMA_HELLO_BYTES 56
 #define RDMA_ACCEPT_BYTES 60
 #define RDMA_REFUSE_BYTES 12
 #define RDMA_HDR_BYTES 32
@@ -29,12 +31,14 @@
 #define RDMA_SLOT_MIN 4096u
 #define RDMA_SLOT_MAX (4u << 20)
 
-enum rdma_pd_kind { RDMA_PD_HELLO = 1, RDMA_PD_ACCEPT = 2, RDMA_PD_REFUSE = 3 };
+enum rdma_pd_kind { RDMA_PD_HELLO = 1, RDMA_PD_ACCEPT = 2, RDMA_PD_REFUSE = 3, RDMA_PD_AGAIN = 4 };
 
 enum rdma_msg_type {
     RDMA_MSG_DATA = 1,    /* a fragment of a message: tag, whole length, offset, payload */
     RDMA_MSG_CREDIT = 2,  /* only the credits field: receive slots posted again */
     RDMA_MSG_CONFIRM = 3, /* HMAC(key, "tp-connect" | nonce_a | nonce_c) */
+    RDMA_MSG_RESUME = 4,  /* len: data messages the sender has taken in full */
+    RDMA_MSG_BYE = 5,     /* no fields: the sender closes the connection on purpose */
 };
 
 /* The connecting side's request (connect private data). */
@@ -44,6 +48,8 @@ typedef struct rdma_hello {
     uint32_t node;
     uint8_t job[AUTH_JOB_BYTES];
     uint8_t nonce[AUTH_NONCE_BYTES];
+    uint64_t conn_id; /* the connection's name (the connecting side's choice, not 0) */
+    int again;        /* AGAIN: it takes the place of the connection of that name */
 } rdma_hello_t;
 
 /* The accepting side's reply (accept private data). */

@@ -40,7 +40,8 @@ static void hello(const uint8_t *in, size_t n)
     if (rdma_hello_decode(out, sizeof(out), &again) != 0 || again.depth != h.depth ||
         again.slot != h.slot || again.node != h.node ||
         memcmp(again.job, h.job, AUTH_JOB_BYTES) != 0 ||
-        memcmp(again.nonce, h.nonce, AUTH_NONCE_BYTES) != 0)
+        memcmp(again.nonce, h.nonce, AUTH_NONCE_BYTES) != 0 || again.conn_id != h.conn_id ||
+        again.again != h.again)
         abort();
 }
 

@@ -344,18 +344,23 @@ static void rdma_wire_seed(const char *name, uint8_t kind, const void *rec, size
 
 static void rdma_wire_seeds(void)
 {
-    rdma_hello_t hello = {.depth = 16, .slot = 64u << 10, .node = 3};
+    rdma_hello_t hello = {.depth = 16, .slot = 64u << 10, .node = 3, .conn_id = 0x5eed};
     rdma_accept_pd_t acc = {.depth = 16, .slot = 64u << 10};
     rdma_hdr_t data = {
         .type = RDMA_MSG_DATA, .credits = 2, .frag_len = 8, .tag = 0x1234, .len = 24, .off = 16};
     rdma_hdr_t credit = {.type = RDMA_MSG_CREDIT, .credits = 4};
     rdma_hdr_t confirm = {.type = RDMA_MSG_CONFIRM, .frag_len = AUTH_MAC_BYTES};
+    rdma_hdr_t resume = {.type = RDMA_MSG_RESUME, .credits = 1, .len = 42};
+    rdma_hdr_t bye = {.type = RDMA_MSG_BYE};
     uint8_t buf[RDMA_HDR_BYTES + AUTH_MAC_BYTES];
 
     memcpy(hello.job, fuzz_job, AUTH_JOB_BYTES);
     memset(hello.nonce, 0x5a, AUTH_NONCE_BYTES);
     rdma_hello_encode(&hello, buf);
     rdma_wire_seed("hello", 0, buf, RDMA_HELLO_BYTES);
+    hello.again = 1;
+    rdma_hello_encode(&hello, buf);
+    rdma_wire_seed("again", 0, buf, RDMA_HELLO_BYTES);
     memset(acc.nonce, 0xa5, AUTH_NONCE_BYTES);
     memset(acc.mac, 0x3c, AUTH_MAC_BYTES);
     rdma_accept_encode(&acc, buf);
@@ -370,6 +375,10 @@ static void rdma_wire_seeds(void)
     rdma_hdr_encode(&confirm, buf);
     memset(buf + RDMA_HDR_BYTES, 0x11, AUTH_MAC_BYTES);
     rdma_wire_seed("confirm", 3, buf, RDMA_HDR_BYTES + AUTH_MAC_BYTES);
+    rdma_hdr_encode(&resume, buf);
+    rdma_wire_seed("resume", 3, buf, RDMA_HDR_BYTES);
+    rdma_hdr_encode(&bye, buf);
+    rdma_wire_seed("bye", 3, buf, RDMA_HDR_BYTES);
 }
 
 int main(int argc, char **argv)

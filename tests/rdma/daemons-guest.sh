@@ -206,6 +206,18 @@ ports_active() {
     return 1
 }
 
+# Waits until the job just started streams over RDMA (5000 packets more): 0, or 1 after 180 s
+# (a guest slowed down by a busy host once took over 60 s to get going).
+streams() {
+    local p0
+    p0=$(pkts)
+    for _ in $(seq 1800); do
+        [ $(($(pkts) - p0)) -gt 5000 ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
 # QPs that fail under a running collective, while a long allreduce streams over RDMA: BREAK
 # runs, and rank 0 (on daemon 0) must see its op fail within BOUND_S, never hang: with
 # HCCL_E_REMOTE (21, HCCL's "error CQE": the peer went away or stopped answering) or
@@ -214,21 +226,14 @@ ports_active() {
 # same daemon 0 must then pass.
 #   fault NAME BOUND_S BREAK MEND AFTER [VAR=VALUE...] (the variables go to both daemons)
 fault() {
-    local name=$1 bound=$2 break=$3 mend=$4 after=$5 t0 p0 jpid took="" rc=0 lines lines1
+    local name=$1 bound=$2 break=$3 mend=$4 after=$5 t0 jpid took="" rc=0 lines lines1
     shift 5
     start_daemons rdma "$@"
     "$BUILD/bin/hccl-run" -n 2 --daemons "$socks" -- \
         "$BUILD/bin/hccl_perf_test" -t allreduce -d float -c 0 -b 8M -e 8M -w 1 -n 1000000 \
         >"$work/$name.txt" 2>&1 &
     jpid=$!
-    p0=$(pkts)
-    # Up to 180 s: a guest slowed down by a busy host once took over 60 s to get going; the
-    # wait ends as soon as the job streams.
-    for _ in $(seq 1800); do
-        [ $(($(pkts) - p0)) -gt 5000 ] && break
-        sleep 0.1
-    done
-    if [ $(($(pkts) - p0)) -le 5000 ]; then
+    if ! streams; then
         echo "daemons-guest.sh: $name FAILED: the job never streamed over RDMA"
         rc=1
     fi
@@ -291,12 +296,65 @@ fault qp-killed 20 'kill -KILL "${pids[1]}"' 'wait "${pids[1]}"; start_daemon 1 
 # whose own link is down, may retry its sends for ever without a timeout or fail them at once
 # (a local QP operation error): the daemon's stall check (no send completion for twice the
 # retry budget and a heartbeat: 1.5 s) ends the former. The daemons' TCP control connections
-# (local addresses) stay up. No job after it: in this guest,
-# once QPs failed across a flap of veth1, no new rdma_cm connection from rxe1 to rxe0
-# completes, not even rping's.
+# (local addresses) stay up. A new job then connects across the same devices: the failed QPs'
+# ids waited for their port before they went (a disconnect sent on a port that is down makes
+# soft-RoCE drop every later connection request).
 fault qp-link-down 20 'ip link set veth1 down' \
-    'ip link set veth1 up; ports_active || echo "daemons-guest.sh: rxe ports not ACTIVE again"' 0 \
+    'ip link set veth1 up; ports_active || echo "daemons-guest.sh: rxe ports not ACTIVE again"' 1 \
     HCCL_RDMA_TIMEOUT=14 HCCL_RDMA_RETRY_CNT=3
+
+# The same faults under a job with op retry (HCCL_OP_RETRY_ENABLE=L1:1): a run of checked
+# allreduces (64 sizes, 32 KiB to 2 MiB, in and out of place, each result compared element by
+# element with a reference) streams over RDMA while BREAK runs; MEND runs once daemon 1 logged
+# the QP's failure. The job must end with every check passed, and daemon 1 must log that its data
+# connection came back.
+#   survive NAME BREAK MEND
+survive() {
+    local name=$1 break=$2 mend=$3 jpid t0 rc=0 lines1
+    start_daemons rdma HCCL_RDMA_TIMEOUT=14 HCCL_RDMA_RETRY_CNT=3
+    HCCL_OP_RETRY_ENABLE=L1:1 HCCL_OP_RETRY_PARAMS="MaxCnt:3, HoldTime:20000, IntervalTime:1000" \
+        "$BUILD/bin/hccl-run" -n 2 --daemons "$socks" -- "$BUILD/bin/hccl_perf_test" \
+        -t allreduce -d float -c 1 -b 32K -e 2M -i 32K -w 0 -n 1 >"$work/$name.txt" 2>&1 &
+    jpid=$!
+    streams || echo "daemons-guest.sh: $name: the job does not stream over RDMA yet"
+    lines1=$(($(wc -l <"$work/d1.log") + 1))
+    t0=$(now)
+    eval "$break"
+    for _ in $(seq 200); do
+        tail -n +"$lines1" "$work/d1.log" | grep -q "RDMA data connection .* failed" && break
+        sleep 0.1
+    done
+    eval "$mend"
+    for _ in $(seq 3000); do kill -0 "$jpid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$jpid" 2>/dev/null; then
+        echo "daemons-guest.sh: $name FAILED: the job still runs 300 s after the fault"
+        kill "$jpid" 2>/dev/null
+        pkill -P "$jpid" 2>/dev/null
+    fi
+    wait "$jpid" || rc=$?
+    if [ "$rc" -ne 0 ] || ! grep -q "Out of bounds values : 0 OK" "$work/$name.txt"; then
+        echo "daemons-guest.sh: $name FAILED (exit $rc):"
+        tail -15 "$work/$name.txt"
+        tail -n +"$lines1" "$work/d1.log" | grep -E "WARN|ERROR" | head -10
+        failed=$((failed + 1))
+    elif ! tail -n +"$lines1" "$work/d1.log" | grep -q "RDMA data connection .* is back"; then
+        echo "daemons-guest.sh: $name FAILED: no data connection failed and came back" \
+            "(the job ended $(since "$t0") s after the fault):"
+        tail -5 "$work/$name.txt"
+        for i in 0 1; do
+            echo "daemons-guest.sh: daemon $i's log since:"
+            tail -n +"$lines1" "$work/d$i.log" | grep -E "WARN|ERROR" | head -20
+        done
+        failed=$((failed + 1))
+    else
+        echo "daemons-guest.sh: $name ok: every check passed; the job ended $(since "$t0") s" \
+            "after the fault; daemon 1 logged: $(tail -n +"$lines1" "$work/d1.log" |
+                grep -m1 -o "RDMA data connection .* is back.*")"
+    fi
+}
+# shellcheck disable=SC2016 # survive evaluates them
+survive retry-qp-link-down 'ip link set veth1 down' \
+    'sleep 1; ip link set veth1 up; ports_active || echo "daemons-guest.sh: rxe ports not ACTIVE again"'
 
 echo "daemons-guest.sh: $failed failed"
 [ "$failed" -eq 0 ]

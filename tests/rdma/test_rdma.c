@@ -77,7 +77,7 @@ static tp_fixture_t rdma_fixture = {.name = "rdma",
                                     .mid_ms = 100,
                                     .traffic = rxe_traffic};
 
-static void use_rdma(void)
+void use_rdma(void)
 {
     fx = &rdma_fixture;
 }
@@ -177,7 +177,7 @@ START_TEST(test_set_dscp)
 END_TEST
 
 /* Runs a shell command (in the guest only: it changes the network). */
-static int sh(const char *cmd)
+int sh(const char *cmd)
 {
     int rc = system(cmd);
 
@@ -185,7 +185,7 @@ static int sh(const char *cmd)
 }
 
 /* Waits until both rxe ports are ACTIVE again. */
-static int ports_active(long long ms)
+int ports_active(long long ms)
 {
     long long end = now_ms() + ms;
 
@@ -209,7 +209,7 @@ static int ports_active(long long ms)
 }
 
 /* Tests that change the network run in the guest only; elsewhere they say so and pass. */
-static int in_guest(const char *test)
+int in_guest(const char *test)
 {
     const char *vm = getenv("HCCLD_VM");
 
@@ -220,7 +220,7 @@ static int in_guest(const char *test)
 }
 
 /* HCCL_RDMA_TIMEOUT and HCCL_RDMA_RETRY_CNT short, so that a lost peer shows within a second. */
-static void short_retries(void)
+void short_retries(void)
 {
     setenv("HCCL_RDMA_TIMEOUT", "14", 1); /* 4.096 us << 14: 67 ms */
     setenv("HCCL_RDMA_RETRY_CNT", "3", 1);
@@ -423,6 +423,11 @@ Suite *rdma_suite(void)
     tcase_add_test(tc, test_silent_peer);
     tcase_add_test(tc, test_starved_silent_peer);
     tcase_add_test(tc, test_send_after_idle);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("resume");
+    tcase_set_timeout(tc, 180);
+    tcase_add_checked_fixture(tc, use_rdma, NULL);
+    rdma_resume_add(tc);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,125 @@
+/*
+ * Resumable RDMA connections (daemon/transport/rdma_resume.c) between the two soft-RoCE
+ * devices: the cases every resumable transport passes (tests/transport/resume.c) with a QP
+ * moved to error under the transport (one side, then the other), and again with rxe0's link
+ * taken down until a side sees its QP fail, then brought back up. The connecting side dials
+ * again with AGAIN; the accepting side's new QP goes to the suspended connection.
+ */
+#include <infiniband/verbs.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "../transport/resume.h"
+#include "rdma_tests.h"
+#include "transport/rdma_conn.h"
+
+/* Moves one side's QP to the error state, as a device does on a fatal error: everything
+ * posted on it flushes. Alternates between the sides. */
+static void qp_error(pair_t *p)
+{
+    static unsigned n;
+    struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
+    rdma_conn_t *c = rdma_conn_of(n++ % 2 == 0 ? p->c : p->a);
+
+    ck_assert_ptr_nonnull(c->qp);
+    ck_assert_int_eq(ibv_modify_qp(c->qp, &a, IBV_QP_STATE), 0);
+}
+
+/* rxe0's link down until a side has seen its QP fail and half a second more (its dials fail
+ * meanwhile), then up again. */
+static void link_flap(pair_t *p)
+{
+    long long end = now_ms() + 10000;
+
+    ck_assert_int_eq(sh("ip link set veth0 down"), 0);
+    while (now_ms() < end && !resume_suspended(p->c) && !resume_suspended(p->a))
+        resume_drive(p, NULL, 0, NULL, 0), usleep(1000);
+    for (long long more = now_ms() + 500; now_ms() < more;)
+        resume_drive(p, NULL, 0, NULL, 0), usleep(1000);
+    int was = resume_suspended(p->c) || resume_suspended(p->a);
+    ck_assert_int_eq(sh("ip link set veth0 up"), 0);
+    ck_assert_int_eq(ports_active(30000), 0);
+    for (long long more = now_ms() + 3000; now_ms() < more;)
+        resume_drive(p, NULL, 0, NULL, 0), usleep(1000);
+    ck_assert_msg(was, "no side saw the link fail within 10 s");
+}
+
+static void ready(pair_t *p)
+{
+    use_rdma();
+    pair_ready(p);
+}
+
+START_TEST(test_resume_qp_error_twice)
+{
+    pair_t p;
+
+    ready(&p);
+    resume_twice(&p, qp_error);
+    pair_close(&p);
+}
+END_TEST
+
+START_TEST(test_resume_qp_error_mid_send)
+{
+    pair_t p;
+
+    ready(&p);
+    resume_mid_send(&p, qp_error, 8u << 20);
+    pair_close(&p);
+}
+END_TEST
+
+START_TEST(test_resume_qp_error_without_retry)
+{
+    pair_t p;
+
+    ready(&p);
+    resume_without_retry(&p, qp_error);
+    pair_close(&p);
+}
+END_TEST
+
+START_TEST(test_resume_hold_time_ends_it)
+{
+    pair_t p;
+
+    ready(&p);
+    resume_hold_ends(&p, qp_error);
+    pair_close(&p);
+}
+END_TEST
+
+START_TEST(test_resume_close_says_bye)
+{
+    pair_t p;
+
+    ready(&p);
+    resume_close_says_bye(&p);
+    pair_close(&p);
+}
+END_TEST
+
+/* Guest only: the link itself goes down twice while messages cross. */
+START_TEST(test_resume_link_flap_twice)
+{
+    pair_t p;
+
+    if (!in_guest("test_resume_link_flap_twice"))
+        return;
+    short_retries();
+    ready(&p);
+    resume_twice(&p, link_flap);
+    pair_close(&p);
+}
+END_TEST
+
+void rdma_resume_add(TCase *tc)
+{
+    tcase_add_test(tc, test_resume_qp_error_twice);
+    tcase_add_test(tc, test_resume_qp_error_mid_send);
+    tcase_add_test(tc, test_resume_qp_error_without_retry);
+    tcase_add_test(tc, test_resume_hold_time_ends_it);
+    tcase_add_test(tc, test_resume_close_says_bye);
+    tcase_add_test(tc, test_resume_link_flap_twice);
+}
