@@ -306,6 +306,12 @@ static void closed(link_mon_t *m, const link_view_t *v)
             tell_peer(m, v->peer, 1);
         }
     }
+    /* Suspended or back since the last sample, and closed before the next. */
+    if (l != NULL && v != &l->v) {
+        link_info_t was = l->v.info;
+        l->v = *v;
+        retry_told(m, l, &was);
+    }
     if (l != NULL)
         *l = m->links[--m->nlinks];
 }
@@ -331,6 +337,8 @@ static void on_view(void *ctx, const link_view_t *v)
         l->peer = p != NULL ? (uint32_t)(p - m->peers) : UINT32_MAX;
         rtt_base_update(l);
         tell_peer(m, v->peer, 0); /* back, if it was lost */
+        /* Suspended (or back) before its first sample: said as for any other. */
+        retry_told(m, l, &(link_info_t){0});
     } else if (!m->failed_only) {
         update(m, l, v, now);
     }

@@ -37,13 +37,20 @@ void rdma_link_info(tp_conn_t *base, tp_link_info_t *li)
     struct ibv_qp_attr attr;
     struct ibv_qp_init_attr init;
 
+    tp_retry_stats_t rs;
+
     li->nlinks++;
     if (c->state == RDMA_ST_FAILED)
         li->failed = 1;
+    rdma_resume_stats(c, &rs);
+    li->suspended += rs.suspended != 0;
+    li->resumes += rs.resumes;
+    li->suspended_ns += rs.suspended_ns;
     li->tx_bytes += c->tx_bytes;
     li->rx_bytes += c->rx_bytes;
-    if (c->qp == NULL || ibv_query_qp(c->qp, &attr, IBV_QP_STATE, &init) != 0 ||
-        attr.qp_state != IBV_QPS_RTS)
+    /* A suspended connection has no QP, or a new one not ready yet: it says so itself. */
+    if (!rs.suspended && (c->qp == NULL || ibv_query_qp(c->qp, &attr, IBV_QP_STATE, &init) != 0 ||
+                          attr.qp_state != IBV_QPS_RTS))
         li->qp_state_bad = 1;
     if (c->id == NULL || c->id->verbs == NULL)
         return;

@@ -131,6 +131,45 @@ def holds_comm(sock, root, r, q, go):
     os._exit(0)  # its peer may be gone: no HcclCommDestroy
 
 
+def reset_between(pid_a, pid_b):
+    """Resets (ss -K) every TCP connection between the daemons of pids pid_a and pid_b on
+    127.0.0.1, both ends, and says how many ends went."""
+    out = subprocess.run(["ss", "-H", "-t", "-n", "-p", "state", "established"], check=True,
+                         capture_output=True, text=True, timeout=10).stdout
+    ends = {}
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) >= 5 and f[2].startswith("127.0.0.1:") and f[3].startswith("127.0.0.1:"):
+            ends[f[2]] = (f[3], line)
+    ports = [local.rsplit(":", 1)[1] for local, (peer, line) in ends.items()
+             if f"pid={pid_a}," in line and peer in ends and f"pid={pid_b}," in ends[peer][1]]
+    if not ports:
+        return 0
+    done = subprocess.run(["ss", "-K", "-H", "-t", "-n", "src", "127.0.0.1", "and", "dst",
+                           "127.0.0.1", "and", "( " + " or ".join(
+                               f"sport = :{p} or dport = :{p}" for p in ports) + " )"],
+                          check=True, capture_output=True, text=True, timeout=10)
+    return len(done.stdout.splitlines())
+
+
+def holds_retried_comm(sock, root, r, q, go):
+    """Forms a comm of 2 with op retry on (rank r on sock), runs one allreduce through the
+    daemons and says so; once go is set, runs another and says what it got."""
+    os.environ["HCCLD_SOCKET"] = sock
+    os.environ["HCCL_OP_RETRY_ENABLE"] = "L1:1"
+    comm = hccl.Comm(2, root, r)
+    x = np.arange(1 << 16, dtype=np.float32) * (r + 1)
+    comm.all_reduce(x)
+    q.put(("ready", r))
+    go.wait(2 * WAIT_S)
+    try:
+        y = comm.all_reduce(x)
+        q.put(("result", r, bool(np.array_equal(y, np.arange(1 << 16, dtype=np.float32) * 3))))
+    except hccl.HcclError as e:
+        q.put(("result", r, int(e.result)))
+    comm.destroy()
+
+
 class TestWatch(unittest.TestCase):
     def setUp(self):
         self.daemon = Daemon()
@@ -279,6 +318,21 @@ class TestSlowWatcher(unittest.TestCase):
 
 
 class TestWatchPeers(unittest.TestCase):
+    def ranks_ready(self, target, socks):
+        """Starts rank r of a comm on socks[r] in a process running target(sock, root, r, q,
+        go), and waits until each says it is ready: (q, go, the processes)."""
+        q = ranks._ctx.Queue()  # pylint: disable=protected-access
+        go = ranks._ctx.Event()  # pylint: disable=protected-access
+        root = hccl.get_root_info()
+        procs = [ranks._ctx.Process(target=target,  # pylint: disable=protected-access
+                                    args=(sock, root, r, q, go))
+                 for r, sock in enumerate(socks)]
+        for p in procs:
+            p.start()
+        self.assertEqual(sorted(q.get(timeout=WAIT_S) for _ in procs),
+                         [("ready", r) for r in range(len(socks))])
+        return q, go, procs
+
     def test_peer_lost_and_back(self):
         """A comm across daemons a and b forms (comm_formed) and ends: no peer event (its control
         connection closes once the membership is out, which is no loss). Then b is killed while
@@ -305,16 +359,7 @@ class TestWatchPeers(unittest.TestCase):
             self.assertEqual(run_ranks(2, fn, socks=[a.sock, b.sock]), [2.0, 2.0])
             formed = watch.kind("comm_formed")
             self.assertIn("2 ranks (1 here) on 2 daemons", formed["text"])
-            q = ranks._ctx.Queue()  # pylint: disable=protected-access
-            go = ranks._ctx.Event()  # pylint: disable=protected-access
-            root = hccl.get_root_info()
-            procs = [ranks._ctx.Process(target=holds_comm,  # pylint: disable=protected-access
-                                        args=(sock, root, r, q, go))
-                     for r, sock in enumerate([a.sock, b.sock])]
-            for p in procs:
-                p.start()
-            self.assertEqual(sorted(q.get(timeout=WAIT_S) for _ in procs),
-                             [("ready", 0), ("ready", 1)])
+            q, go, procs = self.ranks_ready(holds_comm, [a.sock, b.sock])
             b.proc.kill()
             b.proc.wait(10)
             t0 = time.time()
@@ -331,6 +376,48 @@ class TestWatchPeers(unittest.TestCase):
             self.assertEqual(run_ranks(2, fn, socks=[a.sock, b.sock]), [2.0, 2.0])
             back = watch.kind("peer_back", peer=f"127.0.0.1:{port}")
             self.assertGreaterEqual(back["time_ms"] / 1e3, t0 - 0.05)
+        finally:
+            for p in procs:
+                if p.is_alive():
+                    p.kill()
+            watch.stop()
+            b.stop()
+            a.stop()
+
+    def test_link_suspended_and_resumed(self):
+        """Op retry: the data connection between daemons a and b is reset (ss -K) while b is
+        stopped (SIGSTOP), so it stays suspended until b runs again 1.5 s later. a's stream says
+        link_suspended (its link monitor samples every 0.2 s), then link_resumed naming the
+        comm, and the allreduce the ranks posted meanwhile completes with the right result."""
+        os.environ["HCCLD_LINK_CHECK_MS"] = "200"
+        try:
+            a = Daemon()
+            b = Daemon()
+        finally:
+            del os.environ["HCCLD_LINK_CHECK_MS"]
+        watch = Watch(a.admin)
+        procs = []
+        try:
+            watch.kind("watching")
+            os.environ["HCCLD_SOCKET"] = a.sock
+            q, go, procs = self.ranks_ready(holds_retried_comm, [a.sock, b.sock])
+            comm = watch.kind("comm_formed")["comm"]
+            b.proc.send_signal(signal.SIGSTOP)
+            try:
+                self.assertGreater(reset_between(a.proc.pid, b.proc.pid), 0)
+                go.set()
+                suspended = watch.kind("link_suspended")
+                self.assertIn(f"comm {comm}", suspended["text"])
+                time.sleep(1.5)
+            finally:
+                b.proc.send_signal(signal.SIGCONT)
+            resumed = watch.kind("link_resumed")
+            self.assertIn(f"comm {comm}", resumed["text"])
+            self.assertEqual(sorted(q.get(timeout=WAIT_S) for _ in procs),
+                             [("result", 0, True), ("result", 1, True)])
+            for p in procs:
+                p.join(WAIT_S)
+                self.assertEqual(p.exitcode, 0)
         finally:
             for p in procs:
                 if p.is_alive():
