@@ -183,6 +183,16 @@ static void rtp_retry_stats(tp_conn_t *c, tp_retry_stats_t *st)
     rdma_resume_stats(rdma_conn_of(c), st);
 }
 
+static tp_msg_t *rtp_kept_take(tp_conn_t *c, uint64_t mask, uint64_t value)
+{
+    return tp_kept_take_all(&rdma_conn_of(c)->kept, mask, value);
+}
+
+static void rtp_kept_put(tp_conn_t *c, tp_msg_t *list)
+{
+    tp_kept_put(&rdma_conn_of(c)->kept, list);
+}
+
 static void rtp_close(tp_conn_t *c)
 {
     if (c != NULL)
@@ -211,6 +221,8 @@ const transport_ops_t tp_rdma = {
     .forget = rtp_forget,
     .set_retry = rtp_set_retry,
     .retry_stats = rtp_retry_stats,
+    .kept_take = rtp_kept_take,
+    .kept_put = rtp_kept_put,
     .close = rtp_close,
     .listen_close = rdma_tp_listen_close,
 };

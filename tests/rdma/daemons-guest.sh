@@ -304,24 +304,32 @@ fault qp-link-down 20 'ip link set veth1 down' \
     HCCL_RDMA_TIMEOUT=14 HCCL_RDMA_RETRY_CNT=3
 
 # The same faults under a job with op retry (HCCL_OP_RETRY_ENABLE=L1:1): a run of checked
-# allreduces (64 sizes, 32 KiB to 2 MiB, in and out of place, each result compared element by
-# element with a reference) streams over RDMA while BREAK runs; MEND runs once daemon 1 logged
-# the QP's failure. The job must end with every check passed, and daemon 1 must log that its data
-# connection came back.
-#   survive NAME BREAK MEND
+# allreduces (32 sizes, 32 KiB to 1 MiB, in and out of place, each result compared element by
+# element with a reference) streams over RDMA while BREAK runs; MEND runs once a daemon logged
+# the fault (the pattern SEEN), or after 20 s. The job must end with every check passed, and a
+# daemon must have logged the pattern BACK: the fault was ridden out, not missed.
+#   survive NAME BREAK SEEN MEND BACK
 survive() {
-    local name=$1 break=$2 mend=$3 jpid t0 rc=0 lines1
+    local name=$1 break=$2 seen=$3 mend=$4 back=$5 jpid t0 rc=0 l0 l1
     start_daemons rdma HCCL_RDMA_TIMEOUT=14 HCCL_RDMA_RETRY_CNT=3
     HCCL_OP_RETRY_ENABLE=L1:1 HCCL_OP_RETRY_PARAMS="MaxCnt:3, HoldTime:20000, IntervalTime:1000" \
         "$BUILD/bin/hccl-run" -n 2 --daemons "$socks" -- "$BUILD/bin/hccl_perf_test" \
-        -t allreduce -d float -c 1 -b 32K -e 2M -i 32K -w 0 -n 1 >"$work/$name.txt" 2>&1 &
+        -t allreduce -d float -c 1 -b 32K -e 1M -i 32K -w 0 -n 1 >"$work/$name.txt" 2>&1 &
     jpid=$!
     streams || echo "daemons-guest.sh: $name: the job does not stream over RDMA yet"
-    lines1=$(($(wc -l <"$work/d1.log") + 1))
+    l0=$(($(wc -l <"$work/d0.log") + 1))
+    l1=$(($(wc -l <"$work/d1.log") + 1))
+    # Into a file: grep -q on a pipe would end its writer early, which pipefail counts.
+    since_fault() {
+        tail -n +"$l0" "$work/d0.log" >"$work/$name.since"
+        tail -n +"$l1" "$work/d1.log" >>"$work/$name.since"
+        cat "$work/$name.since"
+    }
+    logged() { since_fault >/dev/null && grep -Eq "$1" "$work/$name.since"; }
     t0=$(now)
     eval "$break"
     for _ in $(seq 200); do
-        tail -n +"$lines1" "$work/d1.log" | grep -q "RDMA data connection .* failed" && break
+        logged "$seen" && break
         sleep 0.1
     done
     eval "$mend"
@@ -332,29 +340,29 @@ survive() {
         pkill -P "$jpid" 2>/dev/null
     fi
     wait "$jpid" || rc=$?
-    if [ "$rc" -ne 0 ] || ! grep -q "Out of bounds values : 0 OK" "$work/$name.txt"; then
-        echo "daemons-guest.sh: $name FAILED (exit $rc):"
-        tail -15 "$work/$name.txt"
-        tail -n +"$lines1" "$work/d1.log" | grep -E "WARN|ERROR" | head -10
-        failed=$((failed + 1))
-    elif ! tail -n +"$lines1" "$work/d1.log" | grep -q "RDMA data connection .* is back"; then
-        echo "daemons-guest.sh: $name FAILED: no data connection failed and came back" \
-            "(the job ended $(since "$t0") s after the fault):"
+    if [ "$rc" -ne 0 ] || ! grep -q "Out of bounds values : 0 OK" "$work/$name.txt" ||
+        ! logged "$back"; then
+        echo "daemons-guest.sh: $name FAILED (exit $rc; the job ended $(since "$t0") s after" \
+            "the fault; a daemon logged /$back/: $(since_fault | grep -Ec "$back") times):"
         tail -5 "$work/$name.txt"
-        for i in 0 1; do
-            echo "daemons-guest.sh: daemon $i's log since:"
-            tail -n +"$lines1" "$work/d$i.log" | grep -E "WARN|ERROR" | head -20
-        done
+        since_fault | grep -E "WARN|ERROR" | head -20
         failed=$((failed + 1))
     else
         echo "daemons-guest.sh: $name ok: every check passed; the job ended $(since "$t0") s" \
-            "after the fault; daemon 1 logged: $(tail -n +"$lines1" "$work/d1.log" |
-                grep -m1 -o "RDMA data connection .* is back.*")"
+            "after the fault; logged: $(since_fault | grep -Eo -m1 "$back.*")"
     fi
 }
+mend_link='sleep 1; ip link set veth1 up; ports_active || echo "daemons-guest.sh: rxe ports not ACTIVE again"'
 # shellcheck disable=SC2016 # survive evaluates them
-survive retry-qp-link-down 'ip link set veth1 down' \
-    'sleep 1; ip link set veth1 up; ports_active || echo "daemons-guest.sh: rxe ports not ACTIVE again"'
+restart1='wait "${pids[1]}"; start_daemon 1 rdma HCCL_RDMA_TIMEOUT=14 HCCL_RDMA_RETRY_CNT=3'
+survive retry-qp-link-down 'ip link set veth1 down' "RDMA data connection .* failed" \
+    "$mend_link" "RDMA data connection .* is back"
+# shellcheck disable=SC2016
+survive retry-daemon-term 'kill -TERM "${pids[1]}"' "stops; its ops hold" "$restart1" \
+    "registered again after the daemon restart"
+# shellcheck disable=SC2016
+survive retry-daemon-kill 'kill -KILL "${pids[1]}"' "RDMA data connection .* failed" "$restart1" \
+    "registered again after the daemon restart"
 
 echo "daemons-guest.sh: $failed failed"
 [ "$failed" -eq 0 ]
