@@ -7,12 +7,12 @@
  * received here. A send written in full completes for its rank at once, and the old daemon
  * of the receiver may have read it without any receive to take it yet: that message dies with
  * that daemon. So the sender keeps a copy of each send to the other node, the newest
- * SPAN_P2P_KEEP_BYTES of them per comm. After every respan the two nodes tell each other how
- * many messages of each pair towards them they hold (received, or read and not taken yet); a
- * daemon back from a crash knows it from its ranks (CommRejoinReq.recv_next). Each then sends
- * again, from its copies, what the other lacks, before any other send to it; and a send its
- * rank posts again that the other already holds completes at once. A message the other lacks
- * and no copy holds any more fails the comm, naming the pair.
+ * SPAN_P2P_KEEP_BYTES (and SPAN_P2P_KEEP_COPIES) of them per comm, in a ring. After every respan
+ * the two nodes tell each other how many messages of each pair towards them they hold (received, or
+ * read and not taken yet); a daemon back from a crash knows it from its ranks
+ * (CommRejoinReq.recv_next). Each then sends again, from its copies, what the other lacks, before
+ * any other send to it; and a send its rank posts again that the other already holds completes at
+ * once. A message the other lacks and no copy holds any more fails the comm, naming the pair.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -24,25 +24,35 @@
 #include "span/tag.h"
 #include "transport/tp_kept.h"
 
-/* Copies of sends kept per comm. */
+/* Copies of sends kept per comm, in a ring made at the first copy (nothing is allocated per
+ * send): at most this many bytes and this many copies. */
 #define SPAN_P2P_KEEP_BYTES (32ull << 20)
+#define SPAN_P2P_KEEP_COPIES 4096u
 
 struct kept_send {
-    struct kept_send *next;
     uint32_t local, peer; /* sender (local member), receiver (global rank) */
     uint64_t seq, len;
-    tp_req_t *req; /* sent again, in flight */
-    uint8_t data[];
+    uint64_t off;   /* its bytes: ring + off */
+    uint64_t waste; /* the ring's end it skipped to start at 0, freed with it */
+    tp_req_t *req;  /* sent again, in flight */
 };
 
 struct span_plog {
-    uint32_t n;                     /* global ranks */
-    uint64_t *tx, *rx;              /* [nlocal * n]: per pair the next seq sent / received here */
-    uint64_t *has;                  /* [nlocal * n]: held here from rank g at the last respan */
-    uint64_t *peer_has;             /* [nlocal * n]: what the other node holds from us, or NULL */
-    struct kept_send *head, **tail; /* oldest first */
-    uint64_t bytes;
+    uint32_t n;             /* global ranks */
+    uint64_t *tx, *rx;      /* [nlocal * n]: per pair the next seq sent / received here */
+    uint64_t *has;          /* [nlocal * n]: held here from rank g at the last respan */
+    uint64_t *peer_has;     /* [nlocal * n]: what the other node holds from us, or NULL */
+    uint8_t *ring;          /* SPAN_P2P_KEEP_BYTES of copies, in the order they came */
+    struct kept_send *recs; /* SPAN_P2P_KEEP_COPIES records, count of them from first */
+    uint32_t first, count;
+    uint64_t tail, used; /* where the next copy goes; bytes held (skipped ends included) */
 };
+
+/* The i-th copy kept, oldest first. */
+static struct kept_send *rec(const span_plog_t *p, uint32_t i)
+{
+    return &p->recs[(p->first + i) % SPAN_P2P_KEEP_COPIES];
+}
 
 static size_t at(const span_plog_t *p, uint32_t l, uint32_t g)
 {
@@ -56,11 +66,8 @@ void span_plog_free(span_comm_t *sc)
     if (p == NULL)
         return;
     span_plog_drop_again(sc);
-    while (p->head != NULL) {
-        struct kept_send *k = p->head;
-        p->head = k->next;
-        free(k);
-    }
+    free(p->ring);
+    free(p->recs);
     free(p->tx);
     free(p->rx);
     free(p->has);
@@ -79,7 +86,6 @@ int span_plog_init(span_comm_t *sc, const uint64_t *next)
         return -ENOMEM;
     sc->plog = p;
     p->n = n;
-    p->tail = &p->head;
     p->tx = calloc(cells, sizeof(*p->tx));
     p->rx = calloc(cells, sizeof(*p->rx));
     p->has = calloc(cells, sizeof(*p->has));
@@ -96,26 +102,47 @@ int span_plog_init(span_comm_t *sc, const uint64_t *next)
     return 0;
 }
 
-/* Keeps a copy of a send; the oldest go past the budget. */
+/* Keeps a copy of a send; the oldest go to make room, unless one of them is being sent again. */
 static void keep(span_plog_t *p, uint32_t l, const desc_t *d, const void *buf, uint64_t len)
 {
-    struct kept_send *k;
+    uint64_t off, waste;
 
-    if (len > SPAN_P2P_KEEP_BYTES || (k = malloc(sizeof(*k) + len)) == NULL)
+    if (len > SPAN_P2P_KEEP_BYTES)
         return; /* a crash that needs it fails the comm, naming the pair */
-    *k = (struct kept_send){.local = l, .peer = d->root, .seq = d->seq, .len = len};
-    memcpy(k->data, buf, len);
-    *p->tail = k;
-    p->tail = &k->next;
-    p->bytes += len;
-    while (p->bytes > SPAN_P2P_KEEP_BYTES && p->head != NULL && p->head->req == NULL) {
-        struct kept_send *old = p->head;
-        p->head = old->next;
-        if (p->head == NULL)
-            p->tail = &p->head;
-        p->bytes -= old->len;
-        free(old);
+    if (p->ring == NULL) {
+        p->ring = malloc(SPAN_P2P_KEEP_BYTES);
+        p->recs = malloc(SPAN_P2P_KEEP_COPIES * sizeof(*p->recs));
+        if (p->ring == NULL || p->recs == NULL) {
+            free(p->ring);
+            free(p->recs);
+            p->ring = NULL;
+            p->recs = NULL;
+            return;
+        }
     }
+    for (;;) {
+        if (p->count == 0)
+            p->tail = p->used = 0;
+        /* A copy that does not fit before the ring's end starts at 0, the end skipped. */
+        int wrap = p->tail + len > SPAN_P2P_KEEP_BYTES;
+        off = wrap ? 0 : p->tail;
+        waste = wrap ? SPAN_P2P_KEEP_BYTES - p->tail : 0;
+        if (p->count < SPAN_P2P_KEEP_COPIES && p->used + waste + len <= SPAN_P2P_KEEP_BYTES)
+            break;
+        struct kept_send *old = rec(p, 0);
+        if (old->req != NULL)
+            return;
+        p->used -= old->len + old->waste;
+        p->first = (p->first + 1) % SPAN_P2P_KEEP_COPIES;
+        p->count--;
+    }
+    struct kept_send *k = rec(p, p->count);
+    *k = (struct kept_send){
+        .local = l, .peer = d->root, .seq = d->seq, .len = len, .off = off, .waste = waste};
+    memcpy(p->ring + off, buf, len);
+    p->tail = off + len;
+    p->used += len + waste;
+    p->count++;
 }
 
 void span_plog_done(span_comm_t *sc, uint32_t l, const desc_t *d, const void *buf)
@@ -187,9 +214,11 @@ void span_plog_counts(const span_comm_t *sc, uint32_t i, uint64_t *out)
 /* The copy of the seq-th send of local member l to rank g, or NULL. */
 static struct kept_send *copy_of(const span_plog_t *p, uint32_t l, uint32_t g, uint64_t seq)
 {
-    for (struct kept_send *k = p->head; k != NULL; k = k->next)
+    for (uint32_t i = 0; i < p->count; i++) {
+        struct kept_send *k = rec(p, i);
         if (k->local == l && k->peer == g && k->seq == seq)
             return k;
+    }
     return NULL;
 }
 
@@ -214,7 +243,7 @@ int span_plog_apply(span_comm_t *sc, uint32_t i, const uint64_t *in)
                 struct kept_send *k = copy_of(p, l, g, seq);
                 tp_req_t *r = NULL;
                 if (k == NULL || k->req != NULL ||
-                    tp_isend(sc->conns[i], k->data, k->len, NULL,
+                    tp_isend(sc->conns[i], p->ring + k->off, k->len, NULL,
                              tag_p2p(sc->tag, sc->global_of[l], g), &r) != 0)
                     return span_break(
                         sc, HCCL_E_REMOTE,
@@ -239,11 +268,13 @@ int span_plog_progress(span_comm_t *sc)
     span_plog_t *p = sc->plog;
     int done, n = 0;
 
-    for (struct kept_send *k = p != NULL ? p->head : NULL; k != NULL; k = k->next)
+    for (uint32_t i = 0; p != NULL && i < p->count; i++) {
+        struct kept_send *k = rec(p, i);
         if (k->req != NULL && (tp_test(k->req, &done) != 0 || done)) {
             k->req = NULL;
             n++;
         }
+    }
     return n;
 }
 
@@ -251,9 +282,11 @@ void span_plog_drop_again(span_comm_t *sc)
 {
     span_plog_t *p = sc->plog;
 
-    for (struct kept_send *k = p != NULL ? p->head : NULL; k != NULL; k = k->next)
+    for (uint32_t i = 0; p != NULL && i < p->count; i++) {
+        struct kept_send *k = rec(p, i);
         if (k->req != NULL) {
             tp_cancel(k->req);
             k->req = NULL;
         }
+    }
 }
