@@ -22,8 +22,10 @@
  * (span/probe.c). 4: data connections name themselves and acknowledge what they read, so that
  * they can resume after a failure (transport/tcp_resume.c; TCP wire version 2). 5: a data
  * connection closed on purpose says BYE, one ended without is a crash; a node back from a crash
- * and the others exchange where they are (span/rerun.c, span/p2p_log.c; TCP wire version 3). */
-#define PEER_PROTO_VERSION 5u
+ * and the others exchange where they are (span/rerun.c, span/p2p_log.c; TCP wire version 3).
+ * 6: RDMA data connections name themselves and resume after a failure (transport/rdma_resume.c;
+ * RDMA wire version 2). */
+#define PEER_PROTO_VERSION 6u
 
 typedef struct server server_t;
 typedef struct peer peer_t;

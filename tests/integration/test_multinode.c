@@ -345,7 +345,7 @@ START_TEST(test_wrong_key_refused)
 }
 END_TEST
 
-/* A daemon of another version (its PeerHello says peer protocol 4) is refused by name at the
+/* A daemon of another version (its PeerHello says peer protocol 5) is refused by name at the
  * first message, with HCCL_E_PARA and a reason that says what to do; the daemon carries on. */
 START_TEST(test_old_peer_protocol_refused)
 {
@@ -365,7 +365,7 @@ START_TEST(test_old_peer_protocol_refused)
     ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
     uds_conn_init(&conn, fd);
-    h.version = 4; /* the version before this one */
+    h.version = 5; /* the version before this one */
     h.job_id = (ProtobufCBinaryData){sizeof(job), job};
     h.nonce = (ProtobufCBinaryData){sizeof(nonce), nonce};
     h.addr = "127.0.0.1:1";
@@ -375,7 +375,7 @@ START_TEST(test_old_peer_protocol_refused)
     ck_assert_int_eq(uds_recv(&conn, &resp, 5000), 0);
     ck_assert_int_eq(resp->body_case, HCCLD__MSG__BODY_PEER_RESULT);
     ck_assert_int_eq(resp->peer_result->result, HCCL_E_PARA);
-    ck_assert_ptr_nonnull(strstr(resp->peer_result->message, "speaks peer protocol 5, not 4"));
+    ck_assert_ptr_nonnull(strstr(resp->peer_result->message, "speaks peer protocol 6, not 5"));
     hccld__msg__free_unpacked(resp, NULL);
     uds_conn_close(&conn);
     /* The daemon still serves jobs. */
