@@ -83,7 +83,7 @@ static void header(const uint8_t *in, size_t n)
         return;
     /* The payload is exactly what follows the header. A data fragment never runs past its
      * message (the receiver copies it to offset off of a buffer of len bytes); a credit
-     * return carries nothing, a key proof exactly one MAC. */
+     * return and a BYE carry nothing, a RESUME only its count, a key proof exactly one MAC. */
     if (n != RDMA_HDR_BYTES + (size_t)h.frag_len)
         abort();
     switch (h.type) {
@@ -97,6 +97,14 @@ static void header(const uint8_t *in, size_t n)
         break;
     case RDMA_MSG_CONFIRM:
         if (h.frag_len != AUTH_MAC_BYTES)
+            abort();
+        break;
+    case RDMA_MSG_RESUME: /* a count in len, nothing else */
+        if (h.frag_len != 0 || h.tag != 0 || h.off != 0)
+            abort();
+        break;
+    case RDMA_MSG_BYE:
+        if (h.frag_len != 0 || h.tag != 0 || h.len != 0 || h.off != 0)
             abort();
         break;
     default: abort();
