@@ -94,7 +94,8 @@ int rdma_resume_suspend(rdma_conn_t *c, int err, const char *why)
 {
     char w[TP_ADDR_MAX + 32];
 
-    if (!c->rs.enabled)
+    /* A request withdrawn half done (its buffer gone) cannot go again: that fails for real. */
+    if (!c->rs.enabled || err == -ECANCELED)
         return -1;
     /* The stopped QP's flushes are expected; anything else wrong in what it delivered fails
      * the connection. */

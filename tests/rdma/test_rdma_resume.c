@@ -5,6 +5,7 @@
  * taken down until a side sees its QP fail, then brought back up. The connecting side dials
  * again with AGAIN; the accepting side's new QP goes to the suspended connection.
  */
+#include <errno.h>
 #include <infiniband/verbs.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -100,6 +101,32 @@ START_TEST(test_resume_close_says_bye)
 }
 END_TEST
 
+/* A send withdrawn half done while its connection is suspended cannot go again (its buffer is
+ * gone): the connection fails with -ECANCELED, as it does without retry. */
+START_TEST(test_resume_cancel_started_send_while_suspended)
+{
+    enum { LEN = 8u << 20 };
+    uint8_t *big = pattern(LEN, 5);
+    tp_req_t *r;
+    int status = 1;
+    pair_t p;
+
+    ready(&p);
+    resume_set_retry(&p, 5000);
+    ck_assert_int_eq(tp_isend(p.c, big, LEN, NULL, 9, &r), 0); /* fragments go at once */
+    qp_error(&p);                                              /* the connecting side's */
+    for (long long end = now_ms() + 5000; now_ms() < end && !resume_suspended(p.c);)
+        resume_drive(&p, &r, 1, &status, 0);
+    ck_assert_int_eq(status, 1); /* not done: it waits for the connection */
+    ck_assert(resume_suspended(p.c));
+    tp_cancel(r);
+    ck_assert_int_eq(tp_conn_state(p.c), -ECANCELED);
+    resume_end();
+    pair_close(&p);
+    free(big);
+}
+END_TEST
+
 /* Guest only: the link itself goes down twice while messages cross. */
 START_TEST(test_resume_link_flap_twice)
 {
@@ -121,5 +148,6 @@ void rdma_resume_add(TCase *tc)
     tcase_add_test(tc, test_resume_qp_error_without_retry);
     tcase_add_test(tc, test_resume_hold_time_ends_it);
     tcase_add_test(tc, test_resume_close_says_bye);
+    tcase_add_test(tc, test_resume_cancel_started_send_while_suspended);
     tcase_add_test(tc, test_resume_link_flap_twice);
 }
