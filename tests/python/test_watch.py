@@ -318,6 +318,16 @@ class TestSlowWatcher(unittest.TestCase):
 
 
 class TestWatchPeers(unittest.TestCase):
+    @staticmethod
+    def end_all(procs, watch, *daemons):
+        """Kills the rank processes still alive, stops the watch, then the daemons."""
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+        watch.stop()
+        for d in daemons:
+            d.stop()
+
     def ranks_ready(self, target, socks):
         """Starts rank r of a comm on socks[r] in a process running target(sock, root, r, q,
         go), and waits until each says it is ready: (q, go, the processes)."""
@@ -377,12 +387,7 @@ class TestWatchPeers(unittest.TestCase):
             back = watch.kind("peer_back", peer=f"127.0.0.1:{port}")
             self.assertGreaterEqual(back["time_ms"] / 1e3, t0 - 0.05)
         finally:
-            for p in procs:
-                if p.is_alive():
-                    p.kill()
-            watch.stop()
-            b.stop()
-            a.stop()
+            self.end_all(procs, watch, b, a)
 
     def test_link_suspended_and_resumed(self):
         """Op retry: the data connection between daemons a and b is reset (ss -K) while b is
@@ -419,12 +424,7 @@ class TestWatchPeers(unittest.TestCase):
                 p.join(WAIT_S)
                 self.assertEqual(p.exitcode, 0)
         finally:
-            for p in procs:
-                if p.is_alive():
-                    p.kill()
-            watch.stop()
-            b.stop()
-            a.stop()
+            self.end_all(procs, watch, b, a)
 
     def test_stall_names_the_late_daemon(self):
         """Every rank on daemon a posted; the op waits on daemon b, whose rank 1 posts 4 s late:
