@@ -49,5 +49,9 @@ run fuzz ./tests/fuzz/run.sh "$BUILD" "${FUZZ_SMOKE_SECS:-15}" smoke $(ls tests/
 read -r checks bad < <(grep -hoE 'Checks: [0-9]+, Failures: [0-9]+, Errors: [0-9]+' "$LOG"/*.out |
     awk -F'[:,] *' '{c += $2; b += $4 + $6} END {print c + 0, b + 0}')
 [ "${checks:-0}" -gt 0 ] || status=1
+# The failed checks again, by name, where the last lines of a long log (all CI shows) find them:
+# Check's "file:line:F:case:test:..." and unittest's "FAIL: test (module.Class)".
+grep -hE '^[^ ]+:[0-9]+:[EF]:|^(FAIL|ERROR): ' "$LOG"/*.out | cut -c1-300 | head -20 |
+    sed 's/^/failed: /'
 echo "tests: $((checks - bad)) passed, $bad failed"
 exit $status
