@@ -220,8 +220,11 @@ int tcp_resume_suspend(tcp_conn_t *c, int err)
  * skips counts as its own until it goes. */
 static tcp_req_t *copy_take(tcp_conn_t *c, size_t len)
 {
-    size_t tail = c->rs.ring_tail,
-           waste = tail + len > TCP_REPLAY_BUDGET ? TCP_REPLAY_BUDGET - tail : 0;
+    size_t tail = c->rs.ring_tail;
+    /* Past the end it starts at 0, the end skipped (waste) counted with it; a tail right at the
+     * end wraps too, with no waste (it once did not, and the copy went past the ring). */
+    int wrap = tail + len > TCP_REPLAY_BUDGET;
+    size_t waste = wrap ? TCP_REPLAY_BUDGET - tail : 0;
 
     if (c->rs.copies >= TCP_REPLAY_COPIES || c->rs.ring_used + waste + len > TCP_REPLAY_BUDGET)
         return NULL;
@@ -236,7 +239,7 @@ static tcp_req_t *copy_take(tcp_conn_t *c, size_t len)
             return NULL;
         }
     }
-    tail = waste > 0 ? 0 : tail;
+    tail = wrap ? 0 : tail;
     tcp_req_t *k = &c->rs.recs[(c->rs.rec_first + c->rs.copies) % TCP_REPLAY_COPIES];
     k->span = waste + len;
     k->buf = c->rs.ring + tail;

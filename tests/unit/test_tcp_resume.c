@@ -65,6 +65,41 @@ START_TEST(test_resume_send_larger_than_ring)
 }
 END_TEST
 
+/* Sends that fill the replay ring to its last byte (16 copies of 1 MiB) and go on while the
+ * first ones are not acknowledged yet: the next copy starts again at the ring's start. It once
+ * went on past the ring's end, over the copies' records and whatever came next (found by
+ * bench/retry_cost.sh with RATE: a daemon aborted on a corrupted heap, another livelocked). */
+START_TEST(test_ring_wraps_at_its_end)
+{
+    enum { N = 48 };
+    const size_t len = 1u << 20;
+    uint8_t *out[N], *in[N];
+    tp_req_t *r[2 * N];
+    int status[2 * N];
+    pair_t p;
+
+    ready(&p);
+    resume_set_retry(&p, 5000);
+    for (int i = 0; i < N; i++) {
+        out[i] = pattern(len, (unsigned)i);
+        in[i] = calloc(1, len);
+        status[i] = status[N + i] = 1;
+        ck_assert_int_eq(tp_isend(p.c, out[i], len, NULL, 3, &r[i]), 0);
+        ck_assert_int_eq(tp_irecv(p.a, in[i], len, NULL, 3, &r[N + i]), 0);
+    }
+    ck_assert_int_eq(resume_drive(&p, r, 2 * N, status, fx->deadline_ms), 0);
+    for (int i = 0; i < N; i++) {
+        ck_assert_msg(status[i] == 0 && status[N + i] == 0, "message %d: %d, %d", i, status[i],
+                      status[N + i]);
+        ck_assert_msg(memcmp(in[i], out[i], len) == 0, "message %d", i);
+        free(out[i]);
+        free(in[i]);
+    }
+    resume_end();
+    pair_close(&p);
+}
+END_TEST
+
 /* Without retry the same cut fails the requests in flight, with the link's error. */
 START_TEST(test_no_retry_fails_at_once)
 {
@@ -182,6 +217,7 @@ Suite *tcp_resume_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_resume_delivers_everything_once);
     tcase_add_test(tc, test_resume_send_larger_than_ring);
+    tcase_add_test(tc, test_ring_wraps_at_its_end);
     tcase_add_test(tc, test_no_retry_fails_at_once);
     tcase_add_test(tc, test_hold_time_ends_it);
     tcase_add_test(tc, test_resume_of_unknown_refused);
