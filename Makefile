@@ -267,7 +267,7 @@ bench-copy:
 	./bench/copy_cost.sh $(BUILD)
 
 bench-retry: all
-	./bench/retry_cost.sh $(BUILD)
+	./bench/retry_cost.sh $(BUILD) 5 "2 4" $(RATE)
 
 # BASE=DIR: the build directory of an older checkout to run beside this one.
 bench-restart: all

@@ -6,10 +6,15 @@
 #   bench_daemons N [HCCLD_ARG...]   starts N fresh daemons (TMP/dI/s, listening on loopback,
 #                                    logs in OUT/hccldI.log), waits for their sockets, and sets
 #                                    SOCKS (comma-separated) and DAEMON_PIDS; dies if one fails.
+#                                    With BENCH_NETNS=PREFIX, daemon I listens on node I+1 of
+#                                    netns_up PREFIX (bench/netns.sh) instead.
 #   bench_daemons_stop               stops them.
 #   die MESSAGE...                   prints "bench/NAME: MESSAGE" and exits 1.
 #   median COL FILE...               each size's median of column COL over hccl_perf_test
 #                                    outputs, "size value" lines.
+
+# shellcheck source=bench/netns.sh
+. "$(dirname "${BASH_SOURCE[0]}")/netns.sh"
 
 die() {
     echo "bench/$BENCH_NAME: $*" >&2
@@ -20,6 +25,7 @@ bench_cleanup() {
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
     wait 2>/dev/null || true
     rm -rf "$TMP"
+    if [ -n "${BENCH_NETNS:-}" ]; then netns_down "$BENCH_NETNS"; fi
 }
 
 bench_setup() {
@@ -39,15 +45,20 @@ bench_setup() {
 }
 
 bench_daemons() {
-    local n=$1 i
+    local n=$1 i ip pre
     shift
     SOCKS=""
     DAEMON_PIDS=()
     for ((i = 0; i < n; i++)); do
         rm -rf "$TMP/d$i"
         mkdir -p "$TMP/d$i"
-        "$BIN/hccld" --socket "$TMP/d$i/s" --listen 127.0.0.1:0 --foreground --log-level warn \
-            "$@" >>"$OUT/hccld$i.log" 2>&1 &
+        ip=127.0.0.1 pre=()
+        if [ -n "${BENCH_NETNS:-}" ]; then
+            ip=$(netns_ip $((i + 1)))
+            pre=(env "HCCL_IF_IP=$ip" ip netns exec "$BENCH_NETNS-n$((i + 1))")
+        fi
+        "${pre[@]}" "$BIN/hccld" --socket "$TMP/d$i/s" --listen "$ip:0" \
+            --foreground --log-level warn "$@" >>"$OUT/hccld$i.log" 2>&1 &
         DAEMON_PIDS+=($!)
         PIDS+=($!)
         SOCKS+=${SOCKS:+,}$TMP/d$i/s

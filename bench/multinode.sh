@@ -79,6 +79,8 @@
 # whose results were wrong read "wrong"); the other runs go ahead and the script exits 1 at
 # the end.
 set -euo pipefail
+# shellcheck source=bench/netns.sh
+. "$(dirname "$0")/netns.sh"
 
 BUILD=${1:-build}
 PARTS=${BENCH_PARTS:-bw sel selns hier}
@@ -226,7 +228,7 @@ cleanup() {
     for pid in "${IPERF_PIDS[@]}"; do
         stop_pid "$pid"
     done
-    netns_down
+    netns_down "$NS"
     rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -245,7 +247,7 @@ start_daemons() {
         dir=$TMP/s$ndaemon_sets/d$i
         mkdir -p "$dir"
         if [ "$NETNS" = 1 ]; then
-            ip=10.214.0.$((i + 1))
+            ip=$(netns_ip $((i + 1)))
             pre=(ip netns exec "$NS-n$((i + 1))")
         fi
         HCCL_IF_IP=$ip "${pre[@]}" "$HCCLD" --socket "$dir/hccld.sock" --listen "$ip:0" \
@@ -573,43 +575,15 @@ part_sel() {
     done
 }
 
-# selns: N nodes, namespace NS-nK with eth0 = 10.214.0.K/24 on a veth whose other end is port
-# pK of bridge br0 in namespace NS-sw; tbf on both ends (as tests/netns/impair.c does).
-netns_up() {
-    local n=$1 k
-    netns_down
-    ip netns add "$NS-sw"
-    ip -n "$NS-sw" link add br0 type bridge
-    ip -n "$NS-sw" link set br0 up
-    for ((k = 1; k <= n; k++)); do
-        ip netns add "$NS-n$k"
-        ip -n "$NS-n$k" link set lo up
-        ip -n "$NS-n$k" link add eth0 type veth peer name "p$k" netns "$NS-sw"
-        ip -n "$NS-n$k" addr add "10.214.0.$k/24" dev eth0
-        ip -n "$NS-n$k" link set eth0 up
-        ip -n "$NS-sw" link set "p$k" master br0
-        ip -n "$NS-sw" link set "p$k" up
-        tc -n "$NS-n$k" qdisc replace dev eth0 root tbf rate "$SELNS_RATE" burst 512kb latency 20ms
-        tc -n "$NS-sw" qdisc replace dev "p$k" root tbf rate "$SELNS_RATE" burst 512kb latency 20ms
-    done
-}
-
-netns_down() {
-    local ns
-    for ns in $(ip netns list 2>/dev/null | awk '{ print $1 }' | grep "^$NS-" || true); do
-        ip netns del "$ns" 2>/dev/null || true
-    done
-}
-
 part_selns() {
-    if ! netns_up "$SELNS_DAEMONS" >>"$RES/selns_setup.err" 2>&1; then
+    if ! netns_up "$NS" "$SELNS_DAEMONS" "$SELNS_RATE" >>"$RES/selns_setup.err" 2>&1; then
         echo "bench: selns: could not build the namespaces (see $RES/selns_setup.err)" >&2
         failures=$((failures + 1))
-        netns_down
+        netns_down "$NS"
         return
     fi
     NETNS=1 SEL_DAEMONS=$SELNS_DAEMONS SEL_TAG=selns part_sel
-    netns_down
+    netns_down "$NS"
 }
 
 # print_sel COLL N [TAG]: one table; its last line starts with "summary:".

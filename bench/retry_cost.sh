@@ -4,13 +4,23 @@
 # fresh daemons for every run. Prints the busbw of 1-64 MiB and the median iteration of
 # 8 B-64 KiB (lanes off, so that small ops cross the daemons' connections too) and 256 KiB,
 # each the median of ROUNDS runs, and on/off ratios; raw outputs in BUILD/bench/retry_cost/.
-#   bench/retry_cost.sh [BUILD] [ROUNDS] [DAEMONS]       (defaults: build 5 "2 4"; make bench-retry)
+# With RATE (tc's units, e.g. 4gbit; needs root), each daemon runs in a network namespace of its
+# own whose link is shaped to RATE (bench/netns.sh): a network slower than the CPU, as between
+# real nodes, instead of loopback, where the copies op retry makes compete with TCP's own.
+#   bench/retry_cost.sh [BUILD] [ROUNDS] [DAEMONS] [RATE]  (defaults: build 5 "2 4"; make bench-retry)
 set -u
 cd "$(dirname "$0")/.."
 . bench/lib.sh
 bench_setup retry_cost "${1:-build}" hccld hccl-run hccl_perf_test
 ROUNDS=${2:-5}
 DAEMONS=${3:-2 4}
+RATE=${4:-}
+if [ -n "$RATE" ]; then
+    BENCH_NETNS=hcr$$
+    max=0
+    for n in $DAEMONS; do [ "$n" -gt "$max" ] && max=$n; done
+    netns_up "$BENCH_NETNS" "$max" "$RATE" || die "could not build the namespaces (root?)"
+fi
 
 # perf N RETRY OUT ARGS...: one hccl_perf_test run on N fresh daemons, its rows in OUT.
 perf() {
@@ -32,8 +42,10 @@ for n in $DAEMONS; do
     done
     echo "== $n daemons x 1 rank, median of $ROUNDS runs (retry off, on, on/off)"
     printf '%-10s %12s %12s %8s\n' bytes "off GB/s" "on GB/s" ratio
-    paste -d" " <(median 8 "$OUT"/bw-n"$n"-l0-r*.txt) <(median 8 "$OUT"/bw-n"$n"-l1-r*.txt) |
-        awk '{printf "%-10s %12s %12s %8.3f\n", $1, $2, $4, ($2 > 0 ? $4 / $2 : 0)}'
+    # The ratio from the median times (busbw is printed with 2 decimals: 0.48 against 0.48).
+    paste -d" " <(median 8 "$OUT"/bw-n"$n"-l0-r*.txt) <(median 8 "$OUT"/bw-n"$n"-l1-r*.txt) \
+        <(median 6 "$OUT"/bw-n"$n"-l0-r*.txt) <(median 6 "$OUT"/bw-n"$n"-l1-r*.txt) |
+        awk '{printf "%-10s %12s %12s %8.3f\n", $1, $2, $4, ($8 > 0 ? $6 / $8 : 0)}'
     printf '%-10s %12s %12s %8s\n' bytes "off us" "on us" ratio
     paste -d" " <(median 6 "$OUT"/lat-n"$n"-l0-r*.txt) <(median 6 "$OUT"/lat-n"$n"-l1-r*.txt) |
         awk '{printf "%-10s %12s %12s %8.3f\n", $1, $2, $4, ($2 > 0 ? $4 / $2 : 0)}'
