@@ -60,10 +60,11 @@ typedef struct tcp_resume {
     size_t ring_tail;     /* where the next copy goes */
     uint32_t copies;      /* copies among unackq and sendq: TCP_REPLAY_COPIES at most */
     uint64_t rx_unacked;  /* payload bytes read since the last ACK */
-    int ack_asked;        /* the peer asked for an ACK (ACKREQ) */
+    uint64_t ack_want;    /* the peer waits for an ACK of this many messages (ACKREQ) */
     int got_bye;          /* the peer said it closes on purpose (BYE): its end is no failure */
-    int ackreq_sent;      /* we asked for one and have not had it yet */
     uint32_t deferred;    /* users' sends in unackq (the others are copies) */
+    uint64_t defer_top;   /* the newest of those: its seq + 1 */
+    uint64_t ackreq_n;    /* what we last asked the peer to acknowledge (ACKREQ) */
     uint8_t ctl[2 * TCP_HDR_BYTES]; /* control records being written */
     size_t ctl_len, ctl_off;
     int got_resume;           /* RESUMING: the peer's RESUME record came */

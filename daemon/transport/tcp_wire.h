@@ -12,7 +12,10 @@
 
 /* 2: HELLO names the connection (conn_id) and whether it resumes one; control records. */
 /* 3: a close says BYE (TCP_CTL_BYE), and an end without it is a crash (tcp_resume.c) */
-#define TCP_WIRE_VERSION 3
+/* 4: ACKREQ says how many messages the sender waits for; the peer acknowledges once it read
+ * more, instead of at once (each ACK that fell short was asked again: an endless exchange of
+ * the two while the peer had not read that far) */
+#define TCP_WIRE_VERSION 4
 #define TCP_HS_BYTES 96
 #define TCP_HDR_BYTES 32
 #define TCP_HDR_F_CRC 1u
@@ -25,7 +28,7 @@
 enum tcp_ctl {
     TCP_CTL_ACK = 1,    /* the sender has read tag messages of this connection in all */
     TCP_CTL_RESUME = 2, /* first record on a resumed connection: the same, from each side */
-    TCP_CTL_ACKREQ = 3, /* the sender waits for an ACK: send one now (tag 0) */
+    TCP_CTL_ACKREQ = 3, /* the sender waits for an ACK of tag (>= 1) messages in all */
     TCP_CTL_BYE = 4,    /* the sender closes the connection on purpose (tag 0) */
 };
 
