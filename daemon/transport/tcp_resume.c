@@ -20,9 +20,8 @@
  * acknowledges lazily: after TCP_ACK_BYTES or TCP_ACK_MSGS, or when the sender asks (ACKREQ,
  * sent once for each send that waits for its ACK, with how many messages the peer must have
  * read; the peer then acknowledges every message it reads until it read that many). An ACK
- * of its own for every message read cost 20 us
- * per small op (a wake-up of the peer) and 6-18% of busbw on 2 and 4 daemons here
- * (bench/RESULTS.md).
+ * of its own for every message read cost 20 us per small op (a wake-up of the peer) and 6-18%
+ * of busbw on 2 and 4 daemons here (bench/RESULTS.md).
  *
  * Everything runs on the engine's thread, the registry included.
  */
