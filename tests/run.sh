@@ -9,14 +9,17 @@ SANITIZE=${2:-}
 LOG=$(mktemp -d)
 trap 'rm -rf "$LOG"' EXIT
 status=0
+times=""
 
 run() {
     local name=$1
     shift
+    local t0=$SECONDS
     echo "=== $name"
     "$@" 2>&1 | tee "$LOG/$name.out"
     local rc=${PIPESTATUS[0]}
     [ "$rc" -eq 0 ] || { echo "=== $name FAILED (exit $rc)"; status=1; }
+    times+=" $name $((SECONDS - t0))s"
 }
 
 run unit "$BUILD/tests/unit_tests"
@@ -53,5 +56,7 @@ read -r checks bad < <(grep -hoE 'Checks: [0-9]+, Failures: [0-9]+, Errors: [0-9
 # Check's "file:line:F:case:test:..." and unittest's "FAIL: test (module.Class)".
 grep -hE '^[^ ]+:[0-9]+:[EF]:|^(FAIL|ERROR): ' "$LOG"/*.out | cut -c1-300 | head -20 |
     sed 's/^/failed: /'
+# Where the time went (the CI budget is the sum of three runs of this script).
+echo "times:$times"
 echo "tests: $((checks - bad)) passed, $bad failed"
 exit $status
