@@ -229,7 +229,6 @@ soak: all $(INTEG_BIN)
 
 # Issue 37's fault suite in full (make test runs a short form of it): every fault on 2 and 3
 # daemons with 1 and 2 ranks each, longer baselines, each rank's figures printed.
-# HCCLD_FAULTLOOP_FUTURE=1: the rows that fail until retry lands, checked as they will be.
 faultloop: all $(INTEG_BIN)
 	HCCLD_FAULTLOOP_LONG=1 HCCLD_TEST_REPORT=1 HCCLD_BIN=$(BIN_HCCLD) $(INTEG_BIN) faultloop
 

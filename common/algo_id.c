@@ -32,6 +32,7 @@ const char *algo_src_name(int src)
         [ALGO_SRC_CONFIG] = "hcclAlgo",
         [ALGO_SRC_HCCL_ALGORITHM] = "HCCL_ALGORITHM",
         [ALGO_SRC_DETERMINISTIC] = "HCCL_DETERMINISTIC",
+        [ALGO_SRC_RETRY] = "HCCL_OP_RETRY_ENABLE",
     };
 
     return src >= 0 && src < ALGO_SRC_COUNT ? srcs[src] : "?";

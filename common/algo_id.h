@@ -20,6 +20,7 @@ enum algo_src {
     ALGO_SRC_CONFIG,         /* HcclCommConfig.hcclAlgo (HCCL_ALGO's syntax, per comm) */
     ALGO_SRC_HCCL_ALGORITHM, /* the HCCL_ALGORITHM shorthand */
     ALGO_SRC_DETERMINISTIC,  /* the cost model on fixed link figures (HCCL_DETERMINISTIC) */
+    ALGO_SRC_RETRY,          /* the same for op retry on 3 daemons or more (span/rerun.c) */
     ALGO_SRC_COUNT
 };
 

@@ -221,9 +221,7 @@ static const struct algo_pick *pick_algo(span_comm_t *mu, int kind, uint64_t byt
     for (int a = 0; a < ALGO_COUNT; a++)
         p->cost_us[a] = (float)costs[a];
     p->algo = (int8_t)(mu->forced[kind] >= 0 ? mu->forced[kind] : best >= 0 ? best : ALGO_RING);
-    p->src = mu->forced[kind] >= 0 ? mu->forced_src[kind]
-             : mu->deterministic   ? ALGO_SRC_DETERMINISTIC
-                                   : ALGO_SRC_MODEL;
+    p->src = (uint8_t)(mu->forced[kind] >= 0 ? mu->forced_src[kind] : mu->deterministic);
     return p;
 }
 
@@ -497,9 +495,10 @@ static int coll_start(span_comm_t *mu, const desc_t *d, const span_snap_t *from)
         log_msg(LOG_INFO, "COLL", "comm %u seq %llu: %s, %llu B per node, %u nodes: %s (%s%s: %s)",
                 mu->id, (unsigned long long)d->seq, desc_kind_name(d->kind),
                 (unsigned long long)(cnt * es), mu->nnodes, algo_name(algo),
-                pick->src == ALGO_SRC_MODEL           ? "predicted"
-                : pick->src == ALGO_SRC_DETERMINISTIC ? "predicted on fixed link figures, "
-                                                      : "forced by ",
+                pick->src == ALGO_SRC_MODEL ? "predicted"
+                : pick->src == ALGO_SRC_DETERMINISTIC || pick->src == ALGO_SRC_RETRY
+                    ? "predicted on fixed link figures, "
+                    : "forced by ",
                 pick->src == ALGO_SRC_MODEL ? "" : algo_src_name(pick->src), why);
     }
     return 0;
@@ -539,8 +538,9 @@ int span_coll_start(span_comm_t *mu, const desc_t *d, const l0_rank_t *ranks)
     int rc;
 
     memcpy(mu->ranks, ranks, mu->nlocal * sizeof(*ranks));
-    /* A node back from a restart has not said where it is yet (rerun.c): the piece waits. */
-    if (span_rerun_waits(mu) || mu->run != NULL) {
+    /* A node back from a restart has not said where it is yet (rerun.c), or the nodes left
+     * have not opened their connections again (drain.c, BACK): the piece waits. */
+    if (span_rerun_waits(mu) || span_drain_back_holds(mu) || mu->run != NULL) {
         mu->d0 = *d;
         mu->busy = 1;
         mu->held = 1;
@@ -595,7 +595,7 @@ static int held_start(span_comm_t *mu)
 {
     int again = mu->held == 2, rc;
 
-    if (!mu->busy || !mu->held || span_rerun_waits(mu))
+    if (!mu->busy || !mu->held || span_rerun_waits(mu) || span_drain_back_holds(mu))
         return 0;
     mu->held = 0;
     if (again && (mu->snap_cur == NULL || !mu->snap_cur->valid))

@@ -18,6 +18,19 @@
  *                             (span_respan) and waits for the leader, whose next daemon dials
  *                             every node; the links are measured again and the held ops go on
  *
+ * The same channel carries the barrier of the nodes left when a node comes back from a crash
+ * of its daemon in a comm of 3 nodes or more (rerun.c). Every connection then drops and opens
+ * again (span_respan), and two nodes that did not crash must not take the other's fresh dial
+ * for a crash of its own, nor lose what the other sent on their old connection:
+ *
+ *   node   -> nodes   BACK r  node r is back from a crash: this node holds its piece (to run
+ *                             it again) and starts no transfer; once every other node left
+ *                             said BACK too (so all it sent before is read), closed or dialled
+ *                             anew, it drops its connections and dials as after a drain
+ *
+ * A node hears of r from r's fresh dial or from another's BACK, whichever comes first. A fresh
+ * dial from a node that said BACK is its new connection, kept for the respan.
+ *
  * Transfers go on during the drain, so that ranks blocked in one reach the collective where
  * the drain holds them; the leader's sends go on to the end, so that its ranks never wait for a
  * send while a message for them is on its way (it cannot keep what they do not take). What a
@@ -36,8 +49,9 @@
 #include "span/span_int.h"
 #include "span/tag.h"
 
-enum { DR_ASK = 1, DR_AT, DR_GO, DR_DONE, DR_BYE, DR_ACK, DR_FLUSH, DR_KINDS };
-enum { ROLE_NONE, ROLE_LEAD, ROLE_FOLLOW };
+enum { DR_ASK = 1, DR_AT, DR_GO, DR_DONE, DR_BYE, DR_ACK, DR_FLUSH, DR_BACK, DR_KINDS };
+/* ROLE_BACK: in the barrier after a crash of node `leader` (the node back). */
+enum { ROLE_NONE, ROLE_LEAD, ROLE_FOLLOW, ROLE_BACK };
 /* Leader: ASKED (waits for every AT), RUN (for its pieces and every DONE), BYE (for every
  * ACK; then the comm drops its connections and this record). Follower: HELD (waits for GO), RUN,
  * DONE (waits for BYE). */
@@ -266,8 +280,70 @@ int span_drain_closed(const span_comm_t *sc, int send)
 {
     const struct span_drain *d = sc->drain;
 
-    return d != NULL && ((send && d->flushed) || d->phase == PH_DONE || d->phase == PH_ACKED ||
-                         d->phase == PH_BYE);
+    return d != NULL && ((send && d->flushed) || d->role == ROLE_BACK || d->phase == PH_DONE ||
+                         d->phase == PH_ACKED || d->phase == PH_BYE);
+}
+
+int span_drain_back_holds(const span_comm_t *sc)
+{
+    return sc->drain != NULL && sc->drain->role == ROLE_BACK;
+}
+
+int span_drain_back(span_comm_t *sc, uint32_t node)
+{
+    struct span_drain *d = drain_get(sc);
+
+    if (d == NULL)
+        return span_break(sc, HCCL_E_MEMORY, "no memory to agree on a node back from a crash");
+    if (d->role == ROLE_BACK && d->leader == node)
+        return 0;
+    if (d->role != ROLE_NONE || node >= sc->nnodes || node == sc->me)
+        return span_break(sc, HCCL_E_REMOTE,
+                          "node %u is back from a crash of its daemon while the comm %s", node,
+                          d->role == ROLE_BACK ? "agrees on another node back from a crash"
+                                               : "comes to rest for a restart");
+    d->role = ROLE_BACK;
+    d->leader = node;
+    heard_reset(sc, d);
+    heard_from(sc, d, node); /* its old connection is dead: nothing to hear there */
+    WARN("NET",
+         "comm %u: node %u (%s) is back after a crash of its daemon; the %u nodes left hold "
+         "their ops and open their connections again",
+         sc->id, node, sc->node_addrs[node].tcp, sc->nnodes - 1);
+    span_rerun_stop(sc);
+    for (uint32_t i = 0; i < sc->nnodes; i++)
+        if (i != sc->me && i != node)
+            say(sc, d, i, DR_BACK, node);
+    return 0;
+}
+
+/* The barrier: node i (not the one back) has left the old connections, or said BACK over
+ * them and this node's BACK to it went out. */
+static int back_left(span_comm_t *sc, struct span_drain *d, uint32_t i)
+{
+    tp_retry_stats_t st = {0};
+    tp_conn_t *c = sc->conns[i];
+
+    if ((sc->early != NULL && sc->early[i] != NULL) || c == NULL || tp_conn_state(c) < 0)
+        return 1; /* dialled anew, or its connection failed */
+    tp_retry_stats(c, &st);
+    if (st.suspended || st.ended)
+        return 1; /* it closed its side (a close with unread data resets) */
+    return d->got[i] && d->tx[i][DR_BACK] == NULL;
+}
+
+/* In the barrier, once every other node left the old connections: the respan. 1 if done. */
+static int back_progress(span_comm_t *sc, struct span_drain *d)
+{
+    uint32_t node = d->leader;
+
+    for (uint32_t i = 0; i < sc->nnodes; i++)
+        if (i != sc->me && i != node && !back_left(sc, d, i))
+            return 0;
+    INFO("NET", "comm %u: every node left heard that node %u is back; connecting again", sc->id,
+         node);
+    span_respan(sc, node);
+    return 1;
 }
 
 /* What node i said, to the leader. Returns 1 once the comm closed its connections. */
@@ -343,6 +419,13 @@ static int follow_gone(span_comm_t *sc, struct span_drain *d)
     return 1;
 }
 
+int span_drain_listen_now(span_comm_t *sc)
+{
+    if (sc->drain != NULL)
+        sc->drain->next_rx_ns = 0;
+    return span_drain_progress(sc);
+}
+
 int span_drain_progress(span_comm_t *sc)
 {
     struct span_drain *d = sc->drain;
@@ -384,11 +467,17 @@ int span_drain_progress(span_comm_t *sc)
         if (kind == DR_FLUSH) {
             d->nflush_in += !d->flush_in[i];
             d->flush_in[i] = 1;
+        } else if (kind == DR_BACK) {
+            if (span_drain_back(sc, (uint32_t)v) != 0)
+                return n;
+            heard_from(sc, d, i);
         } else if (d->role == ROLE_LEAD ? lead_heard(sc, d, i, kind, v)
                                         : follow_heard(sc, d, i, kind, v)) {
             return n; /* d is gone */
         }
     }
+    if (d->role == ROLE_BACK)
+        return n + back_progress(sc, d);
     if (d->role == ROLE_FOLLOW && d->phase == PH_RUN && !d->flushed && quiet(sc, d)) {
         d->flushed = 1;
         say_all(sc, d, DR_FLUSH, 0);

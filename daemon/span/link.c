@@ -305,7 +305,7 @@ static span_comm_t *span_comm_alloc(const span_spec_t *sp)
     sc->qos_class = sp->qos_class;
     sc->ready_by_ns =
         now_ns() + (uint64_t)(sp->connect_timeout_s ? sp->connect_timeout_s : 120) * 1000000000ull;
-    sc->deterministic = sp->deterministic;
+    sc->deterministic = sp->deterministic ? ALGO_SRC_DETERMINISTIC : 0;
     sc->retry = (tp_retry_t){.enabled = sp->retry_hold_ms > 0, .hold_ms = sp->retry_hold_ms};
     sc->retry_max_cnt = sp->retry_max_cnt;
     for (int k = 0; k < DESC_KIND_MAX; k++) {
@@ -473,8 +473,14 @@ int span_comm_new(span_env_t *env, const span_spec_t *sp, const span_qos_t *qos,
      * when they come back from a restart of their own. */
     if (rc == 0 && sc->returning == sc->me)
         tp_cm_listen_also(env->cm, sc->node_addrs[sc->me].tcp);
-    /* A crash of the other node's daemon can be ridden out (rerun.c). */
-    sc->crash_safe = sc->retry.enabled && sc->nnodes == 2 && sc->nshared == 0;
+    /* A crash of another node's daemon can be ridden out (rerun.c). A piece that runs again
+     * must give the bits its first run gave: with 3 nodes or more that takes the same
+     * algorithm (a sum of 3 shares depends on its order), also on a node back from a crash,
+     * which has measured nothing. So the choice rests on fixed link figures, as with
+     * HCCL_DETERMINISTIC. */
+    sc->crash_safe = sc->retry.enabled && sc->nshared == 0;
+    if (sc->crash_safe && sc->nnodes > 2 && !sc->deterministic)
+        sc->deterministic = ALGO_SRC_RETRY;
     if (rc == 0 && sc->crash_safe &&
         span_plog_init(sc, sc->returning == sc->me ? sp->p2p_next : NULL) != 0) {
         snprintf(why, SPAN_WHY_MAX, "no memory");

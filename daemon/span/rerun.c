@@ -9,8 +9,9 @@
  * complete (BELOW, from CommRejoinReq.coll_next), and with its first collective piece that
  * piece's sequence number (AT); every other node holds its collectives until it heard AT. A
  * node whose piece under way is below BELOW fails the comm at once: the returning node's
- * ranks saw it complete, and its data went with the crash. With 2 nodes, where a piece needs
- * both, the other node is then, at AT:
+ * ranks saw it complete, and its data went with the crash. A piece needs every node, so no
+ * node is more than one piece from the returning node's AT, and each other node, deciding
+ * alone against AT, is then:
  *   - at that piece (its run, if under way, stopped when the returning node dialled): it runs
  *     the piece again from its start, from the level-1 input it kept (span_snap_t);
  *   - one piece ahead (it completed the piece before the crash; the returning node's ranks
@@ -20,9 +21,14 @@
  *     went with the crashed daemon): the comm fails, naming both pieces.
  * A sum of two node shares is the same in either order (IEEE addition commutes), so the run
  * again gives every rank the bits the first run gave the others, whatever algorithm runs it.
+ * A sum of three or more is not: such a comm chooses its algorithms on fixed link figures
+ * (link.c), so that the run again, on any node, is the first run's algorithm.
  *
  * The other node takes the returning daemon's fresh dial as the sign of its crash
- * (span_rerun_accept): a daemon that did not restart never dials a node it is connected to.
+ * (span_rerun_accept): a daemon that did not restart never dials a node it is connected to,
+ * but after a respan. Of 3 nodes or more, the nodes left therefore agree first (drain.c,
+ * BACK) and open every connection again, theirs too: the old run's messages between them go
+ * with the old connections, and a fresh dial from a node that said BACK is its new one.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -347,27 +353,39 @@ int span_rerun_progress(span_comm_t *sc)
     return n;
 }
 
-int span_rerun_accept(span_comm_t *sc, uint32_t peer, tp_conn_t *conn)
+void span_rerun_stop(span_comm_t *sc)
 {
-    if (!sc->crash_safe || !sc->probed || peer >= sc->nnodes || peer == sc->me ||
-        sc->links[peer] == NULL || span_drain_active(sc))
-        return 0;
-    if (sc->early == NULL && (sc->early = calloc(sc->nnodes, sizeof(*sc->early))) == NULL)
-        return 0;
-    WARN("NET",
-         "comm %u: node %u (%s) is back after a crash of its daemon; the comm goes on from the "
-         "piece both nodes agree on%s",
-         sc->id, peer, sc->node_addrs[peer].tcp,
-         sc->busy ? ", the piece under way here from its start" : "");
     if (sc->shadow) { /* a crash again: the returning node will say what to run */
         l1_free(sc->run);
         sc->run = NULL;
         sc->shadow = 0;
     }
     span_coll_hold(sc);
+}
+
+int span_rerun_accept(span_comm_t *sc, uint32_t peer, tp_conn_t *conn)
+{
+    if (!sc->crash_safe || !sc->probed || peer >= sc->nnodes || peer == sc->me ||
+        sc->links[peer] == NULL || span_drain_active(sc))
+        return 0;
+    /* Of 3 nodes or more, a node that did not crash dials anew after a BACK (drain.c), which
+     * it said first on its old connection: read what came there before taking it for a crash
+     * (that may end the barrier here, and the dial is then the one the respan waits for). */
+    if (sc->nnodes > 2 && (span_drain_listen_now(sc), span_drain_active(sc) || !sc->probed))
+        return span_link_take(sc, peer, conn) == 0 || span_link_stash(sc, peer, conn);
+    if (sc->early == NULL && (sc->early = calloc(sc->nnodes, sizeof(*sc->early))) == NULL)
+        return 0;
     if (sc->early[peer] != NULL)
         tp_close(sc->early[peer]);
     sc->early[peer] = conn;
+    if (sc->nnodes > 2) /* the others first agree to open their connections again */
+        return span_drain_back(sc, peer), 1;
+    WARN("NET",
+         "comm %u: node %u (%s) is back after a crash of its daemon; the comm goes on from the "
+         "piece both nodes agree on%s",
+         sc->id, peer, sc->node_addrs[peer].tcp,
+         sc->busy ? ", the piece under way here from its start" : "");
+    span_rerun_stop(sc);
     span_respan(sc, peer);
     return 1;
 }

@@ -76,7 +76,9 @@ struct span_comm {
     uint8_t *conn_ready;       /* [nnodes]: the connection to node i is ready (outgoing ones) */
     int forced[DESC_KIND_MAX]; /* the level-1 choice settings force per kind, or -1 */
     uint8_t forced_src[DESC_KIND_MAX]; /* enum algo_src: which setting forced it */
-    int deterministic;                 /* choose on algo_cost_fixed(), not measured links */
+    /* Choose on algo_cost_fixed(), not measured links: 0, or why (ALGO_SRC_DETERMINISTIC or
+     * ALGO_SRC_RETRY). */
+    int deterministic;
     /* The cost model's verdict by kind and log2 of the block size: the choice (-1: not yet)
      * and every candidate's predicted microseconds (-1: does not serve the kind). */
     struct algo_pick {
@@ -120,7 +122,7 @@ struct span_comm {
     /* The level-1 input of the collective piece in flight (cur) and of the last one done here
      * (done), kept where a crash of the other node may make them run again (rerun.c). */
     span_snap_t *snap_cur, *snap_done;
-    int crash_safe; /* keeps them: op retry, 2 nodes, connections of its own */
+    int crash_safe; /* keeps them: op retry, connections of its own */
     /* The piece in flight waits to start (run NULL): held until the node back from a restart
      * says where it is (1), or to run again from snap_cur (2). */
     int held;
@@ -248,11 +250,22 @@ int span_drain_active(const span_comm_t *sc);
  * said it is at rest (drain.c). */
 int span_drain_closed(const span_comm_t *sc, int send);
 int span_drain_progress(span_comm_t *sc);
+/* The same without waiting for the next look: reads what the other nodes said so far. */
+int span_drain_listen_now(span_comm_t *sc);
+/* Node `node` is back from a crash of its daemon in a comm of 3 nodes or more: the barrier of
+ * the nodes left before they drop their connections (drain.c, BACK). 0, or the comm broke (a
+ * drain or another node's return under way). */
+int span_drain_back(span_comm_t *sc, uint32_t node);
+/* Whether the comm is in that barrier: its collectives wait for the respan. */
+int span_drain_back_holds(const span_comm_t *sc);
 void span_drain_free(span_comm_t *sc);
 /* rerun.c */
 /* A fresh connection from node peer while the comm's own to it is held: the peer's daemon
  * crashed and came back. 1 taken (the comm starts over with it), 0 not (the caller closes it). */
 int span_rerun_accept(span_comm_t *sc, uint32_t peer, tp_conn_t *conn);
+/* A node is back from a crash: the piece under way here stops, to run again from its start
+ * once the nodes agree where the comm goes on (a run for the returning node only goes). */
+void span_rerun_stop(span_comm_t *sc);
 /* After a respan: wait for the returning node's words on where it is (a node that does not
  * return), or say them (the returning node: `below`, from its ranks, once connected; its
  * first collective piece with that piece). */

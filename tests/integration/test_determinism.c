@@ -131,6 +131,35 @@ static size_t differ(const char *a, uint32_t ra, const char *b, uint32_t rb, siz
     return n;
 }
 
+/* Every rank's result of run b (nranks of them), at every size, is rank 0's of run a, bit for
+ * bit. */
+static void assert_same(const char *a, const char *b, uint32_t nranks)
+{
+    for (uint32_t r = 0; r < nranks; r++)
+        for (size_t c = 0; c < NCOUNTS; c++)
+            ck_assert_msg(differ(a, 0, b, r, c) == 0, "%s against %s: rank %u count %llu", b, a, r,
+                          (unsigned long long)det_counts[c]);
+}
+
+/* The records of profile file `name` (in det_dir), each of which says algo_by `by`. */
+static size_t records_by(const char *name, const char *by)
+{
+    char path[128], line[4096], want[64];
+    size_t n = 0;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/%s", det_dir, name);
+    snprintf(want, sizeof(want), "\"algo_by\":\"%s\"", by);
+    f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "no %s", path);
+    while (fgets(line, sizeof(line), f) != NULL) {
+        ck_assert_msg(strstr(line, want) != NULL, "%s: %s", path, line);
+        n++;
+    }
+    fclose(f);
+    return n;
+}
+
 static void det_setup(void)
 {
     snprintf(det_dir, sizeof(det_dir), "/tmp/hccld-det-XXXXXX");
@@ -162,26 +191,12 @@ START_TEST(test_repeat_runs_identical)
     unsetenv("HCCL_PROF_ENABLE");
     unsetenv("HCCL_PROF_FILE");
     unsetenv("HCCL_DETERMINISTIC");
-    for (int run = 0; run < 5; run++)
-        for (uint32_t r = 0; r < 4; r++)
-            for (size_t c = 0; c < NCOUNTS; c++) {
-                snprintf(tag, sizeof(tag), "run%d", run);
-                ck_assert_msg(differ("run0", 0, tag, r, c) == 0, "run %d rank %u count %llu", run,
-                              r, (unsigned long long)det_counts[c]);
-            }
-    /* Rank 0's records (every run appends) say what chose each algorithm. */
-    char line[4096];
-    size_t nrec = 0;
-    snprintf(prof, sizeof(prof), "%s/prof.0.json", det_dir);
-    FILE *f = fopen(prof, "r");
-    ck_assert_ptr_nonnull(f);
-    while (fgets(line, sizeof(line), f) != NULL) {
-        ck_assert_msg(strstr(line, "\"algo_by\":\"HCCL_DETERMINISTIC\"") != NULL, "record: %s",
-                      line);
-        nrec++;
+    for (int run = 0; run < 5; run++) {
+        snprintf(tag, sizeof(tag), "run%d", run);
+        assert_same("run0", tag, 4);
     }
-    fclose(f);
-    ck_assert_uint_eq(nrec, 5 * NCOUNTS);
+    /* Rank 0's records (every run appends) say what chose each algorithm. */
+    ck_assert_uint_eq(records_by("prof.0.json", "HCCL_DETERMINISTIC"), 5 * NCOUNTS);
     det_cleanup();
 }
 END_TEST
@@ -209,11 +224,38 @@ START_TEST(test_order_matters_on_three)
     run_fresh(3, 1, "d1");
     run_fresh(3, 1, "d2");
     unsetenv("HCCL_DETERMINISTIC");
-    for (uint32_t r = 0; r < 3; r++)
-        for (size_t c = 0; c < NCOUNTS; c++) {
-            ck_assert_uint_eq(differ("d0", 0, "d1", r, c), 0);
-            ck_assert_uint_eq(differ("d0", 0, "d2", r, c), 0);
-        }
+    assert_same("d0", "d1", 3);
+    assert_same("d0", "d2", 3);
+    det_cleanup();
+}
+END_TEST
+
+/* Op retry on 3 daemons chooses as HCCL_DETERMINISTIC does (a piece that runs again after a
+ * crash must add in the first run's order, span/rerun.c): the same bits, and the records say
+ * why. On 2 daemons it leaves the choice to the model (any order adds 2 shares alike). */
+START_TEST(test_retry_on_three_chooses_fixed)
+{
+    char prof[128];
+
+    det_setup();
+    setenv("HCCL_DETERMINISTIC", "1", 1);
+    run_fresh(3, 1, "det");
+    unsetenv("HCCL_DETERMINISTIC");
+    setenv("HCCL_OP_RETRY_ENABLE", "L1:1", 1);
+    setenv("HCCLD_DIRECT_MAX", "0", 1); /* small ones through the daemons too, not lanes */
+    setenv("HCCL_PROF_ENABLE", "1", 1);
+    for (unsigned nd = 2; nd <= 3; nd++) {
+        snprintf(prof, sizeof(prof), "%s/prof%u.%%r.json", det_dir, nd);
+        setenv("HCCL_PROF_FILE", prof, 1);
+        run_fresh(nd, 1, nd == 3 ? "retry" : "retry2");
+    }
+    unsetenv("HCCL_PROF_ENABLE");
+    unsetenv("HCCL_PROF_FILE");
+    unsetenv("HCCL_OP_RETRY_ENABLE");
+    unsetenv("HCCLD_DIRECT_MAX");
+    assert_same("det", "retry", 3);
+    ck_assert_uint_eq(records_by("prof3.0.json", "HCCL_OP_RETRY_ENABLE"), NCOUNTS);
+    ck_assert_uint_eq(records_by("prof2.0.json", "model"), NCOUNTS);
     det_cleanup();
 }
 END_TEST
@@ -229,10 +271,7 @@ START_TEST(test_coop_and_daemon_alike)
     ck_assert_int_eq(harness_run_ranks(4, det_rank, "coop", 120), 0);
     unsetenv("HCCL_L0_MODE");
     unsetenv("HCCL_DETERMINISTIC");
-    for (uint32_t r = 0; r < 4; r++)
-        for (size_t c = 0; c < NCOUNTS; c++)
-            ck_assert_msg(differ("daemon", 0, "coop", r, c) == 0, "rank %u count %llu", r,
-                          (unsigned long long)det_counts[c]);
+    assert_same("daemon", "coop", 4);
     det_cleanup();
 }
 END_TEST
@@ -283,6 +322,7 @@ Suite *determinism_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_repeat_runs_identical);
     tcase_add_test(tc, test_order_matters_on_three);
+    tcase_add_test(tc, test_retry_on_three_chooses_fixed);
     tcase_add_test(tc, test_coop_and_daemon_alike);
     tcase_add_test(tc, test_settings_differ_across_daemons);
     suite_add_tcase(s, tc);
