@@ -45,20 +45,16 @@ bench_setup() {
 }
 
 bench_daemons() {
-    local n=$1 i ip pre
+    local n=$1 i ns=${BENCH_NETNS:-}
     shift
     SOCKS=""
     DAEMON_PIDS=()
     for ((i = 0; i < n; i++)); do
         rm -rf "$TMP/d$i"
         mkdir -p "$TMP/d$i"
-        ip=127.0.0.1 pre=()
-        if [ -n "${BENCH_NETNS:-}" ]; then
-            ip=$(netns_ip $((i + 1)))
-            pre=(env "HCCL_IF_IP=$ip" ip netns exec "$BENCH_NETNS-n$((i + 1))")
-        fi
-        "${pre[@]}" "$BIN/hccld" --socket "$TMP/d$i/s" --listen "$ip:0" \
-            --foreground --log-level warn "$@" >>"$OUT/hccld$i.log" 2>&1 &
+        netns_exec "$ns" $((i + 1)) "$BIN/hccld" --socket "$TMP/d$i/s" \
+            --listen "$(netns_addr "$ns" $((i + 1))):0" --foreground --log-level warn "$@" \
+            >>"$OUT/hccld$i.log" 2>&1 &
         DAEMON_PIDS+=($!)
         PIDS+=($!)
         SOCKS+=${SOCKS:+,}$TMP/d$i/s

@@ -239,19 +239,16 @@ trap 'exit 130' INT TERM
 # appended to NAME.hccldI.log; sets SOCKS (comma-separated, for hccl-run --daemons) and
 # DAEMON_DIRS. Stops the daemons started before.
 start_daemons() {
-    local name=$1 n=$2 level=$3 i dir sock
+    local name=$1 n=$2 level=$3 i dir sock ns=
     stop_daemons
     ndaemon_sets=$((ndaemon_sets + 1))
-    local ip=127.0.0.1 pre=()
+    if [ "$NETNS" = 1 ]; then ns=$NS; fi
     for ((i = 0; i < n; i++)); do
         dir=$TMP/s$ndaemon_sets/d$i
         mkdir -p "$dir"
-        if [ "$NETNS" = 1 ]; then
-            ip=$(netns_ip $((i + 1)))
-            pre=(ip netns exec "$NS-n$((i + 1))")
-        fi
-        HCCL_IF_IP=$ip "${pre[@]}" "$HCCLD" --socket "$dir/hccld.sock" --listen "$ip:0" \
-            --foreground --log-level "$level" >>"$RES/$name.hccld$i.log" 2>&1 &
+        netns_exec "$ns" $((i + 1)) "$HCCLD" --socket "$dir/hccld.sock" \
+            --listen "$(netns_addr "$ns" $((i + 1))):0" --foreground --log-level "$level" \
+            >>"$RES/$name.hccld$i.log" 2>&1 &
         DAEMON_PIDS+=("$!")
         DAEMON_DIRS+=("$dir")
         SOCKS+=${SOCKS:+,}$dir/hccld.sock

@@ -6,6 +6,11 @@
 #                            veth, as tests/netns/impair.c does. The addresses exist only there.
 #   netns_down PREFIX        removes the namespaces PREFIX-*.
 #   netns_ip K               node K's address (10.214.0.K).
+#   netns_addr PREFIX K      the address a daemon of node K listens on: netns_ip K, or
+#                            127.0.0.1 when PREFIX is empty (no namespaces: loopback).
+#   netns_exec PREFIX K CMD  replaces the shell with CMD inside PREFIX-nK (on the host when PREFIX
+#                            is empty), HCCL_IF_IP set to netns_addr: call it as a job
+#                            (`netns_exec ... &`), whose $! is then CMD's pid.
 # Daemons start inside them (ip netns exec PREFIX-nK), their clients stay outside: Unix sockets
 # and shared memory cross namespaces.
 
@@ -37,4 +42,17 @@ netns_down() {
 
 netns_ip() {
     echo "10.214.0.$1"
+}
+
+netns_addr() {
+    if [ -n "$1" ]; then netns_ip "$2"; else echo 127.0.0.1; fi
+}
+
+netns_exec() {
+    local prefix=$1 k=$2
+    shift 2
+    HCCL_IF_IP=$(netns_addr "$prefix" "$k")
+    export HCCL_IF_IP
+    if [ -n "$prefix" ]; then exec ip netns exec "$prefix-n$k" "$@"; fi
+    exec "$@"
 }
