@@ -26,7 +26,7 @@ one() {
     [ "$1" = det ] && det=true
     rm -f "$TMP"/prof.*.json
     HCCL_DETERMINISTIC=$det HCCL_PROF_ENABLE=1 HCCL_PROF_FILE="$TMP/prof.%r.json" \
-        timeout 600 "$BIN/hccl-run" -n "$ND" --daemons "$SOCKS" -- "$BIN/hccl_perf_test" \
+        bench_run 600 "$BIN/hccl-run" -n "$ND" --daemons "$SOCKS" -- "$BIN/hccl_perf_test" \
         -t allreduce -d float -o sum -b 8 -e "$MAX" -f 4 -n "$ITERS" -w 3 -m \
         >"$OUT/$1.r$2.txt" 2>>"$OUT/$1.r$2.log" || die "$1 round $2 failed (see $OUT/$1.r$2.log)"
     cp "$TMP/prof.0.json" "$OUT/$1.r$2.prof.json"

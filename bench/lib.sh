@@ -9,6 +9,9 @@
 #                                    With BENCH_NETNS=PREFIX, daemon I listens on node I+1 of
 #                                    netns_up PREFIX (bench/netns.sh) instead.
 #   bench_daemons_stop               stops them.
+#   bench_run SECS CMD...            runs CMD, killed after SECS, as a job that the exit kills too
+#                                    (timeout leads a process group of its own, which the bench's
+#                                    Ctrl-C does not reach); returns its status.
 #   die MESSAGE...                   prints "bench/NAME: MESSAGE" and exits 1.
 #   median COL FILE...               each size's median of column COL over hccl_perf_test
 #                                    outputs, "size value" lines.
@@ -63,6 +66,15 @@ bench_daemons() {
         for _ in $(seq 100); do [ -S "$TMP/d$i/s" ] && break; sleep 0.1; done
         [ -S "$TMP/d$i/s" ] || die "daemon $i did not start (see $OUT/hccld$i.log)"
     done
+}
+
+bench_run() {
+    local secs=$1 pid
+    shift
+    timeout "$secs" "$@" &
+    pid=$!
+    PIDS+=("$pid")
+    wait "$pid"
 }
 
 bench_daemons_stop() {

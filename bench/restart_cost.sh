@@ -21,7 +21,7 @@ perf() {
     shift 4
     BIN=$bin
     bench_daemons 1
-    HCCL_L0_MODE=$mode HCCL_OP_RETRY_ENABLE="L0:$retry" timeout 600 "$bin/hccl-run" -n 2 \
+    HCCL_L0_MODE=$mode HCCL_OP_RETRY_ENABLE="L0:$retry" bench_run 600 "$bin/hccl-run" -n 2 \
         --daemons "$SOCKS" -- "$bin/hccl_perf_test" -t allreduce "$@" >"$out" 2>&1 ||
         echo "bench/restart_cost: a run failed (see $out)" >&2
     bench_daemons_stop

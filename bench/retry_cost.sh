@@ -27,7 +27,7 @@ perf() {
     local n=$1 retry=$2 out=$3
     shift 3
     bench_daemons "$n"
-    HCCL_OP_RETRY_ENABLE="L1:$retry" HCCLD_DIRECT_MAX=0 timeout 600 "$BIN/hccl-run" -n "$n" \
+    HCCL_OP_RETRY_ENABLE="L1:$retry" HCCLD_DIRECT_MAX=0 bench_run 600 "$BIN/hccl-run" -n "$n" \
         --daemons "$SOCKS" -- "$BIN/hccl_perf_test" -t allreduce "$@" >"$out" 2>&1 ||
         echo "bench/retry_cost: a run failed (see $out)" >&2
     bench_daemons_stop
