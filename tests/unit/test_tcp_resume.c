@@ -2,8 +2,8 @@
  * Resumable TCP connections (daemon/transport/tcp_resume.c): the cases every resumable
  * transport passes (tests/transport/resume.c), with the pair's sockets reset under the transport
  * (ss -K: needs root, as the suite's other resets), and what only TCP has: a send larger than
- * the replay ring, a refused HELLO, an end without BYE. The connecting side dials the listener
- * again and the accepting side takes the new socket (the husk it came on is closed).
+ * the replay ring, a refused HELLO, an end without BYE, ACKREQ. The connecting side dials the
+ * listener again and the accepting side takes the new socket (the husk it came on is closed).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -209,6 +209,71 @@ START_TEST(test_end_without_bye_suspends)
 }
 END_TEST
 
+/* Writes a control record (ACKREQ, ...) with tag n on c's socket, between its own records. */
+static void raw_ctl(tp_conn_t *c, uint32_t kind, uint64_t n)
+{
+    tcp_hdr_t h = {.flags = TCP_HDR_F_CTL, .tag = n, .len = 0, .crc = kind};
+    uint8_t out[TCP_HDR_BYTES];
+
+    ck_assert_ptr_null(tcp_conn_of(c)->sendq.head); /* nothing of its own half written */
+    tcp_hdr_encode(&h, out);
+    ck_assert_int_eq(write(tcp_conn_of(c)->fd, out, sizeof(out)), (ssize_t)sizeof(out));
+}
+
+/* Drives both sides for ms (a receive each that never completes, tested), then how many copies
+ * of its sends the connecting side still keeps for replay. */
+static uint32_t copies_after(pair_t *p, long long ms)
+{
+    uint8_t x[8], y[8];
+    tp_req_t *rc, *ra;
+    int done;
+
+    ck_assert_int_eq(tp_irecv(p->c, x, sizeof(x), NULL, 99, &rc), 0);
+    ck_assert_int_eq(tp_irecv(p->a, y, sizeof(y), NULL, 99, &ra), 0);
+    for (long long end = now_ms() + ms; now_ms() < end; usleep(1000)) {
+        ck_assert_int_eq(tp_test(rc, &done), 0);
+        ck_assert_int_eq(tp_test(ra, &done), 0);
+    }
+    tp_cancel(rc);
+    tp_cancel(ra);
+    return tcp_conn_of(p->c)->rs.copies;
+}
+
+/* Acknowledgements are lazy (every TCP_ACK_MSGS messages or TCP_ACK_BYTES): 3 small sends stay
+ * kept for replay. An ACKREQ for 2 makes the peer acknowledge as it reads, up to the 3rd. */
+START_TEST(test_ackreq_makes_the_peer_acknowledge)
+{
+    uint8_t msg[3][16] = {{1}, {2}, {3}};
+    tp_req_t *r;
+    pair_t p;
+
+    ready(&p);
+    resume_set_retry(&p, 5000);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(tp_isend(p.c, msg[i], sizeof(msg[i]), NULL, 7, &r), 0);
+        ck_assert_int_eq(wait_one(r, 3000), 0); /* copied once written: done */
+    }
+    ck_assert_uint_eq(copies_after(&p, 200), 3);
+    raw_ctl(p.c, TCP_CTL_ACKREQ, 2);
+    ck_assert_uint_eq(copies_after(&p, 200), 0);
+    pair_close(&p);
+}
+END_TEST
+
+/* An ACKREQ for no message is malformed: the peer fails the connection (-EPROTO). */
+START_TEST(test_ackreq_of_nothing_fails)
+{
+    uint8_t in[64];
+    tp_req_t *r;
+    pair_t p;
+
+    pair_waiting(&p, in, &r);
+    raw_ctl(p.c, TCP_CTL_ACKREQ, 0);
+    ck_assert_int_eq(wait_one(r, 3000), -EPROTO);
+    pair_close(&p);
+}
+END_TEST
+
 Suite *tcp_resume_suite(void)
 {
     Suite *s = suite_create("tcp_resume");
@@ -223,6 +288,8 @@ Suite *tcp_resume_suite(void)
     tcase_add_test(tc, test_resume_of_unknown_refused);
     tcase_add_test(tc, test_close_says_bye);
     tcase_add_test(tc, test_end_without_bye_suspends);
+    tcase_add_test(tc, test_ackreq_makes_the_peer_acknowledge);
+    tcase_add_test(tc, test_ackreq_of_nothing_fails);
     suite_add_tcase(s, tc);
     return s;
 }
