@@ -128,6 +128,22 @@ START_TEST(test_resume_cancel_started_send_while_suspended)
 END_TEST
 
 /* Guest only: the link itself goes down twice while messages cross. */
+/* AGAIN for a connection the accepting side never had: rejected, the request's side fails. */
+static void mark_again(tp_conn_t *c)
+{
+    rdma_conn_of(c)->hs.again = 1; /* a name it never gave */
+}
+
+START_TEST(test_resume_of_unknown_refused)
+{
+    pair_t p;
+
+    ready(&p);
+    resume_unknown_refused(&p, mark_again);
+    pair_close(&p);
+}
+END_TEST
+
 START_TEST(test_resume_link_flap_twice)
 {
     pair_t p;
@@ -149,5 +165,6 @@ void rdma_resume_add(TCase *tc)
     tcase_add_test(tc, test_resume_hold_time_ends_it);
     tcase_add_test(tc, test_resume_close_says_bye);
     tcase_add_test(tc, test_resume_cancel_started_send_while_suspended);
+    tcase_add_test(tc, test_resume_of_unknown_refused);
     tcase_add_test(tc, test_resume_link_flap_twice);
 }

@@ -46,20 +46,23 @@ void pair_wait(pair_t *p)
     poll(pfd, (nfds_t)pair_fds(p, pfd), 50);
 }
 
-int pair_connect(pair_t *p, const char *addr, const uint8_t *id, const uint8_t *key)
+int pair_dial(const char *addr, const uint8_t *id, const uint8_t *key, tp_conn_t **c_p)
 {
     if (fx->connect_from != NULL)
-        return fx->connect_from(fx->client_ip, addr, id, key, 7, &p->c);
-    return fx->tp->connect(addr, id, key, 7, &p->c);
+        return fx->connect_from(fx->client_ip, addr, id, key, 7, c_p);
+    return fx->tp->connect(addr, id, key, 7, c_p);
+}
+
+int pair_connect(pair_t *p, const char *addr, const uint8_t *id, const uint8_t *key)
+{
+    return pair_dial(addr, id, key, &p->c);
 }
 
 void pair_start(pair_t *p, const uint8_t *id, const uint8_t *key)
 {
-    char addr[TP_ADDR_MAX];
-
     memset(p, 0, sizeof(*p));
-    ck_assert_int_eq(fx->tp->listen(fx->server_ip, &p->l, addr, sizeof(addr)), 0);
-    ck_assert_int_eq(pair_connect(p, addr, id, key), 0);
+    ck_assert_int_eq(fx->tp->listen(fx->server_ip, &p->l, p->addr, sizeof(p->addr)), 0);
+    ck_assert_int_eq(pair_connect(p, p->addr, id, key), 0);
 }
 
 void pair_settle(pair_t *p)

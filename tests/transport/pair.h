@@ -47,7 +47,8 @@ typedef struct pair {
     tp_conn_t *c; /* connecting side */
     tp_conn_t *a; /* accepting side */
     int c_state, a_state;
-    long long ms; /* how long the handshake took */
+    long long ms;           /* how long the handshake took */
+    char addr[TP_ADDR_MAX]; /* the listener's */
 } pair_t;
 
 long long now_ms(void);
@@ -64,6 +65,8 @@ void pair_wait(pair_t *p);
 void pair_start(pair_t *p, const uint8_t *id, const uint8_t *key);
 /* The connecting side's connect to addr (from the fixture's client address): its result. */
 int pair_connect(pair_t *p, const char *addr, const uint8_t *id, const uint8_t *key);
+/* The same for another connection, *c_p. */
+int pair_dial(const char *addr, const uint8_t *id, const uint8_t *key, tp_conn_t **c_p);
 void pair_settle(pair_t *p);
 void pair_open(pair_t *p, const uint8_t *id, const uint8_t *key);
 void pair_ready(pair_t *p);

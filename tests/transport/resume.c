@@ -275,3 +275,27 @@ void resume_close_says_bye(pair_t *p)
     ck_assert_int_eq(st.ended, 1);
     ck_assert_int_eq(st.suspended, 0);
 }
+
+void resume_unknown_refused(pair_t *p, void (*mark)(tp_conn_t *c))
+{
+    tp_conn_t *c, *a = NULL;
+    int cs = 0, as = 0;
+
+    ck_assert_int_eq(pair_dial(p->addr, the_job.id, the_job.key, &c), 0);
+    mark(c);
+    /* RDMA rejects the request: its side fails at once. TCP refuses once the key is proven,
+     * after the connecting side's last handshake record: the accepted side fails, and the
+     * connecting one learns it at its next read. */
+    for (long long end = now_ms() + fx->deadline_ms; cs >= 0 && as == 0 && now_ms() < end;
+         usleep(500)) {
+        if (a == NULL && tp_accept(p->l, pair_lookup, (void *)&the_job, &a) != 0)
+            a = NULL;
+        cs = tp_conn_state(c);
+        if (a != NULL)
+            as = tp_conn_state(a);
+    }
+    ck_assert_msg(cs == -ENOENT || as == -ENOENT, "connecting side %d, accepted side %d", cs, as);
+    ck_assert_int_ne(as, 1);
+    tp_close(a);
+    tp_close(c);
+}

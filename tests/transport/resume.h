@@ -42,5 +42,8 @@ void resume_hold_ends(pair_t *p, resume_cut_fn cut);
 /* A side that closes on purpose says BYE first: the other takes the end for an end (its
  * receive fails with -ECONNRESET, nothing suspends). */
 void resume_close_says_bye(pair_t *p);
+/* A dial that claims to take the place of a connection the listener never had (mark makes a
+ * new connection say so, before its handshake) is refused with -ENOENT. */
+void resume_unknown_refused(pair_t *p, void (*mark)(tp_conn_t *c));
 
 #endif

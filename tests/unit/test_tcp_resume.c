@@ -124,32 +124,17 @@ START_TEST(test_hold_time_ends_it)
 END_TEST
 
 /* A HELLO that claims to resume a connection this side never had is refused. */
+static void mark_resume(tp_conn_t *c)
+{
+    tcp_conn_of(c)->hs.flags = TCP_HS_F_RESUME; /* a name it never gave */
+}
+
 START_TEST(test_resume_of_unknown_refused)
 {
-    tp_conn_t *c, *a = NULL;
     pair_t p;
 
     ready(&p);
-    tcp_conn_t *fake;
-    char addr[TP_ADDR_MAX];
-    ck_assert_int_eq(tp_tcp.connect(tcp_conn_of(p.c)->rs.addr, the_job.id, the_job.key, 1, &c), 0);
-    snprintf(addr, sizeof(addr), "%s", tcp_conn_of(p.c)->rs.addr);
-    fake = tcp_conn_of(c);
-    fake->hs.flags = TCP_HS_F_RESUME; /* a name it never gave */
-    long long end = now_ms() + 3000;
-    int cs = 0, as = 0;
-    while ((cs == 0 || as == 0) && now_ms() < end) {
-        if (a == NULL && tp_accept(p.l, pair_lookup, (void *)&the_job, &a) != 0)
-            a = NULL;
-        if (cs == 0)
-            cs = tp_conn_state(c);
-        if (a != NULL && as == 0)
-            as = tp_conn_state(a);
-        usleep(500);
-    }
-    ck_assert_int_eq(as, -ENOENT);
-    tp_close(a);
-    tp_close(c);
+    resume_unknown_refused(&p, mark_resume);
     pair_close(&p);
 }
 END_TEST
