@@ -253,6 +253,37 @@ class ProcessGroupHCCL(dist.ProcessGroup):
 
         return self._submit("all_gather", run, output_tensors)
 
+    def allgather_coalesced(self, output_lists, input_list, opts=None):
+        """output_lists[q][i] gets rank q's input_list[i]: one all_gather of the inputs laid
+        end to end (torch's all_gather_coalesced; the shapes must match across ranks, as torch
+        says, which nothing checks)."""
+        if len(output_lists) != self._size or any(len(o) != len(input_list)
+                                                  for o in output_lists):
+            raise RuntimeError(
+                f"hccl all_gather_coalesced: {len(output_lists)} output lists for {self._size} "
+                f"ranks, each must hold one tensor per input ({len(input_list)})")
+        sizes = [t.numel() for t in input_list]
+        for outs in output_lists:
+            for t, k in zip(outs, sizes):
+                if t.numel() != k:
+                    raise RuntimeError(f"hccl all_gather_coalesced: an output of {t.numel()} "
+                                       f"elements for an input of {k}")
+        total = sum(sizes)
+        inp = torch.cat([t.detach().reshape(-1) for t in input_list])
+        flat = torch.empty((self._size * total,), dtype=inp.dtype)
+        src, dst = self._gather_into(flat, inp, "all_gather_coalesced")
+
+        def run():
+            if total:
+                self.comm.all_gather(src.array, dst.array, dtype=src.hccl_dtype)
+            for q, outs in enumerate(output_lists):
+                at = q * total
+                for t, k in zip(outs, sizes):
+                    t.copy_(flat[at:at + k].view_as(t))
+                    at += k
+
+        return self._submit("all_gather_coalesced", run, output_lists)
+
     def _reduce_scatter_base(self, output, input, opts=None):  # noqa: A002
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         rop = reduce_op(op, input.dtype, "reduce_scatter_tensor")

@@ -15,6 +15,7 @@ import threading
 import time
 import traceback
 import unittest
+import warnings
 
 import numpy as np
 
@@ -177,8 +178,9 @@ _NOT_GLOO = (torch.bfloat16, torch.int16, torch.bool)
 
 
 def moving_ops(r, n, gloo):
-    """broadcast, all_gather, all_gather_into_tensor, all_to_all_single, scatter and gather of
-    every dtype, all issued async_op=True before any is waited on; with gloo (on the same bits)."""
+    """broadcast, all_gather, all_gather_into_tensor, all_gather_coalesced (an empty tensor
+    among its inputs), all_to_all_single, scatter and gather of every dtype, all issued
+    async_op=True before any is waited on; with gloo (on the same bits)."""
     def run(group, dt):
         as_bytes = group is not None and dt in _NOT_GLOO
 
@@ -193,12 +195,21 @@ def moving_ops(r, n, gloo):
 
         bc, ag, agt, a2a, sc = mk(6, 1), [z(5) for _ in range(n)], z(4 * n), z(2 * n), z(3)
         ga = [z(4) for _ in range(n)] if r == 0 else None
+        agc = [[z(3), z(0), z(5)] for _ in range(n)]
+
+        def coalesced():
+            with warnings.catch_warnings():  # torch says at every call that it will go
+                warnings.simplefilter("ignore", UserWarning)
+                return dist.all_gather_coalesced(agc, [mk(3, 6), mk(0, 7), mk(5, 8)],
+                                                 group=group, async_op=True)
+
         works = [dist.broadcast(bc, src=n - 1, group=group, async_op=True),
                  dist.all_gather(ag, mk(5, 2), group=group, async_op=True),
                  # gloo has no all_gather_into_tensor: its reference is all_gather's pieces
                  dist.all_gather_into_tensor(agt, mk(4, 3), group=group, async_op=True)
                  if group is None else
                  dist.all_gather(list(agt.chunk(n)), mk(4, 3), group=group, async_op=True),
+                 coalesced(),
                  dist.all_to_all_single(a2a, mk(2 * n, 4), group=group, async_op=True),
                  dist.scatter(sc, [mk(3, 10 + q) for q in range(n)] if r == n - 1 else None,
                               src=n - 1, group=group, async_op=True),
@@ -206,6 +217,7 @@ def moving_ops(r, n, gloo):
         for work in works:
             work.wait()
         out = {"broadcast": bc, "all_gather": torch.cat(ag), "all_gather_into_tensor": agt,
+               "all_gather_coalesced": torch.cat([t for ts in agc for t in ts]),
                "all_to_all_single": a2a, "scatter": sc}
         if r == 0:
             out["gather"] = torch.cat(ga)
