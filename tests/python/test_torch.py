@@ -584,6 +584,36 @@ class TestFailures(unittest.TestCase):
         self.assertEqual(msg, "hccl init: rank(s) [1] of 2 did not join within 0:00:02")
         self.assertLess(waited, 30)
 
+    def test_wait_timeout(self):
+        """Work.wait(timeout) raises RuntimeError once the timeout passes with a peer away; the
+        op completes when the peer comes, and the group goes on."""
+        def fn(r, n, gloo):
+            t = torch.full((32768,), float(r + 1))  # 128 KiB: queued, not run inline
+            if r == 1:
+                time.sleep(2)
+            work = dist.all_reduce(t, async_op=True)
+            out = {"msg": None, "waited": 0.0}
+            if r == 0:
+                t0 = time.monotonic()
+                try:
+                    work.wait(timeout=datetime.timedelta(milliseconds=300))
+                except RuntimeError as e:
+                    out["msg"] = str(e)
+                out["waited"] = time.monotonic() - t0
+            work.wait()
+            nxt = torch.ones(4)
+            dist.all_reduce(nxt)
+            out["sum"], out["next"] = t, nxt
+            return out
+
+        res = run_torch(2, fn)
+        self.assertEqual(res[0]["msg"], "hccl allreduce: not complete within the wait's timeout "
+                                        "(0.3 s); it goes on")
+        self.assertLess(res[0]["waited"], 1.5)
+        for r in range(2):
+            self.assertTrue(torch.equal(res[r]["sum"], torch.full((32768,), 3.0)))
+            self.assertTrue(torch.equal(res[r]["next"], torch.full((4,), 2.0)))
+
     def test_op_outlives_group_timeout(self):
         def fn(r, n, gloo):
             if r == 1:  # stays away from the allreduce for longer than the group's timeout
