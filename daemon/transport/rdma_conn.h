@@ -12,6 +12,7 @@
 #define HCCLD_TRANSPORT_RDMA_CONN_H
 
 #include <infiniband/verbs.h>
+#include <net/if.h>
 #include <rdma/rdma_cma.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -190,8 +191,10 @@ int rdma_id_open(const char *ip, void *ctx, struct rdma_event_channel **ch_p,
 int rdma_next_event(struct rdma_event_channel *ch, struct rdma_cm_event **ev_p);
 /* Why binding ip failed, logged: -ENODEV when no RDMA device carries it. */
 int rdma_bind_error(const char *what, const char *ip, int err);
-/* Whether id's port is up. */
-int rdma_id_port_active(struct rdma_cm_id *id);
+/* The name of the netdev under id's RoCE port: 0, or -ENOENT for a port without one. */
+int rdma_id_netdev(struct rdma_cm_id *id, char name[IF_NAMESIZE]);
+/* Whether id's port is ACTIVE and, on RoCE, its netdev up with a carrier. */
+int rdma_id_link_up(struct rdma_cm_id *id);
 /* Destroys id and ch (either may be NULL), or keeps them until id's port is up again. */
 void rdma_id_release(struct rdma_cm_id *id, struct rdma_event_channel *ch);
 /* Destroys the ids kept whose port is up again (at most every 100 ms). */

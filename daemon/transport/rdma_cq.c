@@ -27,13 +27,14 @@ static void wc_failed(rdma_conn_t *c, const struct ibv_wc *wc)
         wc->status == IBV_WC_WR_FLUSH_ERR || wc->status == IBV_WC_REM_ABORT_ERR ||
         wc->status == IBV_WC_REM_OP_ERR)
         err = -ECONNRESET;
-    /* A device whose port went down fails what it was sending its own way (soft-RoCE: a local
-     * QP operation error): the link's fault, not ours. */
-    else if (c->id != NULL && !rdma_id_port_active(c->id))
+    /* A device whose link went down fails what it was sending its own way (soft-RoCE: a local
+     * QP operation error, which may come before its port reads DOWN): the link's fault, not
+     * ours. */
+    else if (c->id != NULL && !rdma_id_link_up(c->id))
         err = -ENETUNREACH;
     rdma_conn_fail(c, err, LOG_ERROR, "%s work completion failed: %s (vendor error %#x)%s",
                    (wc->wr_id & RDMA_WR_RECV) ? "receive" : "send", ibv_wc_status_str(wc->status),
-                   wc->vendor_err, err == -ENETUNREACH ? "; the port is down" : "");
+                   wc->vendor_err, err == -ENETUNREACH ? "; the link is down" : "");
 }
 
 static void wc_handle(rdma_conn_t *c, const struct ibv_wc *wc)

@@ -8,10 +8,14 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "env.h"
 #include "futex.h"
@@ -113,12 +117,44 @@ typedef struct rdma_grave {
 static rdma_grave_t *graves;
 static uint64_t swept_ns;
 
-int rdma_id_port_active(struct rdma_cm_id *id)
+int rdma_id_netdev(struct rdma_cm_id *id, char name[IF_NAMESIZE])
+{
+    struct ibv_gid_entry g;
+    int rc;
+
+    if (id->verbs == NULL)
+        return -ENODEV;
+    if ((rc = ibv_query_gid_ex(id->verbs, id->port_num, 0, &g, 0)) != 0)
+        return -rc;
+    if (g.ndev_ifindex == 0)
+        return -ENOENT;
+    return if_indextoname(g.ndev_ifindex, name) != NULL ? 0 : -errno;
+}
+
+/* Whether the netdev under a RoCE port is up and has a carrier; 1 for a port without one (IB)
+ * or one that cannot be looked up here (another network namespace). The device sees the
+ * netdev go down before its port does: what it sends meanwhile fails (soft-RoCE: a local QP
+ * operation error) while the port still reads ACTIVE. */
+static int netdev_up(struct rdma_cm_id *id)
+{
+    struct ifreq ifr = {0};
+    int fd, up = 1;
+
+    if (rdma_id_netdev(id, ifr.ifr_name) != 0 ||
+        (fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) < 0)
+        return 1;
+    if (ioctl(fd, SIOCGIFFLAGS, &ifr) == 0)
+        up = (ifr.ifr_flags & (IFF_UP | IFF_RUNNING)) == (IFF_UP | IFF_RUNNING);
+    close(fd);
+    return up;
+}
+
+int rdma_id_link_up(struct rdma_cm_id *id)
 {
     struct ibv_port_attr pa;
 
     return id->verbs != NULL && ibv_query_port(id->verbs, id->port_num, &pa) == 0 &&
-           pa.state == IBV_PORT_ACTIVE;
+           pa.state == IBV_PORT_ACTIVE && netdev_up(id);
 }
 
 static void destroy(struct rdma_cm_id *id, struct rdma_event_channel *ch)
@@ -133,7 +169,7 @@ void rdma_id_release(struct rdma_cm_id *id, struct rdma_event_channel *ch)
 {
     rdma_grave_t *g;
 
-    if (id == NULL || id->verbs == NULL || rdma_id_port_active(id) ||
+    if (id == NULL || id->verbs == NULL || rdma_id_link_up(id) ||
         (g = malloc(sizeof(*g))) == NULL) {
         destroy(id, ch);
         return;
@@ -151,7 +187,7 @@ void rdma_id_sweep(void)
         return;
     swept_ns = now;
     for (rdma_grave_t **pp = &graves, *g; (g = *pp) != NULL;) {
-        if (!rdma_id_port_active(g->id)) {
+        if (!rdma_id_link_up(g->id)) {
             pp = &g->next;
             continue;
         }

@@ -188,7 +188,7 @@ void rdma_qp_shutdown(rdma_conn_t *c)
      * is down: see rdma_id_release). */
     if (c->connected) {
         c->connected = 0;
-        if (rdma_id_port_active(c->id))
+        if (rdma_id_link_up(c->id))
             (void)rdma_disconnect(c->id);
     }
 }

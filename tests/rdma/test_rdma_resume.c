@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <infiniband/verbs.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "../transport/resume.h"
@@ -157,6 +158,38 @@ START_TEST(test_resume_link_flap_twice)
 }
 END_TEST
 
+/* The link check reads each side's netdev, not only its port: soft-RoCE fails what it sends
+ * on a netdev that went down (a local QP operation error) before its port reads DOWN, and
+ * such a failure is the link's, which op retry rides out. */
+START_TEST(test_link_up_reads_the_netdev)
+{
+    pair_t p;
+    char n0[IF_NAMESIZE], n1[IF_NAMESIZE];
+    rdma_conn_t *c, *a;
+
+    if (!in_guest("test_link_up_reads_the_netdev"))
+        return;
+    ready(&p);
+    c = rdma_conn_of(p.c);
+    a = rdma_conn_of(p.a);
+    ck_assert_int_eq(rdma_id_netdev(c->id, n0), 0);
+    ck_assert_int_eq(rdma_id_netdev(a->id, n1), 0);
+    ck_assert_msg(strncmp(n0, "veth", 4) == 0 && strncmp(n1, "veth", 4) == 0 && strcmp(n0, n1) != 0,
+                  "netdevs %s and %s", n0, n1);
+    ck_assert_int_eq(rdma_id_link_up(c->id), 1);
+    ck_assert_int_eq(rdma_id_link_up(a->id), 1);
+    ck_assert_int_eq(sh("ip link set veth0 down"), 0);
+    /* veth0 is down, and veth1 lost its carrier with it. */
+    ck_assert_int_eq(rdma_id_link_up(c->id), 0);
+    ck_assert_int_eq(rdma_id_link_up(a->id), 0);
+    ck_assert_int_eq(sh("ip link set veth0 up"), 0);
+    ck_assert_int_eq(ports_active(30000), 0);
+    ck_assert_int_eq(rdma_id_link_up(c->id), 1);
+    ck_assert_int_eq(rdma_id_link_up(a->id), 1);
+    pair_close(&p);
+}
+END_TEST
+
 void rdma_resume_add(TCase *tc)
 {
     tcase_add_test(tc, test_resume_qp_error_twice);
@@ -167,4 +200,5 @@ void rdma_resume_add(TCase *tc)
     tcase_add_test(tc, test_resume_cancel_started_send_while_suspended);
     tcase_add_test(tc, test_resume_of_unknown_refused);
     tcase_add_test(tc, test_resume_link_flap_twice);
+    tcase_add_test(tc, test_link_up_reads_the_netdev);
 }
