@@ -21,6 +21,7 @@ unusable: every later op fails at once with that reason.
 """
 import atexit
 import datetime
+import functools
 import math
 import sys
 import time
@@ -35,7 +36,7 @@ from ._torch_lane import Lane, Op
 from ._torch_work import Done, Work
 from .comm import RECV, SEND, Comm, RootInfo
 from ._lib import lib
-from .torch_tensors import Staged, direct, finish_avg, reduce_op
+from .torch_tensors import Staged, bitwise, direct, finish_avg, reduce_op
 from .types import HcclError, check
 
 _STORE_KEY = "hccl/root_info"
@@ -146,6 +147,9 @@ class ProcessGroupHCCL(dist.ProcessGroup):
             if work is not None:
                 return work
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        fold = bitwise(op, tensors[0].dtype, "allreduce")
+        if fold is not None:
+            return self._fold("allreduce", tensors, fold, lambda t, res: t.copy_(res.view_as(t)))
         staged = [Staged(t, "allreduce") for t in tensors]
         rop = reduce_op(op, tensors[0].dtype, "allreduce")
 
@@ -156,6 +160,22 @@ class ProcessGroupHCCL(dist.ProcessGroup):
             finish_avg(op, tensors, self._size)
 
         return self._submit("allreduce", run, tensors)
+
+    def _fold(self, what, inputs, fold, take, outputs=None):
+        """A bitwise reduce op (HCCL has none): every rank's copy of each input by an all_gather
+        (the group's size times the bytes of a reduction), folded here element by element with
+        fold (torch.bitwise_and, ...); take(input, result) keeps what this rank gets."""
+        def run():
+            for t in inputs:
+                flat = t.detach().reshape(-1)
+                rows = torch.empty((self._size, flat.numel()), dtype=flat.dtype)
+                src, dst = self._gather_into(rows.view(-1), flat, what)
+                if flat.numel():
+                    self.comm.all_gather(src.array, dst.array, dtype=src.hccl_dtype)
+                dst.done()
+                take(t, functools.reduce(fold, rows.unbind(0)))
+
+        return self._submit(what, run, outputs if outputs is not None else inputs)
 
     def _allreduce_direct(self, tensor, opts):
         """all_reduce of one tensor that libhccl reduces as it is, run here and now when the
@@ -178,6 +198,10 @@ class ProcessGroupHCCL(dist.ProcessGroup):
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         if len({t.dtype for t in tensors}) > 1:
             raise RuntimeError("hccl allreduce_coalesced: the tensors must share one dtype")
+        fold = bitwise(op, tensors[0].dtype, "allreduce_coalesced")
+        if fold is not None:
+            return self._fold("allreduce_coalesced", tensors, fold,
+                              lambda t, res: t.copy_(res.view_as(t)))
         rop = reduce_op(op, tensors[0].dtype, "allreduce_coalesced")
         flat = torch.cat([t.detach().reshape(-1) for t in tensors])
         staged = Staged(flat, "allreduce_coalesced")
@@ -206,6 +230,10 @@ class ProcessGroupHCCL(dist.ProcessGroup):
     def reduce(self, tensors, opts=None):
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         root = opts.rootRank if opts is not None else 0
+        fold = bitwise(op, tensors[0].dtype, "reduce")
+        if fold is not None:
+            return self._fold("reduce", tensors, fold, lambda t, res: (
+                t.copy_(res.view_as(t)) if self._rank == root else None))
         staged = [Staged(t, "reduce") for t in tensors]
         rop = reduce_op(op, tensors[0].dtype, "reduce")
 
@@ -286,8 +314,13 @@ class ProcessGroupHCCL(dist.ProcessGroup):
 
     def _reduce_scatter_base(self, output, input, opts=None):  # noqa: A002
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
-        rop = reduce_op(op, input.dtype, "reduce_scatter_tensor")
+        fold = bitwise(op, input.dtype, "reduce_scatter_tensor")
         dst, src = self._gather_into(input, output, "reduce_scatter_tensor")
+        if fold is not None:
+            k = output.numel()
+            return self._fold("reduce_scatter_tensor", [input], fold, lambda _, res: output.copy_(
+                res[self._rank * k:(self._rank + 1) * k].view_as(output)), [output])
+        rop = reduce_op(op, input.dtype, "reduce_scatter_tensor")
 
         def run():
             self.comm.reduce_scatter(src.array, dst.array, rop, dtype=dst.hccl_dtype)

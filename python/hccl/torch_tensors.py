@@ -46,6 +46,27 @@ _DIRECT_OPS = {int(_RED.SUM): int(ReduceOp.SUM), int(_RED.PRODUCT): int(ReduceOp
 _SUM = int(ReduceOp.SUM)
 
 
+# The bitwise reduce ops: HCCL has none, so they run as an all_gather and a fold here.
+_BITWISE = {int(_RED.BAND): ("BAND", torch.bitwise_and), int(_RED.BOR): ("BOR", torch.bitwise_or),
+            int(_RED.BXOR): ("BXOR", torch.bitwise_xor)}
+_INTEGRAL = (torch.bool, torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64)
+
+
+def _op_type(op):
+    """int(RedOpType) of a ReduceOp or of a RedOpType (dist.ReduceOp.SUM is the latter)."""
+    return int(op.op) if hasattr(op, "op") else int(op)
+
+
+def bitwise(op, dtype, what):
+    """torch's function for the bitwise reduce op op (BAND, BOR, BXOR) on integer and bool
+    tensors, or None when op is another one."""
+    name, fold = _BITWISE.get(_op_type(op), (None, None))
+    if fold is not None and dtype not in _INTEGRAL:
+        raise RuntimeError(f"hccl {what}: ReduceOp.{name} needs an integer or bool tensor, "
+                           f"got {dtype}")
+    return fold
+
+
 def direct(t, opts):
     """(address, count, HcclDataType, HcclReduceOp, bytes) when libhccl can reduce tensor t in
     place as it is, with the reduce op of opts (an AllreduceOptions or None): a contiguous dense
@@ -76,9 +97,13 @@ def check_tensor(t, what):
 
 def reduce_op(op, dtype, what):
     """The HcclReduceOp of a torch ReduceOp (bool: SUM is MAX and PRODUCT is MIN, as NCCL does)."""
+    if _op_type(op) == int(_RED.PREMUL_SUM):
+        raise RuntimeError(f"hccl {what}: ReduceOp.PREMUL_SUM is not supported: torch 1.13 does "
+                           "not hand its factor to a backend written in Python (multiply by the "
+                           "factor, then SUM)")
     if op not in _OPS:
         raise RuntimeError(f"hccl {what}: the reduce op {op} is not supported (SUM, PRODUCT, MIN, "
-                           "MAX, AVG)")
+                           "MAX, AVG, BAND, BOR, BXOR)")
     if dtype == torch.bool:
         if op == dist.ReduceOp.AVG:
             raise RuntimeError(f"hccl {what}: AVG of bool tensors is undefined")

@@ -32,6 +32,17 @@ import hccl.torch  # noqa: E402,F401
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8,
           torch.int16, torch.int32, torch.int64, torch.bool]
 RED = [dist.ReduceOp.SUM, dist.ReduceOp.PRODUCT, dist.ReduceOp.MIN, dist.ReduceOp.MAX]
+BITWISE = [dist.ReduceOp.BAND, dist.ReduceOp.BOR, dist.ReduceOp.BXOR]
+ALL_RED = RED + BITWISE
+_COMBINE = {dist.ReduceOp.SUM: torch.add, dist.ReduceOp.PRODUCT: torch.mul,
+            dist.ReduceOp.MIN: torch.minimum, dist.ReduceOp.MAX: torch.maximum,
+            dist.ReduceOp.BAND: torch.bitwise_and, dist.ReduceOp.BOR: torch.bitwise_or,
+            dist.ReduceOp.BXOR: torch.bitwise_xor}
+
+
+def ops_of(dt):
+    """The reduce ops of dtype dt: the bitwise ones on integer and bool tensors only."""
+    return RED if dt.is_floating_point else ALL_RED
 
 
 def free_port():
@@ -110,23 +121,28 @@ def both(fn_hccl, fn_gloo):
 def reductions(r, n, gloo):
     out = {}
     for dt in DTYPES:
-        for op in RED:
+        for op in ops_of(dt):
             def run(group, dt=dt, op=op):
                 t = sample(r, dt)
                 dist.all_reduce(t, op=op, group=group)
                 return t
-            out[(str(dt), RED.index(op))] = both(lambda: run(None), lambda: run(gloo))
+            out[(str(dt), ALL_RED.index(op))] = both(lambda: run(None), lambda: run(gloo))
     return out
 
 
+def local_reduce(op, dt, inputs):
+    """op over the inputs (lists of tensors of dtype dt, one list per rank), worked out here:
+    in float64, which is exact for small integers (bool's SUM is OR, PRODUCT AND), or for the
+    bitwise ops in dt itself."""
+    wide = (lambda t: t) if op in BITWISE else (lambda t: t.to(torch.float64))
+    acc = [wide(t) for t in inputs[0]]
+    for ts in inputs[1:]:
+        acc = [_COMBINE[op](a, wide(b)) for a, b in zip(acc, ts)]
+    return [(t > 0) if dt == torch.bool and op not in BITWISE else t.to(dt) for t in acc]
+
+
 def local_reference(n, dt, op):
-    acc = sample(0, dt).to(torch.float64)
-    for q in range(1, n):
-        v = sample(q, dt).to(torch.float64)
-        acc = {dist.ReduceOp.SUM: acc + v, dist.ReduceOp.PRODUCT: acc * v,
-               dist.ReduceOp.MIN: torch.minimum(acc, v),
-               dist.ReduceOp.MAX: torch.maximum(acc, v)}[op]
-    return (acc > 0) if dt == torch.bool else acc.to(dt)
+    return local_reduce(op, dt, [[sample(q, dt)] for q in range(n)])[0]
 
 
 def placements(r, n, gloo):
@@ -230,9 +246,6 @@ def moving_ops(r, n, gloo):
     return res
 
 
-_COMBINE = {dist.ReduceOp.SUM: torch.add, dist.ReduceOp.PRODUCT: torch.mul,
-            dist.ReduceOp.MIN: torch.minimum, dist.ReduceOp.MAX: torch.maximum}
-
 
 def reducing_ops(r, n, gloo):
     """reduce_scatter_tensor, reduce and all_reduce_coalesced of every dtype and reduce op, all
@@ -259,15 +272,12 @@ def reducing_ops(r, n, gloo):
             for t in ts:
                 dist.all_reduce(t, op=op, group=gloo)
         except RuntimeError:  # gloo has no such dtype: work it out
-            ts = [t.to(torch.float64) for t in ins(0, dt)]
-            for q in range(1, n):
-                ts = [_COMBINE[op](a, b.to(torch.float64)) for a, b in zip(ts, ins(q, dt))]
-            ts = [(t > 0) if dt == torch.bool else t.to(dt) for t in ts]
+            ts = local_reduce(op, dt, [list(ins(q, dt)) for q in range(n)])
         full, red, c0, c1 = ts
         return [full[8 * r:8 * (r + 1)], red if r == 0 else torch.zeros(0, dtype=dt), c0, c1]
 
-    return {(str(dt), RED.index(op)): (hccl_run(dt, op), reference(dt, op))
-            for dt in DTYPES for op in RED}
+    return {(str(dt), ALL_RED.index(op)): (hccl_run(dt, op), reference(dt, op))
+            for dt in DTYPES for op in ops_of(dt)}
 
 
 class TestOps(unittest.TestCase):
@@ -282,8 +292,8 @@ class TestOps(unittest.TestCase):
         for n in (2, 3):
             for r, got in enumerate(run_torch(n, reductions)):
                 for dt in DTYPES:
-                    for op in RED:
-                        h, g = got[(str(dt), RED.index(op))]
+                    for op in ops_of(dt):
+                        h, g = got[(str(dt), ALL_RED.index(op))]
                         want = g if g is not None else local_reference(n, dt, op)
                         self.assertEqual(h.dtype, dt)
                         self.assertTrue(torch.equal(h, want),
@@ -537,6 +547,8 @@ class TestOps(unittest.TestCase):
             pg = dist.distributed_c10d._get_default_group()  # pylint: disable=protected-access
             for call in (lambda: pg.allreduce([torch.zeros(2, dtype=torch.complex64)]),
                          lambda: dist.all_reduce(torch.zeros(2), op=dist.ReduceOp.BAND),
+                         lambda: dist.all_reduce(torch.zeros(2),
+                                                 op=dist._make_nccl_premul_sum(2.0)),
                          lambda: dist.recv(torch.zeros(2))):
                 try:
                     call()
@@ -555,8 +567,11 @@ class TestOps(unittest.TestCase):
         for msgs, t, complex_ok in run_torch(2, fn):
             self.assertTrue(complex_ok)
             self.assertIn("hccl allreduce: the dtype torch.complex64 is not supported", msgs[0])
-            self.assertIn("hccl allreduce: the reduce op", msgs[1])
-            self.assertIn("hccl recv from any source: not supported", msgs[2])
+            self.assertIn("hccl allreduce: ReduceOp.BAND needs an integer or bool tensor, got "
+                          "torch.float32", msgs[1])
+            self.assertIn("hccl allreduce: ReduceOp.PREMUL_SUM is not supported: torch 1.13",
+                          msgs[2])
+            self.assertIn("hccl recv from any source: not supported", msgs[3])
             self.assertTrue(torch.equal(t, torch.full((2,), 2.0)))
 
 
