@@ -272,9 +272,11 @@ typedef struct op_plan {
 } op_plan_t;
 
 uint64_t hc_kind_max_blocks(uint8_t kind, uint32_t n);
-/* Plans op with nstage pieces in flight, each staged in its own slot; HCCL_E_MEMORY when the
- * arena has no room for the slots (logged when nstage is 1: the caller may try fewer). */
-HcclResult hc_plan(hc_comm_t *comm, const hc_op_t *op, unsigned nstage, op_plan_t *p);
+/* Plans op with nstage pieces in flight, each staged in its own slot, pieces 2^shrink times
+ * smaller than the comm's chunk makes them; HCCL_E_MEMORY when the arena has no room for the
+ * slots (the caller may try fewer or smaller). */
+HcclResult hc_plan(hc_comm_t *comm, const hc_op_t *op, unsigned nstage, unsigned shrink,
+                   op_plan_t *p);
 void hc_plan_free(hc_comm_t *comm, op_plan_t *p);
 int hc_piece_zc(hc_comm_t *comm, int op_zc, uint64_t op_off, const uint8_t *base, uint64_t stride,
                 uint32_t nblocks, uint64_t es, uint64_t first, uint64_t n, uint64_t *off_p);

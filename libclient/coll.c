@@ -15,7 +15,11 @@
 #include "log.h"
 #include "reg.h"
 
-#define HC_MAX_OPS HCCL_BATCH_SEND_RECV_MAX /* ops run together: a batch of sends and receives */
+/* Ops run together (a batch of sends and receives): each has a piece in flight, so a batch takes
+ * at most as many as the process has submission slots. */
+#define HC_MAX_OPS HCCL_BATCH_SEND_RECV_MAX
+#define HC_STACK_PLANS 4       /* a call of up to this many ops plans on the stack */
+#define HC_MIN_SLOT_BYTES 4096 /* pieces shrink for a crowded arena down to this chunk */
 
 typedef struct inflight {
     op_plan_t *p;
@@ -37,7 +41,8 @@ uint64_t hc_kind_max_blocks(uint8_t kind, uint32_t n)
     }
 }
 
-HcclResult hc_plan(hc_comm_t *comm, const hc_op_t *op, unsigned nstage, op_plan_t *p)
+HcclResult hc_plan(hc_comm_t *comm, const hc_op_t *op, unsigned nstage, unsigned shrink,
+                   op_plan_t *p)
 {
     desc_t d = {.kind = op->kind, .dtype = op->dtype, .root = op->root, .count = op->count};
     uint64_t es = dtype_size(op->dtype), span;
@@ -48,7 +53,7 @@ HcclResult hc_plan(hc_comm_t *comm, const hc_op_t *op, unsigned nstage, op_plan_
     /* The root of a broadcast receives in place: the daemon skips it, we copy nothing out. */
     if (op->kind == DESC_BROADCAST && comm->rank == op->root)
         p->r.nblocks = 0;
-    p->piece = comm->chunk_bytes / (es * hc_kind_max_blocks(op->kind, comm->nranks));
+    p->piece = comm->chunk_bytes / (es * hc_kind_max_blocks(op->kind, comm->nranks)) >> shrink;
     if (p->piece == 0)
         p->piece = 1;
     /* A small op stages only what it has (both sides of a transfer have the same count). */
@@ -70,10 +75,7 @@ HcclResult hc_plan(hc_comm_t *comm, const hc_op_t *op, unsigned nstage, op_plan_
         return HCCL_SUCCESS;
     p->stage_off = hc_arena_alloc(&comm->c->alloc, p->slot_bytes * nstage);
     if (p->stage_off == UINT64_MAX) {
-        /* The caller may try again with fewer stages; one is the last resort. */
-        if (nstage == 1)
-            ERR("COLL", "no room for %llu bytes of staging in the arena (HCCL_BUFFSIZE)",
-                (unsigned long long)p->slot_bytes);
+        /* The caller may try again with fewer stages or smaller pieces. */
         p->slot_bytes = 0;
         return HCCL_E_MEMORY;
     }
@@ -198,13 +200,13 @@ static HcclResult retire(hc_comm_t *comm, inflight_t *f, uint64_t deadline)
 }
 
 /* Posts the pieces of all ops round-robin, at most nstage per op in flight (each owns one
- * staging slot), and retires them in posting order. The whole call has one HCCL_EXEC_TIMEOUT;
- * after a failure nothing more is posted, so a stuck peer costs one timeout, not one per
- * piece. */
+ * staging slot; nstage * nops is at most HC_MAX_OPS), and retires them in posting order. The whole
+ * call has one HCCL_EXEC_TIMEOUT; after a failure nothing more is posted, so a stuck peer costs one
+ * timeout, not one per piece. */
 static HcclResult pipeline(hc_comm_t *comm, op_plan_t *plans, unsigned nops)
 {
-    inflight_t q[HC_PIPELINE * HC_MAX_OPS];
-    unsigned head = 0, n = 0, cap = HC_PIPELINE * nops;
+    inflight_t q[HC_MAX_OPS];
+    unsigned head = 0, n = 0, cap = plans[0].nstage * nops;
     unsigned busy[HC_MAX_OPS] = {0}, stage_next[HC_MAX_OPS] = {0};
     HcclResult first_err = HCCL_SUCCESS, rc;
     uint64_t deadline = hc_comm_deadline(comm);
@@ -250,12 +252,14 @@ void hc_plan_free(hc_comm_t *comm, op_plan_t *p)
 
 HcclResult hc_ops_run(hc_comm_t *comm, const hc_op_t *ops, unsigned nops)
 {
-    op_plan_t plans[HC_MAX_OPS];
+    op_plan_t stack_plans[HC_STACK_PLANS], *plans = stack_plans;
     HcclResult rc = HCCL_SUCCESS;
     unsigned planned = 0;
 
-    if (nops == 0 || nops > HC_MAX_OPS)
+    if (nops == 0 || nops > HC_MAX_OPS || nops > comm->c->nslots)
         return HCCL_E_PARA;
+    if (nops > HC_STACK_PLANS && (plans = calloc(nops, sizeof(*plans))) == NULL)
+        return HCCL_E_MEMORY;
 
     int lanes = comm->lanes != NULL && nops == 1 && desc_is_collective(ops[0].kind);
     if (lanes && hc_lanes_before(comm, &ops[0], &rc)) {
@@ -263,30 +267,41 @@ HcclResult hc_ops_run(hc_comm_t *comm, const hc_op_t *ops, unsigned nops)
     } else if (comm->coop != NULL && nops == 1 && desc_is_collective(ops[0].kind)) {
         rc = hc_coop_run(comm, &ops[0]);
     } else {
-        /* A batch of many large ops, or a crowded arena, runs fewer pieces of each op at once
-         * (every op the same number) rather than failing. */
-        unsigned nstage = HC_PIPELINE;
-        for (;; nstage /= 2) {
+        /* A batch of many ops, or a crowded arena, runs fewer pieces of each op at once (every
+         * op the same number), then smaller ones, rather than failing. */
+        unsigned want = HC_MAX_OPS / nops < HC_PIPELINE ? HC_MAX_OPS / nops : HC_PIPELINE;
+        unsigned nstage = want, shrink = 0;
+        for (;;) {
             rc = HCCL_SUCCESS;
             for (planned = 0; planned < nops && rc == HCCL_SUCCESS; planned++)
-                rc = hc_plan(comm, &ops[planned], nstage, &plans[planned]);
-            if (rc != HCCL_E_MEMORY || nstage == 1)
+                rc = hc_plan(comm, &ops[planned], nstage, shrink, &plans[planned]);
+            if (rc != HCCL_E_MEMORY)
                 break;
+            if (nstage == 1 && comm->chunk_bytes >> (shrink + 1) < HC_MIN_SLOT_BYTES) {
+                ERR("COLL", "no room in the arena (HCCL_BUFFSIZE) to stage %u op(s) at once", nops);
+                break;
+            }
             for (unsigned i = 0; i < planned; i++)
                 hc_plan_free(comm, &plans[i]);
+            if (nstage > 1)
+                nstage /= 2;
+            else
+                shrink++;
         }
-        if (rc == HCCL_SUCCESS && nstage < HC_PIPELINE && !comm->short_logged) {
+        if (rc == HCCL_SUCCESS && (nstage < want || shrink > 0) && !comm->short_logged) {
             comm->short_logged = 1;
             INFO("COLL",
-                 "comm %u: the arena is short (HCCL_BUFFSIZE): %u piece(s) of each op in flight "
-                 "instead of %u (logged once per comm)",
-                 comm->id, nstage, HC_PIPELINE);
+                 "comm %u: the arena is short (HCCL_BUFFSIZE) for %u op(s) at once: %u piece(s) "
+                 "of each in flight instead of %u, of %u KiB at most (logged once per comm)",
+                 comm->id, nops, nstage, want, (unsigned)((comm->chunk_bytes >> shrink) / 1024));
         }
         if (rc == HCCL_SUCCESS)
             rc = pipeline(comm, plans, nops);
         for (unsigned i = 0; i < planned; i++)
             hc_plan_free(comm, &plans[i]);
     }
+    if (plans != stack_plans)
+        free(plans);
     if (lanes)
         hc_lanes_after(comm, &ops[0], rc);
     if (rc != HCCL_SUCCESS)

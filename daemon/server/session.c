@@ -16,6 +16,10 @@
 #include "server/server.h"
 #include "uds.h"
 
+/* A batch of sends and receives has a piece of each item in flight at once (libclient). */
+_Static_assert(HCCL_BATCH_SEND_RECV_MAX <= SERVER_SQ_ENTRIES,
+               "a session's slots must hold the largest batch");
+
 int session_send(session_t *s, const Hccld__Msg *m)
 {
     if (s->state == SESSION_CLOSING)

@@ -6,7 +6,7 @@
     out = comm.all_reduce(np.ones(4, np.float32))
 """
 from ._lib import CommConfig
-from .comm import RECV, SEND, SPLIT_NOCOLOR, Comm, RootInfo, get_root_info
+from .comm import BATCH_SEND_RECV_MAX, RECV, SEND, SPLIT_NOCOLOR, Comm, RootInfo, get_root_info
 from .mem import mem_alloc
 from .stream import Stream
 from .types import DataType, HcclError, ReduceOp, Result, data_type
@@ -14,6 +14,7 @@ from .types import DataType, HcclError, ReduceOp, Result, data_type
 SUM, PROD, MAX, MIN = ReduceOp.SUM, ReduceOp.PROD, ReduceOp.MAX, ReduceOp.MIN
 
 __all__ = [
+    "BATCH_SEND_RECV_MAX",
     "Comm",
     "CommConfig",
     "DataType",

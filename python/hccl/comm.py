@@ -9,6 +9,8 @@ from .registration import Registration
 from .types import ReduceOp, check
 
 SPLIT_NOCOLOR = 0xFFFFFFFF
+# HCCL_BATCH_SEND_RECV_MAX of hccl/hccl.h: the most items one batch_send_recv takes.
+BATCH_SEND_RECV_MAX = 256
 SEND, RECV = 0, 1
 
 
@@ -236,7 +238,12 @@ class Comm:
 
     def batch_send_recv(self, items, stream=None):
         """HcclBatchSendRecv of (hccl.SEND or hccl.RECV, buffer, peer) tuples, all in flight at
-        once: no ordering between them, no deadlock."""
+        once: no ordering between them, no deadlock. At most BATCH_SEND_RECV_MAX items
+        (ValueError beyond)."""
+        if len(items) > BATCH_SEND_RECV_MAX:
+            raise ValueError(f"a batch of {len(items)} sends and receives: at most "
+                             f"{BATCH_SEND_RECV_MAX}, all in flight at once (split it where "
+                             "no item waits for a later one)")
         bufs = [Buf(b, kind == RECV, None, "buffer") for kind, b, _ in items]
         arr = (SendRecvItem * len(items))()
         for i, ((kind, _, peer), b) in enumerate(zip(items, bufs)):

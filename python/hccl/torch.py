@@ -34,7 +34,7 @@ import torch.distributed as dist
 from . import comm as _comm
 from ._torch_lane import Lane, Op
 from ._torch_work import Done, Work
-from .comm import RECV, SEND, Comm, RootInfo
+from .comm import BATCH_SEND_RECV_MAX, RECV, SEND, Comm, RootInfo
 from ._lib import lib
 from .torch_tensors import Staged, bitwise, direct, finish_avg, reduce_op
 from .types import HcclError, check
@@ -390,7 +390,9 @@ class ProcessGroupHCCL(dist.ProcessGroup):
         return self._submit("scatter", run, output_tensors)
 
     def gather(self, output_tensors, input_tensors, opts=None):
-        """HCCL has no gather: the root receives every rank's tensor in one batch of receives."""
+        """HCCL has no gather: the root receives every rank's tensor in batches of receives (of
+        up to BATCH_SEND_RECV_MAX, one after the other: each completes on its own, as every
+        other rank sends once)."""
         root = opts.rootRank if opts is not None else 0
         inp = Staged(input_tensors[0], "gather")
 
@@ -400,8 +402,8 @@ class ProcessGroupHCCL(dist.ProcessGroup):
                 return
             outs = [Staged(t, "gather") for t in output_tensors[0]]
             items = [(RECV, o.array, q) for q, o in enumerate(outs) if q != root]
-            if items:
-                self.comm.batch_send_recv(items)
+            for at in range(0, len(items), BATCH_SEND_RECV_MAX):
+                self.comm.batch_send_recv(items[at:at + BATCH_SEND_RECV_MAX])
             outs[root].array[...] = inp.array
             for o in outs:
                 o.done()
@@ -498,6 +500,10 @@ class ProcessGroupHCCL(dist.ProcessGroup):
         if not batch:
             return
         items = [i for b in batch for i in b[0]]
+        if len(items) > BATCH_SEND_RECV_MAX:
+            raise RuntimeError(f"hccl batch_isend_irecv: {len(items)} sends and receives, at most "
+                               f"{BATCH_SEND_RECV_MAX}: HCCL runs a batch all in flight at once, "
+                               "and a batch split in order could wait for ever")
         staged = [s for b in batch for s in b[1]]
         tensors = [t for b in batch for t in b[2]]
 

@@ -3,6 +3,7 @@
  * test's own, the root), ranks placed on it in any way, and a few rank functions.
  */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "multinode.h"
 
@@ -59,14 +60,18 @@ int rank_p2p_mismatch(HcclComm comm, uint32_t r, uint32_t n, void *arg)
 /* n ranks of a running cluster, rank r on daemon place[r], run fn; returns how many failed. */
 int run_placed(cluster_t *c, uint32_t n, const uint8_t *place, rank_fn fn, void *arg)
 {
-    char *socks[CLUSTER_MAX * 2];
-    pid_t pids[CLUSTER_MAX * 2];
+    char **socks = calloc(n, sizeof(*socks));
+    pid_t *pids = calloc(n, sizeof(*pids));
+    int failed = (int)n;
 
+    ck_assert(socks != NULL && pids != NULL);
     for (uint32_t r = 0; r < n; r++)
         socks[r] = c->socks[place[r]];
-    if (harness_spawn_ranks_on(n, socks, fn, arg, 240, pids) != 0)
-        return (int)n;
-    return harness_wait(pids, n, 240);
+    if (harness_spawn_ranks_on(n, socks, fn, arg, 240, pids) == 0)
+        failed = harness_wait(pids, n, 240);
+    free(socks);
+    free(pids);
+    return failed;
 }
 
 /* The ranks of a running cluster, `per` on each daemon (in blocks, as hccl-run places them),

@@ -409,7 +409,7 @@ START_TEST(test_pieces_say_more)
         op_plan_t p;
         desc_t d;
         int r_staged;
-        ck_assert_int_eq(hc_plan(&comm, &op, 2, &p), HCCL_SUCCESS);
+        ck_assert_int_eq(hc_plan(&comm, &op, 2, 0, &p), HCCL_SUCCESS);
         ck_assert_int_eq(p.npieces, (counts[k] + 131071) / 131072); /* 512 KiB of fp32 each */
         for (uint64_t i = 0; i < p.npieces; i++) {
             hc_piece_prep(&comm, &p, i, 0, &d, &r_staged);

@@ -226,6 +226,65 @@ START_TEST(test_any_placement)
 }
 END_TEST
 
+/* A gather as torch's backend runs it: the root receives from every other rank in one batch
+ * (arg: the root), each rank's block checked. */
+static int batch_gather(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+{
+    enum { CNT = 1000 };
+    const uint32_t root = *(const uint32_t *)arg;
+    int32_t *mine = malloc(CNT * sizeof(*mine)), *all = NULL;
+    HcclSendRecvItem *items = NULL;
+    uint32_t k = 0;
+    HcclResult rc;
+    int bad = 0;
+
+    for (int i = 0; i < CNT; i++)
+        mine[i] = (int32_t)(r * 100000 + i);
+    if (r != root) {
+        HcclSendRecvItem it = {HCCL_SEND, mine, CNT, HCCL_DATA_TYPE_INT32, root};
+        rc = HcclBatchSendRecv(&it, 1, comm, NULL);
+    } else {
+        all = malloc((size_t)n * CNT * sizeof(*all));
+        items = calloc(n, sizeof(*items));
+        memset(all, 0xEE, (size_t)n * CNT * sizeof(*all));
+        for (uint32_t q = 0; q < n; q++)
+            if (q != root)
+                items[k++] = (HcclSendRecvItem){HCCL_RECV, all + (size_t)q * CNT, CNT,
+                                                HCCL_DATA_TYPE_INT32, q};
+        rc = HcclBatchSendRecv(items, k, comm, NULL);
+        for (uint32_t q = 0; q < n && rc == HCCL_SUCCESS && !bad; q++)
+            for (int i = 0; i < CNT && q != root && !bad; i++)
+                if (all[(size_t)q * CNT + i] != (int32_t)(q * 100000 + i)) {
+                    fprintf(stderr, "root %u: rank %u's element %d is %d\n", r, q, i,
+                            all[(size_t)q * CNT + i]);
+                    bad = 1;
+                }
+    }
+    if (rc != HCCL_SUCCESS)
+        fprintf(stderr, "rank %u: gather batch: %s\n", r, HcclGetErrorString(rc));
+    free(mine);
+    free(all);
+    free(items);
+    return bad || rc != HCCL_SUCCESS;
+}
+
+/* A batch of 69 receives at the root of 70 ranks on 3 daemons, more than the 64 a batch once
+ * took: a gather of torch's backend on more than 65 ranks failed with HCCL_E_PARA. */
+START_TEST(test_gather_batch_70_ranks)
+{
+    enum { N = 70 };
+    uint8_t place[N];
+    uint32_t root = 5;
+    cluster_t c;
+
+    for (uint32_t r = 0; r < N; r++)
+        place[r] = (uint8_t)(r % 3);
+    cluster_start(&c, 3);
+    ck_assert_int_eq(run_placed(&c, N, place, batch_gather, &root), 0);
+    cluster_stop(&c);
+}
+END_TEST
+
 /* One op of WIRE_COUNT int32 per rank block, checked: allgather, reduce-scatter, alltoall or
  * scatter from rank 0 (arg: enum wire_op). */
 #define WIRE_COUNT 10000u
@@ -491,6 +550,7 @@ Suite *multinode_suite(void)
     tcase_add_test(tc, test_forced_algorithms);
     tcase_add_test(tc, test_many_daemons_fullmesh);
     tcase_add_test(tc, test_any_placement);
+    tcase_add_test(tc, test_gather_batch_70_ranks);
     tcase_add_test(tc, test_uneven_moves_no_padding);
     multinode_add_tools(tc);
     tcase_add_test(tc, test_wrong_key_refused);

@@ -102,15 +102,24 @@ int p2p_batch_case(HcclComm comm, uint32_t r, uint32_t n, void *arg)
     return 0;
 }
 
-/* A batch whose staging does not fit the arena at full depth (16 items of 1 MiB from malloc
- * want 32 MiB of slots; HCCL_BUFFSIZE is 12 MiB here) runs with fewer pieces in flight instead
- * of failing with HCCL_E_MEMORY, and everything arrives. */
+/* A batch of k sends and k receives of cnt floats each way. */
+typedef struct big_batch {
+    int k;
+    uint64_t cnt;
+} big_batch_t;
+
+/* A batch whose staging does not fit the arena at full depth (HCCL_BUFFSIZE is 12 MiB here;
+ * 16 items of 1 MiB from malloc want 32 MiB of slots, 256 items of 256 KiB at one piece each
+ * want 64 MiB) runs with fewer pieces in flight, then smaller ones, instead of failing with
+ * HCCL_E_MEMORY, and everything arrives. */
 static int p2p_batch_short_arena(HcclComm comm, uint32_t r, uint32_t n, void *arg)
 {
-    enum { K = 8, CNT = 262147 };
+    const big_batch_t *b = arg;
+    const int K = b->k;
+    const uint64_t CNT = b->cnt;
     uint32_t next = (r + 1) % n, prev = (r + n - 1) % n;
-    float *s[K], *o[K];
-    HcclSendRecvItem items[2 * K];
+    float **s = calloc(K, sizeof(*s)), **o = calloc(K, sizeof(*o));
+    HcclSendRecvItem *items = calloc(2 * K, sizeof(*items));
     int bad = 0;
 
     for (int k = 0; k < K; k++) {
@@ -131,6 +140,9 @@ static int p2p_batch_short_arena(HcclComm comm, uint32_t r, uint32_t n, void *ar
         free(s[k]);
         free(o[k]);
     }
+    free(s);
+    free(o);
+    free(items);
     return bad;
 }
 
@@ -258,10 +270,14 @@ END_TEST
 
 START_TEST(test_batch_short_arena)
 {
+    big_batch_t few = {8, 262147}, most = {HCCL_BATCH_SEND_RECV_MAX / 2, 65541};
+
     setenv("HCCL_BUFFSIZE", "12", 1);
     for (uint32_t n = 2; n <= 3; n++) {
-        int rc = harness_run_ranks(n, p2p_batch_short_arena, NULL, 120);
+        int rc = harness_run_ranks(n, p2p_batch_short_arena, &few, 120);
         ck_assert_msg(rc == 0, "batch in a short arena, %u ranks", n);
+        rc = harness_run_ranks(n, p2p_batch_short_arena, &most, 120);
+        ck_assert_msg(rc == 0, "batch of %d in a short arena, %u ranks", 2 * most.k, n);
     }
     unsetenv("HCCL_BUFFSIZE");
 }

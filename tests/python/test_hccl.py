@@ -129,6 +129,36 @@ class TestMovers(unittest.TestCase):
                 np.testing.assert_array_equal(o["batch"], np.full(4, (r - 1) % n))
 
 
+def most_items(comm, r, n):
+    """A batch of the most items: half sends to the next rank, half receives from the one
+    before; then one item more, refused before anything moves."""
+    half = hccl.BATCH_SEND_RECV_MAX // 2
+    outs = [np.full(3, r * 1000 + i, np.int32) for i in range(half)]
+    ins = [np.full(3, -1, np.int32) for _ in range(half)]
+    comm.batch_send_recv([(hccl.SEND, o, (r + 1) % n) for o in outs] +
+                         [(hccl.RECV, b, (r - 1) % n) for b in ins])
+    try:
+        comm.batch_send_recv([(hccl.SEND, outs[0], (r + 1) % n)] *
+                             (hccl.BATCH_SEND_RECV_MAX + 1))
+        refused = None
+    except ValueError as e:
+        refused = str(e)
+    return np.stack(ins), refused
+
+
+class TestBatch(unittest.TestCase):
+    def test_the_most_items(self):
+        with open(os.path.join(TOP, "libclient/include/hccl/hccl.h"), encoding="utf-8") as f:
+            self.assertIn(f"#define HCCL_BATCH_SEND_RECV_MAX {hccl.BATCH_SEND_RECV_MAX}\n",
+                          f.read())
+        n = 3
+        for r, (got, refused) in enumerate(run_ranks(n, most_items)):
+            want = (r - 1) % n * 1000 + np.arange(hccl.BATCH_SEND_RECV_MAX // 2)
+            np.testing.assert_array_equal(got, np.repeat(want[:, None], 3, axis=1))
+            self.assertIn(f"a batch of {hccl.BATCH_SEND_RECV_MAX + 1} sends and receives: at "
+                          f"most {hccl.BATCH_SEND_RECV_MAX}", refused)
+
+
 class TestBuffers(unittest.TestCase):
     def test_stream_and_zero_copy_and_buffer_protocol(self):
         def fn(comm, r, n):

@@ -520,6 +520,33 @@ class TestOps(unittest.TestCase):
                     for a, b in zip(out["hccl"], out["gloo"]):
                         self.assertTrue(a is None and b is None or torch.equal(a, b))
 
+    def test_gather_in_batches_and_the_batch_bound(self):
+        """gather's root takes its receives in batches of at most BATCH_SEND_RECV_MAX (here
+        made 1 in this process, so that 4 ranks need 3 batches; a batch of more would fail),
+        against gloo; a batch_isend_irecv of more
+        items than a batch takes is refused by name, and the group goes on."""
+        def fn(r, n, gloo):
+            hccl.torch.BATCH_SEND_RECV_MAX = hccl.comm.BATCH_SEND_RECV_MAX = 1
+            t = torch.arange(5, dtype=torch.int32) + 100 * r
+            outs = [[torch.zeros(5, dtype=torch.int32) for _ in range(n)] if r == 2 else None
+                    for _ in range(2)]
+            dist.gather(t, outs[0], dst=2)
+            dist.gather(t, outs[1], dst=2, group=gloo)
+            try:
+                dist.batch_isend_irecv([dist.P2POp(dist.isend, t, (r + 1) % n)] * 2)
+                refused = None
+            except RuntimeError as e:
+                refused = str(e)
+            after = torch.ones(2)
+            dist.all_reduce(after)
+            return outs, refused, after
+
+        for r, (outs, refused, after) in enumerate(run_torch(4, fn)):
+            if r == 2:
+                self.assertEqual([o.tolist() for o in outs[0]], [o.tolist() for o in outs[1]])
+            self.assertIn("hccl batch_isend_irecv: 2 sends and receives, at most 1", refused)
+            self.assertTrue(torch.equal(after, torch.full((2,), 4.0)))
+
     def test_groups(self):
         def fn(r, n, gloo):
             evens = dist.new_group([0, 2])

@@ -285,8 +285,10 @@ typedef struct HcclSendRecvItemDef {
     uint32_t remoteRank;
 } HcclSendRecvItem;
 
-/* The most items one HcclBatchSendRecv takes (HCCL_E_PARA beyond). */
-#define HCCL_BATCH_SEND_RECV_MAX 64
+/* The most items one HcclBatchSendRecv takes (HCCL_E_PARA beyond): every item has a piece in
+ * flight at once, and a process has this many submission slots with its daemon. HCCL itself
+ * sets no bound. */
+#define HCCL_BATCH_SEND_RECV_MAX 256
 /*
  * Sends and receives of a batch, all in flight at once: unlike HcclSend and HcclRecv in a row,
  * the order of the items does not matter, so every rank may send to its peers and receive from
