@@ -12,8 +12,9 @@
 #include "ring.h"
 #include "uds.h"
 
-#define HC_COMM_MAGIC 0x68636f6du /* "hcom" */
-#define HC_PIPELINE 4             /* staged chunks in flight per operation */
+#define HC_COMM_MAGIC 0x68636f6du   /* "hcom" */
+#define HC_COMM_ABORTED 0x68636162u /* "hcab": what an aborted comm leaves */
+#define HC_PIPELINE 4               /* staged chunks in flight per operation */
 
 typedef struct hc_comm hc_comm_t;
 

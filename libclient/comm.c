@@ -20,6 +20,10 @@ HcclResult hc_comm_check(HcclComm comm, hc_comm_t **c_p)
 
     if (c == NULL)
         return HCCL_E_PTR;
+    if (c->magic == HC_COMM_ABORTED) {
+        ERR("INIT", "comm %u was aborted (HcclCommAbort): no call may use it", c->id);
+        return HCCL_E_PARA;
+    }
     if (c->magic != HC_COMM_MAGIC) {
         ERR("INIT", "%p is not a live communicator", comm);
         return HCCL_E_PARA;
@@ -376,18 +380,25 @@ static void comm_leave(hc_comm_t *c)
         frame_msg_free(resp);
 }
 
-static void comm_free(hc_comm_t *c)
+/* Frees what comm holds, and comm itself unless it stays as a tombstone (magic): an aborted
+ * comm does, so that a call that raced with the abort, or one made after it, reads a comm that
+ * says so instead of freed memory. */
+static void comm_free(hc_comm_t *c, uint32_t tombstone)
 {
     hc_comm_untrack(c);
     hc_reg_drop_comm(c);
-    c->magic = 0;
+    c->magic = tombstone;
     hc_coop_detach(c);
     hc_lanes_close(c);
     hc_client_put(c->c);
     free(c->p2p_seq);
     free(c->p2p_posted);
     free(c->span_record);
-    free(c);
+    c->p2p_seq = NULL;
+    c->p2p_posted = NULL;
+    c->span_record = NULL;
+    if (tombstone == 0)
+        free(c);
 }
 
 HcclResult HcclCommDestroy(HcclComm comm)
@@ -398,7 +409,7 @@ HcclResult HcclCommDestroy(HcclComm comm)
     if (rc != HCCL_SUCCESS)
         return rc;
     comm_leave(c);
-    comm_free(c);
+    comm_free(c, 0);
     return HCCL_SUCCESS;
 }
 
@@ -432,7 +443,7 @@ HcclResult HcclCommAbort(HcclComm comm)
             c->rank, c->id);
         return HCCL_SUCCESS;
     }
-    comm_free(c);
+    comm_free(c, HC_COMM_ABORTED);
     return HCCL_SUCCESS;
 }
 

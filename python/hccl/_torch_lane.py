@@ -52,6 +52,8 @@ class Lane:
             run()
             return None
         except Exception as e:  # pylint: disable=broad-except
+            if self.broken is not None:  # aborted under it
+                return RuntimeError(f"hccl {what}: the group is unusable: {self.broken}")
             why = f"hccl {what}: {e}"
             if isinstance(e, HcclError) and e.result in (Result.E_TIMEOUT, Result.E_REMOTE):
                 self.broken = why
@@ -115,6 +117,21 @@ class Lane:
             else:
                 self.run_lock.release()
             op = None
+
+    def abort(self, why):
+        """Fails the op under way (HcclCommAbort: its call returns at once, and the peers' ops
+        on the comm fail) and every later one with why; ends the worker."""
+        self.broken = why
+        comm, self.comm = self.comm, None
+        if comm is not None:
+            try:
+                comm.abort()
+            except HcclError:
+                pass
+        # Not joined: a worker may still wait where no abort reaches (a p2p comm's init).
+        if self.worker is not None:
+            self.ops.put(None)
+            self.worker = None
 
     def close(self):
         """Ends the worker after the ops queued so far, then the comm."""

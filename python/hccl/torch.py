@@ -452,6 +452,8 @@ class ProcessGroupHCCL(dist.ProcessGroup):
             and while the group's comm has not lost a rank."""
             deadline, nap = time.monotonic() + timeout.total_seconds(), 0.0005
             while store.add(f"{key}/{name}", 0) == 0:
+                if self._lane.broken is not None:
+                    raise RuntimeError(self._lane.broken)
                 err = self.comm.async_error()
                 if err != 0:
                     raise RuntimeError(f"rank {who} is gone (the group's comm failed: "
@@ -473,7 +475,7 @@ class ProcessGroupHCCL(dist.ProcessGroup):
                 ch.comm = Comm(2, RootInfo(store.get(key)), 0 if sender else 1,
                                config=self._config)
             except Exception as e:  # pylint: disable=broad-except
-                ch.broken = f"p2p from rank {src} to rank {dst}: {e}"
+                ch.broken = ch.broken or f"p2p from rank {src} to rank {dst}: {e}"
                 raise
 
         # No work for it: nobody waits on the setup; the channel's first op reports its failure.
@@ -537,6 +539,16 @@ class ProcessGroupHCCL(dist.ProcessGroup):
         self._buckets[index] = (key, reg)
         return reg is not None
 
+    def abort(self):
+        """Ends the group at once (HcclCommAbort on its comm and its p2p comms): the ops under
+        way and queued fail with RuntimeError, as does every later one; the other ranks' ops
+        on these comms fail (their groups become unusable). For a rank that must stop waiting
+        on peers that will never come; destroy_process_group afterwards does not wait."""
+        why = f"rank {self._rank} aborted the group"
+        for ch in self._channels.values():
+            ch.abort(why)
+        self._lane.abort(why)
+
     def close(self):
         """Ends the workers after the ops queued so far, then their comms."""
         for ch in self._channels.values():
@@ -548,6 +560,15 @@ class ProcessGroupHCCL(dist.ProcessGroup):
             self.close()
         except Exception:  # pylint: disable=broad-except
             pass
+
+
+def abort(group=None):
+    """Aborts group (None: the default one), a process group of backend "hccl":
+    ProcessGroupHCCL.abort."""
+    pg = group if group is not None else dist.distributed_c10d._get_default_group()  # noqa
+    if not isinstance(pg, ProcessGroupHCCL):
+        raise RuntimeError(f"hccl abort: {pg} is not a process group of backend hccl")
+    pg.abort()
 
 
 def _create(store, rank, size, timeout):

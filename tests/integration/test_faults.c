@@ -279,6 +279,12 @@ static int abort_case(HcclComm comm, uint32_t r, uint32_t n, void *arg)
     if (getenv("HCCLD_TEST_REPORT") != NULL)
         fprintf(stderr, "rank 0 (%s): abort took %.3f s, the blocked call returned after %.3f s\n",
                 on_stream ? "stream" : "thread", took, b.returned - t0);
+    /* What the abort leaves says so: a later call, and a destroy, get HCCL_E_PARA. */
+    rc = HcclAllReduce(&x, &y, 1, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, NULL);
+    if (rc != HCCL_E_PARA || HcclCommDestroy(comm) != HCCL_E_PARA) {
+        fprintf(stderr, "rank 0: a call after the abort gave %d, not HCCL_E_PARA\n", rc);
+        return 5;
+    }
     _exit(0); /* the comm is gone: the harness must not use it */
 }
 

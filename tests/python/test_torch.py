@@ -683,6 +683,50 @@ class TestFailures(unittest.TestCase):
                 self.assertRegex(res[0][1], r"^hccl allreduce: the group is unusable: hccl "
                                  r"allreduce: HcclAllReduce: .*\(9\)$")
 
+    def test_abort(self):
+        """hccl.torch.abort: rank 0's ops under way (an allreduce rank 1 is late for, a receive
+        nobody sends) and queued fail at once with RuntimeError naming the abort, as does a
+        later op; rank 1's allreduce fails in seconds, not at the group's timeout (60 s)."""
+        def fn(r, n, gloo):
+            if r == 1:
+                time.sleep(1.0)
+                t0 = time.monotonic()
+                try:
+                    dist.all_reduce(torch.ones(1 << 16))
+                    return None, 0.0
+                except RuntimeError as e:
+                    return str(e), time.monotonic() - t0
+            works = [dist.all_reduce(torch.ones(1 << 16), async_op=True),
+                     dist.all_reduce(torch.ones(4), async_op=True),
+                     dist.irecv(torch.zeros(4), src=1)]
+            time.sleep(0.3)
+            t0 = time.monotonic()
+            hccl.torch.abort()
+            msgs = []
+            for w in works:
+                try:
+                    w.wait()
+                    msgs.append(None)
+                except RuntimeError as e:
+                    msgs.append(str(e))
+            waited = time.monotonic() - t0
+            try:
+                dist.all_reduce(torch.ones(4))
+                msgs.append(None)
+            except RuntimeError as e:
+                msgs.append(str(e))
+            return msgs, waited
+
+        res = run_torch(2, fn, pg_timeout=datetime.timedelta(seconds=60))
+        msgs, waited = res[0]
+        self.assertLess(waited, 5.0)
+        for what, msg in zip(("allreduce", "allreduce", "recv", "allreduce"), msgs):
+            self.assertRegex(msg or "", rf"^hccl {what}: the group is unusable: rank 0 aborted "
+                             r"the group$")
+        msg, waited = res[1]
+        self.assertRegex(msg or "", r"^hccl allreduce: ")
+        self.assertLess(waited, 10.0)
+
     def test_send_to_a_rank_gone(self):
         """A send to a rank that died before it received anything: a RuntimeError that names
         it, as soon as the group's comm reports the death (not the group's timeout, 3 s here,

@@ -243,7 +243,8 @@ HCCL_API HcclResult HcclGetCommAsyncError(HcclComm comm, HcclResult *asyncError)
 /* Ends comm at once, like HcclCommDestroy, without waiting for its operations: may be called
  * from another thread while a call on comm blocks. That call, and every call queued on a
  * stream for comm, returns HCCL_E_SUSPENDING; the other ranks' operations on comm fail with
- * HCCL_E_REMOTE. comm is invalid afterwards: start no new call on it once this has begun. */
+ * HCCL_E_REMOTE. comm is invalid afterwards: start no new call on it once this has begun (one
+ * that does, or that races with the abort, returns HCCL_E_PARA). */
 HCCL_API HcclResult HcclCommAbort(HcclComm comm);
 HCCL_API const char *HcclGetErrorString(HcclResult code);
 
