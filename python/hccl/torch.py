@@ -11,10 +11,11 @@ caller's thread instead when the group has nothing in flight and the op is at mo
 INLINE_MAX_BYTES or torch.distributed's own function will wait for it at once (async_op=False).
 A small all_reduce that libhccl can take as it is goes straight from the tensor's address.
 Works (see _torch_work): wait() raises the op's error, is_completed(), get_future().
-p2p: sends from rank a to rank b run in issue order on a comm of their own (made on first
-use, with its own worker), so isend/irecv pairs match in any order without deadlock, and
-without waiting for the group's collectives; batch_isend_irecv is one HcclBatchSendRecv on the
-group's comm (all in flight at once).
+p2p (see _torch_p2p): sends from rank a to rank b with one tag run in issue order on a comm of
+their own (made on first use, with its own worker), so isend/irecv pairs match in any order
+without deadlock, by (peer, tag) in order, and without waiting for the group's collectives; a
+receive from any source takes the first message no receive has claimed; batch_isend_irecv is one
+HcclBatchSendRecv on the group's comm (all in flight at once, paired in order, tags aside).
 Timeouts: the group's timeout bounds the wait for every rank to join (the late ones are named)
 and each op (the comm's hcclExecTimeOut). An op that times out or loses a peer leaves the group
 unusable: every later op fails at once with that reason.
@@ -24,7 +25,6 @@ import datetime
 import functools
 import math
 import sys
-import time
 import weakref
 
 import numpy as np
@@ -33,6 +33,7 @@ import torch.distributed as dist
 
 from . import comm as _comm
 from ._torch_lane import Lane, Op
+from ._torch_p2p import Channels
 from ._torch_work import Done, Work
 from .comm import BATCH_SEND_RECV_MAX, RECV, SEND, Comm, RootInfo
 from ._lib import lib
@@ -113,7 +114,7 @@ class ProcessGroupHCCL(dist.ProcessGroup):
         self.comm = Comm(size, root, rank, config=self._config)
         self._store = store
         self._lane = Lane("hccl-pg", self.comm)
-        self._channels = {}  # (src, dst): the Lane of p2p from rank src to rank dst
+        self._channels = Channels(self)
         self._coalescing = None
         self._buckets = {}  # DDP bucket index: ((address, bytes), its Registration or None)
         _LIVE.add(self)
@@ -413,84 +414,24 @@ class ProcessGroupHCCL(dist.ProcessGroup):
     def barrier(self, opts=None):
         return self._submit("barrier", self.comm.barrier, [])
 
-    # --- point to point -----------------------------------------------------------------
-    def _p2p(self, kind, tensors, peer, what):
-        staged = [Staged(t, what) for t in tensors]
-        items = [(kind, s.array, peer) for s in staged]
-        if self._coalescing is not None:
-            self._coalescing.append((items, staged, tensors))
+    # --- point to point (_torch_p2p) ----------------------------------------------------
+    def _p2p(self, kind, tensors, peer, tag, what):
+        if self._coalescing is not None:  # batch_isend_irecv: one batch, paired in order
+            staged = [Staged(t, what) for t in tensors]
+            self._coalescing.append(([(kind, s.array, peer) for s in staged], staged, tensors))
             return None
-
-        ch = self._channel(self._rank, peer) if kind == SEND else self._channel(peer, self._rank)
-        # In the channel's comm the sender is rank 0 and the receiver rank 1.
-        items = [(kind, s.array, 1 if kind == SEND else 0) for s in staged]
-
-        def run():
-            ch.comm.batch_send_recv(items)
-            for s in staged:
-                s.done()
-
-        # Never inline: an isend must not hold its caller until the peer receives.
-        return self._submit(what, run, tensors, inline=False, lane=ch)
-
-    def _channel(self, src, dst):
-        """The lane of p2p from rank src to rank dst: a comm of its own (src is its rank 0)
-        with a worker, made on first use. So a send never waits behind a receive, nor behind
-        the group's collectives: isends and irecvs match in any order, as gloo's do. The
-        sender puts a root info in the store and each side's worker polls a counter for the
-        other (a blocking store wait would hold the store from everyone else), within the
-        group's timeout and while the group's comm has all its ranks."""
-        ch = self._channels.get((src, dst))
-        if ch is not None:
-            return ch
-        ch = self._channels[(src, dst)] = Lane(f"hccl-p2p-{src}-{dst}")
-        key, sender = f"hccl/p2p/{src}-{dst}", self._rank == src
-        store, timeout = self._store, self.timeout
-
-        def await_count(name, who):
-            """Polls the store counter key/name until it is set, within the group's timeout
-            and while the group's comm has not lost a rank."""
-            deadline, nap = time.monotonic() + timeout.total_seconds(), 0.0005
-            while store.add(f"{key}/{name}", 0) == 0:
-                if self._lane.broken is not None:
-                    raise RuntimeError(self._lane.broken)
-                err = self.comm.async_error()
-                if err != 0:
-                    raise RuntimeError(f"rank {who} is gone (the group's comm failed: "
-                                       f"HcclResult {err})")
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"rank {who} did not come within {timeout}")
-                time.sleep(nap)
-                nap = min(nap * 2, 0.05)
-
-        def setup():
-            try:
-                if sender:
-                    store.set(key, _comm.get_root_info().raw)
-                    store.add(f"{key}/ready", 1)
-                    await_count("joined", dst)
-                else:
-                    await_count("ready", src)
-                    store.add(f"{key}/joined", 1)
-                ch.comm = Comm(2, RootInfo(store.get(key)), 0 if sender else 1,
-                               config=self._config)
-            except Exception as e:  # pylint: disable=broad-except
-                ch.broken = ch.broken or f"p2p from rank {src} to rank {dst}: {e}"
-                raise
-
-        # No work for it: nobody waits on the setup; the channel's first op reports its failure.
-        ch.put(Op(setup, [], "p2p setup"))
-        return ch
+        if kind == SEND:
+            return self._channels.send(tensors, peer, tag)
+        return self._channels.recv(tensors, peer, tag)
 
     def send(self, tensors, dst, tag=0):
-        return self._p2p(SEND, tensors, dst, "send")
+        return self._p2p(SEND, tensors, dst, tag, "send")
 
     def recv(self, tensors, src, tag=0):
-        return self._p2p(RECV, tensors, src, "recv")
+        return self._p2p(RECV, tensors, src, tag, "recv")
 
     def recv_anysource(self, tensors, tag=0):
-        raise RuntimeError("hccl recv from any source: not supported (HCCL pairs sends and "
-                           "receives by peer)")
+        return self._channels.recv_any(tensors, tag)
 
     def _start_coalescing(self):
         self._coalescing = []
@@ -545,14 +486,13 @@ class ProcessGroupHCCL(dist.ProcessGroup):
         on these comms fail (their groups become unusable). For a rank that must stop waiting
         on peers that will never come; destroy_process_group afterwards does not wait."""
         why = f"rank {self._rank} aborted the group"
-        for ch in self._channels.values():
-            ch.abort(why)
+        self._lane.broken = why  # first: what waits on the group sees it
+        self._channels.abort(why)
         self._lane.abort(why)
 
     def close(self):
         """Ends the workers after the ops queued so far, then their comms."""
-        for ch in self._channels.values():
-            ch.close()
+        self._channels.close()
         self._lane.close()
 
     def __del__(self):

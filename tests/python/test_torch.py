@@ -520,6 +520,87 @@ class TestOps(unittest.TestCase):
                     for a, b in zip(out["hccl"], out["gloo"]):
                         self.assertTrue(a is None and b is None or torch.equal(a, b))
 
+    def test_recv_any_source_and_tags(self):
+        """Receives from any source: 3 senders, 2 messages each, sent in a random order after
+        random naps, taken with recv and irecv without a source; each says its sender, whose
+        messages come in order. Tags: rank 1 sends tag 1 then tag 2 to rank 0, which receives
+        tag 2 first (blocking: a deadlock if tags were ignored), and an any-source receive of
+        tag 7 gets rank 2's message though rank 3's of tag 5 came first. All as gloo does on
+        the same inputs, on one daemon and across two."""
+        def fn(r, n, gloo):
+            out = {}
+            for name, group in (("hccl", None), ("gloo", gloo)):
+                rng = np.random.default_rng(r)
+                dist.barrier(group=group)
+                if r == 0:
+                    got = []
+                    for i in range(2 * (n - 1)):
+                        t = torch.full((5,), -1.0)
+                        if i % 2:
+                            w = dist.irecv(t, group=group)
+                            w.wait()
+                            src = w._source_rank()  # pylint: disable=protected-access
+                        else:
+                            src = dist.recv(t, group=group)
+                        got.append((src, t))
+                else:
+                    time.sleep(rng.uniform(0, 0.2))
+                    for k in range(2):
+                        dist.send(torch.full((5,), 10.0 * r + k), 0, group=group)
+                        time.sleep(rng.uniform(0, 0.05))
+                    got = None
+                # Tags out of order, and an any-source receive by tag.
+                tagged = None
+                if r == 1:
+                    w = [dist.isend(torch.full((3,), 1.0), 0, group=group, tag=1),
+                         dist.isend(torch.full((3,), 2.0), 0, group=group, tag=2)]
+                    for x in w:
+                        x.wait()
+                elif r == 3:
+                    dist.send(torch.full((3,), 5.0), 0, group=group, tag=5)
+                elif r == 2:
+                    time.sleep(0.2)
+                    dist.send(torch.full((3,), 7.0), 0, group=group, tag=7)
+                else:
+                    two, one = torch.zeros(3), torch.zeros(3)
+                    dist.recv(two, 1, group=group, tag=2)
+                    dist.recv(one, 1, group=group, tag=1)
+                    seven, five = torch.zeros(3), torch.zeros(3)
+                    time.sleep(0.1)  # rank 3's tag 5 has come by now
+                    from_seven = dist.recv(seven, group=group, tag=7)
+                    from_five = dist.recv(five, group=group, tag=5)
+                    tagged = (two, one, seven, five, from_seven, from_five)
+                out[name] = (got, tagged)
+            return out
+
+        for socks in (None, "two daemons"):
+            with self.subTest(socks=socks):
+                other = Daemon() if socks else None
+                try:
+                    res = run_torch(4, fn, socks=[ranks.DAEMON.sock, other.sock] * 2
+                                    if other else None)
+                finally:
+                    if other:
+                        other.stop()
+                got = res[0]["hccl"][0]
+                self.assertEqual(sorted(src for src, _ in got), [1, 1, 2, 2, 3, 3])
+                for src, t in got:
+                    first = [x for q, x in got if q == src][0]
+                    k = 0 if t is first else 1
+                    self.assertTrue(torch.equal(t, torch.full((5,), 10.0 * src + k)),
+                                    f"from {src}: {t}")
+                g = res[0]["gloo"][0]
+                self.assertEqual(sorted((q, t.tolist()) for q, t in got),
+                                 sorted((q, t.tolist()) for q, t in g))
+                two, one, seven, five, from_seven, from_five = res[0]["hccl"][1]
+                self.assertEqual((two.tolist(), one.tolist(), seven.tolist(), five.tolist(),
+                                  from_seven, from_five),
+                                 ([2.0] * 3, [1.0] * 3, [7.0] * 3, [5.0] * 3, 2, 3))
+                gt = res[0]["gloo"][1]
+                self.assertEqual([x.tolist() if torch.is_tensor(x) else x for x in gt],
+                                 [x.tolist() if torch.is_tensor(x) else x
+                                  for x in res[0]["hccl"][1]])
+
     def test_gather_in_batches_and_the_batch_bound(self):
         """gather's root takes its receives in batches of at most BATCH_SEND_RECV_MAX (here
         made 1 in this process, so that 4 ranks need 3 batches; a batch of more would fail),
@@ -575,8 +656,7 @@ class TestOps(unittest.TestCase):
             for call in (lambda: pg.allreduce([torch.zeros(2, dtype=torch.complex64)]),
                          lambda: dist.all_reduce(torch.zeros(2), op=dist.ReduceOp.BAND),
                          lambda: dist.all_reduce(torch.zeros(2),
-                                                 op=dist._make_nccl_premul_sum(2.0)),
-                         lambda: dist.recv(torch.zeros(2))):
+                                                 op=dist._make_nccl_premul_sum(2.0))):
                 try:
                     call()
                     msgs.append(None)
@@ -598,7 +678,6 @@ class TestOps(unittest.TestCase):
                           "torch.float32", msgs[1])
             self.assertIn("hccl allreduce: ReduceOp.PREMUL_SUM is not supported: torch 1.13",
                           msgs[2])
-            self.assertIn("hccl recv from any source: not supported", msgs[3])
             self.assertTrue(torch.equal(t, torch.full((2,), 2.0)))
 
 
