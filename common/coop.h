@@ -53,6 +53,19 @@ static inline uint64_t coop_posted(const coop_slot_t *s)
     return a > b ? a : b;
 }
 
+/* Pieces every rank has posted: the ranks' own count of the collectives they ran among
+ * themselves. */
+static inline uint64_t coop_pieces_done(const coop_ctl_t *ctl)
+{
+    uint64_t low = UINT64_MAX;
+
+    for (uint32_t q = 0; q < ctl->nranks; q++) {
+        uint64_t v = coop_posted(&ctl->slot[q]);
+        low = v < low ? v : low;
+    }
+    return low == UINT64_MAX ? 0 : low;
+}
+
 static inline uint64_t coop_ctl_bytes(uint32_t nranks)
 {
     uint64_t b = sizeof(coop_ctl_t) + (uint64_t)nranks * sizeof(coop_slot_t);

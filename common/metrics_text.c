@@ -197,7 +197,9 @@ void metrics_text(FILE *f, const Hccld__StatusResp *r, const Hccld__QosResp *q)
 
     family(f, "hccld_up_seconds", "gauge", "Time since the daemon started.");
     fprintf(f, "hccld_up_seconds %.3f\n", (double)r->uptime_ms / 1000);
-    one(f, "hccld_ops_total", "counter", "Operations (or pieces) the daemon completed.",
+    one(f, "hccld_ops_total", "counter",
+        "Collective pieces completed on this daemon: run by it, or by a comm's ranks among "
+        "themselves in shared memory (level 0 cooperative).",
         r->ops_done);
     one(f, "hccld_ops_in_flight", "gauge", "Descriptors queued or running.", r->ops_in_flight);
     one(f, "hccld_clients", "gauge", "Connected client processes.", r->n_clients);

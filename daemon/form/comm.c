@@ -65,9 +65,10 @@ static int coop_create(form_comm_t *c)
     return 0;
 }
 
-static void comm_free(form_comm_t *c)
+static void comm_free(form_t *f, form_comm_t *c)
 {
     if (c->coop != NULL) {
+        f->coop_retired += coop_pieces_done(c->coop);
         munmap(c->coop, c->coop_bytes);
         close(c->coop_fd);
     }
@@ -199,7 +200,7 @@ void form_comm_drop(form_t *f, form_comm_t *c)
 {
     form_comm_step(c, COMM_EV_FAILED);
     comm_unlink(f, c);
-    comm_free(c);
+    comm_free(f, c);
 }
 
 int form_least_class(const form_t *f, const join_t *joins, uint32_t n)
@@ -270,7 +271,7 @@ static int comm_rank_gone(form_t *f, form_comm_t *c, uint32_t rank)
     }
     form_comm_step(c, COMM_EV_ALL_LEFT);
     comm_unlink(f, c);
-    comm_free(c);
+    comm_free(f, c);
     return 1;
 }
 
@@ -454,6 +455,6 @@ void form_comms_stop(form_t *f)
         /* Its ranks go on among themselves and register it with the next daemon. */
         if (c->restart_hold_ms == 0)
             comm_abort(c, COOP_ABORT_BROKEN);
-        comm_free(c);
+        comm_free(f, c);
     }
 }

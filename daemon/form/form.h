@@ -171,5 +171,8 @@ typedef struct form_rejoin_view {
 unsigned form_rejoins_view(const form_t *f, form_rejoin_view_t *out, unsigned max, uint64_t now);
 /* Comms registered again since this daemon started. */
 uint64_t form_comms_rejoined(const form_t *f);
+/* Pieces the ranks of cooperative comms ran among themselves, of the comms freed so far (those
+ * of a live comm are in its control block: coop_pieces_done). */
+uint64_t form_coop_pieces_retired(const form_t *f);
 
 #endif

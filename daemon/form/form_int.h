@@ -23,6 +23,8 @@ struct form {
     form_comm_t *comms;
     rejoin_t *rejoins; /* comms being registered again after a restart (rejoin.c) */
     uint64_t rejoined; /* comms registered again so far */
+    /* Pieces the ranks of cooperative comms since freed ran among themselves. */
+    uint64_t coop_retired;
     uint32_t next_comm_id;
 };
 

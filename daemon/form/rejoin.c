@@ -461,6 +461,11 @@ uint64_t form_comms_rejoined(const form_t *f)
     return f->rejoined;
 }
 
+uint64_t form_coop_pieces_retired(const form_t *f)
+{
+    return f->coop_retired;
+}
+
 void form_rejoins_expire(form_t *f, uint64_t now)
 {
     for (rejoin_t *j = f->rejoins, *next; j != NULL; j = next) {

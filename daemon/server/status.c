@@ -12,18 +12,6 @@
 #include "server/server.h"
 #include "text.h"
 
-/* Pieces every rank has posted: the ranks' own count of collectives run among themselves. */
-static uint64_t coop_pieces_done(const coop_ctl_t *ctl)
-{
-    uint64_t low = UINT64_MAX;
-
-    for (uint32_t q = 0; q < ctl->nranks; q++) {
-        uint64_t v = coop_posted(&ctl->slot[q]);
-        low = v < low ? v : low;
-    }
-    return low == UINT64_MAX ? 0 : low;
-}
-
 static uint64_t now_ms(server_t *srv)
 {
     return uv_now(srv->loop);
@@ -203,7 +191,10 @@ int status_build(server_t *srv, status_t *x)
     r->uptime_ms = now_ms(srv) - srv->started_ms;
     r->socket = (char *)srv->cfg.socket_path;
     r->ops_in_flight = st.ops_queued;
-    r->ops_done = st.ops_done;
+    /* With the pieces the ranks of cooperative comms ran among themselves, live or gone. */
+    r->ops_done = st.ops_done + form_coop_pieces_retired(srv->form);
+    for (const form_comm_t *c = form_comms(srv->form); c != NULL; c = c->next)
+        r->ops_done += c->coop != NULL ? coop_pieces_done(c->coop) : 0;
     r->net_tx_bytes = st.net_tx_bytes;
     r->net_rx_bytes = st.net_rx_bytes;
     r->n_lat_bucket = ENGINE_LAT_BUCKETS;

@@ -97,6 +97,28 @@ class TestPrometheus(unittest.TestCase):
     def url(self, k, path="/metrics"):
         return f"http://127.0.0.1:{self.ports[k]}{path}"
 
+    def test_single_node_job_counted(self):
+        """Ranks of one daemon compute among themselves in shared memory (level 0 cooperative,
+        the default for one tenant): their pieces count in hccld_ops_total while the comm
+        lives (hccld_comm_ops_total too) and after it is gone, so the counter never falls."""
+        def job(comm, r, n):
+            for _ in range(20):
+                comm.all_reduce(np.ones(4, np.float32))
+            comm.barrier()  # every rank's pieces are posted
+            body = get(self.url(0))[2] if r == 0 else ""
+            comm.barrier()  # the comm lives until rank 0 has read
+            return body
+
+        before = sample(get(self.url(0))[2], "hccld_ops_total")
+        body = run_ranks(2, job, socks=[self.daemons[0].sock] * 2)[0]
+        after = sample(get(self.url(0))[2], "hccld_ops_total")
+        during = sample(body, "hccld_ops_total")
+        per_comm = [float(x.split()[-1]) for x in body.splitlines()
+                    if x.startswith("hccld_comm_ops_total{")]
+        self.assertGreaterEqual(during - before, 21)  # 20 allreduces and a barrier at least
+        self.assertTrue(any(v >= 21 for v in per_comm), per_comm)
+        self.assertGreaterEqual(after, during)
+
     def test_http_surface(self):
         code, headers, body = get(self.url(0))
         self.assertEqual(code, 200)
