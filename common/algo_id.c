@@ -3,10 +3,23 @@
 #include <stddef.h>
 #include <strings.h>
 
+#include "shm.h"
+
 static const char *const names[ALGO_COUNT] = {
     [ALGO_RING] = "ring", [ALGO_MESH] = "fullmesh",     [ALGO_HDR] = "H-D_R",
     [ALGO_TREE] = "tree", [ALGO_PAIRWISE] = "pairwise",
 };
+
+int algo_serves(int algo, int kind)
+{
+    if (algo < 0 || algo >= ALGO_COUNT || kind < DESC_ALLREDUCE || kind > DESC_BARRIER)
+        return 0;
+    if (algo == ALGO_PAIRWISE)
+        return kind == DESC_ALLTOALL;
+    if (algo == ALGO_MESH)
+        return 1;
+    return kind != DESC_ALLTOALL;
+}
 
 const char *algo_name(int algo)
 {
@@ -33,6 +46,7 @@ const char *algo_src_name(int src)
         [ALGO_SRC_HCCL_ALGORITHM] = "HCCL_ALGORITHM",
         [ALGO_SRC_DETERMINISTIC] = "HCCL_DETERMINISTIC",
         [ALGO_SRC_RETRY] = "HCCL_OP_RETRY_ENABLE",
+        [ALGO_SRC_CALL] = "call",
     };
 
     return src >= 0 && src < ALGO_SRC_COUNT ? srcs[src] : "?";

@@ -21,9 +21,13 @@ enum algo_src {
     ALGO_SRC_HCCL_ALGORITHM, /* the HCCL_ALGORITHM shorthand */
     ALGO_SRC_DETERMINISTIC,  /* the cost model on fixed link figures (HCCL_DETERMINISTIC) */
     ALGO_SRC_RETRY,          /* the same for op retry on 3 daemons or more (span/rerun.c) */
+    ALGO_SRC_CALL,           /* the op's own (desc_algo: HcclAllReduceAlgo, hccl.all_reduce) */
     ALGO_SRC_COUNT
 };
 
+/* Whether algo serves kind (enum desc_kind): ring, H-D_R, tree: all but alltoall; fullmesh: all,
+ * alltoall included (one round, every block direct); pairwise: alltoall only. */
+int algo_serves(int algo, int kind);
 /* The HCCL_ALGO name of algo, "?" for an unknown id. */
 const char *algo_name(int algo);
 /* The id of an HCCL_ALGO name, any case; -1 if there is none. */

@@ -1,5 +1,6 @@
 #include "desc_check.h"
 
+#include "algo_id.h"
 #include "dtype.h"
 #include "hccl/hccl.h"
 
@@ -45,6 +46,8 @@ const char *desc_disagree(const desc_t *a, const desc_t *b)
         return "root";
     if ((a->flags & DESC_F_INLINE) != (b->flags & DESC_F_INLINE))
         return "protocol";
+    if (desc_algo(a) != desc_algo(b))
+        return "algorithm";
     return NULL;
 }
 
@@ -123,6 +126,8 @@ int desc_check(const desc_t *d, uint32_t nranks, uint32_t rank, uint64_t arena_b
 
     if (d->kind == 0 || d->kind >= DESC_KIND_MAX)
         return *why = "unknown operation kind", HCCL_E_PARA;
+    if (desc_algo(d) >= 0 && !algo_serves(desc_algo(d), d->kind))
+        return *why = "its own algorithm does not serve the operation", HCCL_E_PARA;
     if (d->kind == DESC_BARRIER)
         return d->count == 0 ? HCCL_SUCCESS : (*why = "barrier with a count", HCCL_E_PARA);
     if (!dtype_valid(d->dtype))

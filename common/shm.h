@@ -61,6 +61,22 @@ typedef struct desc {
 /* Its receive blocks overlap its send blocks in the arena (in place, zero copy): it cannot run
  * twice (a piece posted again after a daemon restart, engine_resume_t). */
 #define DESC_F_OVERWRITES 8
+/* Bits 4-7: 1 + the op's own level-1 algorithm (enum algo_id), chosen by its call; 0: the comm's
+ * choice. Every rank of the op must give the same (desc_disagree). */
+#define DESC_F_ALGO_SHIFT 4
+#define DESC_F_ALGO_MASK 0xf0
+
+/* The op's own level-1 algorithm, or -1 for the comm's choice. */
+static inline int desc_algo(const desc_t *d)
+{
+    return ((d->flags & DESC_F_ALGO_MASK) >> DESC_F_ALGO_SHIFT) - 1;
+}
+
+static inline void desc_set_algo(desc_t *d, int algo)
+{
+    d->flags = (uint8_t)((d->flags & ~DESC_F_ALGO_MASK) |
+                         (((unsigned)(algo + 1) << DESC_F_ALGO_SHIFT) & DESC_F_ALGO_MASK));
+}
 
 /* A completion, and how the daemon spent the descriptor's time (for HCCL_PROF_ENABLE). */
 typedef struct cqe {

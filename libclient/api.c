@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "algo_id.h"
 #include "desc_check.h"
 #include "dtype.h"
 #include "log.h"
@@ -53,8 +54,8 @@ static HcclResult run(hc_comm_t *c, const hc_op_t *op, HcclStream stream)
     return hc_dispatch(&call, stream);
 }
 
-HcclResult HcclAllReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType dataType,
-                         HcclReduceOp op, HcclComm comm, HcclStream stream)
+static HcclResult allreduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType dataType,
+                            HcclReduceOp op, int algo, HcclComm comm, HcclStream stream)
 {
     hc_comm_t *c;
     uint64_t b;
@@ -69,12 +70,38 @@ HcclResult HcclAllReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataT
     hc_op_t o = {.kind = DESC_ALLREDUCE,
                  .dtype = dataType,
                  .redop = op,
+                 .own_algo = (uint8_t)(algo + 1),
                  .count = count,
                  .send = sendBuf,
                  .send_stride = b,
                  .recv = recvBuf,
                  .recv_stride = b};
     return run(c, &o, stream);
+}
+
+HcclResult HcclAllReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType dataType,
+                         HcclReduceOp op, HcclComm comm, HcclStream stream)
+{
+    return allreduce(sendBuf, recvBuf, count, dataType, op, -1, comm, stream);
+}
+
+HcclResult HcclAllReduceAlgo(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType dataType,
+                             HcclReduceOp op, const char *algo, HcclComm comm, HcclStream stream)
+{
+    int a = algo == NULL || algo[0] == '\0' ? -1 : algo_from_name(algo);
+
+    if (a < 0 && algo != NULL && algo[0] != '\0') {
+        ERR("COLL", "allreduce algorithm \"%s\": none such (ring, H-D_R, fullmesh or tree)", algo);
+        return HCCL_E_PARA;
+    }
+    if (a >= 0 && !algo_serves(a, DESC_ALLREDUCE)) {
+        ERR("COLL",
+            "allreduce algorithm \"%s\": it does not serve allreduce (ring, H-D_R, "
+            "fullmesh or tree)",
+            algo);
+        return HCCL_E_PARA;
+    }
+    return allreduce(sendBuf, recvBuf, count, dataType, op, a, comm, stream);
 }
 
 HcclResult HcclBroadcast(void *buf, uint64_t count, HcclDataType dataType, uint32_t root,

@@ -161,8 +161,9 @@ typedef struct hc_op {
     uint8_t kind;
     uint8_t dtype;
     uint8_t redop;
-    uint32_t root;  /* root, or peer for send/recv */
-    uint64_t count; /* elements per block */
+    uint8_t own_algo; /* 1 + the op's own level-1 algorithm (enum algo_id); 0: the comm's */
+    uint32_t root;    /* root, or peer for send/recv */
+    uint64_t count;   /* elements per block */
     const uint8_t *send;
     uint64_t send_stride; /* bytes between the user's send blocks */
     uint8_t *recv;

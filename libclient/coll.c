@@ -155,6 +155,8 @@ void hc_piece_prep(hc_comm_t *comm, op_plan_t *p, uint64_t piece, unsigned stage
     /* Every piece carries the operation's total count, so that the daemon notices at the first
      * piece when ranks, or a sender and its receiver, disagree. */
     d->total = op->count;
+    if (op->own_algo != 0)
+        desc_set_algo(d, op->own_algo - 1);
     /* The daemon's QoS counts the op as under way until its last piece. */
     if (piece + 1 < p->npieces)
         d->flags |= DESC_F_MORE;

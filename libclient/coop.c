@@ -257,6 +257,9 @@ static HcclResult run_inline(hc_comm_t *comm, const hc_op_t *op)
     desc_side_t s, r;
     HcclResult rc;
 
+    if (op->own_algo != 0) /* no level 1 here, but every rank must have asked the same */
+        desc_set_algo(&d, op->own_algo - 1);
+
     desc_sides(&d, n, me, &s, &r);
     for (uint32_t i = 0; i < s.nblocks; i++)
         memcpy(mine->pkt[par].data + i * b, op->send + i * op->send_stride, b);
@@ -368,6 +371,8 @@ static void coop_piece_desc(hc_comm_t *comm, const coop_plan_t *p, const coop_si
                   .root = op->root,
                   .rank = comm->rank,
                   .total = op->count};
+    if (op->own_algo != 0)
+        desc_set_algo(d, op->own_algo - 1);
     if (ps->zc_in) {
         d->send_off = ps->s_off;
         d->send_stride = op->send_stride;

@@ -53,6 +53,8 @@ static size_t lanes_bytes(const hc_lanes_t *ln, const hc_op_t *op)
 
 static int lanes_take(const hc_lanes_t *ln, const hc_op_t *op)
 {
+    if (op->own_algo != 0) /* an algorithm between the daemons: the daemon path */
+        return 0;
     if (op->kind == DESC_BARRIER)
         return 1;
     return (op->kind == DESC_ALLREDUCE || op->kind == DESC_ALLGATHER) &&

@@ -12,22 +12,6 @@ static int (*const builders[ALGO_COUNT])(const algo_ctx_t *, sbuild_t *) = {
     [ALGO_PAIRWISE] = algo_pairwise_build,
 };
 
-static int kind_is_collective(int kind)
-{
-    return kind >= DESC_ALLREDUCE && kind <= DESC_BARRIER;
-}
-
-int algo_serves(int algo, int kind)
-{
-    if (algo < 0 || algo >= ALGO_COUNT || !kind_is_collective(kind))
-        return 0;
-    if (algo == ALGO_PAIRWISE)
-        return kind == DESC_ALLTOALL;
-    if (algo == ALGO_MESH)
-        return 1;
-    return kind != DESC_ALLTOALL;
-}
-
 uint64_t algo_layout_elems(int kind, uint32_t n, uint64_t count)
 {
     switch (kind) {

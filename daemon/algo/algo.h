@@ -95,8 +95,5 @@ void sched_traffic(const sched_t *s, uint64_t *sent, uint64_t *received);
 int sched_fresh_reads(const sched_t *s, uint64_t len, uint8_t *fresh, int *all);
 /* Elements of OUT the layout above needs for kind (before any staging). */
 uint64_t algo_layout_elems(int kind, uint32_t n, uint64_t count);
-/* Whether algo serves kind: ring, H-D_R, tree: all but alltoall; fullmesh: all, alltoall
- * included (one round, every block direct); pairwise: alltoall only. */
-int algo_serves(int algo, int kind);
 
 #endif

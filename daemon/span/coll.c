@@ -434,7 +434,17 @@ static int coll_start(span_comm_t *mu, const desc_t *d, const span_snap_t *from)
 {
     uint64_t cnt = node_count(mu, d->kind, d->count), es = dtype_size(d->dtype);
     const struct algo_pick *pick = pick_algo(mu, d->kind, cnt * es);
+    struct algo_pick own;
     int algo = pick->algo, rc;
+
+    /* The op's own algorithm (desc_check made sure it serves the op) before the comm's. */
+    if (desc_algo(d) >= 0) {
+        own = *pick;
+        own.algo = (int8_t)desc_algo(d);
+        own.src = ALGO_SRC_CALL;
+        pick = &own;
+        algo = own.algo;
+    }
 
     /* Pieces of one op, and ops of one size, come again and again: keep the last schedule. */
     sched_key_t key = {.algo = algo,

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "multinode.h"
 #include "suites.h"
 
 /* Sizes from one element to several pieces (the daemon cuts 1 MiB pieces). */
@@ -36,7 +37,8 @@ static void out_path(char *p, size_t cap, const char *tag, uint32_t r, size_t c)
     snprintf(p, cap, "%s/%s.r%u.c%zu", det_dir, tag, r, c);
 }
 
-/* Every size's allreduce of this rank's values; each result to a file named by tag (arg). */
+/* Every size's allreduce of this rank's values; each result to a file named by tag (arg). A tag
+ * "call-ALGO" runs them by HcclAllReduceAlgo with ALGO. */
 static int det_rank(HcclComm comm, uint32_t r, uint32_t n, void *arg)
 {
     const char *tag = arg;
@@ -51,8 +53,11 @@ static int det_rank(HcclComm comm, uint32_t r, uint32_t n, void *arg)
         bad = in == NULL || out == NULL;
         for (uint64_t i = 0; !bad && i < cnt; i++)
             in[i] = det_value(&seed);
-        bad = bad || HcclAllReduce(in, out, cnt, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm,
-                                   NULL) != HCCL_SUCCESS;
+        bad = bad || (strncmp(tag, "call-", 5) == 0
+                          ? HcclAllReduceAlgo(in, out, cnt, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM,
+                                              tag + 5, comm, NULL)
+                          : HcclAllReduce(in, out, cnt, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm,
+                                          NULL)) != HCCL_SUCCESS;
         out_path(path, sizeof(path), tag, r, c);
         if (!bad && ((f = fopen(path, "w")) == NULL || fwrite(out, sizeof(float), cnt, f) != cnt))
             bad = 1;
@@ -260,6 +265,66 @@ START_TEST(test_retry_on_three_chooses_fixed)
 }
 END_TEST
 
+/* Ranks that name different algorithms for one allreduce (rank 0 arg's, the others "H-D_R"):
+ * HCCL_E_PARA on every rank, the comm's async error too; a name that is none, or one that does
+ * not serve allreduce, fails at once. */
+static int algo_mismatch(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+{
+    float a[4] = {1, 2, 3, 4}, b[4];
+    HcclResult ae = HCCL_SUCCESS;
+
+    if (HcclAllReduceAlgo(a, b, 4, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, "bubble", comm, NULL) !=
+            HCCL_E_PARA ||
+        HcclAllReduceAlgo(a, b, 4, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, "pairwise", comm, NULL) !=
+            HCCL_E_PARA) {
+        fprintf(stderr, "rank %u: a bad algorithm name was taken\n", r);
+        return 1;
+    }
+    HcclResult rc = HcclAllReduceAlgo(a, b, 4, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM,
+                                      r == 0 ? (const char *)arg : "H-D_R", comm, NULL);
+    HcclGetCommAsyncError(comm, &ae);
+    if (rc == HCCL_E_PARA && ae == HCCL_E_PARA)
+        return 0;
+    fprintf(stderr, "rank %u: algorithms that differ gave %d, async error %d\n", r, rc, ae);
+    (void)n;
+    return 1;
+}
+
+/* HcclAllReduceAlgo: each call runs the algorithm it names. On 3 daemons, where the algorithms
+ * add in different orders, its sums are those of the same algorithm forced by HCCL_ALGO, bit
+ * for bit, and the records say "call" chose it; ranks that name different ones get
+ * HCCL_E_PARA, across daemons and on one (where no level-1 algorithm runs, but the ranks must
+ * still agree). */
+START_TEST(test_per_call_algorithm)
+{
+    static const char *const algos[] = {"ring", "H-D_R", "fullmesh", "tree"};
+    char env[64], tag[32], prof[128];
+
+    det_setup();
+    setenv("HCCLD_DIRECT_MAX", "0", 1); /* small ones through the daemons too, not lanes */
+    for (size_t a = 0; a < sizeof(algos) / sizeof(algos[0]); a++) {
+        snprintf(env, sizeof(env), "level0:NA;level1:%s", algos[a]);
+        setenv("HCCL_ALGO", env, 1);
+        run_fresh(3, 1, algos[a]);
+        unsetenv("HCCL_ALGO");
+        snprintf(prof, sizeof(prof), "%s/prof-%s.%%r.json", det_dir, algos[a]);
+        setenv("HCCL_PROF_ENABLE", "1", 1);
+        setenv("HCCL_PROF_FILE", prof, 1);
+        snprintf(tag, sizeof(tag), "call-%s", algos[a]);
+        run_fresh(3, 1, tag);
+        unsetenv("HCCL_PROF_ENABLE");
+        unsetenv("HCCL_PROF_FILE");
+        assert_same(algos[a], tag, 3);
+        snprintf(prof, sizeof(prof), "prof-%s.0.json", algos[a]);
+        ck_assert_uint_eq(records_by(prof, "call"), NCOUNTS);
+    }
+    unsetenv("HCCLD_DIRECT_MAX");
+    det_cleanup();
+    ck_assert_int_eq(run_on_cluster(3, 1, algo_mismatch, "ring"), 0);
+    ck_assert_int_eq(harness_run_ranks(2, algo_mismatch, "fullmesh", 60), 0);
+}
+END_TEST
+
 /* One node, 4 ranks: the daemon's level 0 and the ranks' own (coop) add alike. */
 START_TEST(test_coop_and_daemon_alike)
 {
@@ -324,6 +389,7 @@ Suite *determinism_suite(void)
     tcase_add_test(tc, test_order_matters_on_three);
     tcase_add_test(tc, test_retry_on_three_chooses_fixed);
     tcase_add_test(tc, test_coop_and_daemon_alike);
+    tcase_add_test(tc, test_per_call_algorithm);
     tcase_add_test(tc, test_settings_differ_across_daemons);
     suite_add_tcase(s, tc);
     return s;

@@ -251,6 +251,13 @@ HCCL_API const char *HcclGetErrorString(HcclResult code);
 HCCL_API HcclResult HcclAllReduce(void *sendBuf, void *recvBuf, uint64_t count,
                                   HcclDataType dataType, HcclReduceOp op, HcclComm comm,
                                   HcclStream stream);
+/* hcclD's own, not HCCL's: HcclAllReduce run between the daemons with the level-1 algorithm algo
+ * (an HCCL_ALGO name: "ring", "H-D_R", "fullmesh" or "tree"; NULL or "": the comm's choice), for
+ * this call alone. Every rank must name the same (HCCL_E_PARA on every rank otherwise); an
+ * unknown name is HCCL_E_PARA at once. Ranks of one daemon use no level-1 algorithm. */
+HCCL_API HcclResult HcclAllReduceAlgo(void *sendBuf, void *recvBuf, uint64_t count,
+                                      HcclDataType dataType, HcclReduceOp op, const char *algo,
+                                      HcclComm comm, HcclStream stream);
 HCCL_API HcclResult HcclBroadcast(void *buf, uint64_t count, HcclDataType dataType, uint32_t root,
                                   HcclComm comm, HcclStream stream);
 HCCL_API HcclResult HcclAllGather(void *sendBuf, void *recvBuf, uint64_t sendCount,
