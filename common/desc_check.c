@@ -32,6 +32,11 @@ int desc_is_rooted(uint8_t kind)
     return kind == DESC_BROADCAST || kind == DESC_REDUCE || kind == DESC_SCATTER;
 }
 
+const char *desc_algo_named(const desc_t *d)
+{
+    return desc_algo(d) >= 0 ? algo_name(desc_algo(d)) : "the comm's algorithm";
+}
+
 const char *desc_disagree(const desc_t *a, const desc_t *b)
 {
     if (a->kind != b->kind)

@@ -29,6 +29,8 @@ int desc_check(const desc_t *d, uint32_t nranks, uint32_t rank, uint64_t arena_b
 /* What two ranks' descriptors for the same collective piece disagree on ("operation", "count",
  * ...), or NULL when they match. */
 const char *desc_disagree(const desc_t *a, const desc_t *b);
+/* The level-1 algorithm a descriptor asks for, by name ("the comm's algorithm" for none). */
+const char *desc_algo_named(const desc_t *d);
 
 int desc_is_collective(uint8_t kind);
 int desc_is_reduction(uint8_t kind);

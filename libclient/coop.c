@@ -211,6 +211,12 @@ static HcclResult check_slots(hc_comm_t *comm, unsigned par)
         desc_t d = cp->ctl->slot[q].pkt[par].d;
         int inl = d.flags & DESC_F_INLINE;
         const char *what = desc_disagree(d0, &d);
+        if (what != NULL && strcmp(what, "algorithm") == 0) {
+            ERR("COLL",
+                "rank %u: ranks disagree on the algorithm: rank 0 asked for %s, rank %u for %s",
+                comm->rank, desc_algo_named(d0), q, desc_algo_named(&d));
+            return HCCL_E_PARA;
+        }
         if (what != NULL) {
             ERR("COLL",
                 "rank %u: ranks disagree on the %s: rank 0 posted %s(count %llu), rank "

@@ -391,6 +391,13 @@ static int coll_agrees(eng_comm_t *c, const desc_t *a, const desc_t *b, uint32_t
 
     if (what == NULL)
         return 1;
+    if (strcmp(what, "algorithm") == 0) {
+        ERR("COLL",
+            "comm %u seq %llu: ranks disagree on the algorithm: rank 0 asked for %s, rank %u for "
+            "%s",
+            c->id, (unsigned long long)a->seq, desc_algo_named(a), r, desc_algo_named(b));
+        return 0;
+    }
     ERR("COLL",
         "comm %u seq %llu: ranks disagree on the %s: rank 0 posted %s(count %llu of %llu, %s, "
         "root %u), rank %u posted %s(count %llu of %llu, %s, root %u)",

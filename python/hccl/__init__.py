@@ -7,6 +7,8 @@
 """
 from ._lib import CommConfig
 from .comm import BATCH_SEND_RECV_MAX, RECV, SEND, SPLIT_NOCOLOR, Comm, RootInfo, get_root_info
+from .default import (Algorithm, all_reduce, all_reduce_async, initialize,
+                      set_allreduce_algorithm)
 from .mem import mem_alloc
 from .stream import Stream
 from .types import DataType, HcclError, ReduceOp, Result, data_type
@@ -14,6 +16,7 @@ from .types import DataType, HcclError, ReduceOp, Result, data_type
 SUM, PROD, MAX, MIN = ReduceOp.SUM, ReduceOp.PROD, ReduceOp.MAX, ReduceOp.MIN
 
 __all__ = [
+    "Algorithm",
     "BATCH_SEND_RECV_MAX",
     "Comm",
     "CommConfig",
@@ -30,7 +33,11 @@ __all__ = [
     "SPLIT_NOCOLOR",
     "SUM",
     "Stream",
+    "all_reduce",
+    "all_reduce_async",
     "data_type",
     "get_root_info",
+    "initialize",
     "mem_alloc",
+    "set_allreduce_algorithm",
 ]

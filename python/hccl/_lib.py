@@ -52,6 +52,7 @@ _SIGNATURES = {
     "HcclGetCommName": [_p, ctypes.c_char_p],
     "HcclGetCommAsyncError": [_p, ctypes.POINTER(_i)],
     "HcclAllReduce": [_p, _p, _u64, _i, _i, _p, _p],
+    "HcclAllReduceAlgo": [_p, _p, _u64, _i, _i, ctypes.c_char_p, _p, _p],
     "HcclBroadcast": [_p, _u64, _i, _u32, _p, _p],
     "HcclAllGather": [_p, _p, _u64, _i, _p, _p],
     "HcclReduceScatter": [_p, _p, _u64, _i, _i, _p, _p],

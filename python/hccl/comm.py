@@ -144,11 +144,19 @@ class Comm:
         if stream is not None:
             stream.hold(*bufs)
 
-    def all_reduce(self, send, recv=None, op=ReduceOp.SUM, stream=None, dtype=None):
+    def all_reduce(self, send, recv=None, op=ReduceOp.SUM, stream=None, dtype=None,
+                   algorithm=None):
+        """algorithm: the level-1 algorithm between daemons for this call alone (an
+        hccl.Algorithm or an HCCL_ALGO name; HcclAllReduceAlgo), None: the comm's choice."""
         s = Buf(send, False, dtype, "send buffer")
         r = self._out(recv, s, s.count, "receive buffer")
-        _call(stream, lib.HcclAllReduce, "HcclAllReduce", as_ptr(s), as_ptr(r), s.count, s.dtype,
-              int(op), self.handle)
+        if algorithm is None:
+            _call(stream, lib.HcclAllReduce, "HcclAllReduce", as_ptr(s), as_ptr(r), s.count,
+                  s.dtype, int(op), self.handle)
+        else:
+            name = getattr(algorithm, "value", algorithm).encode()
+            _call(stream, lib.HcclAllReduceAlgo, "HcclAllReduceAlgo", as_ptr(s), as_ptr(r),
+                  s.count, s.dtype, int(op), name, self.handle)
         self._hold(stream, s, r)
         return r.array
 
