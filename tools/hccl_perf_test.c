@@ -329,19 +329,16 @@ static int buffers_alloc(struct bench *b)
         b->sendbuf = malloc(b->buf_bytes);
         b->recvbuf = malloc(b->buf_bytes);
     }
-    b->expected = malloc(b->buf_bytes);
     if (b->opt.median) {
         b->iter_us = malloc((size_t)b->opt.iters * sizeof(*b->iter_us));
     }
-    if (b->sendbuf == NULL || b->recvbuf == NULL || b->expected == NULL ||
-        (b->opt.median && b->iter_us == NULL)) {
+    if (b->sendbuf == NULL || b->recvbuf == NULL || (b->opt.median && b->iter_us == NULL)) {
         fprintf(stderr, "hccl_perf_test: rank %u: out of memory (%zu bytes)\n", b->rank,
                 b->buf_bytes);
         return -1;
     }
     memset(b->sendbuf, 0, b->buf_bytes);
     memset(b->recvbuf, 0, b->buf_bytes);
-    memset(b->expected, 0, b->buf_bytes);
     return 0;
 }
 
@@ -358,9 +355,8 @@ static void buffers_free(struct bench *b)
         free(b->sendbuf);
         free(b->recvbuf);
     }
-    free(b->expected);
     free(b->iter_us);
-    b->sendbuf = b->recvbuf = b->expected = NULL;
+    b->sendbuf = b->recvbuf = NULL;
     b->iter_us = NULL;
 }
 
@@ -601,6 +597,42 @@ static int parse_args(int argc, char **argv, struct perf_opts *o)
     return 0;
 }
 
+/* This machine's MemAvailable in bytes, 0 if unknown. */
+static uint64_t mem_available(void)
+{
+    char line[256];
+    unsigned long long kb = 0;
+    FILE *f = fopen("/proc/meminfo", "r");
+
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
+            break;
+        }
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+    return (uint64_t)kb << 10;
+}
+
+/* Whether nprocs ranks' buffers (a send and a receive buffer of -e bytes each) fit in the memory
+ * this machine has available; says at once how much they need when they do not. */
+static int memory_fits(const struct perf_opts *o, int nprocs)
+{
+    uint64_t need = 2 * o->max_bytes * (uint64_t)nprocs, avail = mem_available();
+
+    if (o->zero_copy || avail == 0 || need <= avail) {
+        return 1;
+    }
+    fprintf(stderr,
+            "hccl_perf_test: %d rank(s) with -e %llu need %.1f GiB for their buffers (a send "
+            "and a receive buffer of %llu bytes each), and this machine has %.1f GiB available "
+            "(MemAvailable): use a smaller -e or fewer ranks\n",
+            nprocs, (unsigned long long)o->max_bytes, (double)need / (1 << 30),
+            (unsigned long long)o->max_bytes, (double)avail / (1 << 30));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct perf_opts opt;
@@ -609,6 +641,9 @@ int main(int argc, char **argv)
         return rc < 0 ? EXIT_ERROR : 0;
     }
     const char *env_rank = getenv("HCCL_RANK");
+    if (!memory_fits(&opt, env_rank != NULL ? 1 : opt.nranks)) {
+        return EXIT_ERROR;
+    }
     if (env_rank != NULL) {
         if (opt.nranks != 1 && strcmp(env_rank, "0") == 0) {
             fprintf(stderr, "hccl_perf_test: started by a launcher, -g %d ignored\n", opt.nranks);

@@ -82,7 +82,6 @@ struct bench {
     size_t buf_bytes;
     void *sendbuf;
     void *recvbuf;
-    void *expected; /* scratch for the expected output, malloc'ed */
     void *reg_send; /* -R: registration handles */
     void *reg_recv;
     uint64_t pattern_mod; /* input values are in [0, pattern_mod) */

@@ -72,6 +72,15 @@ static void check_perf_median(const cluster_t *c, const char *run, const char *p
                   "hccl_perf_test -m -J wrote: %s", buf);
     snprintf(cmd, sizeof(cmd), "%s -m -S 2>/dev/null", perf);
     ck_assert_int_eq(WEXITSTATUS(system(cmd)), 2);
+    /* Buffers larger than the machine's memory: refused at once, with what they need. */
+    snprintf(cmd, sizeof(cmd), "%s -b 1024G -e 1024G -g 2 2>&1", perf);
+    ck_assert_ptr_nonnull(f = popen(cmd, "r"));
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    buf[n] = '\0';
+    ck_assert_int_eq(WEXITSTATUS(pclose(f)), 2);
+    ck_assert_msg(strstr(buf, "2 rank(s) with -e 1099511627776 need 4096.0 GiB") != NULL &&
+                      strstr(buf, "use a smaller -e or fewer ranks") != NULL,
+                  "hccl_perf_test said: %s", buf);
 }
 
 /* hccl_perf_test -A: a comm per level-1 algorithm, each checked element by element, a median
