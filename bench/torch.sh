@@ -4,14 +4,17 @@
 #   slowest rank's median iteration and busbw per size, hccl/gloo as a ratio of busbw, and
 #   hccl_perf_test's plain-buffer busbw beside it;
 # - a DDP training step (bench/torch_ddp.py: examples/ddp_overlap.py's model) on 2 ranks: the
-#   slowest rank's median step, hccl's over gloo's, and the step with no communication.
+#   slowest rank's median step, hccl's over gloo's, and the step with no communication;
+# - send/recv ping-pong between 2 ranks (bench/torch_p2p.py), 8 B to 16 MiB: half the median
+#   round trip, hccl's with the pong received by source and from any source.
 # hccl's ranks talk to a private daemon started here. Outputs and summary.txt go to
 # BUILD/bench/torch/.
 #
 #   bench/torch.sh [BUILD]      (default build; `make bench-torch` runs it)
 #
 # Environment [defaults]: BENCH_TORCH_NP ["2 4"], BENCH_TORCH_ITERS [20], BENCH_TORCH_SIZES
-# [8,1048576,4194304,16777216,67108864], BENCH_TORCH_DDP_STEPS [10; 0 skips the DDP part].
+# [8,1048576,4194304,16777216,67108864], BENCH_TORCH_DDP_STEPS [10; 0 skips the DDP part],
+# BENCH_TORCH_P2P_ITERS [200; 0 skips the send/recv part].
 # About 5 minutes on a 2-core machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +30,8 @@ for _ in $(seq 100); do [ -S "$TMP/hccld.sock" ] && break; sleep 0.05; done
 [ -S "$TMP/hccld.sock" ] || die "hccld did not start"
 
 DDP_STEPS=${BENCH_TORCH_DDP_STEPS:-10}
+P2P_ITERS=${BENCH_TORCH_P2P_ITERS:-200}
+P2P_SIZES=8,65536,1048576,16777216
 
 # run TAG NP SCRIPT ARGS...: NP ranks of bench/SCRIPT ARGS on loopback env://; rank r's output
 # in OUT/TAG.npNP.rR.txt.
@@ -71,6 +76,22 @@ done
                 "${pb:--}" "$(awk -v a="$hb" -v b="${pb:-0}" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }')"
         done
     done
+    if [ "$P2P_ITERS" -gt 0 ]; then
+        run p2p-gloo 2 torch_p2p.py gloo "$P2P_SIZES" "$P2P_ITERS"
+        run p2p-hccl 2 torch_p2p.py hccl "$P2P_SIZES" "$P2P_ITERS"
+        run p2p-hcclA 2 torch_p2p.py hccl "$P2P_SIZES" "$P2P_ITERS" any
+        echo
+        echo "# send/recv ping-pong, 2 ranks (bench/torch_p2p.py): half the median round trip (us);"
+        echo "# hccl-any: the pong received from any source; ratios: over gloo's"
+        printf '%10s %10s %10s %10s %10s %12s\n' bytes gloo_us hccl_us hccl_any_us hccl/gloo \
+            any/hccl
+        paste "$OUT/p2p-gloo.np2.r0.txt" "$OUT/p2p-hccl.np2.r0.txt" "$OUT/p2p-hcclA.np2.r0.txt" |
+            while read -r s g _ h _ a; do
+                printf '%10s %10s %10s %10s %10s %12s\n' "$s" "$g" "$h" "$a" \
+                    "$(awk -v a="$h" -v b="$g" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }')" \
+                    "$(awk -v a="$a" -v b="$h" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }')"
+            done
+    fi
     [ "$DDP_STEPS" -gt 0 ] || exit 0
     run ddp-gloo 2 torch_ddp.py gloo "$DDP_STEPS"
     run ddp-hccl 2 torch_ddp.py hccl "$DDP_STEPS"
