@@ -87,7 +87,8 @@ CLIENT_OBJ := $(call obj,$(CLIENT_SRC))
 DAEMON_OBJ := $(call obj,$(DAEMON_SRC))
 
 BIN_HCCLD  := $(BUILD)/bin/hccld
-BIN_TOOLS  := $(BUILD)/bin/hccld-ctl $(BUILD)/bin/hccl-run $(BUILD)/bin/hccl_perf_test
+BIN_TOOLS  := $(BUILD)/bin/hccld-ctl $(BUILD)/bin/hccl-run $(BUILD)/bin/hccl_perf_test \
+              $(BUILD)/bin/hccl_latency_test
 # Tools that are scripts: copied, so that build/bin holds every program.
 BIN_SCRIPTS := $(BUILD)/bin/hccl-prof
 LIB_SO     := $(BUILD)/lib/libhccl.so
@@ -161,6 +162,9 @@ $(BIN_SCRIPTS): $(BUILD)/bin/%: tools/%
 # Tools link the client library statically so that they run from the build tree.
 $(BUILD)/bin/hccl_perf_test: $(addprefix $(BUILD)/obj/tools/,perf_colls.o perf_compare.o perf_procs.o)
 $(BUILD)/bin/hccld-ctl: $(BUILD)/obj/tools/ctl_links.o $(BUILD)/obj/tools/ctl_watch.o
+# hccl_perf_test run under this name prints latency percentiles (tools/hccl_perf_test.c).
+$(BUILD)/bin/hccl_latency_test: $(BUILD)/bin/hccl_perf_test
+	ln -f $< $@
 $(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(LIB_A)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $(filter %.o,$^) $(filter %.a,$^) $(ALLLDFLAGS) $(call pc_libs,$(PKGS_CLIENT)) -lm

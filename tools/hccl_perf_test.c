@@ -1,7 +1,8 @@
 /*
  * hccl_perf_test: bandwidth and correctness benchmark for hcclD collectives, in the manner of
  * nccl-tests (same sizes, counts, columns and bus-bandwidth factors), written against the
- * public HCCL API only.
+ * public HCCL API only. Run as hccl_latency_test (a link to it), it prints each size's latency
+ * percentiles instead.
  *
  * This file: the command line, the sweep over sizes, timing, buffers and output. The
  * collectives are in perf_colls.c, the -A comparison in perf_compare.c, and the processes
@@ -280,6 +281,92 @@ static void print_footer(const struct bench *b, const struct sweep_totals *t)
 }
 
 /* Runs every size of one collective; *wrong gets the total over sizes and modes. */
+/* ---- hccl_latency_test ---- */
+
+/* The value below which a fraction q of the sorted n values lie (nearest rank). */
+static double percentile(const double *v, int n, double q)
+{
+    int k = (int)ceil(q * n) - 1;
+    return v[k < 0 ? 0 : k >= n ? n - 1 : k];
+}
+
+static void print_latency_header(const struct bench *b)
+{
+    const struct perf_opts *o = &b->opt;
+    printf("# hccl_latency_test: collective %s, nranks %u, dtype %s, redop %s, root %d\n",
+           b->coll->name, b->nranks, dtype_name(o->dtype),
+           b->coll->reduces ? redop_name(o->op) : "none", b->coll->rooted ? o->root : -1);
+    printf("# minBytes %zu maxBytes %zu, warmup iters: %d iters: %d validation: %d\n", o->min_bytes,
+           o->max_bytes, o->warmup, o->iters, o->check);
+    printf("# each launch timed on its own, blocking, out of place; the slowest rank's "
+           "percentiles\n#\n");
+    printf("# %10s %12s %9s %7s %6s %9s %9s %9s %9s %7s\n", "size", "count", "type", "redop",
+           "root", "p50", "p90", "p99", "max", "#wrong");
+    printf("# %10s %12s %9s %7s %6s %9s %9s %9s %9s %7s\n", "(B)", "(elements)", "", "", "", "(us)",
+           "(us)", "(us)", "(us)", "");
+}
+
+/* One size: checked once, warmed up, lined up by a barrier, then ITERS launches timed one by
+ * one; rank 0 prints the slowest rank's p50, p90, p99 and max. */
+static int latency_size(struct bench *b, const struct coll_size *cs, uint64_t *wrong_p)
+{
+    void *send, *recv;
+    uint64_t wrong = 0, wrong_sum;
+    double q[4], q_max[4];
+    int n = b->opt.iters;
+
+    b->coll->buffers(b, cs, 0, &send, &recv);
+    if (b->opt.check && perf_check_once(b, cs, send, recv, &wrong) != 0) {
+        return -1;
+    }
+    if (perf_run_iters(b, cs, send, recv, b->opt.warmup, NULL) != 0) {
+        return -1;
+    }
+    TRY(b, HcclBarrier(b->comm, NULL));
+    if (perf_run_iters(b, cs, send, recv, n, b->iter_us) != 0) {
+        return -1;
+    }
+    qsort(b->iter_us, (size_t)n, sizeof(*b->iter_us), cmp_double);
+    q[0] = percentile(b->iter_us, n, 0.50);
+    q[1] = percentile(b->iter_us, n, 0.90);
+    q[2] = percentile(b->iter_us, n, 0.99);
+    q[3] = b->iter_us[n - 1];
+    TRY(b, HcclAllReduce(q, q_max, 4, HCCL_DATA_TYPE_FP64, HCCL_REDUCE_MAX, b->comm, NULL));
+    TRY(b, HcclAllReduce(&wrong, &wrong_sum, 1, HCCL_DATA_TYPE_UINT64, HCCL_REDUCE_SUM, b->comm,
+                         NULL));
+    if (b->rank == 0) {
+        printf("  %10zu %12zu %9s %7s %6d %9.2f %9.2f %9.2f %9.2f", cs->bytes, cs->count,
+               dtype_name(b->opt.dtype), b->coll->reduces ? redop_name(b->opt.op) : "none",
+               b->coll->rooted ? b->opt.root : -1, q_max[0], q_max[1], q_max[2], q_max[3]);
+        if (b->opt.check) {
+            printf(" %7llu\n", (unsigned long long)wrong_sum);
+        } else {
+            printf(" %7s\n", "N/A");
+        }
+        fflush(stdout);
+    }
+    *wrong_p += wrong_sum;
+    return 0;
+}
+
+static int run_latency(struct bench *b, const struct coll_ops *coll, uint64_t *wrong)
+{
+    b->coll = coll;
+    perf_pattern_setup(b);
+    if (b->rank == 0) {
+        print_latency_header(b);
+    }
+    for (size_t bytes = b->opt.min_bytes; bytes <= b->opt.max_bytes;
+         bytes = perf_next_size(&b->opt, bytes)) {
+        struct coll_size cs;
+        coll->sizes(bytes, b->esize, b->nranks, &cs);
+        if (cs.count != 0 && latency_size(b, &cs, wrong) != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int run_collective(struct bench *b, const struct coll_ops *coll, uint64_t *wrong)
 {
     struct sweep_totals totals = {0, 0, 0};
@@ -329,10 +416,11 @@ static int buffers_alloc(struct bench *b)
         b->sendbuf = malloc(b->buf_bytes);
         b->recvbuf = malloc(b->buf_bytes);
     }
-    if (b->opt.median) {
+    if (b->opt.median || b->opt.latency) {
         b->iter_us = malloc((size_t)b->opt.iters * sizeof(*b->iter_us));
     }
-    if (b->sendbuf == NULL || b->recvbuf == NULL || (b->opt.median && b->iter_us == NULL)) {
+    if (b->sendbuf == NULL || b->recvbuf == NULL ||
+        ((b->opt.median || b->opt.latency) && b->iter_us == NULL)) {
         fprintf(stderr, "hccl_perf_test: rank %u: out of memory (%zu bytes)\n", b->rank,
                 b->buf_bytes);
         return -1;
@@ -438,8 +526,10 @@ int perf_bench_rank(const struct perf_opts *opt, HcclComm comm)
         if (b.rank == 0 && opt->ncolls > 1) {
             printf("# Collective: %s\n", perf_colls[opt->colls[i]].name);
         }
-        rc = opt->algos != NULL ? perf_compare_collective(&b, &perf_colls[opt->colls[i]], &wrong)
-                                : run_collective(&b, &perf_colls[opt->colls[i]], &wrong);
+        const struct coll_ops *coll = &perf_colls[opt->colls[i]];
+        rc = opt->algos != NULL ? perf_compare_collective(&b, coll, &wrong)
+             : opt->latency     ? run_latency(&b, coll, &wrong)
+                                : run_collective(&b, coll, &wrong);
     }
     if (json_close(&b) != 0) {
         rc = -1;
@@ -519,7 +609,9 @@ static int parse_colls(const char *s, struct perf_opts *o)
         return 1;
     }
     for (int i = 0; i < MAX_COLLS; i++) {
-        if (strcmp(s, perf_colls[i].name) == 0) {
+        char num[8];
+        snprintf(num, sizeof(num), "%d", i); /* or its number: 0 allreduce, 1 allgather, ... */
+        if (strcmp(s, perf_colls[i].name) == 0 || strcmp(s, num) == 0) {
             o->colls[0] = i;
             o->ncolls = 1;
             return 1;
@@ -551,6 +643,63 @@ static int parse_opt(int c, const char *arg, struct perf_opts *o)
     case 'J': o->json_path = arg; return 1;
     default: return 0;
     }
+}
+
+static void latency_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: hccl_latency_test [options]\n"
+            "  Per size: the slowest rank's p50, p90, p99 and max latency of ITERS launches,\n"
+            "  each timed on its own (blocking, out of place), after a checked run.\n"
+            "  -t COLL    allreduce|allgather|reducescatter|broadcast|reduce|alltoall|scatter|\n"
+            "             sendrecv|all, or its number in that list from 0 (default 0)\n"
+            "  -b MIN     smallest size in bytes, K/M/G suffixes allowed (default 8)\n"
+            "  -e MAX     largest size in bytes (default 1M)\n"
+            "  -f FACTOR  multiply the size by FACTOR each step (default 2)\n"
+            "  -i STEP    add STEP bytes each step instead\n"
+            "  -g NRANKS  ranks to fork when not started by hccl-run (default 1)\n"
+            "  -c ITERS   timed launches per size (default 100; -n says the same)\n"
+            "  -w WARMUP  warm-up launches per size (default 10)\n"
+            "  -d DTYPE   as hccl_perf_test (default float)\n"
+            "  -o OP      sum|prod|max|min (default sum)\n"
+            "  -r ROOT    root of broadcast, reduce and scatter (default 0)\n"
+            "  -z         use HcclMemAlloc buffers (zero copy) instead of malloc\n"
+            "  -h         this help\n");
+}
+
+/* hccl_latency_test's command line. Returns 0 to run, 1 after -h, -1 on a usage error. */
+static int parse_latency_args(int argc, char **argv, struct perf_opts *o)
+{
+    int c;
+    *o = (struct perf_opts){.ncolls = 1,
+                            .min_bytes = 8,
+                            .max_bytes = 1 << 20,
+                            .factor = 2.0,
+                            .nranks = 1,
+                            .iters = 100,
+                            .warmup = 10,
+                            .dtype = HCCL_DATA_TYPE_FP32,
+                            .op = HCCL_REDUCE_SUM,
+                            .check = 1,
+                            .latency = 1};
+    while ((c = getopt(argc, argv, "t:b:e:f:i:g:n:c:w:d:o:r:zh")) != -1) {
+        if (c == 'h') {
+            latency_usage(stdout);
+            return 1;
+        }
+        if (!parse_opt(c == 'c' ? 'n' : c, optarg, o)) {
+            if (c != '?') {
+                fprintf(stderr, "hccl_latency_test: bad value for -%c: %s\n", c, optarg);
+            }
+            latency_usage(stderr);
+            return -1;
+        }
+    }
+    if (optind < argc || o->min_bytes == 0 || o->min_bytes > o->max_bytes) {
+        fprintf(stderr, "hccl_latency_test: need 0 < MIN <= MAX and no extra arguments\n");
+        return -1;
+    }
+    return 0;
 }
 
 /* Returns 0 to run, 1 after -h, -1 on a usage error. */
@@ -636,7 +785,9 @@ static int memory_fits(const struct perf_opts *o, int nprocs)
 int main(int argc, char **argv)
 {
     struct perf_opts opt;
-    int rc = parse_args(argc, argv, &opt);
+    const char *me = strrchr(argv[0], '/');
+    int latency = strcmp(me != NULL ? me + 1 : argv[0], "hccl_latency_test") == 0;
+    int rc = latency ? parse_latency_args(argc, argv, &opt) : parse_args(argc, argv, &opt);
     if (rc != 0) {
         return rc < 0 ? EXIT_ERROR : 0;
     }

@@ -37,6 +37,7 @@ struct perf_opts {
     int register_bufs; /* -R: malloc'ed buffers registered with HcclCommRegister */
     int use_stream;
     int median;        /* the time column is the median iteration, not the mean */
+    int latency;       /* hccl_latency_test: each size's percentiles of ITERS timed launches */
     const char *algos; /* -A: level-1 algorithms to compare, comma-separated */
     const char *json_path;
 };

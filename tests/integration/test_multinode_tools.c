@@ -121,6 +121,45 @@ static void check_perf_compare(const cluster_t *c, const char *run, const char *
     ck_assert_int_eq(WEXITSTATUS(system(cmd)), 2);
 }
 
+/* hccl_latency_test as HCCL's articles run it (-t 0 -w 100 -c 100), here up to 4 KiB on 3
+ * ranks of 2 daemons: a row per size, 8 B to 4 KiB, each with p50 <= p90 <= p99 <= max and no
+ * wrong element; -t takes names too. */
+static void check_latency(const cluster_t *c, const char *run)
+{
+    char lat[512], cmd[2048], line[512], type[16], redop[16];
+    unsigned rows = 0, header = 0;
+    unsigned long long bytes, count, wrong, want = 8;
+    double p50, p90, p99, max;
+    int root;
+    FILE *f;
+
+    tool_path("hccl_latency_test", lat, sizeof(lat));
+    snprintf(cmd, sizeof(cmd), "%s -n 3 --daemons %s,%s -- %s -t 0 -w 100 -c 100 -e 4K", run,
+             c->socks[0], c->socks[1], lat);
+    ck_assert_ptr_nonnull(f = popen(cmd, "r"));
+    while (fgets(line, sizeof(line), f) != NULL) {
+        header += strstr(line, "# hccl_latency_test: collective allreduce, nranks 3") != NULL;
+        if (sscanf(line, "%llu %llu %15s %15s %d %lf %lf %lf %lf %llu", &bytes, &count, type, redop,
+                   &root, &p50, &p90, &p99, &max, &wrong) != 10)
+            continue;
+        ck_assert_msg(bytes == want && p50 > 0 && p50 <= p90 && p90 <= p99 && p99 <= max &&
+                          wrong == 0 && strcmp(type, "float") == 0,
+                      "row: %s", line);
+        want *= 2;
+        rows++;
+    }
+    ck_assert_int_eq(pclose(f), 0);
+    ck_assert_uint_eq(header, 1);
+    ck_assert_uint_eq(rows, 10); /* 8 B .. 4 KiB */
+    snprintf(cmd, sizeof(cmd),
+             "%s -n 2 --daemons %s,%s -- %s -t allgather -b 1K -e 1K -c 5 "
+             "| grep -q '^ *1024 '",
+             run, c->socks[0], c->socks[1], lat);
+    ck_assert_int_eq(system(cmd), 0);
+    snprintf(cmd, sizeof(cmd), "%s -t 9 2>/dev/null", lat);
+    ck_assert_int_eq(WEXITSTATUS(system(cmd)), 2);
+}
+
 /* hccl-run --map-by slot (blocks, the first daemons one rank more) and node (round robin),
  * and a real job placed round robin, checked by hccl_perf_test. */
 START_TEST(test_hccl_run_map_by)
@@ -143,6 +182,7 @@ START_TEST(test_hccl_run_map_by)
     ck_assert_int_eq(WEXITSTATUS(system(cmd)), 2);
     check_perf_median(&c, run, perf);
     check_perf_compare(&c, run, perf);
+    check_latency(&c, run);
     cluster_stop(&c);
 }
 END_TEST
