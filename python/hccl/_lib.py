@@ -59,6 +59,8 @@ _SIGNATURES = {
     "HcclAlltoAll": [_p, _u64, _i, _p, _u64, _i, _p, _p],
     "HcclAlltoAllV": [_p, _p, _p, _i, _p, _p, _p, _i, _p, _p],
     "HcclReduce": [_p, _p, _u64, _i, _i, _u32, _p, _p],
+    "HcclAllGatherV": [_p, _u64, _p, _p, _p, _i, _p, _p],
+    "HcclReduceScatterV": [_p, _p, _p, _p, _u64, _i, _i, _p, _p],
     "HcclScatter": [_p, _p, _u64, _i, _u32, _p, _p],
     "HcclBarrier": [_p, _p],
     "HcclSend": [_p, _u64, _i, _u32, _p, _p],

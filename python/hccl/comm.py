@@ -203,13 +203,39 @@ class Comm:
         """HcclAlltoAllV: counts and displacements in elements, one per rank."""
         s = Buf(send, False, dtype, "send buffer")
         r = Buf(recv, True, s.dtype, "receive buffer")
-        v = [np.ascontiguousarray(x, dtype=np.uint64)
-             for x in (send_counts, send_displs, recv_counts, recv_displs)]
-        if any(len(x) != self.size for x in v):
-            raise ValueError("hccl: all_to_all_v takes one count and displacement per rank")
-        ptr = [ctypes.c_void_p(x.ctypes.data) for x in v]
+        v, ptr = self._counts("all_to_all_v", send_counts, send_displs, recv_counts,
+                              recv_displs)
         _call(stream, lib.HcclAlltoAllV, "HcclAlltoAllV", as_ptr(s), ptr[0], ptr[1], s.dtype,
               as_ptr(r), ptr[2], ptr[3], s.dtype, self.handle)
+        self._hold(stream, s, r, *v)
+        return r.array
+
+    def _counts(self, what, *arrays):
+        v = [np.ascontiguousarray(x, dtype=np.uint64) for x in arrays]
+        if any(len(x) != self.size for x in v):
+            raise ValueError(f"hccl: {what} takes one count and displacement per rank")
+        return v, [ctypes.c_void_p(x.ctypes.data) for x in v]
+
+    def all_gather_v(self, send, recv, recv_counts, recv_displs, stream=None, dtype=None):
+        """HcclAllGatherV: rank q's send lands at recv_displs[q] (recv_counts[q] elements, this
+        rank's own being send's size); the same arrays on every rank."""
+        s = Buf(send, False, dtype, "send buffer")
+        r = Buf(recv, True, s.dtype, "receive buffer")
+        v, ptr = self._counts("all_gather_v", recv_counts, recv_displs)
+        _call(stream, lib.HcclAllGatherV, "HcclAllGatherV", as_ptr(s), s.count, as_ptr(r),
+              ptr[0], ptr[1], s.dtype, self.handle)
+        self._hold(stream, s, r, *v)
+        return r.array
+
+    def reduce_scatter_v(self, send, send_counts, send_displs, recv, op=ReduceOp.SUM,
+                         stream=None, dtype=None):
+        """HcclReduceScatterV: recv gets the reduction of every rank's block for this rank
+        (send_counts[rank] elements at send_displs[rank]); the same arrays on every rank."""
+        s = Buf(send, False, dtype, "send buffer")
+        r = Buf(recv, True, s.dtype, "receive buffer")
+        v, ptr = self._counts("reduce_scatter_v", send_counts, send_displs)
+        _call(stream, lib.HcclReduceScatterV, "HcclReduceScatterV", as_ptr(s), ptr[0], ptr[1],
+              as_ptr(r), r.count, s.dtype, int(op), self.handle)
         self._hold(stream, s, r, *v)
         return r.array
 

@@ -272,6 +272,8 @@ class ProcessGroupHCCL(dist.ProcessGroup):
         if len(outs) != self._size:
             raise RuntimeError(
                 f"hccl all_gather: {len(outs)} output tensors for {self._size} ranks")
+        if any(o.numel() != inp.numel() for o in outs):
+            return self._allgather_uneven(outs, inp, output_tensors)
         flat = torch.empty((self._size * inp.numel(),), dtype=inp.dtype)
         src, dst = self._gather_into(flat, inp, "all_gather")
 
@@ -279,6 +281,24 @@ class ProcessGroupHCCL(dist.ProcessGroup):
             self.comm.all_gather(src.array, dst.array, dtype=src.hccl_dtype)
             for q, t in enumerate(outs):
                 t.copy_(flat[q * inp.numel():(q + 1) * inp.numel()].view_as(t))
+
+        return self._submit("all_gather", run, output_tensors)
+
+    def _allgather_uneven(self, outs, inp, output_tensors):
+        """all_gather into outputs of different sizes: HcclAllGatherV (rank q's input has
+        outs[q]'s size on every rank)."""
+        counts = [o.numel() for o in outs]
+        if counts[self._rank] != inp.numel():
+            raise RuntimeError(f"hccl all_gather: this rank's input has {inp.numel()} elements, "
+                               f"its output {counts[self._rank]}")
+        displs = [sum(counts[:q]) for q in range(self._size)]
+        flat = torch.empty((sum(counts),), dtype=inp.dtype)
+        src, dst = Staged(inp, "all_gather"), Staged(flat, "all_gather")
+
+        def run():
+            self.comm.all_gather_v(src.array, dst.array, counts, displs, dtype=src.hccl_dtype)
+            for t, at, k in zip(outs, displs, counts):
+                t.copy_(flat[at:at + k].view_as(t))
 
         return self._submit("all_gather", run, output_tensors)
 
@@ -336,7 +356,32 @@ class ProcessGroupHCCL(dist.ProcessGroup):
             raise RuntimeError(f"hccl reduce_scatter: {len(ins)} input tensors for {self._size} "
                                "ranks")
         flat = torch.cat([t.detach().reshape(-1) for t in ins])
+        if any(t.numel() != ins[0].numel() for t in ins):
+            return self._reduce_scatter_uneven(out, flat, [t.numel() for t in ins], opts)
         return self._reduce_scatter_base(out, flat, opts)
+
+    def _reduce_scatter_uneven(self, out, flat, counts, opts):
+        """reduce_scatter of inputs of different sizes: HcclReduceScatterV."""
+        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        if counts[self._rank] != out.numel():
+            raise RuntimeError(f"hccl reduce_scatter: this rank's output has {out.numel()} "
+                               f"elements, its input {counts[self._rank]}")
+        fold = bitwise(op, out.dtype, "reduce_scatter")
+        displs = [sum(counts[:q]) for q in range(self._size)]
+        if fold is not None:
+            me = displs[self._rank]
+            return self._fold("reduce_scatter", [flat], fold, lambda _, res: out.copy_(
+                res[me:me + out.numel()].view_as(out)), [out])
+        rop = reduce_op(op, out.dtype, "reduce_scatter")
+        src, dst = Staged(flat, "reduce_scatter"), Staged(out, "reduce_scatter")
+
+        def run():
+            self.comm.reduce_scatter_v(src.array, counts, displs, dst.array, rop,
+                                       dtype=src.hccl_dtype)
+            dst.done()
+            finish_avg(op, [out], self._size)
+
+        return self._submit("reduce_scatter", run, [out])
 
     def alltoall_base(self, output, input,  # noqa: A002 (torch's names)
                       output_split_sizes, input_split_sizes, opts=None):

@@ -108,5 +108,8 @@ int colls_random_case(HcclComm comm, uint32_t r, uint32_t n, uint64_t seed, uint
 int p2p_ring_case(HcclComm comm, uint32_t r, uint32_t n, void *arg);
 int p2p_alltoallv_case(HcclComm comm, uint32_t r, uint32_t n, void *arg);
 int p2p_batch_case(HcclComm comm, uint32_t r, uint32_t n, void *arg);
+/* HcclAllGatherV and HcclReduceScatterV with uneven blocks (some empty) and gaps between them,
+ * checked element by element (arg: a uint64_t base count). */
+int v_colls_case(HcclComm comm, uint32_t r, uint32_t n, void *arg);
 
 #endif

@@ -45,6 +45,8 @@ START_TEST(test_p2p_across_daemons)
                           "ring, %u daemons x %u ranks", nd, per);
             ck_assert_msg(run_on_cluster(nd, per, p2p_batch_case, NULL) == 0,
                           "batch, %u daemons x %u ranks", nd, per);
+            ck_assert_msg(run_on_cluster(nd, per, v_colls_case, &bases[1]) == 0,
+                          "allgatherv and reducescatterv, %u daemons x %u ranks", nd, per);
             for (size_t b = 0; b < sizeof(bases) / sizeof(bases[0]); b++)
                 ck_assert_msg(run_on_cluster(nd, per, p2p_alltoallv_case, &bases[b]) == 0,
                               "alltoallv base %llu, %u daemons x %u ranks",

@@ -238,6 +238,65 @@ int p2p_alltoallv_case(HcclComm comm, uint32_t r, uint32_t n, void *arg)
     return 0;
 }
 
+/* Elements of rank q's block in the V collectives: varied, some zero. */
+static uint64_t vblock(uint32_t q, uint64_t base)
+{
+    return ((q * 7 + 3) % 5) * base + (q == 1);
+}
+
+int v_colls_case(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+{
+    uint64_t base = *(uint64_t *)arg, cnt[8] = {0}, dsp[8] = {0}, total = 0;
+    int32_t *mine, *all, *src, *out;
+    int bad = 0;
+
+    for (uint32_t q = 0; q < n; q++) {
+        cnt[q] = vblock(q, base);
+        dsp[q] = total + 2; /* gaps stay untouched */
+        total = dsp[q] + cnt[q];
+    }
+    /* AllGatherV: every rank gets every rank's block where recvDispls puts it. */
+    mine = malloc((cnt[r] + 1) * 4);
+    all = malloc((total + 1) * 4);
+    for (uint64_t i = 0; i < cnt[r]; i++)
+        mine[i] = (int32_t)(r * 100000 + i % 1000);
+    memset(all, 0xEE, (total + 1) * 4);
+    HcclResult rc = HcclAllGatherV(mine, cnt[r], all, cnt, dsp, HCCL_DATA_TYPE_INT32, comm, NULL);
+    for (uint32_t q = 0; q < n && rc == HCCL_SUCCESS && !bad; q++) {
+        for (uint64_t i = 0; i < cnt[q] && !bad; i++)
+            bad = all[dsp[q] + i] != (int32_t)(q * 100000 + i % 1000);
+        bad = bad || all[dsp[q] - 1] != (int32_t)0xEEEEEEEE;
+    }
+    if (rc != HCCL_SUCCESS || bad)
+        fprintf(stderr, "rank %u: allgatherv base %llu: %s%s\n", r, (unsigned long long)base,
+                HcclGetErrorString(rc), bad ? ", a wrong element" : "");
+    /* ReduceScatterV: rank r sends r * 1000 + q * 10 + i % 7 for q's block; q gets the sum. */
+    src = malloc((total + 1) * 4);
+    out = malloc((cnt[r] + 1) * 4);
+    for (uint32_t q = 0; q < n; q++)
+        for (uint64_t i = 0; i < cnt[q]; i++)
+            src[dsp[q] + i] = (int32_t)(r * 1000 + q * 10 + i % 7);
+    memset(out, 0xEE, (cnt[r] + 1) * 4);
+    HcclResult rc2 = HcclReduceScatterV(src, cnt, dsp, out, cnt[r], HCCL_DATA_TYPE_INT32,
+                                        HCCL_REDUCE_SUM, comm, NULL);
+    for (uint64_t i = 0; i < cnt[r] && rc2 == HCCL_SUCCESS && !bad; i++)
+        bad = out[i] != (int32_t)(1000 * n * (n - 1) / 2 + n * (r * 10 + i % 7));
+    bad = bad || out[cnt[r]] != (int32_t)0xEEEEEEEE;
+    if (rc2 != HCCL_SUCCESS || bad)
+        fprintf(stderr, "rank %u: reducescatterv base %llu: %s%s\n", r, (unsigned long long)base,
+                HcclGetErrorString(rc2), bad ? ", a wrong element" : "");
+    /* A rank's own count that differs from the arrays': refused here, before anything moves. */
+    bad = bad || HcclAllGatherV(mine, cnt[r] + 1, all, cnt, dsp, HCCL_DATA_TYPE_INT32, comm,
+                                NULL) != HCCL_E_PARA;
+    bad = bad || HcclReduceScatterV(src, cnt, dsp, out, cnt[r] + 1, HCCL_DATA_TYPE_INT32,
+                                    HCCL_REDUCE_SUM, comm, NULL) != HCCL_E_PARA;
+    free(mine);
+    free(all);
+    free(src);
+    free(out);
+    return bad || rc != HCCL_SUCCESS || rc2 != HCCL_SUCCESS;
+}
+
 START_TEST(test_ring)
 {
     for (uint32_t n = 2; n <= 4; n++)
@@ -253,6 +312,18 @@ START_TEST(test_alltoallv)
         for (size_t b = 0; b < 4; b++)
             ck_assert_msg(harness_run_ranks(n, p2p_alltoallv_case, &bases[b], 120) == 0,
                           "alltoallv %u ranks base %llu", n, (unsigned long long)bases[b]);
+}
+END_TEST
+
+START_TEST(test_v_colls)
+{
+    uint64_t bases[] = {0, 1, 777, 300000};
+
+    for (uint32_t n = 1; n <= 4; n++)
+        for (size_t b = 0; b < 4; b++)
+            ck_assert_msg(harness_run_ranks(n, v_colls_case, &bases[b], 120) == 0,
+                          "allgatherv and reducescatterv, %u ranks base %llu", n,
+                          (unsigned long long)bases[b]);
 }
 END_TEST
 
@@ -291,6 +362,7 @@ Suite *p2p_suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_ring);
     tcase_add_test(tc, test_alltoallv);
+    tcase_add_test(tc, test_v_colls);
     tcase_add_test(tc, test_batch);
     tcase_add_test(tc, test_batch_short_arena);
     suite_add_tcase(s, tc);

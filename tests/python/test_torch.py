@@ -601,6 +601,42 @@ class TestOps(unittest.TestCase):
                                  [x.tolist() if torch.is_tensor(x) else x
                                   for x in res[0]["hccl"][1]])
 
+    def test_uneven_all_gather_and_reduce_scatter(self):
+        """all_gather into outputs of different sizes (one empty) and reduce_scatter of inputs of
+        different sizes, through HcclAllGatherV and HcclReduceScatterV, compared element by
+        element with the result worked out here, on one daemon and across two."""
+        sizes = [3, 0, 70000, 2]
+
+        def fn(r, n, gloo):
+            k = sizes[:n]
+            outs = [torch.full((x,), -1.0) for x in k]
+            dist.all_gather(outs, torch.arange(k[r], dtype=torch.float32) + 100 * r)
+            out = torch.full((k[r],), -1.0)
+            dist.reduce_scatter(out, [torch.arange(x, dtype=torch.float32) * (r + 1) + q
+                                      for q, x in enumerate(k)])
+            mx = torch.full((k[r],), -1, dtype=torch.int32)
+            dist.reduce_scatter(mx, [torch.arange(x, dtype=torch.int32) + r for x in k],
+                                op=dist.ReduceOp.MAX)
+            return outs, out, mx
+
+        for n, socks in ((3, None), (4, "two daemons")):
+            with self.subTest(n=n, socks=socks):
+                other = Daemon() if socks else None
+                try:
+                    res = run_torch(n, fn, socks=[ranks.DAEMON.sock, other.sock] * (n // 2)
+                                    if other else None)
+                finally:
+                    if other:
+                        other.stop()
+                k = sizes[:n]
+                for r, (outs, out, mx) in enumerate(res):
+                    for q, o in enumerate(outs):
+                        self.assertTrue(torch.equal(o, torch.arange(k[q], dtype=torch.float32)
+                                                    + 100 * q), f"rank {r} from {q}")
+                    want = torch.arange(k[r], dtype=torch.float32) * sum(range(1, n + 1)) + n * r
+                    self.assertTrue(torch.equal(out, want), f"rank {r}: {out[:4]}")
+                    self.assertTrue(torch.equal(mx, torch.arange(k[r], dtype=torch.int32) + n - 1))
+
     def test_gather_in_batches_and_the_batch_bound(self):
         """gather's root takes its receives in batches of at most BATCH_SEND_RECV_MAX (here
         made 1 in this process, so that 4 ranks need 3 batches; a batch of more would fail),

@@ -272,6 +272,19 @@ HCCL_API HcclResult HcclAlltoAllV(const void *sendBuf, const uint64_t *sendCount
                                   const uint64_t *sdispls, HcclDataType sendType, void *recvBuf,
                                   const uint64_t *recvCounts, const uint64_t *rdispls,
                                   HcclDataType recvType, HcclComm comm, HcclStream stream);
+/* HCCL's V variants: rank r's block holds recvCounts[r] (sendCounts[r]) elements at
+ * recvDispls[r] (sendDispls[r]) elements from the buffer's start (arrays of nranks uint64_t, the
+ * same on every rank; a rank's own entry must equal its sendCount or recvCount). HcclAllGatherV
+ * runs as an HcclAlltoAllV; HcclReduceScatterV pads every block to the largest in a copy and runs
+ * one HcclReduceScatter (on a stream: once the stream's earlier calls are done, before it
+ * returns). */
+HCCL_API HcclResult HcclAllGatherV(void *sendBuf, uint64_t sendCount, void *recvBuf,
+                                   const void *recvCounts, const void *recvDispls,
+                                   HcclDataType dataType, HcclComm comm, HcclStream stream);
+HCCL_API HcclResult HcclReduceScatterV(void *sendBuf, const void *sendCounts,
+                                       const void *sendDispls, void *recvBuf, uint64_t recvCount,
+                                       HcclDataType dataType, HcclReduceOp op, HcclComm comm,
+                                       HcclStream stream);
 HCCL_API HcclResult HcclReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType dataType,
                                HcclReduceOp op, uint32_t root, HcclComm comm, HcclStream stream);
 HCCL_API HcclResult HcclScatter(void *sendBuf, void *recvBuf, uint64_t recvCount,
