@@ -20,13 +20,22 @@ static const char *const op_names[DESC_KIND_MAX] = {
     [DESC_SCATTER] = "scatter",     [DESC_BARRIER] = "barrier",
 };
 
-/* HCCL's level-1 algorithms that hcclD does not have: named in the error, not just unknown. */
-static const char *const hccl_only[] = {"NHR", "NHR_V1", "NB", "pipeline", "AHC"};
+/* HCCL's level-1 algorithms that hcclD does not have yet, and the one that runs in their place
+ * (algo_env_t.instead says so): H-D_R, for any node count in log steps, for the nonuniform ones
+ * (NHR, NB) and AHC; ring, which pipelines its pieces, for pipeline. */
+static const struct {
+    const char *name;
+    int as;
+} hccl_only[] = {
+    {"NHR", ALGO_HDR}, {"NHR_V1", ALGO_HDR},    {"NB", ALGO_HDR},
+    {"AHC", ALGO_HDR}, {"pipeline", ALGO_RING},
+};
 
 typedef struct parser {
     const char *name; /* the setting's name, first in every message */
     char *err;
     size_t errlen;
+    algo_env_t *out; /* its instead text */
 } parser_t;
 
 static int perr(parser_t *p, const char *fmt, ...)
@@ -97,11 +106,16 @@ static int level1_value(parser_t *p, const char *v, int *algo)
     if (*algo >= 0)
         return 0;
     for (size_t i = 0; i < sizeof(hccl_only) / sizeof(hccl_only[0]); i++)
-        if (strcasecmp(v, hccl_only[i]) == 0)
-            return perr(p,
-                        "level1 algorithm '%s' is not implemented by hcclD "
-                        "(ring, H-D_R, fullmesh, tree, pairwise or NA)",
-                        v);
+        if (strcasecmp(v, hccl_only[i].name) == 0) {
+            char *t = p->out->instead, said[24];
+            size_t n = strlen(t);
+            *algo = hccl_only[i].as;
+            snprintf(said, sizeof(said), "%s as ", hccl_only[i].name);
+            if (strstr(t, said) == NULL)
+                text_add(t, sizeof(p->out->instead), &n, "%s%s as %s", n ? ", " : "",
+                         hccl_only[i].name, algo_name(*algo));
+            return 0;
+        }
     return perr(p,
                 "unknown level1 algorithm '%s' (ring, H-D_R, fullmesh, tree, "
                 "pairwise or NA)",
@@ -212,7 +226,7 @@ int algo_env_parse(const char *s, algo_env_t *out, char *err, size_t errlen)
 
 int algo_env_parse_as(const char *name, const char *s, algo_env_t *out, char *err, size_t errlen)
 {
-    parser_t p = {name, err, errlen};
+    parser_t p = {name, err, errlen, out};
     char *copy;
     int rc;
 

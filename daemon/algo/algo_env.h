@@ -22,6 +22,8 @@
 typedef struct algo_env {
     int level1[DESC_KIND_MAX];  /* enum algo_id by enum desc_kind; -1 = automatic */
     uint8_t src[DESC_KIND_MAX]; /* enum algo_src (algo_id.h): the setting behind level1[k] */
+    /* HCCL's algorithms named that hcclD has not, and what runs for each ("NHR as H-D_R"). */
+    char instead[80];
 } algo_env_t;
 
 /* Parses s into *out (all automatic for NULL or blank s); a forced kind's src is

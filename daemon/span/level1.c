@@ -1,6 +1,7 @@
 /* What ranks ask of the level-1 algorithms, checked for the layers above (span.h). */
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "algo/algo_want.h"
 #include "span/span_int.h"
@@ -18,5 +19,10 @@ int span_level1_check(const char *algo, const char *algorithm, int algo_by_confi
         return -EINVAL;
     if (said[0] != '\0')
         snprintf(notice, ncap, "HCCL_ALGO and HCCL_ALGORITHM disagree on %s", said);
+    if (env.instead[0] != '\0') {
+        size_t n = strlen(notice);
+        snprintf(notice + n, ncap - n, "%s%s: level1 %s (hcclD has not that algorithm yet)",
+                 n ? "; " : "", algo_by_config ? "hcclAlgo" : "HCCL_ALGO", env.instead);
+    }
     return 0;
 }

@@ -556,6 +556,32 @@ START_TEST(test_env_valid)
     ck_assert_int_eq(algo_env_parse("level0:NA;level1:NA/scatter=level0:NA", &e, err, sizeof(err)),
                      0);
     ck_assert_int_eq(e.level1[DESC_SCATTER], -1);
+    ck_assert_str_eq(e.instead, "");
+}
+END_TEST
+
+/* HCCL's level-1 algorithms that hcclD has not yet run as the nearest it has, and say so. */
+START_TEST(test_env_hccl_only)
+{
+    algo_env_t e;
+    char err[256];
+
+    ck_assert_int_eq(algo_env_parse("level0:NA;level1:NHR", &e, err, sizeof(err)), 0);
+    ck_assert_int_eq(e.level1[DESC_ALLREDUCE], ALGO_HDR);
+    ck_assert_int_eq(e.src[DESC_ALLREDUCE], ALGO_SRC_HCCL_ALGO);
+    ck_assert_str_eq(e.instead, "NHR as H-D_R");
+    ck_assert_int_eq(algo_env_parse("level1:pipeline", &e, err, sizeof(err)), 0);
+    ck_assert_int_eq(e.level1[DESC_ALLGATHER], ALGO_RING);
+    ck_assert_str_eq(e.instead, "pipeline as ring");
+    ck_assert_int_eq(algo_env_parse("allreduce=level1:nb/allgather=level1:AHC/"
+                                    "broadcast=level1:NB;level0:NA",
+                                    &e, err, sizeof(err)),
+                     0);
+    ck_assert_int_eq(e.level1[DESC_ALLREDUCE], ALGO_HDR);
+    ck_assert_int_eq(e.level1[DESC_ALLGATHER], ALGO_HDR);
+    ck_assert_str_eq(e.instead, "NB as H-D_R, AHC as H-D_R"); /* HCCL's spelling, once each */
+    ck_assert_int_eq(algo_env_parse("level1:NHR_V1", &e, err, sizeof(err)), 0);
+    ck_assert_str_eq(e.instead, "NHR_V1 as H-D_R");
 }
 END_TEST
 
@@ -565,7 +591,6 @@ START_TEST(test_env_invalid)
         const char *s, *token;
     } bad[] = {
         {"level0:NA;level1:rings", "rings"},
-        {"level0:NA;level1:NHR", "NHR"},
         {"level0:XYZ;level1:ring", "XYZ"},
         {"level2:NA", "level2"},
         {"level1", "level1"},
@@ -614,6 +639,7 @@ Suite *algo_suite(void)
     tcase_add_test(tc, test_cost_host_load);
     tcase_add_test(tc, test_env_valid);
     tcase_add_test(tc, test_env_invalid);
+    tcase_add_test(tc, test_env_hccl_only);
     suite_add_tcase(s, tc);
     return s;
 }
