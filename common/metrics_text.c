@@ -219,7 +219,9 @@ void metrics_text(FILE *f, const Hccld__StatusResp *r, const Hccld__QosResp *q)
         "Data connections to peer daemons open (a split's children share their parent's).",
         r->data_conns);
     family(f, "hccld_op_duration_seconds", "histogram",
-           "Collective pieces the daemon ran (inside the node or across daemons), by duration.");
+           "Collective pieces the daemon ran (inside the node or across daemons), and ops the "
+           "ranks of one daemon ran among themselves (timed by their rank 0, in the bucket of "
+           "the next power of 4 us), by duration.");
     for (size_t k = 0; k < r->n_lat_bucket; k++) {
         cum += r->lat_bucket[k];
         if (k + 1 < r->n_lat_bucket)

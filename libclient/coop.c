@@ -513,6 +513,7 @@ HcclResult hc_coop_run(hc_comm_t *comm, const hc_op_t *op)
     hc_coop_t *cp = comm->coop;
     coop_plan_t p;
     HcclResult rc = HCCL_SUCCESS;
+    uint64_t t0 = comm->rank == 0 ? now_ns() : 0;
 
     if (cp->broken || __atomic_load_n(&cp->ctl->abort, __ATOMIC_ACQUIRE))
         return HCCL_E_REMOTE;
@@ -526,5 +527,10 @@ HcclResult hc_coop_run(hc_comm_t *comm, const hc_op_t *op)
     /* After a failure the ranks' sequences no longer line up: the comm is done for. */
     if (rc != HCCL_SUCCESS)
         cp->broken = 1;
+    else if (comm->rank == 0) { /* for the daemon's histogram (coop_ctl_t.lat4) */
+        uint64_t us = (now_ns() - t0) / 1000;
+        __atomic_fetch_add(&cp->ctl->lat4[coop_lat_bucket(us)], 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&cp->ctl->lat_sum_us, us, __ATOMIC_RELAXED);
+    }
     return rc;
 }

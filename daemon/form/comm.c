@@ -65,10 +65,37 @@ static int coop_create(form_comm_t *c)
     return 0;
 }
 
+_Static_assert(sizeof(((form_comm_t *)0)->coop_lat_seen) == COOP_LAT_BUCKETS * sizeof(uint32_t),
+               "form_comm_t holds one count per bucket of coop_ctl_t.lat4");
+
+/* Adds what c's ranks counted since the last fold to f's totals; the counts wrap at 2^32. */
+static void lat_fold(form_t *f, form_comm_t *c)
+{
+    uint64_t sum = __atomic_load_n(&c->coop->lat_sum_us, __ATOMIC_RELAXED);
+
+    for (unsigned j = 0; j < COOP_LAT_BUCKETS; j++) {
+        uint32_t now = __atomic_load_n(&c->coop->lat4[j], __ATOMIC_RELAXED);
+        f->coop_lat[j] += (uint32_t)(now - c->coop_lat_seen[j]);
+        c->coop_lat_seen[j] = now;
+    }
+    f->coop_lat_sum_us += sum - c->coop_sum_seen;
+    c->coop_sum_seen = sum;
+}
+
+void form_coop_lat(form_t *f, uint64_t lat[12], uint64_t *sum_us)
+{
+    for (form_comm_t *c = f->comms; c != NULL; c = c->next)
+        if (c->coop != NULL)
+            lat_fold(f, c);
+    memcpy(lat, f->coop_lat, sizeof(f->coop_lat));
+    *sum_us = f->coop_lat_sum_us;
+}
+
 static void comm_free(form_t *f, form_comm_t *c)
 {
     if (c->coop != NULL) {
         f->coop_retired += coop_pieces_done(c->coop);
+        lat_fold(f, c);
         munmap(c->coop, c->coop_bytes);
         close(c->coop_fd);
     }

@@ -63,6 +63,8 @@ typedef struct form_comm {
     struct coop_ctl *coop; /* cooperative level 0, or NULL */
     uint64_t coop_bytes;
     int coop_fd;
+    uint32_t coop_lat_seen[12]; /* coop->lat4 when last folded (form_coop_lat) */
+    uint64_t coop_sum_seen;
     int rejoined; /* registered again after a restart of the daemon (form/rejoin.c) */
     /* Its ranks wait this long (ms) for a restarted daemon and register it again; 0: a
      * restart ends it. A stopping daemon leaves such a comm's control block alone. */
@@ -174,5 +176,8 @@ uint64_t form_comms_rejoined(const form_t *f);
 /* Pieces the ranks of cooperative comms ran among themselves, of the comms freed so far (those
  * of a live comm are in its control block: coop_pieces_done). */
 uint64_t form_coop_pieces_retired(const form_t *f);
+/* How long the ops of cooperative comms took, live and gone: a count per power of 4 us
+ * (coop_ctl_t.lat4's buckets) and their sum, as of now. */
+void form_coop_lat(form_t *f, uint64_t lat[12], uint64_t *sum_us);
 
 #endif

@@ -25,6 +25,8 @@ struct form {
     uint64_t rejoined; /* comms registered again so far */
     /* Pieces the ranks of cooperative comms since freed ran among themselves. */
     uint64_t coop_retired;
+    /* Their ops' durations, folded from each comm's control block (form_coop_lat). */
+    uint64_t coop_lat[12], coop_lat_sum_us;
     uint32_t next_comm_id;
 };
 

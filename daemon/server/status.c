@@ -12,6 +12,23 @@
 #include "server/server.h"
 #include "text.h"
 
+/* The ops the ranks of cooperative comms ran among themselves, in the duration histogram: a
+ * count under 4^j us goes to the daemon's bucket under 2^2j us (possibly one too high), the
+ * rest to the last. */
+static void coop_durations(server_t *srv, engine_stats_t *st)
+{
+    uint64_t lat[COOP_LAT_BUCKETS], sum_us;
+
+    form_coop_lat(srv->form, lat, &sum_us);
+    for (unsigned j = 0; j < COOP_LAT_BUCKETS; j++) {
+        unsigned k =
+            j + 1 < COOP_LAT_BUCKETS && 2 * j < ENGINE_LAT_BUCKETS ? 2 * j : ENGINE_LAT_BUCKETS - 1;
+        st->lat_bucket[k] += lat[j];
+        st->lat_count += lat[j];
+    }
+    st->lat_sum_us += sum_us;
+}
+
 static uint64_t now_ms(server_t *srv)
 {
     return uv_now(srv->loop);
@@ -186,6 +203,7 @@ int status_build(server_t *srv, status_t *x)
         return -1;
     }
     engine_get_stats(srv->eng, &st);
+    coop_durations(srv, &st);
     memcpy(x->lat_bucket, st.lat_bucket, sizeof(x->lat_bucket));
     r->version = HCCLD_VERSION;
     r->uptime_ms = now_ms(srv) - srv->started_ms;

@@ -100,7 +100,8 @@ class TestPrometheus(unittest.TestCase):
     def test_single_node_job_counted(self):
         """Ranks of one daemon compute among themselves in shared memory (level 0 cooperative,
         the default for one tenant): their pieces count in hccld_ops_total while the comm
-        lives (hccld_comm_ops_total too) and after it is gone, so the counter never falls."""
+        lives (hccld_comm_ops_total too) and after it is gone, so the counter never falls; their
+        ops (timed by rank 0) in the duration histogram, its buckets cumulative."""
         def job(comm, r, n):
             for _ in range(20):
                 comm.all_reduce(np.ones(4, np.float32))
@@ -109,10 +110,21 @@ class TestPrometheus(unittest.TestCase):
             comm.barrier()  # the comm lives until rank 0 has read
             return body
 
-        before = sample(get(self.url(0))[2], "hccld_ops_total")
+        first = get(self.url(0))[2]
+        before = sample(first, "hccld_ops_total")
         body = run_ranks(2, job, socks=[self.daemons[0].sock] * 2)[0]
-        after = sample(get(self.url(0))[2], "hccld_ops_total")
+        last = get(self.url(0))[2]
+        after = sample(last, "hccld_ops_total")
         during = sample(body, "hccld_ops_total")
+        timed = [sample(x, "hccld_op_duration_seconds_count") for x in (first, body, last)]
+        self.assertGreaterEqual(timed[1] - timed[0], 21)
+        self.assertGreaterEqual(timed[2], timed[1])
+        self.assertGreater(sample(body, "hccld_op_duration_seconds_sum"),
+                           sample(first, "hccld_op_duration_seconds_sum"))
+        buckets = [float(x.split()[-1]) for x in body.splitlines()
+                   if x.startswith("hccld_op_duration_seconds_bucket{")]
+        self.assertEqual(buckets, sorted(buckets))
+        self.assertEqual(buckets[-1], timed[1])
         per_comm = [float(x.split()[-1]) for x in body.splitlines()
                     if x.startswith("hccld_comm_ops_total{")]
         self.assertGreaterEqual(during - before, 21)  # 20 allreduces and a barrier at least
