@@ -90,7 +90,7 @@ BIN_HCCLD  := $(BUILD)/bin/hccld
 BIN_TOOLS  := $(BUILD)/bin/hccld-ctl $(BUILD)/bin/hccl-run $(BUILD)/bin/hccl_perf_test \
               $(BUILD)/bin/hccl_latency_test
 # Tools that are scripts: copied, so that build/bin holds every program.
-BIN_SCRIPTS := $(BUILD)/bin/hccl-prof
+BIN_SCRIPTS := $(BUILD)/bin/hccl-prof $(BUILD)/bin/hccl-topology
 LIB_SO     := $(BUILD)/lib/libhccl.so
 LIB_A      := $(BUILD)/lib/libhccl.a
 LIB_PC     := $(BUILD)/lib/pkgconfig/hccl.pc

@@ -322,6 +322,33 @@ class TestComms(unittest.TestCase):
             shutil.rmtree(out_dir, ignore_errors=True)
         self.assertEqual(got, {"0": "3 6", "1": "3 6", "2": "3 6"})
 
+    def test_topology_under_hccl_run(self):
+        """hccl-topology under hccl-run, 3 ranks on 2 daemons: which ranks share a daemon, and
+        the links between the daemons with the figures the link probe measured; without the
+        admin sockets it says so and prints the rest."""
+        other = Daemon()
+        tool = os.path.join(os.path.dirname(os.environ.get(
+            "HCCLD_BIN", os.path.join(TOP, "build", "bin", "hccld"))), "hccl-topology")
+        run = os.path.join(os.path.dirname(tool), "hccl-run")
+        try:
+            cmd = [run, "-n", "3", "--daemons", f"{ranks.DAEMON.sock},{other.sock}", "--", tool]
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=True)
+            blind = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=True,
+                                   env=dict(os.environ, HCCLD_ADMIN_SOCKET="/nonexistent"))
+        finally:
+            other.stop()
+        rows = [x.split() for x in out.stdout.splitlines() if not x.startswith("#")]
+        self.assertEqual([(r[0], r[2], r[3]) for r in rows[:2]],
+                         [("0", "0,1", "daemon"), ("1", "2", "daemon")], out.stdout)
+        self.assertEqual([r[-1] for r in rows[:2]], [ranks.DAEMON.sock, other.sock])
+        links = rows[2:]
+        self.assertEqual([(r[0], r[1], r[2]) for r in links], [("0", "1", "tcp"),
+                                                               ("1", "0", "tcp")], out.stdout)
+        self.assertTrue(all(float(r[3]) > 0 and float(r[4]) > 0 for r in links), out.stdout)
+        self.assertEqual(blind.stdout.count("(its admin socket: /nonexistent: "), 2,
+                         blind.stdout)
+        self.assertIn("ranks on 2 daemon(s)", blind.stdout)
+
     def test_across_two_daemons(self):
         other = Daemon()
         try:
