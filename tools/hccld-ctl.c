@@ -117,11 +117,11 @@ static json_t *status_json(const Hccld__StatusResp *r)
                                   f->msg_overhead_us, "daemons_per_core", f->daemons_per_core);
         json_array_append_new(
             comms,
-            json_pack("{s:i, s:s, s:i, s:i, s:i, s:s, s:s, s:s, s:I, s:i, s:i, s:o, s:o, s:b, s:o, "
+            json_pack("{s:I, s:s, s:i, s:i, s:i, s:s, s:s, s:s, s:I, s:i, s:i, s:o, s:o, s:b, s:o, "
                       "s:o, s:b}",
-                      "id", (int)c->comm_id, "job", c->job_id, "nranks", (int)c->nranks, "joined",
-                      (int)c->joined, "nnodes", (int)c->nnodes, "level0", c->level0, "class",
-                      c->qos_class, "algo", c->algo, "ops_done", (json_int_t)c->ops_done,
+                      "id", (json_int_t)c->comm_id, "job", c->job_id, "nranks", (int)c->nranks,
+                      "joined", (int)c->joined, "nnodes", (int)c->nnodes, "level0", c->level0,
+                      "class", c->qos_class, "algo", c->algo, "ops_done", (json_int_t)c->ops_done,
                       "ops_in_flight", (int)c->ops_in_flight, "rank0", (int)c->rank0, "ranks",
                       ranks, "posted", posted, "on_wire", (int)c->on_wire, "links", links,
                       "link_figures", figs, "broken", (int)c->broken));

@@ -4,6 +4,7 @@ loopback, scrapes them until the op and byte counters it stored equal what `hccl
 --json` says. Also: only GET (405 otherwise, with Allow), only /metrics (404), the exposition
 passes `promtool check metrics`, and systemd/hccld-alerts.yml passes `promtool check rules`."""
 import json
+import re
 import os
 import shutil
 import socket
@@ -43,10 +44,14 @@ def get(url, method="GET", timeout=10):
         return 0, {}, ""  # nobody listens (yet)
 
 
-def status(daemon):
+def ctl_json(daemon, what):
     out = subprocess.run([hccl.daemon.tool("hccld-ctl"), "--admin-socket", daemon.admin,
-                          "--json", "status"], check=True, capture_output=True, text=True)
+                          "--json", what], check=True, capture_output=True, text=True)
     return json.loads(out.stdout)
+
+
+def status(daemon):
+    return ctl_json(daemon, "status")
 
 
 def sample(text, name):
@@ -107,12 +112,13 @@ class TestPrometheus(unittest.TestCase):
                 comm.all_reduce(np.ones(4, np.float32))
             comm.barrier()  # every rank's pieces are posted
             body = get(self.url(0))[2] if r == 0 else ""
+            ids = [c["id"] for c in ctl_json(self.daemons[0], "comms")] if r == 0 else []
             comm.barrier()  # the comm lives until rank 0 has read
-            return body
+            return body, ids
 
         first = get(self.url(0))[2]
         before = sample(first, "hccld_ops_total")
-        body = run_ranks(2, job, socks=[self.daemons[0].sock] * 2)[0]
+        body, ids = run_ranks(2, job, socks=[self.daemons[0].sock] * 2)[0]
         last = get(self.url(0))[2]
         after = sample(last, "hccld_ops_total")
         during = sample(body, "hccld_ops_total")
@@ -127,6 +133,9 @@ class TestPrometheus(unittest.TestCase):
         self.assertEqual(buckets[-1], timed[1])
         per_comm = [float(x.split()[-1]) for x in body.splitlines()
                     if x.startswith("hccld_comm_ops_total{")]
+        # hccld-ctl --json names each comm as the labels do (an id of 2^31 and up was negative).
+        labels = re.findall(r'hccld_comm_ops_total\{comm="(\d+)"', body)
+        self.assertEqual(sorted(ids), sorted(int(x) for x in labels))
         self.assertGreaterEqual(during - before, 21)  # 20 allreduces and a barrier at least
         self.assertTrue(any(v >= 21 for v in per_comm), per_comm)
         self.assertGreaterEqual(after, during)
