@@ -384,13 +384,16 @@ static void run_op(engine_t *eng, eng_comm_t *c, const desc_t *d, uint32_t nrank
     exec_run(eng->exec, &op);
 }
 
-/* Whether rank r's head descriptor agrees with rank 0's; logs the first difference. */
-static int coll_agrees(eng_comm_t *c, const desc_t *a, const desc_t *b, uint32_t r)
+/* Whether rank r's head descriptor agrees with rank 0's; logs the first difference when say
+ * (once per mismatch: it is looked at again until MISMATCH_GRACE_NS has passed). */
+static int coll_agrees(eng_comm_t *c, const desc_t *a, const desc_t *b, uint32_t r, int say)
 {
     const char *what = desc_disagree(a, b);
 
     if (what == NULL)
         return 1;
+    if (!say)
+        return 0;
     if (strcmp(what, "algorithm") == 0) {
         ERR("COLL",
             "comm %u seq %llu: ranks disagree on the algorithm: rank 0 asked for %s, rank %u for "
@@ -451,7 +454,7 @@ static desc_t *coll_head(engine_t *eng, eng_comm_t *c, int *acted_p)
     }
     d0 = dq_at(&c->m[0].coll, 0);
     for (uint32_t r = 1; r < c->nranks; r++)
-        if (!coll_agrees(c, d0, dq_at(&c->m[r].coll, 0), r)) {
+        if (!coll_agrees(c, d0, dq_at(&c->m[r].coll, 0), r, c->mismatch_ns == 0)) {
             uint64_t now = now_ns();
             if (c->mismatch_ns == 0)
                 c->mismatch_ns = now;
