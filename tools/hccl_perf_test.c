@@ -23,6 +23,8 @@
 #include "hccl/hccl.h"
 #include "perf_test.h"
 
+const char *perf_prog = "hccl_perf_test";
+
 /* ---- Errors ---- */
 
 int perf_hccl_error(int rank, const char *call, HcclResult rc)
@@ -31,10 +33,10 @@ int perf_hccl_error(int rank, const char *call, HcclResult rc)
         return 0;
     }
     if (rank >= 0) {
-        fprintf(stderr, "hccl_perf_test: rank %d: %s failed: %s (%d)\n", rank, call,
+        fprintf(stderr, "%s: rank %d: %s failed: %s (%d)\n", perf_prog, rank, call,
                 HcclGetErrorString(rc), (int)rc);
     } else {
-        fprintf(stderr, "hccl_perf_test: %s failed: %s (%d)\n", call, HcclGetErrorString(rc),
+        fprintf(stderr, "%s: %s failed: %s (%d)\n", perf_prog, call, HcclGetErrorString(rc),
                 (int)rc);
     }
     return 1;
@@ -421,7 +423,7 @@ static int buffers_alloc(struct bench *b)
     }
     if (b->sendbuf == NULL || b->recvbuf == NULL ||
         ((b->opt.median || b->opt.latency) && b->iter_us == NULL)) {
-        fprintf(stderr, "hccl_perf_test: rank %u: out of memory (%zu bytes)\n", b->rank,
+        fprintf(stderr, "%s: rank %u: out of memory (%zu bytes)\n", perf_prog, b->rank,
                 b->buf_bytes);
         return -1;
     }
@@ -457,7 +459,7 @@ static int json_open(struct bench *b)
     }
     b->json = fopen(b->opt.json_path, "w");
     if (b->json == NULL) {
-        fprintf(stderr, "hccl_perf_test: cannot write %s: %s\n", b->opt.json_path, strerror(errno));
+        fprintf(stderr, "%s: cannot write %s: %s\n", perf_prog, b->opt.json_path, strerror(errno));
         return -1;
     }
     fprintf(b->json, "[\n");
@@ -473,7 +475,7 @@ static int json_close(struct bench *b)
     int rc = fclose(b->json);
     b->json = NULL;
     if (rc != 0) {
-        fprintf(stderr, "hccl_perf_test: writing %s: %s\n", b->opt.json_path, strerror(errno));
+        fprintf(stderr, "%s: writing %s: %s\n", perf_prog, b->opt.json_path, strerror(errno));
         return -1;
     }
     return 0;
@@ -484,7 +486,7 @@ static int bench_setup(struct bench *b)
     TRY(b, HcclGetRankId(b->comm, &b->rank));
     TRY(b, HcclGetRankSize(b->comm, &b->nranks));
     if ((uint32_t)b->opt.root >= b->nranks) {
-        fprintf(stderr, "hccl_perf_test: root %d out of range (nranks %u)\n", b->opt.root,
+        fprintf(stderr, "%s: root %d out of range (nranks %u)\n", perf_prog, b->opt.root,
                 b->nranks);
         return -1;
     }
@@ -724,23 +726,25 @@ static int parse_args(int argc, char **argv, struct perf_opts *o)
         }
         if (!parse_opt(c, optarg, o)) {
             if (c != '?') {
-                fprintf(stderr, "hccl_perf_test: bad value for -%c: %s\n", c, optarg);
+                fprintf(stderr, "%s: bad value for -%c: %s\n", perf_prog, c, optarg);
             }
             usage(stderr);
             return -1;
         }
     }
     if (o->algos != NULL && (o->use_stream || o->json_path != NULL)) {
-        fprintf(stderr, "hccl_perf_test: -A times single blocking launches and prints a table "
-                        "of its own (not with -S or -J)\n");
+        fprintf(stderr,
+                "%s: -A times single blocking launches and prints a table "
+                "of its own (not with -S or -J)\n",
+                perf_prog);
         return -1;
     }
     if (o->median && o->use_stream) {
-        fprintf(stderr, "hccl_perf_test: -m times every launch, -S only the whole batch\n");
+        fprintf(stderr, "%s: -m times every launch, -S only the whole batch\n", perf_prog);
         return -1;
     }
     if (optind < argc || o->min_bytes == 0 || o->min_bytes > o->max_bytes) {
-        fprintf(stderr, "hccl_perf_test: need 0 < MIN <= MAX and no extra arguments\n");
+        fprintf(stderr, "%s: need 0 < MIN <= MAX and no extra arguments\n", perf_prog);
         return -1;
     }
     return 0;
@@ -774,10 +778,10 @@ static int memory_fits(const struct perf_opts *o, int nprocs)
         return 1;
     }
     fprintf(stderr,
-            "hccl_perf_test: %d rank(s) with -e %llu need %.1f GiB for their buffers (a send "
+            "%s: %d rank(s) with -e %llu need %.1f GiB for their buffers (a send "
             "and a receive buffer of %llu bytes each), and this machine has %.1f GiB available "
             "(MemAvailable): use a smaller -e or fewer ranks\n",
-            nprocs, (unsigned long long)o->max_bytes, (double)need / (1 << 30),
+            perf_prog, nprocs, (unsigned long long)o->max_bytes, (double)need / (1 << 30),
             (unsigned long long)o->max_bytes, (double)avail / (1 << 30));
     return 0;
 }
@@ -787,6 +791,9 @@ int main(int argc, char **argv)
     struct perf_opts opt;
     const char *me = strrchr(argv[0], '/');
     int latency = strcmp(me != NULL ? me + 1 : argv[0], "hccl_latency_test") == 0;
+    if (latency) {
+        perf_prog = "hccl_latency_test";
+    }
     int rc = latency ? parse_latency_args(argc, argv, &opt) : parse_args(argc, argv, &opt);
     if (rc != 0) {
         return rc < 0 ? EXIT_ERROR : 0;
@@ -797,7 +804,7 @@ int main(int argc, char **argv)
     }
     if (env_rank != NULL) {
         if (opt.nranks != 1 && strcmp(env_rank, "0") == 0) {
-            fprintf(stderr, "hccl_perf_test: started by a launcher, -g %d ignored\n", opt.nranks);
+            fprintf(stderr, "%s: started by a launcher, -g %d ignored\n", perf_prog, opt.nranks);
         }
         return perf_run_from_env(&opt);
     }

@@ -48,7 +48,7 @@ static int variants_make(struct bench *b, struct variants *v)
     for (char *t = strtok_r(list, ",", &save); t != NULL && rc == 0;
          t = strtok_r(NULL, ",", &save)) {
         if (v->n == MAX_VARIANTS || strlen(t) >= sizeof(v->name[0])) {
-            fprintf(stderr, "hccl_perf_test: -A takes up to %d names of up to %zu characters\n",
+            fprintf(stderr, "%s: -A takes up to %d names of up to %zu characters\n", perf_prog,
                     MAX_VARIANTS, sizeof(v->name[0]) - 1);
             rc = -1;
             break;
@@ -59,7 +59,7 @@ static int variants_make(struct bench *b, struct variants *v)
         env_put("HCCL_ALGORITHM", is_auto ? keep_short : NULL);
         HcclResult r = HcclCommSplit(b->comm, 0, b->rank, &v->comm[v->n]);
         if (r != HCCL_SUCCESS) {
-            fprintf(stderr, "hccl_perf_test: rank %u: comm for -A %s: %s (%d)\n", b->rank, t,
+            fprintf(stderr, "%s: rank %u: comm for -A %s: %s (%d)\n", perf_prog, b->rank, t,
                     HcclGetErrorString(r), (int)r);
             rc = -1;
             break;

@@ -117,7 +117,7 @@ int perf_run_forked(const struct perf_opts *opt)
             exit(child_main(opt, &root, (uint32_t)started));
         }
         if (pid < 0) {
-            fprintf(stderr, "hccl_perf_test: fork: %s\n", strerror(errno));
+            fprintf(stderr, "%s: fork: %s\n", perf_prog, strerror(errno));
             kill_others(pids, started);
             break;
         }

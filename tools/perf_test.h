@@ -126,6 +126,8 @@ size_t perf_next_size(const struct perf_opts *o, size_t bytes);
 /* Runs the whole benchmark on an initialised communicator, which it destroys; returns an
  * exit status. */
 int perf_bench_rank(const struct perf_opts *opt, HcclComm comm);
+/* The program's name in messages: hccl_perf_test, or hccl_latency_test under that name. */
+extern const char *perf_prog;
 
 /* ---- The -A comparison (perf_compare.c) ---- */
 
