@@ -13,7 +13,9 @@
 #   bench/latency.sh [BUILD]      (default build)
 #
 # Knobs: LAT_DAEMONS ("2 4"), LAT_COLLS ("allreduce allgather"), LAT_ROUNDS (3), LAT_ITERS (500),
-# LAT_WARMUP (50), LAT_MIN/LAT_MAX (8/4K, factor 8). Raw outputs go to BUILD/bench/latency/.
+# LAT_WARMUP (50), LAT_MIN/LAT_MAX (8/4K, factor 8), LAT_STAT (median; p99: the slowest rank's
+# 99th percentile iteration, hcclD's from hccl_latency_test, Open MPI's from mpi_allreduce -q
+# 0.99; no breakdown then). Raw outputs go to BUILD/bench/latency/.
 set -euo pipefail
 
 BUILD=$(cd "${1:-build}" && pwd)
@@ -27,7 +29,9 @@ MAX=${LAT_MAX:-4K}
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=bench/lib.sh
 . "$(dirname "$0")/lib.sh"
-bench_setup latency "$BUILD" hccld hccl-run hccl_perf_test
+STAT=${LAT_STAT:-median}
+case "$STAT" in median | p99) ;; *) echo "bench/latency: LAT_STAT is median or p99" >&2; exit 2 ;; esac
+bench_setup latency "$BUILD" hccld hccl-run hccl_perf_test hccl_latency_test
 for cmd in mpicc.openmpi mpirun.openmpi; do
     command -v "$cmd" >/dev/null || die "$cmd not found (HCCLD_DEPS_BENCH=1 scripts/install-deps.sh)"
 done
@@ -40,17 +44,21 @@ hccld_run() {
     local coll=$1 n=$2 out=$3
     shift 3
     bench_daemons "$n"
-    "$BIN/hccl-run" -n "$n" --daemons "$SOCKS" -- "$BIN/hccl_perf_test" -t "$coll" -d float \
-        -o sum -b "$MIN" -e "$MAX" -f 8 -w "$WARMUP" -n "$ITERS" -m "$@" >"$out" 2>&1 ||
+    local tool=hccl_perf_test stat=-m
+    [ "$STAT" = median ] || tool=hccl_latency_test stat=
+    # shellcheck disable=SC2086 # stat: a flag or nothing
+    "$BIN/hccl-run" -n "$n" --daemons "$SOCKS" -- "$BIN/$tool" -t "$coll" -d float \
+        -o sum -b "$MIN" -e "$MAX" -f 8 -w "$WARMUP" -n "$ITERS" $stat "$@" >"$out" 2>&1 ||
         echo "bench/latency: hcclD run failed, see $out" >&2
     bench_daemons_stop
 }
 
 mpi_run() {
-    local coll=$1 n=$2 out=$3
+    local coll=$1 n=$2 out=$3 stat=(-m)
+    [ "$STAT" = median ] || stat=(-q 0.99)
     mpirun.openmpi --allow-run-as-root --oversubscribe -np "$n" --mca pml ob1 \
         --mca btl self,tcp --mca btl_tcp_if_include lo "$MPI_BIN" -t "$coll" -b "$MIN" -e "$MAX" -f 8 \
-        -w "$WARMUP" -n "$ITERS" -l 0 -m >"$out" 2>&1 ||
+        -w "$WARMUP" -n "$ITERS" -l 0 "${stat[@]}" >"$out" 2>&1 ||
         echo "bench/latency: Open MPI run failed, see $out" >&2
 }
 
@@ -66,9 +74,9 @@ for ((k = 1; k <= ROUNDS; k++)); do
 done
 
 # medians FILES...: "size median-time" lines over the rounds (hccl_perf_test: column 6, the out
-# of place time; mpi_allreduce: column 2).
+# of place time; hccl_latency_test: column 8, p99; mpi_allreduce: column 2).
 medians() {
-    cat "$@" | awk '!/^#/ && $1 ~ /^[0-9]+$/ { print $1, (NF >= 8 ? $6 : $2) }' |
+    cat "$@" | awk '!/^#/ && $1 ~ /^[0-9]+$/ { print $1, (NF == 10 ? $8 : NF >= 8 ? $6 : $2) }' |
         sort -k1,1n -k2,2g |
         awk '{ v[$1] = v[$1] " " $2 } END { for (s in v) { n = split(v[s], a, " ");
               printf "%s %s\n", s, (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 } }' |
@@ -80,7 +88,7 @@ medians() {
         goal=$([ "$n" = 2 ] && echo 1.5 || echo 2.0)
         echo
         echo "== $c fp32 latency, $n daemons x 1 rank, loopback TCP:" \
-            "median iteration (us), median of $ROUNDS rounds; goal: hcclD/OpenMPI <= $goal =="
+            "$STAT iteration (us), median of $ROUNDS rounds; goal: hcclD/OpenMPI <= $goal =="
         printf "%10s %10s %13s %10s %14s %17s\n" size hcclD hcclD-daemon OpenMPI hcclD/OpenMPI \
             daemon/OpenMPI
         medians "$OUT"/hccld_"${c}"_n"${n}"_r*.txt >"$TMP/h"
@@ -94,6 +102,7 @@ medians() {
             "$TMP/h" "$TMP/z" "$TMP/m"
     done; done
 } | tee "$OUT/summary.txt"
+[ "$STAT" = median ] || exit 0
 
 # breakdown PATH [VAR=VALUE]: one profiled 8-byte run on 2 daemons; the median of each field.
 breakdown() {

@@ -7,15 +7,17 @@
  * For each size: fresh send/receive buffers are malloc'ed and touched once, WARMUP calls run,
  * a barrier lines the ranks up, ITERS calls are timed with CLOCK_MONOTONIC, and the reported
  * time is the slowest rank's average (with -m: the slowest rank's median iteration, as
- * hccl_perf_test -m). busbw = algbw * 2(n-1)/n as in nccl-tests.
+ * hccl_perf_test -m; with -q Q: its iteration at quantile Q, nearest rank, as hccl_latency_test's
+ * percentiles). busbw = algbw * 2(n-1)/n as in nccl-tests.
  *
  *   mpirun -np N mpi_allreduce [-t allreduce|allgather] [-b MIN] [-e MAX] [-f FACTOR | -i STEP]
- *                              [-n ITERS] [-w WARMUP] [-l LATITERS] [-m]
+ *                              [-n ITERS] [-w WARMUP] [-l LATITERS] [-m | -q Q]
  *
  * Output (rank 0): one "size time_us algbw busbw" line per size, then a "# latency" line
  * for 8-byte messages timed over LATITERS calls (0 disables it).
  */
 #include <errno.h>
+#include <math.h>
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -34,7 +36,8 @@ struct bench_opts {
     int iters;
     int warmup;
     int lat_iters;
-    int median;
+    int median;      /* 1: the median iteration; 2: the one at quantile */
+    double quantile; /* -q */
 };
 
 struct bench_result {
@@ -53,9 +56,10 @@ static void usage(FILE *out)
         return;
     }
     fprintf(out, "usage: mpi_allreduce [-t allreduce|allgather] [-b MIN] [-e MAX] "
-                 "[-f FACTOR | -i STEP] [-n ITERS] [-w WARMUP] [-l LATITERS] [-m]\n"
+                 "[-f FACTOR | -i STEP] [-n ITERS] [-w WARMUP] [-l LATITERS] [-m | -q Q]\n"
                  "  sizes in bytes, K/M/G suffixes allowed (powers of 1024)\n"
-                 "  -m: time the median iteration (of the slowest rank), not the mean\n");
+                 "  -m: time the median iteration (of the slowest rank), not the mean\n"
+                 "  -q Q: time the iteration at quantile Q, 0 < Q <= 1 (e.g. 0.99: p99)\n");
 }
 
 /* Parses "64", "4K", "1M", "2G" into bytes; returns 0 on a malformed value. */
@@ -69,7 +73,7 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
                              .warmup = 5,
                              .lat_iters = 1000};
     opterr = g_rank == 0;
-    while ((c = getopt(argc, argv, "t:b:e:f:i:n:w:l:mh")) != -1) {
+    while ((c = getopt(argc, argv, "t:b:e:f:i:n:w:l:mq:h")) != -1) {
         int ok = 1;
         switch (c) {
         case 't':
@@ -90,6 +94,11 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
         case 'w': ok = arg_int(optarg, 0, 1000000000, &o->warmup); break;
         case 'l': ok = arg_int(optarg, 0, 1000000000, &o->lat_iters); break;
         case 'm': o->median = 1; break;
+        case 'q':
+            o->quantile = strtod(optarg, NULL);
+            ok = o->quantile > 0 && o->quantile <= 1;
+            o->median = 2;
+            break;
         case 'h': usage(stdout); return 1;
         default: ok = 0; break;
         }
@@ -160,6 +169,8 @@ static int cmp_double(const void *a, const void *b)
 
 /* Times ITERS allreduces of `count` floats; returns the slowest rank's average in us, or with
  * `median` the slowest rank's median iteration (iter_us: room for ITERS times, or NULL). */
+static double g_quantile; /* -q, or 0 */
+
 static double time_allreduce(float *send, float *recv, size_t count, int warmup, int iters,
                              double *iter_us)
 {
@@ -179,7 +190,12 @@ static double time_allreduce(float *send, float *recv, size_t count, int warmup,
     double local = (now_s() - t0) * 1e6 / iters;
     if (iter_us != NULL) {
         qsort(iter_us, (size_t)iters, sizeof(*iter_us), cmp_double);
-        local = iters % 2 ? iter_us[iters / 2] : (iter_us[iters / 2 - 1] + iter_us[iters / 2]) / 2;
+        int k = (int)ceil(g_quantile * iters) - 1;
+        local = g_quantile > 0 ? iter_us[k < 0        ? 0
+                                         : k >= iters ? iters - 1
+                                                      : k]
+                : iters % 2    ? iter_us[iters / 2]
+                               : (iter_us[iters / 2 - 1] + iter_us[iters / 2]) / 2;
     }
     double slowest;
     MPI_Allreduce(&local, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
@@ -281,7 +297,9 @@ static void print_header(const struct bench_opts *o)
     printf("# mpi_allreduce: %s\n", lib);
     printf("# nranks %d, %s, warmup %d, iters %d%s\n", g_nranks,
            g_allgather ? "allgather float" : "allreduce float sum", o->warmup, o->iters,
-           o->median ? ", time: median iteration" : "");
+           o->median == 2 ? ", time: the iteration at quantile -q"
+           : o->median    ? ", time: median iteration"
+                          : "");
     printf("# %10s %10s %8s %8s\n", "size(B)", "time(us)", "algbw", "busbw");
 }
 
@@ -296,6 +314,7 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return rc < 0 ? 2 : 0;
     }
+    g_quantile = o.median == 2 ? o.quantile : 0;
     if (g_rank == 0) {
         print_header(&o);
     }
