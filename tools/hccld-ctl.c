@@ -459,6 +459,11 @@ int main(int argc, char **argv)
         }
         return cmd_status(path, json, VIEW_STATUS);
     }
+    if (strcmp(argv[0], "metrics") == 0 && (json || (argc == 2 && !strcmp(argv[1], "--json")))) {
+        fprintf(stderr, "hccld-ctl: metrics is Prometheus's text format and has no --json; "
+                        "'status --json' holds the same figures\n");
+        return 2;
+    }
     if (strcmp(argv[0], "metrics") == 0 && argc == 1)
         return cmd_status(path, 0, VIEW_METRICS);
     if (strcmp(argv[0], "comms") == 0 && (argc == 1 || (argc == 2 && !strcmp(argv[1], "--json"))))

@@ -54,6 +54,11 @@ def status(daemon):
     return ctl_json(daemon, "status")
 
 
+def ctl_metrics_json(daemon, *args):
+    return subprocess.run([hccl.daemon.tool("hccld-ctl"), "--admin-socket", daemon.admin, *args],
+                          capture_output=True, text=True, check=False)
+
+
 def sample(text, name):
     """The value of an unlabelled sample in an exposition."""
     for line in text.splitlines():
@@ -139,6 +144,16 @@ class TestPrometheus(unittest.TestCase):
         self.assertGreaterEqual(during - before, 21)  # 20 allreduces and a barrier at least
         self.assertTrue(any(v >= 21 for v in per_comm), per_comm)
         self.assertGreaterEqual(after, during)
+
+    def test_ctl_metrics_has_no_json(self):
+        """hccld-ctl metrics prints Prometheus's text; asked for JSON it says why not (exit 2)."""
+        for args in (("--json", "metrics"), ("metrics", "--json")):
+            out = ctl_metrics_json(self.daemons[0], *args)
+            self.assertEqual(out.returncode, 2)
+            self.assertIn("metrics is Prometheus's text format and has no --json", out.stderr)
+        out = ctl_metrics_json(self.daemons[0], "metrics")
+        self.assertEqual(out.returncode, 0)
+        self.assertIn("# TYPE hccld_ops_total counter", out.stdout)
 
     def test_http_surface(self):
         code, headers, body = get(self.url(0))
