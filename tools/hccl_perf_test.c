@@ -351,31 +351,13 @@ static int latency_size(struct bench *b, const struct coll_size *cs, uint64_t *w
     return 0;
 }
 
-static int run_latency(struct bench *b, const struct coll_ops *coll, uint64_t *wrong)
-{
-    b->coll = coll;
-    perf_pattern_setup(b);
-    if (b->rank == 0) {
-        print_latency_header(b);
-    }
-    for (size_t bytes = b->opt.min_bytes; bytes <= b->opt.max_bytes;
-         bytes = perf_next_size(&b->opt, bytes)) {
-        struct coll_size cs;
-        coll->sizes(bytes, b->esize, b->nranks, &cs);
-        if (cs.count != 0 && latency_size(b, &cs, wrong) != 0) {
-            return -1;
-        }
-    }
-    return 0;
-}
-
 static int run_collective(struct bench *b, const struct coll_ops *coll, uint64_t *wrong)
 {
     struct sweep_totals totals = {0, 0, 0};
     b->coll = coll;
     perf_pattern_setup(b);
     if (b->rank == 0) {
-        print_header(b);
+        b->opt.latency ? print_latency_header(b) : print_header(b);
     }
     for (size_t bytes = b->opt.min_bytes; bytes <= b->opt.max_bytes;
          bytes = perf_next_size(&b->opt, bytes)) {
@@ -384,6 +366,12 @@ static int run_collective(struct bench *b, const struct coll_ops *coll, uint64_t
         coll->sizes(bytes, b->esize, b->nranks, &cs);
         if (cs.count == 0) {
             continue; /* Too small to give every rank an element. */
+        }
+        if (b->opt.latency) { /* hccl_latency_test: its own row, no totals */
+            if (latency_size(b, &cs, wrong) != 0) {
+                return -1;
+            }
+            continue;
         }
         if (run_size(b, &cs, res) != 0) {
             return -1;
@@ -394,7 +382,7 @@ static int run_collective(struct bench *b, const struct coll_ops *coll, uint64_t
             json_record(b, &cs, res);
         }
     }
-    if (b->rank == 0) {
+    if (b->rank == 0 && !b->opt.latency) {
         print_footer(b, &totals);
     }
     *wrong += totals.wrong;
@@ -530,7 +518,6 @@ int perf_bench_rank(const struct perf_opts *opt, HcclComm comm)
         }
         const struct coll_ops *coll = &perf_colls[opt->colls[i]];
         rc = opt->algos != NULL ? perf_compare_collective(&b, coll, &wrong)
-             : opt->latency     ? run_latency(&b, coll, &wrong)
                                 : run_collective(&b, coll, &wrong);
     }
     if (json_close(&b) != 0) {
