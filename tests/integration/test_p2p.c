@@ -285,6 +285,32 @@ int v_colls_case(HcclComm comm, uint32_t r, uint32_t n, void *arg)
     if (rc2 != HCCL_SUCCESS || bad)
         fprintf(stderr, "rank %u: reducescatterv base %llu: %s%s\n", r, (unsigned long long)base,
                 HcclGetErrorString(rc2), bad ? ", a wrong element" : "");
+    /* The same two on a stream, after an allreduce queued there: both in order, the arrays free
+     * to go once the calls return (ReduceScatterV waits for the stream, then runs). */
+    if (!bad && rc == HCCL_SUCCESS && rc2 == HCCL_SUCCESS) {
+        HcclStream st;
+        int32_t one = 1, sum = 0;
+        uint64_t scnt[8], sdsp[8];
+        memcpy(scnt, cnt, sizeof(scnt));
+        memcpy(sdsp, dsp, sizeof(sdsp));
+        memset(all, 0xEE, (total + 1) * 4);
+        memset(out, 0xEE, (cnt[r] + 1) * 4);
+        bad = HcclStreamCreate(&st) != HCCL_SUCCESS ||
+              HcclAllReduce(&one, &sum, 1, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_SUM, comm, st) ||
+              HcclAllGatherV(mine, cnt[r], all, scnt, sdsp, HCCL_DATA_TYPE_INT32, comm, st) ||
+              HcclReduceScatterV(src, scnt, sdsp, out, cnt[r], HCCL_DATA_TYPE_INT32,
+                                 HCCL_REDUCE_SUM, comm, st);
+        memset(scnt, 0xFF, sizeof(scnt)); /* the calls took their copies */
+        bad = bad || HcclStreamSynchronize(st) != HCCL_SUCCESS ||
+              HcclStreamDestroy(st) != HCCL_SUCCESS || sum != (int32_t)n;
+        for (uint32_t q = 0; q < n && !bad; q++)
+            for (uint64_t i = 0; i < cnt[q] && !bad; i++)
+                bad = all[dsp[q] + i] != (int32_t)(q * 100000 + i % 1000);
+        for (uint64_t i = 0; i < cnt[r] && !bad; i++)
+            bad = out[i] != (int32_t)(1000 * n * (n - 1) / 2 + n * (r * 10 + i % 7));
+        if (bad)
+            fprintf(stderr, "rank %u: the V calls on a stream went wrong\n", r);
+    }
     /* A rank's own count that differs from the arrays': refused here, before anything moves. */
     bad = bad || HcclAllGatherV(mine, cnt[r] + 1, all, cnt, dsp, HCCL_DATA_TYPE_INT32, comm,
                                 NULL) != HCCL_E_PARA;
