@@ -842,6 +842,30 @@ class TestFailures(unittest.TestCase):
         self.assertRegex(msg or "", r"^hccl allreduce: ")
         self.assertLess(waited, 10.0)
 
+    def test_recv_any_source_nobody_sends(self):
+        """A receive from any source that no rank ever sends to: RuntimeError within the group's
+        timeout (3 s here), naming the tag; the group goes on."""
+        def fn(r, n, gloo):
+            msg, waited = None, 0.0
+            if r == 0:
+                t0 = time.monotonic()
+                try:
+                    dist.recv(torch.zeros(2), tag=9)
+                except RuntimeError as e:
+                    msg = str(e)
+                waited = time.monotonic() - t0
+            dist.barrier(group=gloo)
+            t = torch.ones(2)
+            dist.all_reduce(t)
+            return msg, waited, t
+
+        res = run_torch(2, fn, pg_timeout=datetime.timedelta(seconds=3))
+        msg, waited, t = res[0]
+        self.assertRegex(msg or "", r"^hccl recv: no rank sent this rank a message of tag 9 "
+                         r"within 0:00:03$")
+        self.assertLess(waited, 10.0)
+        self.assertTrue(torch.equal(t, torch.full((2,), 2.0)))
+
     def test_send_to_a_rank_gone(self):
         """A send to a rank that died before it received anything: a RuntimeError that names
         it, as soon as the group's comm reports the death (not the group's timeout, 3 s here,
