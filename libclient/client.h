@@ -144,6 +144,7 @@ struct hc_comm {
      * that registers the comm again, and how far its pieces got: collective pieces posted,
      * and per peer the send and receive pieces numbered and posted (sq_lock). */
     uint32_t restart_hold_ms;
+    uint32_t lane_hold_ms; /* op retry at L1: a failed lane has this long to connect again */
     int has_token;
     uint8_t resume_token[32];
     int rejoin_failed; /* the next daemon did not take it: its ops fail (atomic) */
@@ -303,6 +304,9 @@ HcclResult hc_comm_check(HcclComm comm, hc_comm_t **c_p);
 /* health.c: waits until the daemon says the comm (c->id, c->rank) is connected to the other
  * daemons and measured; HCCL_E_TIMEOUT past deadline, or the comm's error. */
 HcclResult hc_comm_wait_ready(hc_comm_t *c, uint64_t deadline);
+/* Whether the comm broke (a member died or left, a peer daemon was lost): HCCL_SUCCESS, or what
+ * its ops now fail with. Asks the daemon at most every 10 ms (HCCL_SUCCESS in between). */
+HcclResult hc_comm_health(hc_comm_t *c);
 void hc_comm_set_error(hc_comm_t *comm, HcclResult rc);
 /* Joins rank `rank` of n to the job ri names (agreed: computed by the ranks, see agreed.c) and
  * returns the new communicator in *comm. parent_job: a split child's parent's job id, or NULL;

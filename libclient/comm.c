@@ -193,6 +193,7 @@ static HcclResult init_call(hc_client_t *c, const Hccld__RootInfo *ri, uint32_t 
     req.log_ops = log_level_cur >= LOG_INFO;
     REQ_SET_RETRY_QOS(req, rr, comm->cfg);
     comm->restart_hold_ms = hc_restart_hold_ms(&rr);
+    comm->lane_hold_ms = rr.enable[1] ? hc_restart_hold_ms(&rr) : 0;
     /* A forced level-1 algorithm, or a deterministic choice of one, is for every op: none goes
      * over lanes then. */
     req.direct_max =
@@ -343,6 +344,7 @@ HcclResult HcclCommSplit(HcclComm comm, uint32_t color, uint32_t key, HcclComm *
     req.deterministic = ar.deterministic;
     REQ_SET_RETRY_QOS(req, rr, parent->cfg);
     child->restart_hold_ms = hc_restart_hold_ms(&rr);
+    child->lane_hold_ms = rr.enable[1] ? hc_restart_hold_ms(&rr) : 0;
     m.body_case = HCCLD__MSG__BODY_COMM_SPLIT_REQ;
     m.comm_split_req = &req;
     rc = comm_call(parent->c, &m, "comm split", parent->rank, timeout_s, child);

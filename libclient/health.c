@@ -67,7 +67,7 @@ HcclResult hc_comm_wait_ready(hc_comm_t *c, uint64_t deadline)
     }
 }
 
-static HcclResult comm_health(hc_comm_t *c)
+HcclResult hc_comm_health(hc_comm_t *c)
 {
     if (c->coop != NULL && hc_coop_aborted(c))
         return HCCL_E_REMOTE;
@@ -91,7 +91,7 @@ HcclResult HcclGetCommAsyncError(HcclComm comm, HcclResult *asyncError)
     if (rc != HCCL_SUCCESS)
         return rc;
     if (__atomic_load_n(&c->async_err, __ATOMIC_ACQUIRE) == HCCL_SUCCESS)
-        hc_comm_set_error(c, comm_health(c));
+        hc_comm_set_error(c, hc_comm_health(c));
     *asyncError = __atomic_load_n(&c->async_err, __ATOMIC_ACQUIRE);
     return HCCL_SUCCESS;
 }

@@ -74,26 +74,31 @@ static lane_hdr_t op_hdr(const hc_lanes_t *ln, const hc_op_t *op, uint8_t flags)
 }
 
 /* The lanes of this rank: fold partner first, then one per level. */
-static int lane_fds(const hc_lanes_t *ln, int *fds)
+static int lanes_used(hc_lanes_t *ln, hc_lane_t **v)
 {
     int n = 0;
 
-    if (ln->fold_fd >= 0)
-        fds[n++] = ln->fold_fd;
-    for (uint32_t l = 0; l < ln->plan.levels; l++)
-        if (ln->fd[l] >= 0)
-            fds[n++] = ln->fd[l];
+    for (uint32_t i = 0; i <= HC_LANE_LEVELS_MAX; i++)
+        if (ln->lane[i].fd >= 0)
+            v[n++] = &ln->lane[i];
     return n;
 }
 
 /* Sends h to every partner without waiting on any (a full socket is a dead or stuck partner,
- * which the daemon path will find). */
-static void lanes_tell(const hc_lanes_t *ln, const lane_hdr_t *h)
+ * which the daemon path will find; the keeper sends the rest, if there is one). */
+static void lanes_tell(hc_lanes_t *ln, const lane_hdr_t *h)
 {
-    int fds[HC_LANE_LEVELS_MAX + 1], n = lane_fds(ln, fds);
+    hc_lane_t *v[HC_LANE_LEVELS_MAX + 1];
+    int n = lanes_used(ln, v), wake = 0;
 
-    for (int i = 0; i < n; i++)
-        (void)send(fds[i], h, sizeof(*h), MSG_NOSIGNAL | MSG_DONTWAIT);
+    for (int i = 0; i < n; i++) {
+        uint64_t k;
+        uint32_t gen;
+        if (lane_commit(v[i], h, sizeof(*h), NULL, 0, &k) == 0 && lane_pump(v[i], k, &gen) != 1)
+            wake = 1;
+    }
+    if (wake)
+        lane_keeper_wake(ln);
 }
 
 /* One wait for the socket: spins (yielding the core) until spin_until, then sleeps in poll for
@@ -116,67 +121,54 @@ static int lane_wait(hc_comm_t *comm, struct pollfd *pfd, uint64_t spin_until, u
     return 0;
 }
 
-/* Advances a send of tx (iov[0..1]) by what the socket takes; bytes left, or -errno. */
-static ssize_t send_some(int fd, struct iovec *iov, size_t left)
-{
-    struct iovec *v = iov[0].iov_len ? iov : iov + 1;
-    struct msghdr mh = {.msg_iov = v, .msg_iovlen = v == iov ? 2 : 1};
-    ssize_t k = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-
-    if (k < 0)
-        return errno == EAGAIN || errno == EINTR ? (ssize_t)left : -errno;
-    for (size_t t, s = (size_t)k; s > 0; s -= t) {
-        v = iov[0].iov_len ? iov : iov + 1;
-        t = s < v->iov_len ? s : v->iov_len;
-        v->iov_base = (uint8_t *)v->iov_base + t;
-        v->iov_len -= t;
-    }
-    return (ssize_t)(left - (size_t)k);
-}
-
 /*
- * Sends tx (header and data, if do_send) while it receives the partner's message into rx (if
- * do_recv), so that neither side blocks on a full socket buffer. The partner's header is checked
- * as soon as it is whole. Returns 0; 1 when it differs from want (ln->rx holds it; nothing more
- * is read); or a negative errno (-EPIPE: the partner closed its lane).
+ * Sends the message (h, data of len bytes; if do_send) while it receives the partner's message
+ * of rx_len bytes into ln->rx (if do_recv), so that neither side blocks on a full socket buffer.
+ * The partner's header is checked as soon as it is whole. A connection that fails meanwhile is
+ * waited for while the keeper puts it back (lane_keeper.c). Returns 0; 1 when the header differs
+ * from want (ln->rx holds it; nothing more is read); or a negative errno (-EPIPE: the partner
+ * closed its lane, or it failed and stays down).
  */
-static int lane_exchange(hc_comm_t *comm, int fd, struct iovec *tx, const lane_hdr_t *want,
-                         size_t rx_len, int do_send, int do_recv, uint64_t deadline)
+static int lane_exchange(hc_comm_t *comm, hc_lane_t *L, const lane_hdr_t *h, const void *data,
+                         size_t len, const lane_hdr_t *want, size_t rx_len, int do_send,
+                         int do_recv, uint64_t deadline)
 {
     uint8_t *rx = comm->lanes->rx;
-    size_t tx_left = do_send ? tx[0].iov_len + tx[1].iov_len : 0, got = 0;
-    size_t rx_left = do_recv ? rx_len : 0;
-    uint64_t spin_until = now_ns() + comm->c->spin_ns;
-    int checked = !do_recv;
+    uint64_t spin_until = now_ns() + comm->c->spin_ns, mine = 0;
+    int sent = !do_send, whole = !do_recv, rc;
+    size_t got = 0;
 
-    while (tx_left > 0 || rx_left > 0) {
-        size_t before = tx_left + rx_left;
-        if (tx_left > 0) {
-            ssize_t left = send_some(fd, tx, tx_left);
-            if (left < 0)
-                return (int)left;
-            tx_left = (size_t)left;
-        }
-        if (rx_left > 0) {
-            ssize_t k = recv(fd, rx + got, rx_left, MSG_DONTWAIT);
-            if (k == 0)
-                return -EPIPE;
-            if (k < 0 && errno != EAGAIN && errno != EINTR)
-                return -errno;
-            got += k > 0 ? (size_t)k : 0;
-            rx_left -= k > 0 ? (size_t)k : 0;
-            if (!checked && got >= sizeof(lane_hdr_t)) {
-                if (memcmp(rx, want, sizeof(*want)) != 0)
-                    return 1;
-                checked = 1;
+    if (do_send && (rc = lane_commit(L, h, sizeof(*h), data, len, &mine)) != 0)
+        return rc;
+    while (!sent || !whole) {
+        int moved = 0;
+        uint32_t gen;
+        if (!sent) {
+            if ((rc = lane_pump(L, mine, &gen)) < 0) {
+                if ((rc = lane_wait_repair(comm, L, gen, rc, deadline)) != 0)
+                    return rc;
+                continue;
             }
+            sent = moved = rc;
         }
-        if (tx_left + rx_left < before || (tx_left == 0 && rx_left == 0))
+        if (!whole) {
+            size_t before = got;
+            if ((rc = lane_recv_some(L, rx, rx_len, &got, &gen)) < 0) {
+                rc = lane_wait_repair(comm, L, gen, rc == -EINPROGRESS ? -EPIPE : rc, deadline);
+                if (rc != 0)
+                    return rc;
+                continue;
+            }
+            if (got >= sizeof(lane_hdr_t) && memcmp(rx, want, sizeof(*want)) != 0)
+                return 1;
+            whole = rc;
+            moved |= rc || got != before;
+        }
+        if (moved || (sent && whole))
             continue;
-        struct pollfd pfd = {.fd = fd,
-                             .events = (short)((tx_left ? POLLOUT : 0) | (rx_left ? POLLIN : 0))};
-        int rc = lane_wait(comm, &pfd, spin_until, deadline);
-        if (rc != 0)
+        struct pollfd pfd = {.fd = L->fd,
+                             .events = (short)((sent ? 0 : POLLOUT) | (whole ? 0 : POLLIN))};
+        if ((rc = lane_wait(comm, &pfd, spin_until, deadline)) != 0)
             return rc;
     }
     return 0;
@@ -204,12 +196,12 @@ static void merge_bytes(uint8_t *dst, const uint8_t *src, size_t bytes)
 /* One step with the partner on fd: send acc (if do_send), receive its data (if do_recv) and
  * combine into acc as `how` says: take it, reduce as (lower rank's) op (higher rank's), or
  * merge. 0, 1 (its header differs from h) or a negative errno. */
-static int lane_step(hc_comm_t *comm, int fd, const lane_hdr_t *h, size_t bytes, int do_send,
+static int lane_step(hc_comm_t *comm, hc_lane_t *L, const lane_hdr_t *h, size_t bytes, int do_send,
                      int do_recv, int me_low, int how, uint64_t deadline)
 {
     hc_lanes_t *ln = comm->lanes;
-    struct iovec tx[2] = {{(void *)h, sizeof(*h)}, {ln->acc, bytes}};
-    int rc = lane_exchange(comm, fd, tx, h, sizeof(*h) + bytes, do_send, do_recv, deadline);
+    int rc = lane_exchange(comm, L, h, ln->acc, bytes, h, sizeof(*h) + bytes, do_send, do_recv,
+                           deadline);
 
     if (rc != 0 || !do_recv || bytes == 0)
         return rc;
@@ -242,16 +234,17 @@ static int lanes_allreduce(hc_comm_t *comm, const lane_hdr_t *h, size_t bytes, u
 
     *partner_p = p->fold;
     if (p->fold != UINT32_MAX && p->extra) /* give ours, take the result */
-        return lane_step(comm, ln->fold_fd, h, bytes, 1, 1, 1, LANE_TAKE, deadline);
+        return lane_step(comm, LANE_FOLD(ln), h, bytes, 1, 1, 1, LANE_TAKE, deadline);
     if (p->fold != UINT32_MAX)
-        rc = lane_step(comm, ln->fold_fd, h, bytes, 0, 1, 0, how, deadline);
+        rc = lane_step(comm, LANE_FOLD(ln), h, bytes, 0, 1, 0, how, deadline);
     for (uint32_t l = 0; rc == 0 && l < p->levels; l++) {
         *partner_p = lane_plan_partner(p, l);
-        rc = lane_step(comm, ln->fd[l], h, bytes, 1, 1, !(p->vme & (1u << l)), how, deadline);
+        rc = lane_step(comm, LANE_LEVEL(ln, l), h, bytes, 1, 1, !(p->vme & (1u << l)), how,
+                       deadline);
     }
     if (rc == 0 && p->fold != UINT32_MAX) {
         *partner_p = p->fold;
-        rc = lane_step(comm, ln->fold_fd, h, bytes, 1, 0, 0, LANE_TAKE, deadline);
+        rc = lane_step(comm, LANE_FOLD(ln), h, bytes, 1, 0, 0, LANE_TAKE, deadline);
     }
     return rc;
 }
@@ -259,14 +252,15 @@ static int lanes_allreduce(hc_comm_t *comm, const lane_hdr_t *h, size_t bytes, u
 /* Whether a partner has already said that it gave up on or fell back from collective seq, though
  * its data reached us first (HcclCommAbort on a rank that had sent it): then neither does this
  * rank take the result. */
-static int lanes_given_up(const hc_lanes_t *ln, uint64_t seq)
+static int lanes_given_up(hc_lanes_t *ln, uint64_t seq)
 {
-    int fds[HC_LANE_LEVELS_MAX + 1], n = lane_fds(ln, fds);
+    hc_lane_t *v[HC_LANE_LEVELS_MAX + 1];
+    int n = lanes_used(ln, v);
     lane_hdr_t h;
 
     for (int i = 0; i < n; i++)
-        if (recv(fds[i], &h, sizeof(h), MSG_PEEK | MSG_DONTWAIT) == (ssize_t)sizeof(h) &&
-            h.seq == seq && (h.flags & (LANE_F_ABORT | LANE_F_FALLBACK)))
+        if (lane_peek(v[i], &h, sizeof(h)) && h.seq == seq &&
+            (h.flags & (LANE_F_ABORT | LANE_F_FALLBACK)))
             return 1;
     return 0;
 }
@@ -368,13 +362,13 @@ int hc_lanes_before(hc_comm_t *comm, const hc_op_t *op, HcclResult *rc_p)
 static int lanes_drain(hc_comm_t *comm, const hc_op_t *op)
 {
     hc_lanes_t *ln = comm->lanes;
-    int fds[HC_LANE_LEVELS_MAX + 1], n = lane_fds(ln, fds);
+    hc_lane_t *v[HC_LANE_LEVELS_MAX + 1];
+    int n = lanes_used(ln, v);
     lane_hdr_t want = op_hdr(ln, op, LANE_F_DAEMON);
-    struct iovec none[2] = {{NULL, 0}, {NULL, 0}};
     uint64_t deadline = hc_comm_deadline(comm);
 
     for (int i = 0; i < n; i++)
-        if (lane_exchange(comm, fds[i], none, &want, sizeof(want), 0, 1, deadline) != 0)
+        if (lane_exchange(comm, v[i], NULL, NULL, 0, &want, sizeof(want), 0, 1, deadline) != 0)
             return -1;
     return 0;
 }

@@ -15,16 +15,20 @@
 #include "log.h"
 #include "net_addr.h"
 
+_Static_assert(sizeof(((hc_lanes_t *)0)->key) == AUTH_DERIVED_BYTES, "lane key");
+
 #define LANE_MAGIC 0x4e4c4348u /* "HCLN" */
-#define LANE_VERSION 1u
+#define LANE_VERSION 2u        /* 2: both sides say how many messages they took (repairs) */
 
 /* The connecting side's first message; then the acceptor's challenge, then the proof. */
-typedef struct lane_hello {
+struct lane_hello {
     uint32_t magic, version, from, to;
+    uint64_t rx_n; /* messages the connecting side took from the other */
     uint8_t nonce[AUTH_NONCE_BYTES];
-} lane_hello_t;
+};
 
 typedef struct lane_challenge {
+    uint64_t rx_n; /* messages the accepting side took from the other */
     uint8_t nonce[AUTH_NONCE_BYTES];
     uint8_t mac[AUTH_MAC_BYTES];
 } lane_challenge_t;
@@ -39,20 +43,19 @@ uint64_t hc_lanes_wanted(void)
 }
 
 /* The partners of a rank and which of them it connects to (those above it). */
-typedef struct lane_peer {
-    uint32_t rank;
-    int *fd; /* where its connection goes */
-} lane_peer_t;
-
-static uint32_t lane_peers(hc_lanes_t *ln, lane_peer_t *v)
+static uint32_t lane_peers(hc_lanes_t *ln, hc_lane_t **v)
 {
     const lane_plan_t *p = &ln->plan;
     uint32_t k = 0;
 
-    if (p->fold != UINT32_MAX)
-        v[k++] = (lane_peer_t){.rank = p->fold, .fd = &ln->fold_fd};
-    for (uint32_t l = 0; !p->extra && l < p->levels; l++)
-        v[k++] = (lane_peer_t){.rank = lane_plan_partner(p, l), .fd = &ln->fd[l]};
+    if (p->fold != UINT32_MAX) {
+        LANE_FOLD(ln)->peer = p->fold;
+        v[k++] = LANE_FOLD(ln);
+    }
+    for (uint32_t l = 0; !p->extra && l < p->levels; l++) {
+        LANE_LEVEL(ln, l)->peer = lane_plan_partner(p, l);
+        v[k++] = LANE_LEVEL(ln, l);
+    }
     return k;
 }
 
@@ -99,12 +102,13 @@ static void role(char *buf, size_t cap, const char *side, uint32_t from, uint32_
 }
 
 /* Connects socket fd to rank `to` at addr and proves the key both ways. */
-static int lane_connect(hc_lanes_t *ln, const uint8_t *key, int fd, uint32_t to, const char *addr,
-                        uint64_t deadline)
+int lane_connect(hc_lanes_t *ln, int fd, uint32_t to, const char *addr, uint64_t rx_n,
+                 uint64_t *peer_rx_p, uint64_t deadline)
 {
     struct sockaddr_storage ss;
     socklen_t len;
-    lane_hello_t h = {.magic = LANE_MAGIC, .version = LANE_VERSION, .from = ln->plan.me, .to = to};
+    struct lane_hello h = {
+        .magic = LANE_MAGIC, .version = LANE_VERSION, .from = ln->plan.me, .to = to, .rx_n = rx_n};
     lane_challenge_t ch;
     uint8_t mac[AUTH_MAC_BYTES];
     char r[64];
@@ -126,23 +130,30 @@ static int lane_connect(hc_lanes_t *ln, const uint8_t *key, int fd, uint32_t to,
         (rc = io_all(fd, &ch, sizeof(ch), 0, deadline)) != 0)
         return rc;
     role(r, sizeof(r), "accept", ln->plan.me, to);
-    if (!auth_check(key, AUTH_DERIVED_BYTES, r, h.nonce, ch.nonce, ch.mac, sizeof(ch.mac)))
+    if (!auth_check(ln->key, AUTH_DERIVED_BYTES, r, h.nonce, ch.nonce, ch.mac, sizeof(ch.mac)))
         return -EACCES;
     role(r, sizeof(r), "connect", ln->plan.me, to);
-    auth_mac(key, AUTH_DERIVED_BYTES, r, ch.nonce, h.nonce, mac);
+    auth_mac(ln->key, AUTH_DERIVED_BYTES, r, ch.nonce, h.nonce, mac);
+    *peer_rx_p = ch.rx_n;
     return io_all(fd, mac, sizeof(mac), 1, deadline);
 }
 
-/* Accepts one connection and checks its proof; *from_p: the rank it proved to be. A connection
- * that fails the handshake is closed and reported as -EAGAIN (the caller accepts the next). */
-static int lane_accept(hc_lanes_t *ln, const uint8_t *key, int lfd, uint64_t deadline,
-                       uint32_t *from_p, int *fd_p)
+/* The lane to `from`, a partner below us, or NULL. */
+static hc_lane_t *lane_from(hc_lanes_t *ln, uint32_t from)
+{
+    if (from >= ln->plan.me)
+        return NULL;
+    for (uint32_t i = 0; i <= HC_LANE_LEVELS_MAX; i++)
+        if (ln->lane[i].peer == from)
+            return &ln->lane[i];
+    return NULL;
+}
+
+int lane_accept_hello(hc_lanes_t *ln, int lfd, uint64_t deadline, hc_lane_t **lane_p,
+                      uint64_t *peer_rx_p, uint8_t *nonce, int *fd_p)
 {
     struct pollfd pfd = {.fd = lfd, .events = POLLIN};
-    lane_hello_t h;
-    lane_challenge_t ch;
-    uint8_t mac[AUTH_MAC_BYTES];
-    char r[64];
+    struct lane_hello h;
     int fd, rc;
 
     if (poll(&pfd, 1, remaining_ms(deadline)) <= 0)
@@ -154,39 +165,62 @@ static int lane_accept(hc_lanes_t *ln, const uint8_t *key, int lfd, uint64_t dea
     if (rc == 0 && (h.magic != LANE_MAGIC || h.version != LANE_VERSION || h.to != ln->plan.me ||
                     h.from >= ln->plan.n))
         rc = -EPROTO;
-    if (rc == 0) {
-        auth_nonce(ch.nonce);
-        role(r, sizeof(r), "accept", h.from, h.to);
-        auth_mac(key, AUTH_DERIVED_BYTES, r, h.nonce, ch.nonce, ch.mac);
-        rc = io_all(fd, &ch, sizeof(ch), 1, deadline);
-    }
-    if (rc == 0 && (rc = io_all(fd, mac, sizeof(mac), 0, deadline)) == 0) {
-        role(r, sizeof(r), "connect", h.from, h.to);
-        if (!auth_check(key, AUTH_DERIVED_BYTES, r, ch.nonce, h.nonce, mac, sizeof(mac)))
-            rc = -EACCES;
+    if (rc == 0 && (*lane_p = lane_from(ln, h.from)) == NULL) {
+        WARN("INIT", "rank %u: rank %u connected a lane it has no use for; closed", ln->plan.me,
+             h.from);
+        rc = -ENOENT;
     }
     if (rc != 0) {
-        WARN("INIT", "rank %u: a lane connection failed its handshake (%s); closed", ln->plan.me,
-             strerror(-rc));
+        if (rc != -ENOENT)
+            WARN("INIT", "rank %u: a lane connection failed its handshake (%s); closed",
+                 ln->plan.me, strerror(-rc));
         close(fd);
         return rc == -ETIMEDOUT ? rc : -EAGAIN;
     }
-    *from_p = h.from;
+    memcpy(nonce, h.nonce, AUTH_NONCE_BYTES);
+    *peer_rx_p = h.rx_n;
     *fd_p = fd;
     return 0;
+}
+
+int lane_accept_finish(hc_lanes_t *ln, int fd, const hc_lane_t *lane, const uint8_t *nonce,
+                       uint64_t rx_n, uint64_t deadline)
+{
+    lane_challenge_t ch = {.rx_n = rx_n};
+    uint8_t mac[AUTH_MAC_BYTES];
+    char r[64];
+    int rc;
+
+    auth_nonce(ch.nonce);
+    role(r, sizeof(r), "accept", lane->peer, ln->plan.me);
+    auth_mac(ln->key, AUTH_DERIVED_BYTES, r, nonce, ch.nonce, ch.mac);
+    rc = io_all(fd, &ch, sizeof(ch), 1, deadline);
+    if (rc == 0 && (rc = io_all(fd, mac, sizeof(mac), 0, deadline)) == 0) {
+        role(r, sizeof(r), "connect", lane->peer, ln->plan.me);
+        if (!auth_check(ln->key, AUTH_DERIVED_BYTES, r, ch.nonce, nonce, mac, sizeof(mac)))
+            rc = -EACCES;
+    }
+    if (rc != 0) {
+        WARN("INIT", "rank %u: the lane from rank %u failed its handshake (%s); closed",
+             ln->plan.me, lane->peer, strerror(-rc));
+        close(fd);
+    }
+    return rc;
 }
 
 /* Connects to the partners above, then accepts those below, by deadline. */
 static int lanes_connect(hc_lanes_t *ln, const Hccld__CommInitResp *r, int lfd, int *socks,
                          uint32_t nsocks, uint64_t deadline)
 {
-    lane_peer_t peers[HC_LANE_LEVELS_MAX + 1];
+    hc_lane_t *peers[HC_LANE_LEVELS_MAX + 1];
     uint32_t np = lane_peers(ln, peers), used = 0, below = 0;
-    const uint8_t *key = r->lane_key.data;
+    uint64_t peer_rx;
     int rc;
 
     for (uint32_t i = 0; i < np; i++) {
-        if (peers[i].rank < ln->plan.me) {
+        hc_lane_t *L = peers[i];
+        snprintf(L->addr, sizeof(L->addr), "%s", r->lane_addrs[L->peer]);
+        if (L->peer < ln->plan.me) {
             below++;
             continue;
         }
@@ -194,35 +228,34 @@ static int lanes_connect(hc_lanes_t *ln, const Hccld__CommInitResp *r, int lfd, 
             return -ENOSPC;
         int fd = socks[used];
         socks[used++] = -1;
-        *peers[i].fd = fd;
+        L->fd = fd;
         (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-        rc = lane_connect(ln, key, fd, peers[i].rank, r->lane_addrs[peers[i].rank], deadline);
+        rc = lane_connect(ln, fd, L->peer, L->addr, 0, &peer_rx, deadline);
         if (rc != 0) {
-            ERR("INIT", "rank %u: the lane to rank %u at %s failed: %s", ln->plan.me, peers[i].rank,
-                r->lane_addrs[peers[i].rank], strerror(-rc));
+            ERR("INIT", "rank %u: the lane to rank %u at %s failed: %s", ln->plan.me, L->peer,
+                L->addr, strerror(-rc));
             return rc;
         }
     }
     while (below > 0) {
-        uint32_t from = UINT32_MAX;
+        uint8_t nonce[AUTH_NONCE_BYTES];
+        hc_lane_t *L = NULL;
         int fd = -1;
-        if ((rc = lane_accept(ln, key, lfd, deadline, &from, &fd)) == -EAGAIN)
+        if ((rc = lane_accept_hello(ln, lfd, deadline, &L, &peer_rx, nonce, &fd)) == -EAGAIN)
             continue;
         if (rc != 0) {
             ERR("INIT", "rank %u: %u lane(s) from the ranks below never came: %s", ln->plan.me,
                 below, strerror(-rc));
             return rc;
         }
-        uint32_t i = 0;
-        while (i < np && (peers[i].rank != from || *peers[i].fd >= 0))
-            i++;
-        if (i == np || from >= ln->plan.me) {
-            WARN("INIT", "rank %u: rank %u connected a lane it has no use for; closed", ln->plan.me,
-                 from);
+        if (L->fd >= 0) {
+            WARN("INIT", "rank %u: rank %u connected a second lane; closed", ln->plan.me, L->peer);
             close(fd);
             continue;
         }
-        *peers[i].fd = fd;
+        if (lane_accept_finish(ln, fd, L, nonce, 0, deadline) != 0)
+            continue; /* closed; a deadline that passed ends the next accept */
+        L->fd = fd;
         below--;
     }
     return 0;
@@ -230,12 +263,17 @@ static int lanes_connect(hc_lanes_t *ln, const Hccld__CommInitResp *r, int lfd, 
 
 static void lanes_free(hc_lanes_t *ln)
 {
-    if (ln->fold_fd >= 0)
-        close(ln->fold_fd);
-    for (uint32_t l = 0; l < HC_LANE_LEVELS_MAX; l++)
-        if (ln->fd[l] >= 0)
-            close(ln->fd[l]);
+    lane_keeper_stop(ln);
+    if (ln->lfd >= 0)
+        close(ln->lfd);
+    for (uint32_t l = 0; l <= HC_LANE_LEVELS_MAX; l++) {
+        if (ln->lane[l].fd >= 0)
+            close(ln->lane[l].fd);
+        lane_fini(&ln->lane[l]);
+    }
     pthread_mutex_destroy(&ln->lock);
+    pthread_mutex_destroy(&ln->mu);
+    pthread_cond_destroy(&ln->cond);
     free(ln->rx);
     free(ln->acc);
     free(ln);
@@ -251,10 +289,13 @@ HcclResult hc_lanes_open(hc_comm_t *comm, const Hccld__CommInitResp *r, int *fds
 
     if (ln == NULL)
         goto out;
-    ln->fold_fd = -1;
-    for (uint32_t l = 0; l < HC_LANE_LEVELS_MAX; l++)
-        ln->fd[l] = -1;
+    for (uint32_t l = 0; l <= HC_LANE_LEVELS_MAX; l++)
+        lane_init(&ln->lane[l]);
+    ln->lfd = -1;
+    ln->wake_fd = -1;
     pthread_mutex_init(&ln->lock, NULL);
+    pthread_mutex_init(&ln->mu, NULL);
+    pthread_cond_init(&ln->cond, NULL);
     lane_plan(r->nranks, r->rank, &ln->plan);
     ln->max = r->direct_max < HC_DIRECT_MAX_LIMIT ? r->direct_max : HC_DIRECT_MAX_LIMIT;
     if (r->lane_key.len != AUTH_DERIVED_BYTES || r->n_lane_addrs != r->nranks || nfds < 1 ||
@@ -265,6 +306,7 @@ HcclResult hc_lanes_open(hc_comm_t *comm, const Hccld__CommInitResp *r, int *fds
     }
     if ((ln->rx = malloc(64 + ln->max)) == NULL || (ln->acc = malloc(ln->max + 1)) == NULL)
         goto out;
+    memcpy(ln->key, r->lane_key.data, AUTH_DERIVED_BYTES);
     /* Ops start once the daemons' side of the comm is up, as on the daemon path: a rank that
      * dies or leaves from then on is news every daemon of the comm hears. A comm whose daemons
      * never get there fails its ops, as the daemon path would: with the daemons' status. */
@@ -289,6 +331,17 @@ HcclResult hc_lanes_open(hc_comm_t *comm, const Hccld__CommInitResp *r, int *fds
         goto out;
     }
     comm->lanes = ln;
+    /* With op retry at L1, a lane that fails connects again: the listener stays. */
+    if (comm->lane_hold_ms > 0) {
+        ln->lfd = fds[0];
+        fds[0] = -1;
+        ln->hold_ms = comm->lane_hold_ms;
+        if (lane_keeper_start(comm) != 0)
+            WARN("INIT",
+                 "rank %u: cannot start the thread that mends lanes; a lane that fails "
+                 "sends the comm's small ops through the daemons",
+                 r->rank);
+    }
     ln = NULL;
     rc = HCCL_SUCCESS;
     DBG("INIT", "rank %u: lanes up for ops up to %llu bytes", r->rank,

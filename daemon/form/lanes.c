@@ -68,6 +68,24 @@ lane_offer_t lane_offer_make(const char *data_addr, uint64_t direct_max)
     return o;
 }
 
+int lane_sockets_make(const char *data_addr, int *fds, int n)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    int k = 0;
+
+    if (data_addr == NULL || data_addr[0] == '\0')
+        return -1;
+    for (; k < n; k++)
+        if ((fds[k] = bound_socket(data_addr, &ss, &len)) < 0)
+            break;
+    if (k == n)
+        return 0;
+    while (k-- > 0)
+        close(fds[k]);
+    return -1;
+}
+
 void lane_offer_close(lane_offer_t *o)
 {
     if (o->fd >= 0)

@@ -27,6 +27,9 @@ typedef struct lane_offer {
  * failed: logged) the offer is LANE_OFFER_NONE. */
 lane_offer_t lane_offer_make(const char *data_addr, uint64_t direct_max);
 void lane_offer_close(lane_offer_t *o);
+/* n unconnected sockets bound to the IP of data_addr, for a rank whose lane failed to connect
+ * again with (libclient/lane_keeper.c): 0, or -1 (logged; none made). */
+int lane_sockets_make(const char *data_addr, int *fds, int n);
 
 /* The comm's direct_max from every rank's (n of them): the smallest, 0 if any rank has no
  * listener address. */

@@ -7,6 +7,7 @@
 #include <sodium.h>
 #include <stddef.h>
 
+#include "form/lanes.h"
 #include "hccl/hccl.h"
 #include "log.h"
 #include "server/events.h"
@@ -202,6 +203,33 @@ static void answer_health(session_t *s, uint64_t req_id, const Hccld__CommHealth
     session_send(s, &m);
 }
 
+#define LANE_SOCKETS_MAX 8
+
+static void answer_lane_sockets(session_t *s, uint64_t req_id, const Hccld__LaneSocketsReq *req)
+{
+    Hccld__Msg m = HCCLD__MSG__INIT;
+    Hccld__LaneSocketsResp r = HCCLD__LANE_SOCKETS_RESP__INIT;
+    int fds[LANE_SOCKETS_MAX], n = (int)req->count;
+
+    r.result = HCCL_E_PARA;
+    if (req->count >= 1 && req->count <= LANE_SOCKETS_MAX)
+        r.result =
+            lane_sockets_make(s->srv->data_addr, fds, n) == 0 ? HCCL_SUCCESS : HCCL_E_UNAVAIL;
+    m.req_id = req_id;
+    m.body_case = HCCLD__MSG__BODY_LANE_SOCKETS_RESP;
+    m.lane_sockets_resp = &r;
+    if (r.result != HCCL_SUCCESS) {
+        session_send(s, &m);
+        return;
+    }
+    if (session_send_fds(s, &m, fds, n) != 0) { /* the rank asks again */
+        r.result = HCCL_E_UNAVAIL;
+        session_send(s, &m);
+    }
+    for (int i = 0; i < n; i++)
+        close(fds[i]);
+}
+
 int formation_request(session_t *s, const Hccld__Msg *m)
 {
     server_t *srv = s->srv;
@@ -221,6 +249,9 @@ int formation_request(session_t *s, const Hccld__Msg *m)
         answer_destroy(s, m->req_id, m->comm_destroy_req);
         break;
     case HCCLD__MSG__BODY_COMM_HEALTH_REQ: answer_health(s, m->req_id, m->comm_health_req); break;
+    case HCCLD__MSG__BODY_LANE_SOCKETS_REQ:
+        answer_lane_sockets(s, m->req_id, m->lane_sockets_req);
+        break;
     case HCCLD__MSG__BODY_COMM_REJOIN_REQ: {
         int fd = m->comm_rejoin_req->coop ? session_take_fd(s) : -1;
         form_comm_rejoin(srv->form, &s->fc, m->req_id, m->comm_rejoin_req, fd, now);

@@ -273,9 +273,11 @@ static void inject(const row_t *w, fi_daemons_t *d, const pid_t *pids, outcome_t
 }
 
 /* Whether rank r's log names rank victim as the one that died. */
-static int log_names(const char *dir, uint32_t r, uint32_t victim)
+/* Whether rank r's log (its first 16 KiB) holds want; says what it holds when it does not and
+ * should (or does and should not). */
+static int log_holds(const char *dir, uint32_t r, const char *want, int should)
 {
-    char path[96], buf[16384], want[64];
+    char path[96], buf[16384];
     FILE *f;
     size_t n;
 
@@ -285,11 +287,19 @@ static int log_names(const char *dir, uint32_t r, uint32_t victim)
     n = fread(buf, 1, sizeof(buf) - 1, f);
     fclose(f);
     buf[n] = '\0';
+    int holds = strstr(buf, want) != NULL;
+    if (holds != should)
+        fprintf(stderr, "rank %u's log %s \"%s\"; it holds:\n%s", r, holds ? "has" : "lacks", want,
+                buf);
+    return holds;
+}
+
+static int log_names(const char *dir, uint32_t r, uint32_t victim)
+{
+    char want[64];
+
     snprintf(want, sizeof(want), "rank %u died or left", victim);
-    if (strstr(buf, want) != NULL)
-        return 1;
-    fprintf(stderr, "rank %u's log lacks \"%s\"; it holds:\n%s", r, want, buf);
-    return 0;
+    return log_holds(dir, r, want, 1);
 }
 
 /* The checks of one surviving rank r under expectation ex. */
@@ -313,6 +323,11 @@ static void judge_rank(const row_t *w, enum expect ex, outcome_t *o, uint32_t r,
         if (w->fault != F_NONE && s->max_stall > w->stall_s)
             fail_why(o, "rank %u waited %.2f s for an op after the fault (at most %.2f)", r,
                      s->max_stall, w->stall_s);
+        /* With op retry, a reset lane connects again: no op leaves the lanes for the daemons
+         * (lane_keeper.c). */
+        if (w->fault == F_RESET_LANES && w->retry &&
+            log_holds(dir, r, "goes through the daemon", 0))
+            fail_why(o, "rank %u left its lanes for the daemons", r);
         return;
     }
     if (s->failed == 0)
