@@ -35,7 +35,10 @@
 #define HANDSHAKE_NS (1000ull * 1000000ull) /* one attempt to connect again */
 #define RETRY_FIRST_NS (20ull * 1000000ull)
 #define RETRY_MAX_NS (500ull * 1000000ull)
-#define IDLE_MS 1000
+/* How often the keeper looks at the connections while the op's thread is elsewhere. It does
+ * not sleep on them: a thread in poll() on a socket makes every packet of the lane wake it
+ * (the kernel filters the wake-up only afterwards), which cost the 8-byte allreduce 0.9 us. */
+#define LOOK_MS 50
 
 void lane_keeper_wake(hc_lanes_t *ln)
 {
@@ -176,7 +179,8 @@ static void *keeper_main(void *arg)
     while (!__atomic_load_n(&ln->stop, __ATOMIC_ACQUIRE)) {
         struct pollfd p[HC_LANE_LEVELS_MAX + 3];
         hc_lane_t *of[HC_LANE_LEVELS_MAX + 3] = {NULL};
-        int n = 2, ms = IDLE_MS;
+        struct pollfd b[HC_LANE_LEVELS_MAX + 3];
+        int n = 2, nb = 2, ms = LOOK_MS;
         uint64_t now = now_ns();
         p[0] = (struct pollfd){.fd = ln->wake_fd, .events = POLLIN};
         p[1] = (struct pollfd){.fd = ln->lfd, .events = POLLIN};
@@ -191,9 +195,18 @@ static void *keeper_main(void *arg)
                 continue;
             }
             of[n] = L;
-            p[n++] = (struct pollfd){.fd = L->fd, .events = lane_pending(L) ? POLLOUT : 0};
+            p[n] = (struct pollfd){.fd = L->fd, .events = lane_pending(L) ? POLLOUT : 0};
+            if (p[n].events)
+                b[nb++] = p[n];
+            n++;
         }
-        if (poll(p, (nfds_t)n, ms) < 0 && errno != EINTR)
+        b[0] = p[0];
+        b[1] = p[1];
+        if (poll(b, (nfds_t)nb, ms) < 0 && errno != EINTR)
+            break;
+        p[0].revents = b[0].revents;
+        p[1].revents = b[1].revents;
+        if (n > 2 && poll(p + 2, (nfds_t)(n - 2), 0) < 0 && errno != EINTR)
             break;
         if (p[0].revents & POLLIN) {
             uint64_t v;
