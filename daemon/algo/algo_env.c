@@ -21,14 +21,16 @@ static const char *const op_names[DESC_KIND_MAX] = {
 };
 
 /* HCCL's level-1 algorithms that hcclD does not have yet, and the one that runs in their place
- * (algo_env_t.instead says so): H-D_R, for any node count in log steps, for the nonuniform ones
- * (NHR, NB) and AHC; ring, which pipelines its pieces, for pipeline. */
+ * (algo_env_t.instead says so): NB, the other nonuniform one (any node count in log steps, no
+ * extra traffic), for NHR; H-D_R for AHC; ring, which pipelines its pieces, for pipeline. */
 static const struct {
     const char *name;
     int as;
 } hccl_only[] = {
-    {"NHR", ALGO_HDR}, {"NHR_V1", ALGO_HDR},    {"NB", ALGO_HDR},
-    {"AHC", ALGO_HDR}, {"pipeline", ALGO_RING},
+    {"NHR", ALGO_NB},
+    {"NHR_V1", ALGO_NB},
+    {"AHC", ALGO_HDR},
+    {"pipeline", ALGO_RING},
 };
 
 typedef struct parser {
@@ -118,7 +120,7 @@ static int level1_value(parser_t *p, const char *v, int *algo)
         }
     return perr(p,
                 "unknown level1 algorithm '%s' (ring, H-D_R, fullmesh, tree, "
-                "pairwise or NA)",
+                "pairwise, NB or NA)",
                 v);
 }
 
@@ -191,6 +193,13 @@ static int parse_item(parser_t *p, char *item, algo_env_t *per_op, int *global, 
             return perr(p, "more than one setting for every collective");
         *global = algo;
         return 0;
+    }
+    if (algo == ALGO_NB && !algo_serves(algo, kind)) {
+        /* HCCL's NB runs these too; hcclD's not yet: H-D_R, as before NB was its own. */
+        size_t n = strlen(p->out->instead);
+        text_add(p->out->instead, sizeof(p->out->instead), &n, "%sNB as H-D_R for %s",
+                 n ? ", " : "", op_names[kind]);
+        algo = ALGO_HDR;
     }
     if (algo >= 0 && !algo_serves(algo, kind))
         return perr(p, "'%s' cannot run %s", algo_name(algo), op_names[kind]);

@@ -160,11 +160,15 @@ uint64_t binomial_bcast0(sbuild_t *b, const algo_ctx_t *c, uint64_t t0);
 /* The whole SCATTER collective on a binomial tree (root's copy and staging included). */
 void binomial_scatter_kind(sbuild_t *b, const algo_ctx_t *c);
 
+/* BARRIER by dissemination: at step k send to i + 2^k, hear from i - 2^k (hdr.c). */
+void algo_dissemination(sbuild_t *b, const algo_ctx_t *c);
+
 /* Per-algorithm builders: 0 or -EINVAL for a kind they do not serve. */
 int algo_ring_build(const algo_ctx_t *c, sbuild_t *b);
 int algo_mesh_build(const algo_ctx_t *c, sbuild_t *b);
 int algo_hdr_build(const algo_ctx_t *c, sbuild_t *b);
 int algo_tree_build(const algo_ctx_t *c, sbuild_t *b);
 int algo_pairwise_build(const algo_ctx_t *c, sbuild_t *b);
+int algo_nb_build(const algo_ctx_t *c, sbuild_t *b);
 
 #endif

@@ -175,6 +175,27 @@ static double tree_cost(const cf_t *c, int kind)
     }
 }
 
+/* NB's allgather (or, reducing, its reduce-scatter) of blocks of `blk` bytes: ceil(log2 n)
+ * rounds, round k moving min(2^k, n - 2^k) blocks each way. */
+static double nb_phase(const cf_t *c, double blk, int red)
+{
+    double t = 0;
+
+    for (uint32_t d = 1; d < c->nn; d *= 2)
+        t += rnd(c, (d < c->nn - d ? d : c->nn - d) * blk, 1, red);
+    return t;
+}
+
+static double nb_cost(const cf_t *c, int kind)
+{
+    switch (kind) {
+    case DESC_ALLREDUCE: return nb_phase(c, c->B / c->n, 1) + nb_phase(c, c->B / c->n, 0);
+    case DESC_REDUCE_SCATTER: return nb_phase(c, c->B, 1);
+    case DESC_ALLGATHER: return nb_phase(c, c->B, 0);
+    default: return c->lc2 * rnd(c, 0, 1, 0); /* DESC_BARRIER: dissemination */
+    }
+}
+
 static void cf_init(cf_t *c, uint32_t n, uint64_t bytes, const link_cost_t *lc)
 {
     uint32_t lp = algo_log2_floor(n);
@@ -208,6 +229,7 @@ double algo_cost_formula(int algo, int kind, uint32_t nnodes, uint64_t bytes, co
     case ALGO_MESH: return mesh_cost(&c, kind);
     case ALGO_HDR: return hdr_cost(&c, kind);
     case ALGO_TREE: return tree_cost(&c, kind);
+    case ALGO_NB: return nb_cost(&c, kind);
     default: return (c.n - 1) * rnd(&c, c.B, 1, 0); /* pairwise */
     }
 }

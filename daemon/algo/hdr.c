@@ -130,7 +130,7 @@ static void fold(sbuild_t *b, const hdr_t *h, uint64_t t, int to_extra, uint8_t 
         sb_step(b, t, op, SCHED_BUF_OUT, abs_of(c, h->extra ? h->rel - 1 : h->rel + 1), off, len);
 }
 
-static void dissemination(sbuild_t *b, const algo_ctx_t *c)
+void algo_dissemination(sbuild_t *b, const algo_ctx_t *c)
 {
     for (uint32_t k = 0; k < algo_log2_ceil(c->n); k++) {
         uint64_t d = 1ull << k;
@@ -195,7 +195,7 @@ int algo_hdr_build(const algo_ctx_t *c, sbuild_t *b)
 
     switch (c->kind) {
     case DESC_SCATTER: binomial_scatter_kind(b, c); return 0;
-    case DESC_BARRIER: dissemination(b, c); return 0;
+    case DESC_BARRIER: algo_dissemination(b, c); return 0;
     case DESC_ALLREDUCE:
     case DESC_REDUCE_SCATTER:
     case DESC_ALLGATHER:

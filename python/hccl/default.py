@@ -33,6 +33,7 @@ class Algorithm(str, enum.Enum):
     RHD = "H-D_R"  # recursive halving-doubling
     TREE = "tree"
     PAIRWISE = "pairwise"  # all-to-all only
+    NB = "NB"  # nonuniform Bruck: allreduce, allgather, reduce-scatter, barrier
 
 
 _S = {"comm": None, "pg": None, "algo": None, "stream": None}

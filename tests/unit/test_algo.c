@@ -27,6 +27,7 @@ START_TEST(test_names)
     ck_assert_int_eq(algo_from_name("fullmesh"), ALGO_MESH);
     ck_assert_int_eq(algo_from_name("tree"), ALGO_TREE);
     ck_assert_int_eq(algo_from_name("pairwise"), ALGO_PAIRWISE);
+    ck_assert_int_eq(algo_from_name("nb"), ALGO_NB);
     ck_assert_int_eq(algo_from_name("NHR"), -1);
     ck_assert_int_eq(algo_from_name("mesh"), -1);
     ck_assert_int_eq(algo_from_name(""), -1);
@@ -41,7 +42,7 @@ START_TEST(test_serves)
     static const int want[ALGO_COUNT][8] = {
         [ALGO_RING] = {1, 1, 1, 1, 0, 1, 1, 1},     [ALGO_MESH] = {1, 1, 1, 1, 1, 1, 1, 1},
         [ALGO_HDR] = {1, 1, 1, 1, 0, 1, 1, 1},      [ALGO_TREE] = {1, 1, 1, 1, 0, 1, 1, 1},
-        [ALGO_PAIRWISE] = {0, 0, 0, 0, 1, 0, 0, 0},
+        [ALGO_PAIRWISE] = {0, 0, 0, 0, 1, 0, 0, 0}, [ALGO_NB] = {1, 0, 1, 1, 0, 0, 0, 1},
     };
 
     for (int a = 0; a < ALGO_COUNT; a++) {
@@ -567,9 +568,11 @@ START_TEST(test_env_hccl_only)
     char err[256];
 
     ck_assert_int_eq(algo_env_parse("level0:NA;level1:NHR", &e, err, sizeof(err)), 0);
-    ck_assert_int_eq(e.level1[DESC_ALLREDUCE], ALGO_HDR);
+    ck_assert_int_eq(e.level1[DESC_ALLREDUCE], ALGO_NB);
     ck_assert_int_eq(e.src[DESC_ALLREDUCE], ALGO_SRC_HCCL_ALGO);
-    ck_assert_str_eq(e.instead, "NHR as H-D_R");
+    ck_assert_str_eq(e.instead, "NHR as NB");
+    /* NB's collectives only; the others keep the cost model's choice. */
+    ck_assert_int_eq(e.level1[DESC_BROADCAST], -1);
     ck_assert_int_eq(algo_env_parse("level1:pipeline", &e, err, sizeof(err)), 0);
     ck_assert_int_eq(e.level1[DESC_ALLGATHER], ALGO_RING);
     ck_assert_str_eq(e.instead, "pipeline as ring");
@@ -577,11 +580,13 @@ START_TEST(test_env_hccl_only)
                                     "broadcast=level1:NB;level0:NA",
                                     &e, err, sizeof(err)),
                      0);
-    ck_assert_int_eq(e.level1[DESC_ALLREDUCE], ALGO_HDR);
+    ck_assert_int_eq(e.level1[DESC_ALLREDUCE], ALGO_NB);
     ck_assert_int_eq(e.level1[DESC_ALLGATHER], ALGO_HDR);
-    ck_assert_str_eq(e.instead, "NB as H-D_R, AHC as H-D_R"); /* HCCL's spelling, once each */
+    ck_assert_int_eq(e.level1[DESC_BROADCAST], ALGO_HDR);
+    /* HCCL's spelling, once each; NB is hcclD's own but not for broadcast */
+    ck_assert_str_eq(e.instead, "AHC as H-D_R, NB as H-D_R for broadcast");
     ck_assert_int_eq(algo_env_parse("level1:NHR_V1", &e, err, sizeof(err)), 0);
-    ck_assert_str_eq(e.instead, "NHR_V1 as H-D_R");
+    ck_assert_str_eq(e.instead, "NHR_V1 as NB");
 }
 END_TEST
 

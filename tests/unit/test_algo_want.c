@@ -96,10 +96,10 @@ START_TEST(test_bad_values)
     /* A bad HCCL_ALGO fails with its own parser's reason, whatever HCCL_ALGORITHM says. */
     ck_assert_int_eq(resolve("level0:NA;level1:bogus", "RING", 0, &e, err, notice), -EINVAL);
     ck_assert_str_eq(err, "HCCL_ALGO: unknown level1 algorithm 'bogus' (ring, H-D_R, fullmesh, "
-                          "tree, pairwise or NA)");
+                          "tree, pairwise, NB or NA)");
     ck_assert_int_eq(resolve("level1:bogus", "", 1, &e, err, notice), -EINVAL);
     ck_assert_str_eq(err, "hcclAlgo: unknown level1 algorithm 'bogus' (ring, H-D_R, fullmesh, "
-                          "tree, pairwise or NA)");
+                          "tree, pairwise, NB or NA)");
     memset(long_algo, 'a', sizeof(long_algo) - 1);
     long_algo[sizeof(long_algo) - 1] = '\0';
     ck_assert_int_eq(algo_want_set(&w, long_algo, "", 0, 0, err, sizeof(err)), -EINVAL);
