@@ -7,7 +7,7 @@
 #         loopback limit measured in the same run: 4 iperf3 streams at once, mean per stream.
 #   sel   level-1 selection: allreduce and allgather on 4 and 8 daemons x 1 rank, the cost
 #         model's choice against every forced algorithm (HCCL_ALGO=level0:NA;level1:NAME with
-#         NAME in ring, H-D_R, fullmesh, tree, NB); per size best_forced_time / auto_time (1.00:
+#         NAME in ring, H-D_R, fullmesh, tree, NB, NHR); per size best_forced_time / auto_time (1.00:
 #         as fast as the best forced one), the best one and the one the daemon chose (its
 #         INFO log: "allreduce of ~B bytes per block on N daemons: ALGO (predicted ...)" or
 #         "comm C seq S: allreduce, B B per node, N nodes: ALGO (predicted: ...)"; "-" when
@@ -65,7 +65,7 @@
 #                          defaults the last size is 32 MiB (8 x 4^11): BENCH_SEL_FACTOR=2
 #                          reaches 64 MiB at about twice the time
 #   BENCH_SEL_DAEMONS      sel: daemon counts [4 8]
-#   BENCH_SEL_ALGOS        sel: the forced algorithms [ring H-D_R fullmesh tree NB]
+#   BENCH_SEL_ALGOS        sel: the forced algorithms [ring H-D_R fullmesh tree NB NHR]
 #   BENCH_SEL_ROUNDS       sel: -A runs per case and size range; each time is the median of
 #                          its rounds [3] (one bad run stays out)
 #   BENCH_SELNS_RATE       selns: the tbf rate of every veth end [1gbit]
@@ -107,7 +107,7 @@ SEL_MAX=${BENCH_SEL_MAX:-64M}
 SEL_FACTOR=${BENCH_SEL_FACTOR:-4}
 SEL_DAEMONS=${BENCH_SEL_DAEMONS:-4 8}
 SEL_COLLS="allreduce allgather"
-SEL_ALGOS=${BENCH_SEL_ALGOS:-ring H-D_R fullmesh tree NB}
+SEL_ALGOS=${BENCH_SEL_ALGOS:-ring H-D_R fullmesh tree NB NHR}
 SELNS_RATE=${BENCH_SELNS_RATE:-1gbit}
 SELNS_DAEMONS=4
 # selns: namespace names (this script's pid keeps parallel runs apart) and whether the

@@ -8,6 +8,7 @@
 static const char *const names[ALGO_COUNT] = {
     [ALGO_RING] = "ring", [ALGO_MESH] = "fullmesh",     [ALGO_HDR] = "H-D_R",
     [ALGO_TREE] = "tree", [ALGO_PAIRWISE] = "pairwise", [ALGO_NB] = "NB",
+    [ALGO_NHR] = "NHR",
 };
 
 int algo_serves(int algo, int kind)
@@ -16,7 +17,7 @@ int algo_serves(int algo, int kind)
         return 0;
     if (algo == ALGO_PAIRWISE)
         return kind == DESC_ALLTOALL;
-    if (algo == ALGO_NB)
+    if (algo == ALGO_NB || algo == ALGO_NHR)
         return kind == DESC_ALLREDUCE || kind == DESC_ALLGATHER || kind == DESC_REDUCE_SCATTER ||
                kind == DESC_BARRIER;
     if (algo == ALGO_MESH)

@@ -10,6 +10,7 @@ enum algo_id {
     ALGO_TREE,     /* binary tree; double binary tree for allreduce */
     ALGO_PAIRWISE, /* all-to-all: in round d, send to me+d, receive from me-d */
     ALGO_NB,       /* "NB": nonuniform Bruck, any node count in log steps, no extra traffic */
+    ALGO_NHR,      /* "NHR": nonuniform hierarchical ring, the same in other steps */
     ALGO_COUNT
 };
 
@@ -27,8 +28,8 @@ enum algo_src {
 };
 
 /* Whether algo serves kind (enum desc_kind): ring, H-D_R, tree: all but alltoall; fullmesh: all,
- * alltoall included (one round, every block direct); pairwise: alltoall only; NB: allreduce,
- * allgather, reduce-scatter and barrier. */
+ * alltoall included (one round, every block direct); pairwise: alltoall only; NB and NHR:
+ * allreduce, allgather, reduce-scatter and barrier. */
 int algo_serves(int algo, int kind);
 /* The HCCL_ALGO name of algo, "?" for an unknown id. */
 const char *algo_name(int algo);

@@ -10,6 +10,7 @@ static int (*const builders[ALGO_COUNT])(const algo_ctx_t *, sbuild_t *) = {
     [ALGO_RING] = algo_ring_build,         [ALGO_MESH] = algo_mesh_build,
     [ALGO_HDR] = algo_hdr_build,           [ALGO_TREE] = algo_tree_build,
     [ALGO_PAIRWISE] = algo_pairwise_build, [ALGO_NB] = algo_nb_build,
+    [ALGO_NHR] = algo_nhr_build,
 };
 
 uint64_t algo_layout_elems(int kind, uint32_t n, uint64_t count)

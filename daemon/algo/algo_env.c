@@ -20,15 +20,14 @@ static const char *const op_names[DESC_KIND_MAX] = {
     [DESC_SCATTER] = "scatter",     [DESC_BARRIER] = "barrier",
 };
 
-/* HCCL's level-1 algorithms that hcclD does not have yet, and the one that runs in their place
- * (algo_env_t.instead says so): NB, the other nonuniform one (any node count in log steps, no
- * extra traffic), for NHR; H-D_R for AHC; ring, which pipelines its pieces, for pipeline. */
+/* HCCL's level-1 algorithms that hcclD does not have, and the one that runs in their place
+ * (algo_env_t.instead says so): NHR for NHR_V1 (its older version); H-D_R for AHC; ring, which
+ * pipelines its pieces, for pipeline. */
 static const struct {
     const char *name;
     int as;
 } hccl_only[] = {
-    {"NHR", ALGO_NB},
-    {"NHR_V1", ALGO_NB},
+    {"NHR_V1", ALGO_NHR},
     {"AHC", ALGO_HDR},
     {"pipeline", ALGO_RING},
 };
@@ -120,7 +119,7 @@ static int level1_value(parser_t *p, const char *v, int *algo)
         }
     return perr(p,
                 "unknown level1 algorithm '%s' (ring, H-D_R, fullmesh, tree, "
-                "pairwise, NB or NA)",
+                "pairwise, NB, NHR or NA)",
                 v);
 }
 
@@ -194,11 +193,11 @@ static int parse_item(parser_t *p, char *item, algo_env_t *per_op, int *global, 
         *global = algo;
         return 0;
     }
-    if (algo == ALGO_NB && !algo_serves(algo, kind)) {
-        /* HCCL's NB runs these too; hcclD's not yet: H-D_R, as before NB was its own. */
+    if ((algo == ALGO_NB || algo == ALGO_NHR) && !algo_serves(algo, kind)) {
+        /* HCCL's NB and NHR run these too; hcclD's not yet: H-D_R, as before they were its own. */
         size_t n = strlen(p->out->instead);
-        text_add(p->out->instead, sizeof(p->out->instead), &n, "%sNB as H-D_R for %s",
-                 n ? ", " : "", op_names[kind]);
+        text_add(p->out->instead, sizeof(p->out->instead), &n, "%s%s as H-D_R for %s",
+                 n ? ", " : "", algo_name(algo), op_names[kind]);
         algo = ALGO_HDR;
     }
     if (algo >= 0 && !algo_serves(algo, kind))

@@ -170,5 +170,6 @@ int algo_hdr_build(const algo_ctx_t *c, sbuild_t *b);
 int algo_tree_build(const algo_ctx_t *c, sbuild_t *b);
 int algo_pairwise_build(const algo_ctx_t *c, sbuild_t *b);
 int algo_nb_build(const algo_ctx_t *c, sbuild_t *b);
+int algo_nhr_build(const algo_ctx_t *c, sbuild_t *b);
 
 #endif

@@ -151,14 +151,16 @@ static double tree_up(const cf_t *c, double bytes)
 }
 
 /* Both trees at once: a piece every two rounds, each round carrying a piece of each tree (an
- * inner node of one tree sends to two children and up the other, hence 3 with shared_nic);
- * up and down the tree, plus a round for the staggered siblings. */
+ * inner node of one tree sends to two children and up the other, hence 3 with shared_nic;
+ * with a link per pair, 1.5: a node's parent in one tree is at times its child in the other,
+ * and their messages then share that link); up and down the tree, plus a round for the
+ * staggered siblings. */
 static double tree_allreduce(const cf_t *c)
 {
     double half = c->B / 2, P = pieces(half, (uint64_t)c->depth), s = half / P;
 
     return pipeline(P, 2 * c->depth + 1,
-                    2 * (c->b * (c->lc->shared_nic ? 3 : 1) + c->g) * s + 6 * c->o,
+                    2 * (c->b * (c->lc->shared_nic ? 3 : 1.5) + c->g) * s + 6 * c->o,
                     rnd(c, s, 1, 1));
 }
 
@@ -192,6 +194,31 @@ static double nb_cost(const cf_t *c, int kind)
     case DESC_ALLREDUCE: return nb_phase(c, c->B / c->n, 1) + nb_phase(c, c->B / c->n, 0);
     case DESC_REDUCE_SCATTER: return nb_phase(c, c->B, 1);
     case DESC_ALLGATHER: return nb_phase(c, c->B, 0);
+    default: return c->lc2 * rnd(c, 0, 1, 0); /* DESC_BARRIER: dissemination */
+    }
+}
+
+/* NHR's reduce-scatter (red) or allgather of blocks of `blk` bytes: step s moves m_s =
+ * floor((n - 1 + 2^s) / 2^(s+1)) blocks to one peer, each a message of its own, which queue on
+ * that link (and on the processor, o each way). */
+static double nhr_phase(const cf_t *c, double blk, int red)
+{
+    double t = 0, w = c->b * blk, each = w > c->o ? w : c->o;
+
+    for (uint32_t d = 1; d < c->nn; d *= 2) {
+        double m = (double)((c->nn - 1 + d) / (2 * d));
+        double last = c->a + 2 * c->o + w + (m - 1) * each, cpu = 2 * m * c->o;
+        t += (last > cpu ? last : cpu) + (red ? c->g * m * blk : 0);
+    }
+    return t;
+}
+
+static double nhr_cost(const cf_t *c, int kind)
+{
+    switch (kind) {
+    case DESC_ALLREDUCE: return nhr_phase(c, c->B / c->n, 1) + nhr_phase(c, c->B / c->n, 0);
+    case DESC_REDUCE_SCATTER: return nhr_phase(c, c->B, 1);
+    case DESC_ALLGATHER: return nhr_phase(c, c->B, 0);
     default: return c->lc2 * rnd(c, 0, 1, 0); /* DESC_BARRIER: dissemination */
     }
 }
@@ -230,6 +257,7 @@ double algo_cost_formula(int algo, int kind, uint32_t nnodes, uint64_t bytes, co
     case ALGO_HDR: return hdr_cost(&c, kind);
     case ALGO_TREE: return tree_cost(&c, kind);
     case ALGO_NB: return nb_cost(&c, kind);
+    case ALGO_NHR: return nhr_cost(&c, kind);
     default: return (c.n - 1) * rnd(&c, c.B, 1, 0); /* pairwise */
     }
 }

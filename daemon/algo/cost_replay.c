@@ -1,7 +1,8 @@
 /*
  * The timed replay behind algo_cost: every node's real schedule runs in virtual time. A node
  * enters a round at time T; a send of b bytes is on the wire until T + o + beta * b (the k-th
- * send of the round waits k * o for the processor, o = overhead_us) and arrives
+ * send of the round waits k * o for the processor, o = overhead_us, and sends to one peer
+ * queue on their link) and arrives
  * at T + alpha + beta * b (with shared_nic, the sends of one round queue behind each other,
  * and the round lasts at least as long as all it receives takes to cross the link); a
  * receive completes when its data has arrived and the node is in that round, plus o; a round
@@ -27,6 +28,7 @@
 typedef struct fifo {
     double *at; /* arrival times of sends not yet received, oldest at head */
     uint32_t head, len, cap;
+    double free; /* when this pair's link takes the next send: sends to one peer queue */
 } fifo_t;
 
 typedef struct rnode {
@@ -92,13 +94,16 @@ static void post(replay_t *rp, uint32_t i)
         } else if (st->op == STEP_SEND) {
             nd->work += lc->overhead_us + lc->beta_us_per_byte * b;
             /* Sends leave one after another as the processor gets to them. */
+            fifo_t *f = &rp->chan[(size_t)i * rp->n + st->peer];
             start = nd->t + lc->overhead_us * ++nd->msgs;
             if (lc->shared_nic)
                 later(&start, nd->wire);
+            later(&start, f->free);
             wire = start + lc->beta_us_per_byte * b;
             nd->wire = wire;
+            f->free = wire;
             later(&nd->end, wire);
-            fifo_push(rp, &rp->chan[(size_t)i * rp->n + st->peer], wire + lc->alpha_us);
+            fifo_push(rp, f, wire + lc->alpha_us);
         }
     }
 }

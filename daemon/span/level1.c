@@ -21,7 +21,7 @@ int span_level1_check(const char *algo, const char *algorithm, int algo_by_confi
         snprintf(notice, ncap, "HCCL_ALGO and HCCL_ALGORITHM disagree on %s", said);
     if (env.instead[0] != '\0') {
         size_t n = strlen(notice);
-        snprintf(notice + n, ncap - n, "%s%s: level1 %s (hcclD has not that algorithm yet)",
+        snprintf(notice + n, ncap - n, "%s%s: level1 %s (hcclD has not that algorithm)",
                  n ? "; " : "", algo_by_config ? "hcclAlgo" : "HCCL_ALGO", env.instead);
     }
     return 0;

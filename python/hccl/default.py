@@ -34,6 +34,7 @@ class Algorithm(str, enum.Enum):
     TREE = "tree"
     PAIRWISE = "pairwise"  # all-to-all only
     NB = "NB"  # nonuniform Bruck: allreduce, allgather, reduce-scatter, barrier
+    NHR = "NHR"  # nonuniform hierarchical ring: the same collectives
 
 
 _S = {"comm": None, "pg": None, "algo": None, "stream": None}

@@ -297,7 +297,7 @@ static int algo_mismatch(HcclComm comm, uint32_t r, uint32_t n, void *arg)
  * still agree). */
 START_TEST(test_per_call_algorithm)
 {
-    static const char *const algos[] = {"ring", "H-D_R", "fullmesh", "tree", "NB"};
+    static const char *const algos[] = {"ring", "H-D_R", "fullmesh", "tree", "NB", "NHR"};
     char env[64], tag[32], prof[128];
 
     det_setup();
@@ -318,11 +318,11 @@ START_TEST(test_per_call_algorithm)
         snprintf(prof, sizeof(prof), "prof-%s.0.json", algos[a]);
         ck_assert_uint_eq(records_by(prof, "call"), NCOUNTS);
     }
-    /* HCCL's NHR, which hcclD has not yet, runs as NB: the same bits. */
-    setenv("HCCL_ALGO", "level0:NA;level1:NHR", 1);
-    run_fresh(3, 1, "nhr");
+    /* HCCL's NHR_V1, which hcclD has not, runs as NHR: the same bits. */
+    setenv("HCCL_ALGO", "level0:NA;level1:NHR_V1", 1);
+    run_fresh(3, 1, "nhr_v1");
     unsetenv("HCCL_ALGO");
-    assert_same("NB", "nhr", 3);
+    assert_same("NHR", "nhr_v1", 3);
     unsetenv("HCCLD_DIRECT_MAX");
     det_cleanup();
     ck_assert_int_eq(run_on_cluster(3, 1, algo_mismatch, "ring"), 0);

@@ -124,13 +124,14 @@ START_TEST(test_collectives_across_daemons)
 END_TEST
 
 /* Every level-1 algorithm forced with HCCL_ALGO (HCCL's syntax), every collective it serves
- * (NB: allreduce, allgather, reduce-scatter; the simulator holds it to every node count),
+ * (NB and NHR: allreduce, allgather, reduce-scatter; the simulator holds them to every node
+ * count),
  * on 2, 3, 4 and 5 daemons with 1 and 2 ranks each (HCCLD_TEST_QUICK: 3 daemons with 2 ranks
  * each), quick cases (dtypes, ops, odd counts, counts below the node count); a bad HCCL_ALGO
  * is an error at init, never ignored. */
 START_TEST(test_forced_algorithms)
 {
-    static const char *const algos[] = {"ring", "H-D_R", "fullmesh", "tree", "NB"};
+    static const char *const algos[] = {"ring", "H-D_R", "fullmesh", "tree", "NB", "NHR"};
     static const int kinds[] = {DESC_ALLREDUCE, DESC_BROADCAST, DESC_ALLGATHER, DESC_REDUCE_SCATTER,
                                 DESC_ALLTOALL,  DESC_REDUCE,    DESC_SCATTER};
     char env[64];
@@ -149,8 +150,8 @@ START_TEST(test_forced_algorithms)
                 setenv("HCCL_ALGO", env, 1);
                 for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
                     colls_arg_t arg = {.kind = kinds[k], .quick = 1};
-                    if (strcmp(algos[a], "NB") == 0 && kinds[k] != DESC_ALLREDUCE &&
-                        kinds[k] != DESC_ALLGATHER && kinds[k] != DESC_REDUCE_SCATTER)
+                    if (a >= 4 && kinds[k] != DESC_ALLREDUCE && kinds[k] != DESC_ALLGATHER &&
+                        kinds[k] != DESC_REDUCE_SCATTER)
                         continue; /* the cost model's, tested above */
                     ck_assert_msg(run_ranks(&c, per, colls_all_cases, &arg) == 0,
                                   "%s kind %d, %u daemons x %u ranks", algos[a], kinds[k], nd, per);

@@ -126,7 +126,7 @@ class TestArticles(unittest.TestCase):
 
     def test_algorithm_names(self):
         self.assertEqual([a.value for a in hccl.Algorithm],
-                         ["ring", "fullmesh", "H-D_R", "tree", "pairwise", "NB"])
+                         ["ring", "fullmesh", "H-D_R", "tree", "pairwise", "NB", "NHR"])
         with self.assertRaises(ValueError):
             hccl.set_allreduce_algorithm("bubble")
 

@@ -28,7 +28,8 @@ START_TEST(test_names)
     ck_assert_int_eq(algo_from_name("tree"), ALGO_TREE);
     ck_assert_int_eq(algo_from_name("pairwise"), ALGO_PAIRWISE);
     ck_assert_int_eq(algo_from_name("nb"), ALGO_NB);
-    ck_assert_int_eq(algo_from_name("NHR"), -1);
+    ck_assert_int_eq(algo_from_name("NHR"), ALGO_NHR);
+    ck_assert_int_eq(algo_from_name("NHR_V1"), -1);
     ck_assert_int_eq(algo_from_name("mesh"), -1);
     ck_assert_int_eq(algo_from_name(""), -1);
     ck_assert_int_eq(algo_from_name(NULL), -1);
@@ -43,6 +44,7 @@ START_TEST(test_serves)
         [ALGO_RING] = {1, 1, 1, 1, 0, 1, 1, 1},     [ALGO_MESH] = {1, 1, 1, 1, 1, 1, 1, 1},
         [ALGO_HDR] = {1, 1, 1, 1, 0, 1, 1, 1},      [ALGO_TREE] = {1, 1, 1, 1, 0, 1, 1, 1},
         [ALGO_PAIRWISE] = {0, 0, 0, 0, 1, 0, 0, 0}, [ALGO_NB] = {1, 0, 1, 1, 0, 0, 0, 1},
+        [ALGO_NHR] = {1, 0, 1, 1, 0, 0, 0, 1},
     };
 
     for (int a = 0; a < ALGO_COUNT; a++) {
@@ -567,10 +569,10 @@ START_TEST(test_env_hccl_only)
     algo_env_t e;
     char err[256];
 
-    ck_assert_int_eq(algo_env_parse("level0:NA;level1:NHR", &e, err, sizeof(err)), 0);
-    ck_assert_int_eq(e.level1[DESC_ALLREDUCE], ALGO_NB);
+    ck_assert_int_eq(algo_env_parse("level0:NA;level1:NHR_V1", &e, err, sizeof(err)), 0);
+    ck_assert_int_eq(e.level1[DESC_ALLREDUCE], ALGO_NHR);
     ck_assert_int_eq(e.src[DESC_ALLREDUCE], ALGO_SRC_HCCL_ALGO);
-    ck_assert_str_eq(e.instead, "NHR as NB");
+    ck_assert_str_eq(e.instead, "NHR_V1 as NHR");
     /* NB's collectives only; the others keep the cost model's choice. */
     ck_assert_int_eq(e.level1[DESC_BROADCAST], -1);
     ck_assert_int_eq(algo_env_parse("level1:pipeline", &e, err, sizeof(err)), 0);
@@ -585,8 +587,9 @@ START_TEST(test_env_hccl_only)
     ck_assert_int_eq(e.level1[DESC_BROADCAST], ALGO_HDR);
     /* HCCL's spelling, once each; NB is hcclD's own but not for broadcast */
     ck_assert_str_eq(e.instead, "AHC as H-D_R, NB as H-D_R for broadcast");
-    ck_assert_int_eq(algo_env_parse("level1:NHR_V1", &e, err, sizeof(err)), 0);
-    ck_assert_str_eq(e.instead, "NHR_V1 as NB");
+    ck_assert_int_eq(algo_env_parse("level1:NHR", &e, err, sizeof(err)), 0);
+    ck_assert_int_eq(e.level1[DESC_ALLGATHER], ALGO_NHR);
+    ck_assert_str_eq(e.instead, "");
 }
 END_TEST
 

@@ -92,14 +92,15 @@ START_TEST(test_bad_values)
     ck_assert_int_eq(resolve(NULL, "bogus", 0, &e, err, notice), -EINVAL);
     ck_assert_str_eq(err, "HCCL_ALGORITHM: unknown algorithm 'bogus' (RING, MESH, RHD, TREE or "
                           "PAIRWISE)");
-    ck_assert_int_eq(resolve(NULL, "NHR", 0, &e, err, notice), -EINVAL);
+    ck_assert_int_eq(resolve(NULL, "AHC", 0, &e, err, notice), -EINVAL);
+    ck_assert_int_eq(resolve(NULL, "NHR", 0, &e, err, notice), 0); /* an HCCL_ALGO name */
     /* A bad HCCL_ALGO fails with its own parser's reason, whatever HCCL_ALGORITHM says. */
     ck_assert_int_eq(resolve("level0:NA;level1:bogus", "RING", 0, &e, err, notice), -EINVAL);
     ck_assert_str_eq(err, "HCCL_ALGO: unknown level1 algorithm 'bogus' (ring, H-D_R, fullmesh, "
-                          "tree, pairwise, NB or NA)");
+                          "tree, pairwise, NB, NHR or NA)");
     ck_assert_int_eq(resolve("level1:bogus", "", 1, &e, err, notice), -EINVAL);
     ck_assert_str_eq(err, "hcclAlgo: unknown level1 algorithm 'bogus' (ring, H-D_R, fullmesh, "
-                          "tree, pairwise, NB or NA)");
+                          "tree, pairwise, NB, NHR or NA)");
     memset(long_algo, 'a', sizeof(long_algo) - 1);
     long_algo[sizeof(long_algo) - 1] = '\0';
     ck_assert_int_eq(algo_want_set(&w, long_algo, "", 0, 0, err, sizeof(err)), -EINVAL);

@@ -252,9 +252,10 @@ HCCL_API HcclResult HcclAllReduce(void *sendBuf, void *recvBuf, uint64_t count,
                                   HcclDataType dataType, HcclReduceOp op, HcclComm comm,
                                   HcclStream stream);
 /* hcclD's own, not HCCL's: HcclAllReduce run between the daemons with the level-1 algorithm algo
- * (an HCCL_ALGO name: "ring", "H-D_R", "fullmesh", "tree" or "NB"; NULL or "": the comm's choice),
- * for this call alone. Every rank must name the same (HCCL_E_PARA on every rank otherwise); an
- * unknown name is HCCL_E_PARA at once. Ranks of one daemon use no level-1 algorithm. */
+ * (an HCCL_ALGO name: "ring", "H-D_R", "fullmesh", "tree", "NB" or "NHR"; NULL or "": the comm's
+ * choice), for this call alone. Every rank must name the same (HCCL_E_PARA on every rank
+ * otherwise); an unknown name is HCCL_E_PARA at once. Ranks of one daemon use no level-1 algorithm.
+ */
 HCCL_API HcclResult HcclAllReduceAlgo(void *sendBuf, void *recvBuf, uint64_t count,
                                       HcclDataType dataType, HcclReduceOp op, const char *algo,
                                       HcclComm comm, HcclStream stream);
