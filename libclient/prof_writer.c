@@ -133,7 +133,9 @@ static void encode(const hc_prof_rec_t *r, FILE *f)
     put_str(o, "redop", r->redop);
     /* CLOCK_MONOTONIC: orders the records of all ranks of one node. */
     json_object_set_new(o, "start_us", json_real(r->start_us));
-    json_dumpf(o, f, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    /* 15 significant digits: a time in us to the ns after 11 days of uptime, and never the
+     * binary tail of a double ("time_us":21076.756000000001). */
+    json_dumpf(o, f, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
     fputc('\n', f);
     json_decref(o);
 }

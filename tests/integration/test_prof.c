@@ -69,6 +69,26 @@ static int prof_ops(HcclComm comm, uint32_t r, uint32_t n, void *arg)
     return rc != HCCL_SUCCESS;
 }
 
+/* The most significant digits of a number in line (leading zeros not counted). */
+static int longest_number(const char *line)
+{
+    int most = 0;
+
+    for (const char *p = line; *p != '\0';) {
+        int sig = 0, lead = 1;
+        for (; (*p >= '0' && *p <= '9') || *p == '.'; p++) {
+            if (*p == '.' || (lead && *p == '0'))
+                continue;
+            lead = 0;
+            sig++;
+        }
+        most = sig > most ? sig : most;
+        if (*p != '\0')
+            p++;
+    }
+    return most;
+}
+
 /* The records of rank r's file, as an array (JSON Lines, one object each). */
 static json_t *records(uint32_t r)
 {
@@ -83,6 +103,9 @@ static json_t *records(uint32_t r)
     while (fgets(line, sizeof(line), f) != NULL) {
         json_t *o = json_loads(line, 0, &err);
         ck_assert_msg(json_is_object(o), "%s: not a JSON object: %s (%s)", path, line, err.text);
+        /* No binary tail of a double: "time_us":21076.756000000001 */
+        ck_assert_msg(longest_number(line) <= 15, "%s: a number of more than 15 digits: %s", path,
+                      line);
         json_array_append_new(all, o);
     }
     fclose(f);
