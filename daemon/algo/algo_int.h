@@ -163,6 +163,13 @@ void binomial_scatter_kind(sbuild_t *b, const algo_ctx_t *c);
 /* BARRIER by dissemination: at step k send to i + 2^k, hear from i - 2^k (hdr.c). */
 void algo_dissemination(sbuild_t *b, const algo_ctx_t *c);
 
+/* One phase of a composed schedule over blocks p, from time t0; returns the first time after
+ * it. */
+typedef uint64_t (*algo_phase_fn)(sbuild_t *b, const algo_ctx_t *c, const parts_t *p, uint64_t t0);
+/* ALLGATHER by ag, REDUCE_SCATTER by rs, ALLREDUCE by rs then ag over n blocks, BARRIER by
+ * dissemination; -EINVAL for the other kinds (NB, NHR). */
+int algo_rs_ag_build(const algo_ctx_t *c, sbuild_t *b, algo_phase_fn rs, algo_phase_fn ag);
+
 /* Per-algorithm builders: 0 or -EINVAL for a kind they do not serve. */
 int algo_ring_build(const algo_ctx_t *c, sbuild_t *b);
 int algo_mesh_build(const algo_ctx_t *c, sbuild_t *b);

@@ -188,16 +188,6 @@ static double nb_phase(const cf_t *c, double blk, int red)
     return t;
 }
 
-static double nb_cost(const cf_t *c, int kind)
-{
-    switch (kind) {
-    case DESC_ALLREDUCE: return nb_phase(c, c->B / c->n, 1) + nb_phase(c, c->B / c->n, 0);
-    case DESC_REDUCE_SCATTER: return nb_phase(c, c->B, 1);
-    case DESC_ALLGATHER: return nb_phase(c, c->B, 0);
-    default: return c->lc2 * rnd(c, 0, 1, 0); /* DESC_BARRIER: dissemination */
-    }
-}
-
 /* NHR's reduce-scatter (red) or allgather of blocks of `blk` bytes: step s moves m_s =
  * floor((n - 1 + 2^s) / 2^(s+1)) blocks to one peer, each a message of its own, which queue on
  * that link (and on the processor, o each way). */
@@ -213,12 +203,14 @@ static double nhr_phase(const cf_t *c, double blk, int red)
     return t;
 }
 
-static double nhr_cost(const cf_t *c, int kind)
+/* NB and NHR: a reduce-scatter phase, an allgather phase, or both over blocks of B / n (phase
+ * gives one of them, reducing if red); barrier by dissemination. */
+static double phases_cost(const cf_t *c, int kind, double (*phase)(const cf_t *, double, int))
 {
     switch (kind) {
-    case DESC_ALLREDUCE: return nhr_phase(c, c->B / c->n, 1) + nhr_phase(c, c->B / c->n, 0);
-    case DESC_REDUCE_SCATTER: return nhr_phase(c, c->B, 1);
-    case DESC_ALLGATHER: return nhr_phase(c, c->B, 0);
+    case DESC_ALLREDUCE: return phase(c, c->B / c->n, 1) + phase(c, c->B / c->n, 0);
+    case DESC_REDUCE_SCATTER: return phase(c, c->B, 1);
+    case DESC_ALLGATHER: return phase(c, c->B, 0);
     default: return c->lc2 * rnd(c, 0, 1, 0); /* DESC_BARRIER: dissemination */
     }
 }
@@ -256,8 +248,8 @@ double algo_cost_formula(int algo, int kind, uint32_t nnodes, uint64_t bytes, co
     case ALGO_MESH: return mesh_cost(&c, kind);
     case ALGO_HDR: return hdr_cost(&c, kind);
     case ALGO_TREE: return tree_cost(&c, kind);
-    case ALGO_NB: return nb_cost(&c, kind);
-    case ALGO_NHR: return nhr_cost(&c, kind);
+    case ALGO_NB: return phases_cost(&c, kind, nb_phase);
+    case ALGO_NHR: return phases_cost(&c, kind, nhr_phase);
     default: return (c.n - 1) * rnd(&c, c.B, 1, 0); /* pairwise */
     }
 }

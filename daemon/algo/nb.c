@@ -17,10 +17,8 @@
  * cost model's choice. A cyclic range that wraps past node n - 1 moves as two transfers, the
  * part up to the end first, on both sides alike.
  */
-#include <errno.h>
 
 #include "algo/algo_int.h"
-#include "shm.h"
 
 /* Blocks first .. first + cnt - 1, cyclic, as one or two steps of op with peer at time t. */
 static void nb_blocks(sbuild_t *b, const algo_ctx_t *c, const parts_t *p, uint64_t t, uint8_t op,
@@ -88,13 +86,5 @@ static uint64_t nb_reduce_scatter(sbuild_t *b, const algo_ctx_t *c, const parts_
 
 int algo_nb_build(const algo_ctx_t *c, sbuild_t *b)
 {
-    parts_t p = algo_node_parts(c);
-
-    switch (c->kind) {
-    case DESC_ALLGATHER: nb_allgather(b, c, &p, 0); return 0;
-    case DESC_REDUCE_SCATTER: nb_reduce_scatter(b, c, &p, 0); return 0;
-    case DESC_ALLREDUCE: nb_allgather(b, c, &p, nb_reduce_scatter(b, c, &p, 0)); return 0;
-    case DESC_BARRIER: algo_dissemination(b, c); return 0;
-    default: return -EINVAL;
-    }
+    return algo_rs_ag_build(c, b, nb_reduce_scatter, nb_allgather);
 }

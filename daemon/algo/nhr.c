@@ -15,10 +15,8 @@
  * adjacent; here they stay in node order (a rank's block is where the layout puts it). The other
  * collectives are not NHR's (algo_serves).
  */
-#include <errno.h>
 
 #include "algo/algo_int.h"
-#include "shm.h"
 
 static uint32_t nhr_mod(const algo_ctx_t *c, int64_t x)
 {
@@ -73,13 +71,5 @@ static uint64_t nhr_allgather(sbuild_t *b, const algo_ctx_t *c, const parts_t *p
 
 int algo_nhr_build(const algo_ctx_t *c, sbuild_t *b)
 {
-    parts_t p = algo_node_parts(c);
-
-    switch (c->kind) {
-    case DESC_ALLGATHER: nhr_allgather(b, c, &p, 0); return 0;
-    case DESC_REDUCE_SCATTER: nhr_reduce_scatter(b, c, &p, 0); return 0;
-    case DESC_ALLREDUCE: nhr_allgather(b, c, &p, nhr_reduce_scatter(b, c, &p, 0)); return 0;
-    case DESC_BARRIER: algo_dissemination(b, c); return 0;
-    default: return -EINVAL;
-    }
+    return algo_rs_ag_build(c, b, nhr_reduce_scatter, nhr_allgather);
 }

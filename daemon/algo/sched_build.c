@@ -191,3 +191,16 @@ parts_t algo_node_parts(const algo_ctx_t *c)
         return (parts_t){.total = (uint64_t)c->n * c->count, .fixed = c->count, .np = c->n};
     return (parts_t){.total = c->count, .fixed = 0, .np = c->n};
 }
+
+int algo_rs_ag_build(const algo_ctx_t *c, sbuild_t *b, algo_phase_fn rs, algo_phase_fn ag)
+{
+    parts_t p = algo_node_parts(c);
+
+    switch (c->kind) {
+    case DESC_ALLGATHER: ag(b, c, &p, 0); return 0;
+    case DESC_REDUCE_SCATTER: rs(b, c, &p, 0); return 0;
+    case DESC_ALLREDUCE: ag(b, c, &p, rs(b, c, &p, 0)); return 0;
+    case DESC_BARRIER: algo_dissemination(b, c); return 0;
+    default: return -EINVAL;
+    }
+}
