@@ -17,9 +17,6 @@ int algo_serves(int algo, int kind)
         return 0;
     if (algo == ALGO_PAIRWISE)
         return kind == DESC_ALLTOALL;
-    if (algo == ALGO_NB || algo == ALGO_NHR)
-        return kind == DESC_ALLREDUCE || kind == DESC_ALLGATHER || kind == DESC_REDUCE_SCATTER ||
-               kind == DESC_BARRIER;
     if (algo == ALGO_MESH)
         return 1;
     return kind != DESC_ALLTOALL;

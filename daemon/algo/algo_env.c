@@ -193,13 +193,6 @@ static int parse_item(parser_t *p, char *item, algo_env_t *per_op, int *global, 
         *global = algo;
         return 0;
     }
-    if ((algo == ALGO_NB || algo == ALGO_NHR) && !algo_serves(algo, kind)) {
-        /* HCCL's NB and NHR run these too; hcclD's not yet: H-D_R, as before they were its own. */
-        size_t n = strlen(p->out->instead);
-        text_add(p->out->instead, sizeof(p->out->instead), &n, "%s%s as H-D_R for %s",
-                 n ? ", " : "", algo_name(algo), op_names[kind]);
-        algo = ALGO_HDR;
-    }
     if (algo >= 0 && !algo_serves(algo, kind))
         return perr(p, "'%s' cannot run %s", algo_name(algo), op_names[kind]);
     per_op->level1[kind] = algo == NOT_SET ? -1 : algo;

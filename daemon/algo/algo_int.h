@@ -157,17 +157,28 @@ uint64_t binomial_scatter(sbuild_t *b, const algo_ctx_t *c, uint64_t t0, int fro
                           enum blk_mode keep);
 uint64_t binomial_gather(sbuild_t *b, const algo_ctx_t *c, uint64_t t0);
 uint64_t binomial_bcast0(sbuild_t *b, const algo_ctx_t *c, uint64_t t0);
+/* The same over the blocks of p in OUT, node i's block being block i (the relative ranks
+ * [q0, q1) are the cyclic range of blocks root + q0 ..): the halves of BROADCAST and REDUCE
+ * that NB and NHR compose with their allgather and reduce-scatter. */
+uint64_t binomial_parts_scatter(sbuild_t *b, const algo_ctx_t *c, const parts_t *p, uint64_t t0);
+uint64_t binomial_parts_gather(sbuild_t *b, const algo_ctx_t *c, const parts_t *p, uint64_t t0);
 /* The whole SCATTER collective on a binomial tree (root's copy and staging included). */
 void binomial_scatter_kind(sbuild_t *b, const algo_ctx_t *c);
 
 /* BARRIER by dissemination: at step k send to i + 2^k, hear from i - 2^k (hdr.c). */
 void algo_dissemination(sbuild_t *b, const algo_ctx_t *c);
 
+/* Blocks first .. first + cnt - 1 of p, cyclic (mod n), as one or two steps of op with peer
+ * at time t: the part up to block n - 1 first, on both sides alike. */
+void sb_cyclic(sbuild_t *b, const algo_ctx_t *c, const parts_t *p, uint64_t t, uint8_t op,
+               uint32_t peer, uint32_t first, uint32_t cnt);
+
 /* One phase of a composed schedule over blocks p, from time t0; returns the first time after
  * it. */
 typedef uint64_t (*algo_phase_fn)(sbuild_t *b, const algo_ctx_t *c, const parts_t *p, uint64_t t0);
-/* ALLGATHER by ag, REDUCE_SCATTER by rs, ALLREDUCE by rs then ag over n blocks, BARRIER by
- * dissemination; -EINVAL for the other kinds (NB, NHR). */
+/* ALLGATHER by ag, REDUCE_SCATTER by rs, ALLREDUCE by rs then ag over n blocks, BROADCAST by a
+ * binomial scatter of those blocks then ag, REDUCE by rs then a binomial gather, SCATTER on a
+ * binomial tree, BARRIER by dissemination; -EINVAL for ALLTOALL (NB, NHR). */
 int algo_rs_ag_build(const algo_ctx_t *c, sbuild_t *b, algo_phase_fn rs, algo_phase_fn ag);
 
 /* Per-algorithm builders: 0 or -EINVAL for a kind they do not serve. */

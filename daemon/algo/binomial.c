@@ -81,6 +81,40 @@ uint64_t binomial_gather(sbuild_t *b, const algo_ctx_t *c, uint64_t t0)
     return t0 + levels;
 }
 
+uint64_t binomial_parts_scatter(sbuild_t *b, const algo_ctx_t *c, const parts_t *p, uint64_t t0)
+{
+    uint32_t rel = rel_of(c, c->me), levels = algo_log2_ceil(c->n);
+
+    for (uint32_t j = 0; j < levels; j++) {
+        uint32_t d = 1u << (levels - 1 - j);
+
+        if (rel % (2 * d) == 0 && rel + d < c->n)
+            sb_cyclic(b, c, p, t0 + j, STEP_SEND, abs_of(c, rel + d), c->root + rel + d,
+                      min_u32(c->n, (uint64_t)rel + 2 * d) - (rel + d));
+        else if (rel % (2 * d) == d)
+            sb_cyclic(b, c, p, t0 + j, STEP_RECV, abs_of(c, rel - d), c->root + rel,
+                      min_u32(c->n, (uint64_t)rel + d) - rel);
+    }
+    return t0 + levels;
+}
+
+uint64_t binomial_parts_gather(sbuild_t *b, const algo_ctx_t *c, const parts_t *p, uint64_t t0)
+{
+    uint32_t rel = rel_of(c, c->me), levels = algo_log2_ceil(c->n);
+
+    for (uint32_t j = 0; j < levels; j++) {
+        uint32_t d = 1u << j;
+
+        if (rel % (2 * d) == d)
+            sb_cyclic(b, c, p, t0 + j, STEP_SEND, abs_of(c, rel - d), c->root + rel,
+                      min_u32(c->n, (uint64_t)rel + d) - rel);
+        else if (rel % (2 * d) == 0 && rel + d < c->n)
+            sb_cyclic(b, c, p, t0 + j, STEP_RECV, abs_of(c, rel + d), c->root + rel + d,
+                      min_u32(c->n, (uint64_t)rel + 2 * d) - (rel + d));
+    }
+    return t0 + levels;
+}
+
 /* Zero-length fan-out from the root: the second half of a tree barrier. */
 uint64_t binomial_bcast0(sbuild_t *b, const algo_ctx_t *c, uint64_t t0)
 {

@@ -107,10 +107,15 @@ static double halve(const cf_t *c, double bytes, int red)
     return c->lp * rnd(c, 0, 1, 0) + (c->b + (red ? c->g : 0)) * bytes * (1 - 1 / c->p);
 }
 
-/* Binomial scatter or gather of n blocks of B bytes: the root's link carries n - 1 of them. */
+/* Binomial scatter or gather of n blocks of blk bytes: the root's link carries n - 1 of them. */
+static double binomial_of(const cf_t *c, double blk)
+{
+    return c->lc2 * rnd_one_way(c, 0, 1) + c->b * blk * (c->n - 1);
+}
+
 static double binomial(const cf_t *c)
 {
-    return c->lc2 * rnd_one_way(c, 0, 1) + c->b * c->B * (c->n - 1);
+    return binomial_of(c, c->B);
 }
 
 static double hdr_cost(const cf_t *c, int kind)
@@ -204,13 +209,19 @@ static double nhr_phase(const cf_t *c, double blk, int red)
 }
 
 /* NB and NHR: a reduce-scatter phase, an allgather phase, or both over blocks of B / n (phase
- * gives one of them, reducing if red); barrier by dissemination. */
+ * gives one of them, reducing if red), the blocks scattered from or gathered to a root on a
+ * binomial tree; barrier by dissemination. */
 static double phases_cost(const cf_t *c, int kind, double (*phase)(const cf_t *, double, int))
 {
+    double blk = c->B / c->n;
+
     switch (kind) {
-    case DESC_ALLREDUCE: return phase(c, c->B / c->n, 1) + phase(c, c->B / c->n, 0);
+    case DESC_ALLREDUCE: return phase(c, blk, 1) + phase(c, blk, 0);
     case DESC_REDUCE_SCATTER: return phase(c, c->B, 1);
     case DESC_ALLGATHER: return phase(c, c->B, 0);
+    case DESC_BROADCAST: return binomial_of(c, blk) + phase(c, blk, 0);
+    case DESC_REDUCE: return phase(c, blk, 1) + binomial_of(c, blk);
+    case DESC_SCATTER: return binomial(c);
     default: return c->lc2 * rnd(c, 0, 1, 0); /* DESC_BARRIER: dissemination */
     }
 }

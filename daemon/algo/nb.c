@@ -12,26 +12,14 @@
  *                   the allgather's tree of that block toward its owner.
  *   allreduce       reduce-scatter then allgather of count cut into n blocks (bandwidth as
  *                   ring's, steps as H-D_R's without its fold).
- *   barrier         dissemination (the allgather of nothing).
- * The other collectives are not NB's (algo_serves); under HCCL_ALGO="level1:NB" they keep the
- * cost model's choice. A cyclic range that wraps past node n - 1 moves as two transfers, the
- * part up to the end first, on both sides alike.
+ *   broadcast       a binomial scatter of the n blocks from the root, then the allgather.
+ *   reduce          the reduce-scatter, then a binomial gather of the n blocks to the root.
+ *   scatter         binomial tree (binomial.c); barrier by dissemination.
+ * A cyclic range that wraps past node n - 1 moves as two transfers, the part up to the end
+ * first, on both sides alike (sb_cyclic).
  */
 
 #include "algo/algo_int.h"
-
-/* Blocks first .. first + cnt - 1, cyclic, as one or two steps of op with peer at time t. */
-static void nb_blocks(sbuild_t *b, const algo_ctx_t *c, const parts_t *p, uint64_t t, uint8_t op,
-                      uint32_t peer, uint32_t first, uint32_t cnt)
-{
-    first %= c->n;
-    uint32_t end = first + cnt <= c->n ? first + cnt : c->n;
-
-    sb_step(b, t, op, SCHED_BUF_OUT, peer, parts_off(p, first),
-            parts_off(p, end) - parts_off(p, first));
-    if (first + cnt > c->n)
-        sb_step(b, t, op, SCHED_BUF_OUT, peer, 0, parts_off(p, first + cnt - c->n));
-}
 
 /* The same in up to three pieces, cut at `x` and `y` blocks from first (both <= cnt), so that
  * no transfer reads a range partly reduced into already (sched_fresh_reads: the executor may
@@ -41,9 +29,9 @@ static void nb_cut(sbuild_t *b, const algo_ctx_t *c, const parts_t *p, uint64_t 
 {
     uint32_t lo = x < y ? x : y, hi = x < y ? y : x;
 
-    nb_blocks(b, c, p, t, op, peer, first, lo);
-    nb_blocks(b, c, p, t, op, peer, first + lo, hi - lo);
-    nb_blocks(b, c, p, t, op, peer, first + hi, cnt - hi);
+    sb_cyclic(b, c, p, t, op, peer, first, lo);
+    sb_cyclic(b, c, p, t, op, peer, first + lo, hi - lo);
+    sb_cyclic(b, c, p, t, op, peer, first + hi, cnt - hi);
 }
 
 static uint32_t nb_mod(const algo_ctx_t *c, uint64_t x)
@@ -58,8 +46,8 @@ static uint64_t nb_allgather(sbuild_t *b, const algo_ctx_t *c, const parts_t *p,
 
     for (uint32_t k = 0; k < K; k++) {
         uint32_t d = 1u << k, cnt = d < c->n - d ? d : c->n - d;
-        nb_blocks(b, c, p, t0 + k, STEP_SEND, nb_mod(c, (uint64_t)c->me + c->n - d), c->me, cnt);
-        nb_blocks(b, c, p, t0 + k, STEP_RECV, nb_mod(c, (uint64_t)c->me + d), c->me + d, cnt);
+        sb_cyclic(b, c, p, t0 + k, STEP_SEND, nb_mod(c, (uint64_t)c->me + c->n - d), c->me, cnt);
+        sb_cyclic(b, c, p, t0 + k, STEP_RECV, nb_mod(c, (uint64_t)c->me + d), c->me + d, cnt);
     }
     return t0 + K;
 }

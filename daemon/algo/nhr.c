@@ -9,11 +9,12 @@
  *                   log steps, as H-D_R, with no fold for a node count that is no power of two.
  *   allgather       the same steps backwards, sends and receives swapped.
  *   allreduce       reduce-scatter then allgather of count cut into n blocks.
- *   barrier         dissemination.
+ *   broadcast       a binomial scatter of the n blocks from the root, then the allgather.
+ *   reduce          the reduce-scatter, then a binomial gather of the n blocks to the root.
+ *   scatter         binomial tree; barrier by dissemination.
  * The blocks of a step lie 2D apart (mod n), so a step is up to m_s transfers (the allgather
  * merges those that come out adjacent). HCCL lays out an allreduce's blocks so that each step's are
- * adjacent; here they stay in node order (a rank's block is where the layout puts it). The other
- * collectives are not NHR's (algo_serves).
+ * adjacent; here they stay in node order (a rank's block is where the layout puts it).
  */
 
 #include "algo/algo_int.h"

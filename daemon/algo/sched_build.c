@@ -69,6 +69,18 @@ void sb_local(sbuild_t *b, uint64_t t, uint8_t op, uint8_t buf, uint64_t src_off
     sb_append(b, t, &st);
 }
 
+void sb_cyclic(sbuild_t *b, const algo_ctx_t *c, const parts_t *p, uint64_t t, uint8_t op,
+               uint32_t peer, uint32_t first, uint32_t cnt)
+{
+    first %= c->n;
+    uint32_t end = first + cnt <= c->n ? first + cnt : c->n;
+
+    sb_step(b, t, op, SCHED_BUF_OUT, peer, parts_off(p, first),
+            parts_off(p, end) - parts_off(p, first));
+    if (first + cnt > c->n)
+        sb_step(b, t, op, SCHED_BUF_OUT, peer, 0, parts_off(p, first + cnt - c->n));
+}
+
 static int entry_cmp(const void *pa, const void *pb)
 {
     const sb_entry_t *a = pa, *b = pb;
@@ -200,6 +212,9 @@ int algo_rs_ag_build(const algo_ctx_t *c, sbuild_t *b, algo_phase_fn rs, algo_ph
     case DESC_ALLGATHER: ag(b, c, &p, 0); return 0;
     case DESC_REDUCE_SCATTER: rs(b, c, &p, 0); return 0;
     case DESC_ALLREDUCE: ag(b, c, &p, rs(b, c, &p, 0)); return 0;
+    case DESC_BROADCAST: ag(b, c, &p, binomial_parts_scatter(b, c, &p, 0)); return 0;
+    case DESC_REDUCE: binomial_parts_gather(b, c, &p, rs(b, c, &p, 0)); return 0;
+    case DESC_SCATTER: binomial_scatter_kind(b, c); return 0;
     case DESC_BARRIER: algo_dissemination(b, c); return 0;
     default: return -EINVAL;
     }

@@ -124,11 +124,9 @@ START_TEST(test_collectives_across_daemons)
 END_TEST
 
 /* Every level-1 algorithm forced with HCCL_ALGO (HCCL's syntax), every collective it serves
- * (NB and NHR: allreduce, allgather, reduce-scatter; the simulator holds them to every node
- * count),
- * on 2, 3, 4 and 5 daemons with 1 and 2 ranks each (HCCLD_TEST_QUICK: 3 daemons with 2 ranks
- * each), quick cases (dtypes, ops, odd counts, counts below the node count); a bad HCCL_ALGO
- * is an error at init, never ignored. */
+ * (the simulator holds them to every node count), on 2, 3, 4 and 5 daemons with 1 and 2 ranks each
+ * (HCCLD_TEST_QUICK: 3 daemons with 2 ranks each), quick cases (dtypes, ops, odd counts, counts
+ * below the node count); a bad HCCL_ALGO is an error at init, never ignored. */
 START_TEST(test_forced_algorithms)
 {
     static const char *const algos[] = {"ring", "H-D_R", "fullmesh", "tree", "NB", "NHR"};

@@ -43,8 +43,8 @@ START_TEST(test_serves)
     static const int want[ALGO_COUNT][8] = {
         [ALGO_RING] = {1, 1, 1, 1, 0, 1, 1, 1},     [ALGO_MESH] = {1, 1, 1, 1, 1, 1, 1, 1},
         [ALGO_HDR] = {1, 1, 1, 1, 0, 1, 1, 1},      [ALGO_TREE] = {1, 1, 1, 1, 0, 1, 1, 1},
-        [ALGO_PAIRWISE] = {0, 0, 0, 0, 1, 0, 0, 0}, [ALGO_NB] = {1, 0, 1, 1, 0, 0, 0, 1},
-        [ALGO_NHR] = {1, 0, 1, 1, 0, 0, 0, 1},
+        [ALGO_PAIRWISE] = {0, 0, 0, 0, 1, 0, 0, 0}, [ALGO_NB] = {1, 1, 1, 1, 0, 1, 1, 1},
+        [ALGO_NHR] = {1, 1, 1, 1, 0, 1, 1, 1},
     };
 
     for (int a = 0; a < ALGO_COUNT; a++) {
@@ -573,8 +573,9 @@ START_TEST(test_env_hccl_only)
     ck_assert_int_eq(e.level1[DESC_ALLREDUCE], ALGO_NHR);
     ck_assert_int_eq(e.src[DESC_ALLREDUCE], ALGO_SRC_HCCL_ALGO);
     ck_assert_str_eq(e.instead, "NHR_V1 as NHR");
-    /* NB's collectives only; the others keep the cost model's choice. */
-    ck_assert_int_eq(e.level1[DESC_BROADCAST], -1);
+    /* Every collective NHR runs; alltoall keeps the cost model's choice. */
+    ck_assert_int_eq(e.level1[DESC_BROADCAST], ALGO_NHR);
+    ck_assert_int_eq(e.level1[DESC_ALLTOALL], -1);
     ck_assert_int_eq(algo_env_parse("level1:pipeline", &e, err, sizeof(err)), 0);
     ck_assert_int_eq(e.level1[DESC_ALLGATHER], ALGO_RING);
     ck_assert_str_eq(e.instead, "pipeline as ring");
@@ -584,9 +585,9 @@ START_TEST(test_env_hccl_only)
                      0);
     ck_assert_int_eq(e.level1[DESC_ALLREDUCE], ALGO_NB);
     ck_assert_int_eq(e.level1[DESC_ALLGATHER], ALGO_HDR);
-    ck_assert_int_eq(e.level1[DESC_BROADCAST], ALGO_HDR);
-    /* HCCL's spelling, once each; NB is hcclD's own but not for broadcast */
-    ck_assert_str_eq(e.instead, "AHC as H-D_R, NB as H-D_R for broadcast");
+    ck_assert_int_eq(e.level1[DESC_BROADCAST], ALGO_NB);
+    /* HCCL's spelling, once each */
+    ck_assert_str_eq(e.instead, "AHC as H-D_R");
     ck_assert_int_eq(algo_env_parse("level1:NHR", &e, err, sizeof(err)), 0);
     ck_assert_int_eq(e.level1[DESC_ALLGATHER], ALGO_NHR);
     ck_assert_str_eq(e.instead, "");
