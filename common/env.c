@@ -194,9 +194,9 @@ int parse_rate(const char *s, uint64_t *bps_p)
     static const struct {
         const char *unit;
         double mult;
-    } units[] = {{"", 1},       {"bit", 1},  {"bps", 1},    {"K", 1e3},  {"Kbit", 1e3},  {"M", 1e6},
-                 {"Mbit", 1e6}, {"G", 1e9},  {"Gbit", 1e9}, {"T", 1e12}, {"Tbit", 1e12}, {"B", 8},
-                 {"KB", 8e3},   {"MB", 8e6}, {"GB", 8e9},   {"TB", 8e12}};
+    } units[] = {{"bit", 1},    {"bps", 1},  {"K", 1e3},    {"Kbit", 1e3}, {"M", 1e6},
+                 {"Mbit", 1e6}, {"G", 1e9},  {"Gbit", 1e9}, {"T", 1e12},   {"Tbit", 1e12},
+                 {"B", 8},      {"KB", 8e3}, {"MB", 8e6},   {"GB", 8e9},   {"TB", 8e12}};
     char unit[16];
     double v;
     char *end;
@@ -218,6 +218,10 @@ int parse_rate(const char *s, uint64_t *bps_p)
         return -1;
     memcpy(unit, end, n);
     unit[n] = '\0';
+    if (n == 0 && v == 0) {
+        *bps_p = 0;
+        return 0;
+    }
     for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
         if (strcmp(unit, units[i].unit) == 0) {
             /* 1 Pbit/s is beyond any link; above it a rate is a typo, not "no cap". */

@@ -15,8 +15,13 @@ int env_mb(const char *name, uint64_t def, uint64_t max, uint64_t *mb_p);
 /* Parses "123", "4K", "16M", "1G" (binary units); -EINVAL if malformed or overflowing. */
 int parse_size(const char *s, uint64_t *val_p);
 /* A rate in bits/s: "40Gbit", "10G", "2.5Gbit/s" (K/M/G/T prefixes; "bit", "bps", "/s"
- * optional), bytes/s as "5GB/s", "0" or "none" (no cap). 0, or -1 if malformed. */
+ * optional), bytes/s as "5GB/s", "0" or "none" (no cap). A bare number other than 0 has no
+ * unit and is refused (5 would be 5 bit/s, never what was meant). 0, or -1 if malformed. */
 int parse_rate(const char *s, uint64_t *bps_p);
+/* What parse_rate takes, for messages that refuse a rate. */
+#define RATE_UNITS                                                                                 \
+    "a number with a unit: 40Gbit, 500M, 2.5Gbit/s (bit/s: bit, K, M, G, T), 5GB/s (bytes/s: "     \
+    "B, KB, MB, GB, TB), or none"
 /* Parses a decimal unsigned integer that must consume all of s. */
 int parse_u64(const char *s, uint64_t *val_p);
 /* Command-line helpers for the tools: 1 on success, 0 on a bad value (their callers' style). */

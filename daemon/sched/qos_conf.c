@@ -72,6 +72,8 @@ static int on_class(load_ctx_t *x, const char *section, const char *name, const 
         p->cls[i].priority = (uint32_t)v;
     else if (strcmp(name, "max_bw") == 0 && parse_rate(value, &v) == 0)
         p->cls[i].max_bw_bps = v;
+    else if (strcmp(name, "max_bw") == 0)
+        return fail(x, section, name, value, "a rate needs " RATE_UNITS);
     else if (strcmp(name, "latency_us") == 0 && parse_u64(value, &v) == 0 && v <= 10000000)
         p->cls[i].latency_us = (uint32_t)v;
     else if (strcmp(name, "dscp") == 0 && strcmp(value, "-1") == 0)

@@ -48,6 +48,9 @@ START_TEST(test_rates)
     ck_assert_int_ne(parse_rate("", &v), 0);
     ck_assert_int_ne(parse_rate("-1G", &v), 0);
     ck_assert_int_ne(parse_rate("10Q", &v), 0);
+    /* A bare number has no unit: 5 is refused, not taken as 5 bit/s. */
+    ck_assert_int_ne(parse_rate("5", &v), 0);
+    ck_assert_int_ne(parse_rate("2.5/s", &v), 0);
     ck_assert_int_ne(parse_rate("nan", &v), 0);
     ck_assert_int_ne(parse_rate("inf", &v), 0);
     /* Found by the conf fuzzer: these overflowed into "no cap". */
@@ -132,6 +135,8 @@ static void expect_error(const char *text, const char *needle)
 START_TEST(test_load_errors)
 {
     expect_error("[class.HIGH]\nmax_bw = fast\n", "max_bw = fast");
+    expect_error("[class.HIGH]\nmax_bw = 5\n",
+                 "max_bw = 5: a rate needs a number with a unit: 40Gbit, 500M, 2.5Gbit/s");
     expect_error("[class.HIGH]\ncolour = red\n", "line 2");
     expect_error("[class.HIGH]\ndscp = 64\n", "dscp = 64");
     expect_error("[class.LOW]\nchunk_kib = 2\n", "chunk_kib = 2");
