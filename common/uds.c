@@ -10,6 +10,15 @@
 
 #include "futex.h"
 
+void uds_admin_beside(const char *sock, char *out, size_t cap)
+{
+    size_t n = strlen(sock);
+
+    if (n > 5 && strcmp(sock + n - 5, ".sock") == 0)
+        n -= 5;
+    snprintf(out, cap, "%.*s-admin.sock", (int)n, sock);
+}
+
 int uds_connect(const char *path)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};

@@ -13,6 +13,9 @@ typedef struct uds_conn {
     int nfds;
 } uds_conn_t;
 
+/* The admin socket beside client socket sock: NAME.sock -> NAME-admin.sock (hccld.sock ->
+ * hccld-admin.sock), so that daemons whose sockets share a directory do not share one. */
+void uds_admin_beside(const char *sock, char *out, size_t cap);
 /* Connects to path; -errno on failure. */
 int uds_connect(const char *path);
 /* Sends one message and, with it, nfds descriptors; 0 or -errno. */

@@ -15,6 +15,7 @@
 #include "reduce.h"
 #include "server/daemon_conf.h"
 #include "server/server.h"
+#include "uds.h"
 
 #define DEFAULT_SOCKET "/run/hccld/hccld.sock"
 #define DEFAULT_CHUNK (1ull << 20)
@@ -42,17 +43,6 @@ static void usage(FILE *f)
             "  --metrics-listen IP:PORT  serve GET /metrics for Prometheus there (default: off)\n"
             "  --foreground         do not detach (systemd and tests use this)\n"
             "  --version, --help\n");
-}
-
-/* NAME.sock -> NAME-admin.sock beside it (hccld.sock -> hccld-admin.sock), so that daemons
- * whose sockets share a directory do not share an admin socket. */
-static void admin_beside(opts_t *o)
-{
-    size_t n = strlen(o->socket_path);
-
-    if (n > 5 && strcmp(o->socket_path + n - 5, ".sock") == 0)
-        n -= 5;
-    snprintf(o->admin_path, sizeof(o->admin_path), "%.*s-admin.sock", (int)n, o->socket_path);
 }
 
 static int parse_args(int argc, char **argv, opts_t *o)
@@ -126,7 +116,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         return 2;
     }
     if (o->admin_path[0] == '\0')
-        admin_beside(o);
+        uds_admin_beside(o->socket_path, o->admin_path, sizeof(o->admin_path));
     return 0;
 }
 

@@ -1,6 +1,8 @@
 /* hccld-ctl watch (ctl_watch.h). */
 #include "ctl_watch.h"
 
+#include "cli.h"
+
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
@@ -10,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "uds.h"
 
 #define RECONNECT_MS 250
@@ -108,6 +111,7 @@ int ctl_watch(const char *path, int json, int argc, char **argv)
     int c, said = 0;
 
     optind = 1;
+    opterr = 0;
     while ((c = getopt_long(argc, argv, "js:", lo, NULL)) != -1) {
         if (c == 'j') {
             json = 1;
@@ -118,11 +122,11 @@ int ctl_watch(const char *path, int json, int argc, char **argv)
                 return 2;
             }
         } else {
-            return -1;
+            return cli_bad_option("hccld-ctl", "watch", argv, "js:", lo);
         }
     }
     if (optind != argc)
-        return -1;
+        return cli_bad("hccld-ctl", "watch: takes no argument, got '%s'", argv[optind]);
     setvbuf(stdout, NULL, _IOLBF, 0); /* each event goes out as it comes */
     for (;;) {
         int fd = uds_connect(path);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "ctl_links.h"
 #include "ctl_watch.h"
 #include "env.h"
@@ -12,10 +13,17 @@
 #include "uds.h"
 
 #define DEFAULT_ADMIN "/run/hccld/hccld-admin.sock"
+#define PROG "hccld-ctl"
+
+static const char *const commands[] = {"status", "topology", "comms", "metrics",
+                                       "links",  "watch",    "qos",   NULL};
+/* Where the admin socket's path came from, for the hint when nothing answers there. */
+static const char *path_from = "the default; --admin-socket or HCCLD_ADMIN_SOCKET names another";
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: hccld-ctl [--admin-socket PATH] [--json] COMMAND\n"
+               "       hccld-ctl --help | --version\n"
                "  status                       daemon, clients, communicators, classes\n"
                "  topology                     packages, NUMA nodes, cores, NICs, RDMA devices\n"
                "  comms                        communicators: ranks, daemons, class, algorithm\n"
@@ -30,7 +38,10 @@ static void usage(FILE *f)
                "                               change a class (root or the admin group)\n"
                "  qos assign (--job NAME|--uid UID) CLASS\n"
                "                               put a job or a user in a class (idem)\n"
-               "RATE: 40Gbit, 800Mbit, 5GB/s, none. Exit: 0 ok, 1 refused or failed, 2 usage.\n");
+               "RATE: 40Gbit, 800Mbit, 5GB/s, none (a bare number has no unit and is refused).\n"
+               "The admin socket: --admin-socket, else HCCLD_ADMIN_SOCKET, else the one beside\n"
+               "HCCLD_SOCKET (NAME.sock: NAME-admin.sock), else " DEFAULT_ADMIN ".\n"
+               "Exit: 0 ok, 1 refused or failed, 2 usage.\n");
 }
 
 /* {"classes": [...], "default": NAME} */
@@ -258,14 +269,18 @@ static Hccld__Msg *ask(const char *path, Hccld__Msg *m, int want)
     int fd = uds_connect(path);
 
     if (fd < 0) {
-        fprintf(stderr, "hccld-ctl: cannot connect to %s: %s\n", path, strerror(-fd));
+        fprintf(stderr, "hccld-ctl: cannot connect to %s: %s (is hccld running? the path is %s)\n",
+                path, strerror(-fd), path_from);
         return NULL;
     }
     uds_conn_init(&conn, fd);
     m->req_id = 1;
     if (uds_send(fd, m, NULL, 0) != 0 || uds_recv(&conn, &resp, 5000) != 0 ||
         (int)resp->body_case != want) {
-        fprintf(stderr, "hccld-ctl: no answer from the daemon\n");
+        if (resp != NULL && resp->body_case == HCCLD__MSG__BODY_WELCOME)
+            fprintf(stderr, "hccld-ctl: %s refused: %s\n", path, resp->welcome->message);
+        else
+            fprintf(stderr, "hccld-ctl: no answer from the daemon at %s\n", path);
         if (resp != NULL)
             frame_msg_free(resp);
         resp = NULL;
@@ -366,48 +381,65 @@ static int cmd_qos(const char *path, int json, int argc, char **argv)
     uint64_t v;
     int c;
 
+    static const char *const subs[] = {"list", "set", "assign", NULL};
+    const char *near;
+    char what[32];
+
     if (argc < 2)
-        return -1;
+        return cli_bad(PROG, "qos: which? qos list, qos set CLASS ..., qos assign ... CLASS");
     if (strcmp(argv[1], "list") == 0)
         q.op = HCCLD__QOS_REQ__OP__LIST;
     else if (strcmp(argv[1], "set") == 0)
         q.op = HCCLD__QOS_REQ__OP__SET;
     else if (strcmp(argv[1], "assign") == 0)
         q.op = HCCLD__QOS_REQ__OP__ASSIGN;
+    else if ((near = cli_nearest(argv[1], subs)) != NULL)
+        return cli_bad(PROG, "qos: unknown subcommand '%s' (did you mean qos %s?)", argv[1], near);
     else
-        return -1;
+        return cli_bad(PROG, "qos: unknown subcommand '%s' (list, set or assign)", argv[1]);
     /* argv[0] is now the subcommand; optind 0 makes glibc start afresh (its state from the
      * first parse, "+" mode included, would otherwise linger). */
     argc--;
     argv++;
     optind = 0;
+    opterr = 0;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         switch (c) {
         case 'b':
             if (parse_rate(optarg, &q.max_bw_bps) != 0)
-                return -1;
+                return cli_bad(PROG, "qos %s: --max-bw '%s': a rate needs " RATE_UNITS, argv[0],
+                               optarg);
             q.has_max_bw = 1;
             break;
         case 'p':
             if (parse_u64(optarg, &v) != 0 || v > 255)
-                return -1;
+                return cli_bad(PROG, "qos %s: --priority '%s': a whole number from 0 to 255",
+                               argv[0], optarg);
             q.has_priority = 1;
             q.priority = (uint32_t)v;
             break;
         case 'J': q.job = optarg; break;
         case 'u':
             if (parse_u64(optarg, &v) != 0 || v > UINT32_MAX)
-                return -1;
+                return cli_bad(PROG, "qos %s: --uid '%s': a numeric user id", argv[0], optarg);
             q.has_uid = 1;
             q.uid = (uint32_t)v;
             break;
         case 'j': json = 1; break;
-        default: return -1;
+        default:
+            snprintf(what, sizeof(what), "qos %s", argv[0]);
+            return cli_bad_option(PROG, what, argv, "", lo);
         }
     }
-    if ((q.op == HCCLD__QOS_REQ__OP__LIST) != (optind == argc) ||
-        (q.op != HCCLD__QOS_REQ__OP__LIST && optind + 1 != argc))
-        return -1;
+    if (q.op == HCCLD__QOS_REQ__OP__LIST && optind != argc)
+        return cli_bad(PROG, "qos list: takes no argument, got '%s'", argv[optind]);
+    if (q.op != HCCLD__QOS_REQ__OP__LIST && optind == argc)
+        return cli_bad(PROG, "qos %s: which class? (qos %s %sCLASS)", argv[0], argv[0],
+                       q.op == HCCLD__QOS_REQ__OP__SET ? "[--max-bw RATE] [--priority N] "
+                                                       : "(--job NAME|--uid UID) ");
+    if (q.op != HCCLD__QOS_REQ__OP__LIST && optind + 1 != argc)
+        return cli_bad(PROG, "qos %s: one class, got '%s' and '%s'", argv[0], argv[optind],
+                       argv[optind + 1]);
     if (q.op != HCCLD__QOS_REQ__OP__LIST)
         q.cls = argv[optind];
     m.body_case = HCCLD__MSG__BODY_QOS_REQ;
@@ -423,63 +455,98 @@ static int cmd_qos(const char *path, int json, int argc, char **argv)
     return rc;
 }
 
+/* A command's only option is --json: 1 with it, 0 without, or 2 after refusing the rest. */
+static int json_only(int argc, char **argv, int *json)
+{
+    static const char *const opts[] = {"--json", NULL};
+
+    for (int i = 1; i < argc; i++) {
+        const char *near = cli_nearest(argv[i], opts);
+        if (strcmp(argv[i], "--json") == 0)
+            *json = 1;
+        else if (near != NULL)
+            return cli_bad(PROG, "%s: unknown option '%s' (did you mean --json?)", argv[0],
+                           argv[i]);
+        else
+            return cli_bad(PROG, "%s: takes only --json, got '%s'", argv[0], argv[i]);
+    }
+    return 0;
+}
+
+/* The admin socket when --admin-socket is not given (see the usage). */
+static const char *admin_path(char *buf, size_t cap)
+{
+    const char *p = getenv("HCCLD_ADMIN_SOCKET"), *sock = getenv("HCCLD_SOCKET");
+
+    if (p != NULL && *p != '\0') {
+        path_from = "HCCLD_ADMIN_SOCKET";
+        return p;
+    }
+    if (sock != NULL && *sock != '\0') {
+        uds_admin_beside(sock, buf, cap);
+        path_from = "beside HCCLD_SOCKET; --admin-socket or HCCLD_ADMIN_SOCKET names another";
+        return buf;
+    }
+    return DEFAULT_ADMIN;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option lo[] = {{"admin-socket", required_argument, 0, 'a'},
                                        {"json", no_argument, 0, 'j'},
                                        {"help", no_argument, 0, 'h'},
+                                       {"version", no_argument, 0, 'V'},
                                        {0, 0, 0, 0}};
-    const char *path = getenv("HCCLD_ADMIN_SOCKET");
+    char buf[512];
+    const char *path = admin_path(buf, sizeof(buf)), *near;
     int c, json = 0, rc;
 
-    if (path == NULL)
-        path = DEFAULT_ADMIN;
+    opterr = 0;
     /* Options before the command; the command parses its own. */
     while ((c = getopt_long(argc, argv, "+a:jh", lo, NULL)) != -1) {
         switch (c) {
-        case 'a': path = optarg; break;
+        case 'a':
+            path = optarg;
+            path_from = "--admin-socket";
+            break;
         case 'j': json = 1; break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        case 'V': cli_version(PROG); return 0;
+        default: return cli_bad_option(PROG, NULL, argv, "a:jh", lo);
         }
     }
-    if (optind >= argc) {
-        usage(stderr);
-        return 2;
-    }
+    if (optind >= argc)
+        return cli_bad(PROG, "which command? status, topology, comms, metrics, links, watch, qos");
     argc -= optind;
     argv += optind;
-    if (strcmp(argv[0], "status") == 0) {
-        for (int i = 1; i < argc; i++) {
-            if (strcmp(argv[i], "--json") != 0) {
-                usage(stderr);
-                return 2;
-            }
-            json = 1;
-        }
-        return cmd_status(path, json, VIEW_STATUS);
-    }
     if (strcmp(argv[0], "metrics") == 0 && (json || (argc == 2 && !strcmp(argv[1], "--json")))) {
         fprintf(stderr, "hccld-ctl: metrics is Prometheus's text format and has no --json; "
                         "'status --json' holds the same figures\n");
         return 2;
     }
-    if (strcmp(argv[0], "metrics") == 0 && argc == 1)
-        return cmd_status(path, 0, VIEW_METRICS);
-    if (strcmp(argv[0], "comms") == 0 && (argc == 1 || (argc == 2 && !strcmp(argv[1], "--json"))))
-        return cmd_status(path, json || argc == 2, VIEW_COMMS);
-    if (strcmp(argv[0], "links") == 0 && (argc == 1 || (argc == 2 && !strcmp(argv[1], "--json"))))
-        return cmd_status(path, json || argc == 2, VIEW_LINKS);
-    if (strcmp(argv[0], "topology") == 0 &&
-        (argc == 1 || (argc == 2 && !strcmp(argv[1], "--json"))))
-        return cmd_topology(path, json || argc == 2);
+    if (strcmp(argv[0], "status") == 0 || strcmp(argv[0], "metrics") == 0 ||
+        strcmp(argv[0], "comms") == 0 || strcmp(argv[0], "links") == 0 ||
+        strcmp(argv[0], "topology") == 0) {
+        if ((rc = json_only(argc, argv, &json)) != 0)
+            return rc;
+        switch (argv[0][0]) {
+        case 's': return cmd_status(path, json, VIEW_STATUS);
+        case 'm': return cmd_status(path, 0, VIEW_METRICS);
+        case 'c': return cmd_status(path, json, VIEW_COMMS);
+        case 'l': return cmd_status(path, json, VIEW_LINKS);
+        default: return cmd_topology(path, json);
+        }
+    }
     if (strcmp(argv[0], "watch") == 0)
         rc = ctl_watch(path, json, argc, argv);
+    else if (strcmp(argv[0], "qos") == 0)
+        rc = cmd_qos(path, json, argc, argv);
+    else if ((near = cli_nearest(argv[0], commands)) != NULL)
+        return cli_bad(PROG, "unknown command '%s' (did you mean %s?)", argv[0], near);
     else
-        rc = strcmp(argv[0], "qos") == 0 ? cmd_qos(path, json, argc, argv) : -1;
-    if (rc < 0) {
-        usage(stderr);
-        return 2;
-    }
+        return cli_bad(PROG,
+                       "unknown command '%s' (status, topology, comms, metrics, links, "
+                       "watch or qos)",
+                       argv[0]);
     return rc;
 }

@@ -49,6 +49,8 @@ void admin_handle(server_t *srv, session_t *s, const Hccld__Msg *m)
     case HCCLD__MSG__BODY_QOS_REQ: qos_admin_handle(srv, s, m->req_id, m->qos_req); break;
     case HCCLD__MSG__BODY_TOPOLOGY_REQ: send_topology(srv, s, m->req_id); break;
     case HCCLD__MSG__BODY_WATCH_REQ: events_watch(srv, s, m->watch_req); break;
+    case HCCLD__MSG__BODY_HELLO:
+    case HCCLD__MSG__BODY_REJOIN: session_wrong_socket(s, m->req_id); break;
     default:
         WARN("IPC", "admin pid %d sent an unknown request (%d)", (int)s->fc.pid, (int)m->body_case);
         session_close(s);

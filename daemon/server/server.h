@@ -113,6 +113,10 @@ void session_accept(server_t *srv, uv_stream_t *listener, enum session_kind kind
 int session_send(session_t *s, const Hccld__Msg *m);
 int session_send_fds(session_t *s, const Hccld__Msg *m, const int *fds, int nfds);
 void session_close(session_t *s);
+/* Answers a Hello (or anything the client would take as its answer) with a failed Welcome. */
+void session_refuse(session_t *s, uint64_t req_id, int result, const char *why);
+/* A client's Hello or Rejoin on the admin socket: refused, naming the client socket; closes. */
+void session_wrong_socket(session_t *s, uint64_t req_id);
 /* The oldest descriptor that came with the client's messages, now the caller's; or -1. */
 int session_take_fd(session_t *s);
 

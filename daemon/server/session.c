@@ -171,7 +171,7 @@ int session_take_fd(session_t *s)
     return fd;
 }
 
-static void welcome_fail(session_t *s, uint64_t req_id, int result, const char *why)
+void session_refuse(session_t *s, uint64_t req_id, int result, const char *why)
 {
     Hccld__Msg m = HCCLD__MSG__INIT;
     Hccld__Welcome w = HCCLD__WELCOME__INIT;
@@ -237,7 +237,7 @@ static int version_ok(session_t *s, uint64_t req_id, uint32_t version)
         return 1;
     WARN("IPC", "client pid %d speaks protocol %u, this daemon %u", (int)s->fc.pid, version,
          PROTO_VERSION);
-    welcome_fail(s, req_id, HCCL_E_NOT_SUPPORT, "protocol version mismatch");
+    session_refuse(s, req_id, HCCL_E_NOT_SUPPORT, "protocol version mismatch");
     return 0;
 }
 
@@ -248,12 +248,12 @@ static void on_hello(session_t *s, uint64_t req_id, const Hccld__Hello *h)
     if (!version_ok(s, req_id, h->version))
         return;
     if (h->arena_bytes == 0 || h->arena_bytes > srv->cfg.max_arena) {
-        welcome_fail(s, req_id, HCCL_E_PARA, "arena size (HCCL_BUFFSIZE) out of range");
+        session_refuse(s, req_id, HCCL_E_PARA, "arena size (HCCL_BUFFSIZE) out of range");
         return;
     }
     if (segment_create(s, h->arena_bytes) != 0 ||
         engine_session_add(srv->eng, s->fc.sid, s->seg, s->arena, &s->layout) != 0) {
-        welcome_fail(s, req_id, HCCL_E_MEMORY, "the daemon could not create the segment");
+        session_refuse(s, req_id, HCCL_E_MEMORY, "the daemon could not create the segment");
         return;
     }
     snprintf(s->fc.job_name, sizeof(s->fc.job_name), "%s", h->job_name);
@@ -316,7 +316,7 @@ static void on_rejoin(session_t *s, uint64_t req_id, const Hccld__Rejoin *r)
         why = "the daemon could not take the segment";
     if (why != NULL) {
         WARN("IPC", "client pid %d cannot rejoin: %s", (int)s->fc.pid, why);
-        welcome_fail(s, req_id, HCCL_E_PARA, why);
+        session_refuse(s, req_id, HCCL_E_PARA, why);
         session_close(s);
         return;
     }
@@ -326,6 +326,32 @@ static void on_rejoin(session_t *s, uint64_t req_id, const Hccld__Rejoin *r)
     welcome_send(s, req_id, 1);
 }
 
+/* A request meant for the other socket: said by name, with the socket to use, then closed. */
+static void wrong_socket(session_t *s, uint64_t req_id, const char *role, const char *user,
+                         const char *other_user, const char *other, const char *path,
+                         const char *how)
+{
+    char why[512];
+
+    snprintf(why, sizeof(why),
+             "this is hccld's %s socket, for %s; %s talks to its %s socket %s (%s)", role, user,
+             other_user, other, path, how);
+    session_refuse(s, req_id, HCCL_E_PARA, why);
+    session_close(s);
+}
+
+void session_wrong_socket(session_t *s, uint64_t req_id)
+{
+    wrong_socket(s, req_id, "admin", "hccld-ctl", "libhccl", "client", s->srv->cfg.socket_path,
+                 "HCCLD_SOCKET");
+}
+
+static int admin_request(int body)
+{
+    return body == HCCLD__MSG__BODY_STATUS_REQ || body == HCCLD__MSG__BODY_QOS_REQ ||
+           body == HCCLD__MSG__BODY_TOPOLOGY_REQ || body == HCCLD__MSG__BODY_WATCH_REQ;
+}
+
 static int dispatch_client(session_t *s, const Hccld__Msg *m)
 {
     if (s->state == SESSION_HELLO_WAIT) {
@@ -333,6 +359,9 @@ static int dispatch_client(session_t *s, const Hccld__Msg *m)
             on_hello(s, m->req_id, m->hello);
         else if (m->body_case == HCCLD__MSG__BODY_REJOIN)
             on_rejoin(s, m->req_id, m->rejoin);
+        else if (admin_request(m->body_case))
+            wrong_socket(s, m->req_id, "client", "libhccl", "hccld-ctl", "admin",
+                         s->srv->cfg.admin_path, "--admin-socket");
         else
             return -EPROTO;
         return 0;

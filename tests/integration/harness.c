@@ -453,14 +453,22 @@ void harness_proc_usage(pid_t pid, long *rss_anon_kb, int *fds)
     closedir(dir);
 }
 
-/* hccld-ctl beside the daemon under test. */
-static const char *ctl_path(void)
+const char *harness_bin_dir(void)
 {
-    static char path[512];
+    static char dir[512];
     const char *bin = getenv("HCCLD_BIN") ? getenv("HCCLD_BIN") : "build/bin/hccld";
     const char *slash = strrchr(bin, '/');
 
-    snprintf(path, sizeof(path), "%.*shccld-ctl", slash ? (int)(slash - bin + 1) : 0, bin);
+    snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - bin) : 1, slash ? bin : ".");
+    return dir;
+}
+
+/* hccld-ctl beside the daemon under test. */
+static const char *ctl_path(void)
+{
+    static char path[600];
+
+    snprintf(path, sizeof(path), "%s/hccld-ctl", harness_bin_dir());
     return path;
 }
 

@@ -75,6 +75,8 @@ uint64_t harness_daemon_tx_bytes(const char *sock);
 /* A process's own memory (RssAnon: not the shared segments it maps) and open descriptors,
  * from /proc; fails the test if they cannot be read. */
 void harness_proc_usage(pid_t pid, long *rss_anon_kb, int *fds);
+/* The directory of the daemon under test (HCCLD_BIN), where the tools are too. */
+const char *harness_bin_dir(void);
 /* Runs hccld-ctl (beside HCCLD_BIN) against the harness's admin socket with args, as uid/gid
  * if uid > 0: its exit status, or -1; its stdout and stderr go to out if not NULL. */
 int harness_ctl(uid_t uid, char *out, size_t cap, const char *args);

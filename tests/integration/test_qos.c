@@ -32,6 +32,82 @@ START_TEST(test_ctl_exit_codes)
 }
 END_TEST
 
+/* Runs hccld-ctl with args and asserts exit status 2 and exactly this first line (the second
+ * points at --help; the whole usage is never printed for a mistake). */
+static void ctl_says(const char *args, const char *line)
+{
+    char out[4096], want[1024];
+
+    ck_assert_int_eq(harness_ctl(0, out, sizeof(out), args), 2);
+    snprintf(want, sizeof(want), "hccld-ctl: %s\nTry 'hccld-ctl --help'.\n", line);
+    ck_assert_str_eq(out, want);
+}
+
+/* Each mistake gets one line that names it and the fix. */
+START_TEST(test_ctl_messages)
+{
+    char out[4096], cmd[1024];
+
+    ctl_says("stauts", "unknown command 'stauts' (did you mean status?)");
+    ctl_says("frobnicate", "unknown command 'frobnicate' (status, topology, comms, metrics, links, "
+                           "watch or qos)");
+    ctl_says("comms --jsn", "comms: unknown option '--jsn' (did you mean --json?)");
+    ctl_says("--jason status", "unknown option --jason (did you mean --json?)");
+    ctl_says("qos set HIGH --max-bw 5",
+             "qos set: --max-bw '5': a rate needs a number with a unit: 40Gbit, 500M, 2.5Gbit/s "
+             "(bit/s: bit, K, M, G, T), 5GB/s (bytes/s: B, KB, MB, GB, TB), or none");
+    ctl_says("qos set HIGH --max-bw banana",
+             "qos set: --max-bw 'banana': a rate needs a number with a unit: 40Gbit, 500M, "
+             "2.5Gbit/s (bit/s: bit, K, M, G, T), 5GB/s (bytes/s: B, KB, MB, GB, TB), or none");
+    ctl_says("qos set HIGH --max-bw", "qos set: --max-bw needs a value");
+    ctl_says("qos set HIGH --priorty 3",
+             "qos set: unknown option --priorty (did you mean --priority?)");
+    ctl_says("qos set HIGH --priority 300",
+             "qos set: --priority '300': a whole number from 0 to 255");
+    ctl_says("qos lst", "qos: unknown subcommand 'lst' (did you mean qos list?)");
+    ctl_says("qos set", "qos set: which class? (qos set [--max-bw RATE] [--priority N] CLASS)");
+    ctl_says("watch --stal-s 3", "watch: unknown option --stal-s (did you mean --stall-s?)");
+    ctl_says("", "which command? status, topology, comms, metrics, links, watch, qos");
+
+    /* --version; HCCLD_SOCKET alone finds the admin socket beside it. */
+    snprintf(cmd, sizeof(cmd), "exec %s/hccld-ctl --version", harness_bin_dir());
+    ck_assert_int_eq(harness_sh(0, out, sizeof(out), cmd), 0);
+    ck_assert_str_eq(out, "hccld-ctl (hcclD) " HCCLD_VERSION "\n");
+    snprintf(cmd, sizeof(cmd), "HCCLD_ADMIN_SOCKET= HCCLD_SOCKET=%s exec %s/hccld-ctl qos list",
+             harness_socket(), harness_bin_dir());
+    ck_assert_int_eq(harness_sh(0, out, sizeof(out), cmd), 0);
+    ck_assert_ptr_nonnull(strstr(out, "MEDIUM"));
+
+    /* The client socket asked as if it were the admin socket says which it is. */
+    snprintf(cmd, sizeof(cmd), "exec %s/hccld-ctl --admin-socket %s status 2>&1", harness_bin_dir(),
+             harness_socket());
+    ck_assert_int_eq(harness_sh(0, out, sizeof(out), cmd), 1);
+    snprintf(cmd, sizeof(cmd),
+             "hccld-ctl: %s refused: this is hccld's client socket, for libhccl; hccld-ctl talks "
+             "to its admin socket %s (--admin-socket)\n",
+             harness_socket(), harness_admin_socket());
+    ck_assert_str_eq(out, cmd);
+}
+END_TEST
+
+/* A client pointed at the admin socket is told so, and gets HCCL_E_PARA. */
+START_TEST(test_client_on_admin_socket)
+{
+    char log[256], want[512];
+    HcclRootInfo ri;
+    int saved;
+
+    setenv("HCCLD_SOCKET", harness_admin_socket(), 1);
+    saved = harness_stderr_to(log, sizeof(log));
+    ck_assert_int_eq(HcclGetRootInfo(&ri), HCCL_E_PARA);
+    snprintf(want, sizeof(want),
+             "the daemon refused us: this is hccld's admin socket, for hccld-ctl; libhccl talks "
+             "to its client socket %s (HCCLD_SOCKET)",
+             harness_socket());
+    ck_assert(harness_stderr_back_has(saved, log, want));
+}
+END_TEST
+
 /* Someone who may reach the admin socket but is neither root nor in the admin group. */
 START_TEST(test_non_admin_refused)
 {
@@ -216,6 +292,8 @@ Suite *qos_suite(void)
 
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_ctl_exit_codes);
+    tcase_add_test(tc, test_ctl_messages);
+    tcase_add_test(tc, test_client_on_admin_socket);
     tcase_add_test(tc, test_non_admin_refused);
     tcase_add_test(tc, test_granting);
     tcase_add_test(tc, test_topology);
