@@ -4,6 +4,9 @@
  * communicator forms (comm.c; across daemons, after this daemon sent every other the
  * membership, membership.c) and every rank gets its answer. A job that does not fill up within
  * its timeout fails every joined rank with HCCL_E_TIMEOUT, naming the ranks that never arrived.
+ * A rank whose nRanks differs from the job's fails the job at once, every joined rank and the
+ * newcomer with HCCL_E_PARA and a reason naming both values and the ranks that gave each: no
+ * rank retries with another nRanks, so the job could only time out, blaming ranks that came.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -38,20 +41,41 @@ void form_job_free(form_t *f, job_t *j)
     free(j);
 }
 
-static void missing_ranks(const job_t *j, char *buf, size_t cap)
+/* The ranks that joined (present) or not, "0,2,5", the first 32 and then ",...". */
+static void rank_list(const job_t *j, int present, char *buf, size_t cap)
 {
     size_t n = 0;
     uint32_t shown = 0;
 
     buf[0] = '\0';
     for (uint32_t r = 0; r < j->nranks && n + 16 < cap; r++)
-        if (j->ranks[r].c == NULL && j->ranks[r].link == NULL) {
+        if ((j->ranks[r].c != NULL || j->ranks[r].link != NULL) == present) {
             text_add(buf, cap, &n, "%s%u", shown ? "," : "", r);
             if (++shown == 32 && r + 1 < j->nranks) {
                 text_add(buf, cap, &n, ",...");
                 break;
             }
         }
+}
+
+/* Fails every rank that joined j with result and why (a remote daemon once, for all its
+ * ranks), and frees j. */
+static void job_fail(form_t *f, job_t *j, HcclResult result, const char *why)
+{
+    Hccld__Msg m = HCCLD__MSG__INIT;
+    Hccld__Membership mb = HCCLD__MEMBERSHIP__INIT;
+
+    mb.result = result;
+    mb.message = (char *)why;
+    m.body_case = HCCLD__MSG__BODY_MEMBERSHIP;
+    m.membership = &mb;
+    for (uint32_t r = 0; r < j->nranks; r++) {
+        if (j->ranks[r].c != NULL)
+            form_answer_result(f, j->ranks[r].c, j->ranks[r].req_id, result, why, j->nranks, r);
+        else if (j->ranks[r].link != NULL && form_job_first_of_link(j, r))
+            f->ops->peer_send(f->ctx, j->ranks[r].link, &m); /* it answers its ranks once */
+    }
+    form_job_free(f, j);
 }
 
 static void job_timeout(form_t *f, job_t *j)
@@ -63,24 +87,11 @@ static void job_timeout(form_t *f, job_t *j)
         form_job_free(f, j);
         return;
     }
-    missing_ranks(j, missing, sizeof(missing));
+    rank_list(j, 0, missing, sizeof(missing));
     snprintf(why, sizeof(why), "timed out: %u of %u ranks joined; never arrived: %s", j->joined,
              j->nranks, missing);
     ERR("INIT", "job %s: %s", j->hex, why);
-    Hccld__Msg m = HCCLD__MSG__INIT;
-    Hccld__Membership mb = HCCLD__MEMBERSHIP__INIT;
-    mb.result = HCCL_E_TIMEOUT;
-    mb.message = why;
-    m.body_case = HCCLD__MSG__BODY_MEMBERSHIP;
-    m.membership = &mb;
-    for (uint32_t r = 0; r < j->nranks; r++) {
-        if (j->ranks[r].c != NULL)
-            form_answer_result(f, j->ranks[r].c, j->ranks[r].req_id, HCCL_E_TIMEOUT, why, j->nranks,
-                               r);
-        else if (j->ranks[r].link != NULL && form_job_first_of_link(j, r))
-            f->ops->peer_send(f->ctx, j->ranks[r].link, &m); /* it answers its ranks once */
-    }
-    form_job_free(f, j);
+    job_fail(f, j, HCCL_E_TIMEOUT, why);
 }
 
 /* A job open for joins for timeout_s (0: the default) seconds from now. */
@@ -160,16 +171,23 @@ int form_job_first_of_link(const job_t *j, uint32_t r)
     return 1;
 }
 
-/* Why rank `rank` of `nranks` may not join j, or NULL. */
-static const char *join_refusal(const job_t *j, uint32_t nranks, uint32_t rank)
+/* Why rank `rank` of `nranks` may not join j, or NULL; *mismatch is set when the reason is
+ * an nRanks unlike the job's (which fails the job). */
+static const char *join_refusal(const job_t *j, uint32_t nranks, uint32_t rank, int *mismatch)
 {
-    static char differs[96];
+    static char differs[384];
 
     if (nranks == 0 || nranks > FORM_MAX_RANKS)
         return "nRanks out of range";
     if (j->nranks != 0 && nranks != j->nranks) {
-        snprintf(differs, sizeof(differs), "nRanks %u differs from the other ranks' %u", nranks,
-                 j->nranks);
+        char joined[256];
+        rank_list(j, 1, joined, sizeof(joined));
+        snprintf(
+            differs, sizeof(differs),
+            "ranks disagree on nRanks: rank %u passed %u, rank%s %s passed %u; every rank must "
+            "pass the same",
+            rank, nranks, strchr(joined, ',') ? "s" : "", joined, j->nranks);
+        *mismatch = 1;
         return differs;
     }
     if (rank >= nranks)
@@ -240,6 +258,7 @@ void form_comm_init(form_t *f, const form_client_t *c, uint64_t req_id,
     const char *why = NULL;
     HcclResult result = HCCL_E_PARA;
     job_t *j = NULL;
+    int mismatch = 0;
 
     if (req->info == NULL || req->info->job_id.len != ROOTINFO_ID_BYTES ||
         req->info->job_key.len != ROOTINFO_KEY_BYTES) {
@@ -257,7 +276,7 @@ void form_comm_init(form_t *f, const form_client_t *c, uint64_t req_id,
         /* A job may span daemons whatever its size; one daemon holds at most this many. */
         why = "too many ranks of this job on one node";
     } else {
-        why = join_refusal(j, req->nranks, req->rank);
+        why = join_refusal(j, req->nranks, req->rank, &mismatch);
     }
     char err[160];
     join_t join = {.c = c,
@@ -284,6 +303,8 @@ void form_comm_init(form_t *f, const form_client_t *c, uint64_t req_id,
         lane_offer_close(&join.lane);
         WARN("INIT", "pid %d: comm init refused: %s", c->pid, why);
         form_answer_result(f, c, req_id, result, why, req->nranks, req->rank);
+        if (mismatch)
+            job_fail(f, j, HCCL_E_PARA, why);
         return;
     }
     DBG("INIT", "job %s: rank %u of %u joined (pid %d)", j->hex, req->rank, j->nranks, c->pid);
@@ -294,7 +315,9 @@ void form_remote_join(form_t *f, void *link, const char *addr, const uint8_t *jo
                       const Hccld__JoinReq *req, uint64_t now)
 {
     job_t *j = job_find(f, job_id);
-    const char *why = j == NULL ? "the job is gone" : join_refusal(j, req->nranks, req->rank);
+    int mismatch = 0;
+    const char *why =
+        j == NULL ? "the job is gone" : join_refusal(j, req->nranks, req->rank, &mismatch);
     Hccld__Msg m = HCCLD__MSG__INIT;
     Hccld__Membership mb = HCCLD__MEMBERSHIP__INIT;
     join_t join = {.link = link, .lane = LANE_OFFER_NONE};
@@ -317,6 +340,8 @@ void form_remote_join(form_t *f, void *link, const char *addr, const uint8_t *jo
         m.body_case = HCCLD__MSG__BODY_MEMBERSHIP;
         m.membership = &mb;
         f->ops->peer_send(f->ctx, link, &m);
+        if (mismatch)
+            job_fail(f, j, HCCL_E_PARA, why);
         return;
     }
     DBG("INIT", "job %s: rank %u of %u joined from daemon %s", j->hex, req->rank, j->nranks, addr);

@@ -351,16 +351,12 @@ START_TEST(test_form_job_timeout)
 }
 END_TEST
 
-/* Refusals: a rank count unlike the first rank's (both named), a rank twice, an unknown
- * HCCL_ALGO; the job stays open for the right ranks. */
+/* Refusals that leave the job open for the right ranks: a rank twice, an unknown HCCL_ALGO. */
 START_TEST(test_form_refusals)
 {
     setup();
     root_info(T0);
     join(0, 2, "", NULL, T0);
-    join(1, NR, "", NULL, T0);
-    ck_assert_int_eq(seen.init[1].result, HCCL_E_PARA);
-    ck_assert_str_eq(seen.why[1], "nRanks 3 differs from the other ranks' 2");
     join(0, 2, "", NULL, T0);
     ck_assert_int_eq(seen.init[0].result, HCCL_E_PARA);
     ck_assert_str_eq(seen.why[0], "this rank already joined");
@@ -371,6 +367,30 @@ START_TEST(test_form_refusals)
     ck_assert_int_eq(seen.init[1].result, HCCL_SUCCESS);
     ck_assert_int_eq(seen.init[0].result, HCCL_SUCCESS);
     ck_assert_int_eq(only_comm()->state, COMM_ACTIVE);
+    teardown();
+}
+END_TEST
+
+/* A rank count unlike the job's fails the job at once: the newcomer and every rank that joined
+ * get HCCL_E_PARA naming both counts and the ranks that gave each, and the job is gone. */
+START_TEST(test_form_nranks_mismatch)
+{
+    static const char why[] = "ranks disagree on nRanks: rank 2 passed 2, ranks 0,1 passed 3; "
+                              "every rank must pass the same";
+
+    setup();
+    root_info(T0);
+    join(0, NR, "", NULL, T0);
+    join(1, NR, "", NULL, T0);
+    join(2, 2, "", NULL, T0);
+    for (uint32_t r = 0; r < NR; r++) {
+        ck_assert_int_eq(seen.answers[r], 1);
+        ck_assert_int_eq(seen.init[r].result, HCCL_E_PARA);
+        ck_assert_str_eq(seen.why[r], why);
+    }
+    join(2, NR, "", NULL, T0);
+    ck_assert_int_eq(seen.init[2].result, HCCL_E_NOT_FOUND);
+    ck_assert_ptr_null(form_comms(f));
     teardown();
 }
 END_TEST
@@ -652,12 +672,20 @@ START_TEST(test_form_remote_join)
     form_peer_msg(f, &link_token, "127.0.0.2:60000", seen.job_id, &m, T0);
     ck_assert_int_eq(seen.memberships, 1);
     ck_assert_int_eq(seen.last_mb.result, HCCL_E_PARA);
-    ck_assert_str_eq(seen.mb_why, "nRanks 2 differs from the other ranks' 3");
+    ck_assert_str_eq(seen.mb_why, "ranks disagree on nRanks: rank 1 passed 2, rank 0 passed 3; "
+                                  "every rank must pass the same");
+    ck_assert_int_eq(seen.init[0].result, HCCL_E_PARA); /* the job failed for rank 0 too */
+    ck_assert_str_eq(seen.why[0], seen.mb_why);
     form_link_gone(f, &link_token, "127.0.0.2:60000");
     ck_assert_int_eq(seen.lost, 0); /* it never joined */
+    teardown();
+
+    setup_with("127.0.0.1:60001", FORM_L0_DAEMON);
+    root_info(T0);
+    join(0, NR, "", NULL, T0);
     jr.nranks = NR;
     form_peer_msg(f, &link_token, "127.0.0.2:60000", seen.job_id, &m, T0);
-    ck_assert_int_eq(seen.memberships, 1);
+    ck_assert_int_eq(seen.memberships, 0);
     form_link_gone(f, &link_token, "127.0.0.2:60000");
     ck_assert_int_eq(seen.lost, 1);
     ck_assert_int_eq(seen.answers[0], 0);
@@ -889,6 +917,7 @@ Suite *form_suite(void)
     tcase_add_test(tc, test_form_local_job);
     tcase_add_test(tc, test_form_job_timeout);
     tcase_add_test(tc, test_form_refusals);
+    tcase_add_test(tc, test_form_nranks_mismatch);
     tcase_add_test(tc, test_form_leave);
     tcase_add_test(tc, test_form_rank_dies);
     tcase_add_test(tc, test_form_joined_rank_gone);
