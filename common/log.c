@@ -37,23 +37,38 @@ int log_level_parse(const char *s)
     return -1;
 }
 
-void log_msg(int level, const char *subsys, const char *fmt, ...)
+static void vlog(const char *label, const char *subsys, const char *fmt, va_list ap)
 {
     char line[1024], stamp[32];
     struct timeval tv;
     struct tm tm;
-    va_list ap;
     int n;
 
     gettimeofday(&tv, NULL);
     localtime_r(&tv.tv_sec, &tm);
     strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
     n = snprintf(line, sizeof(line), "%s.%03ld %s[%d] %s %s: ", stamp, (long)tv.tv_usec / 1000,
-                 log_who, (int)getpid(), level_names[level], subsys);
-    va_start(ap, fmt);
+                 log_who, (int)getpid(), label, subsys);
     if (n > 0 && (size_t)n < sizeof(line))
         vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
-    va_end(ap);
     /* One write per line so that lines of concurrent processes do not interleave. */
     fprintf(stderr, "%s\n", line);
+}
+
+void log_msg(int level, const char *subsys, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vlog(level_names[level], subsys, fmt, ap);
+    va_end(ap);
+}
+
+void log_notice(const char *subsys, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vlog("NOTICE", subsys, fmt, ap);
+    va_end(ap);
 }

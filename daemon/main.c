@@ -120,19 +120,30 @@ static int parse_args(int argc, char **argv, opts_t *o)
     return 0;
 }
 
-/* Creates the socket's directory (e.g. /run/hccld outside systemd's RuntimeDirectory). */
-static void make_socket_dir(const char *path)
+/* Creates the socket's directory and any missing parent (0755), as systemd's
+ * RuntimeDirectory= does for the unit: 0, or -1 after logging which directory failed. */
+static int make_socket_dir(const char *path)
 {
     char dir[256];
-    char *slash;
 
     snprintf(dir, sizeof(dir), "%s", path);
-    slash = strrchr(dir, '/');
-    if (slash == NULL || slash == dir)
-        return;
-    *slash = '\0';
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-        WARN("INIT", "mkdir(%s) failed: %s", dir, strerror(errno));
+    for (char *p = dir + 1; (p = strchr(p, '/')) != NULL; p++) {
+        struct stat st;
+        *p = '\0';
+        int missing = stat(dir, &st) != 0;
+        if (missing && errno != ENOENT) {
+            ERR("INIT", "cannot reach %s, a directory of the socket %s: %s", dir, path,
+                strerror(errno));
+            return -1;
+        }
+        if (missing && mkdir(dir, 0755) != 0 && errno != EEXIST) {
+            ERR("INIT", "cannot create %s, a directory of the socket %s: %s", dir, path,
+                strerror(errno));
+            return -1;
+        }
+        *p = '/';
+    }
+    return 0;
 }
 
 /* Detaches: the parent exits with the child's start-up status, so errors still reach the
@@ -152,6 +163,9 @@ static int detach(int *notify_fd)
         close(p[1]);
         if (read(p[0], &status, 1) != 1)
             status = 1;
+        if (status == 0)
+            printf("hccld: running in the background, pid %d\n", (int)pid);
+        fflush(stdout);
         _exit(status);
     }
     close(p[0]);
@@ -185,7 +199,8 @@ int main(int argc, char **argv)
     }
     if (reduce_select(NULL) != 0)
         WARN("INIT", "HCCLD_SIMD names an ISA this CPU lacks; using %s", reduce_isa());
-    make_socket_dir(o.socket_path);
+    if (make_socket_dir(o.socket_path) != 0 || make_socket_dir(o.admin_path) != 0)
+        return 1;
     loop = uv_default_loop();
     server_config_t cfg = {.socket_path = o.socket_path,
                            .admin_path = o.admin_path,
@@ -198,6 +213,10 @@ int main(int argc, char **argv)
                            .metrics_listen = o.d.metrics_listen[0] ? o.d.metrics_listen : NULL};
     if (server_start(&srv, loop, &cfg) != 0)
         return 1;
+    log_notice("INIT", "hccld %s ready, pid %d: socket %s, admin %s, peers %s, metrics %s",
+               HCCLD_VERSION, (int)getpid(), o.socket_path, o.admin_path,
+               srv.advertised[0] ? srv.advertised : "off (--listen none)",
+               srv.metrics_addr[0] ? srv.metrics_addr : "off");
     if (notify_fd >= 0) {
         if (write(notify_fd, &ok, 1) != 1)
             WARN("INIT", "could not tell the parent we started");
