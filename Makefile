@@ -155,13 +155,15 @@ $(BIN_HCCLD): $(DAEMON_OBJ) $(BUILD)/lib/libhcclcommon.a
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(ALLLDFLAGS) $(call pc_libs,$(PKGS_CORE)) -lm
 
-$(BIN_SCRIPTS): $(BUILD)/bin/%: tools/%
+# The scripts say the version they came with (--version).
+$(BIN_SCRIPTS): $(BUILD)/bin/%: tools/% Makefile
 	@mkdir -p $(@D)
-	install -m 0755 $< $@
+	sed 's|@VERSION@|$(VERSION)|' $< > $@.tmp && chmod 0755 $@.tmp && mv $@.tmp $@
 
 # Tools link the client library statically so that they run from the build tree.
 $(BUILD)/bin/hccl_perf_test: $(addprefix $(BUILD)/obj/tools/,perf_colls.o perf_compare.o perf_procs.o)
 $(BUILD)/bin/hccld-ctl: $(BUILD)/obj/tools/ctl_links.o $(BUILD)/obj/tools/ctl_watch.o
+$(BUILD)/bin/hccl-run: $(BUILD)/obj/tools/run_watch.o
 # hccl_perf_test run under this name prints latency percentiles (tools/hccl_perf_test.c).
 $(BUILD)/bin/hccl_latency_test: $(BUILD)/bin/hccl_perf_test
 	ln -f $< $@

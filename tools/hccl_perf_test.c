@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "dtype.h"
 #include "env.h"
 #include "hccl/hccl.h"
@@ -565,7 +566,7 @@ static void usage(FILE *out)
             "             level1:NAME; auto keeps the caller's HCCL_ALGO), their iterations\n"
             "             interleaved, each after a barrier; prints each one's median\n"
             "             iteration, out of place\n"
-            "  -h         this help\n");
+            "  -h, --help this help; --version: the version\n");
 }
 
 static int parse_dtype(const char *s, HcclDataType *dt)
@@ -653,13 +654,74 @@ static void latency_usage(FILE *out)
             "  -o OP      sum|prod|max|min (default sum)\n"
             "  -r ROOT    root of broadcast, reduce and scatter (default 0)\n"
             "  -z         use HcclMemAlloc buffers (zero copy) instead of malloc\n"
-            "  -h         this help\n");
+            "  -h, --help this help; --version: the version\n");
+}
+
+/* What option c wants, for the line that refuses a bad value. */
+static const char *opt_hint(int c)
+{
+    switch (c) {
+    case 't':
+        return "allreduce, allgather, reducescatter, broadcast, reduce, alltoall, scatter, "
+               "sendrecv, all, or a number from 0 in that order";
+    case 'b':
+    case 'e':
+    case 'i': return "a size in bytes: 8, 4K, 1M, 1G";
+    case 'f': return "a factor above 1";
+    case 'g': return "ranks, 1..4096";
+    case 'n':
+    case 'c': return "iterations, 1 or more";
+    case 'w': return "iterations, 0 or more";
+    case 'd': return "a data type: float, half, bfloat16, double, int8 .. uint64, fp16, fp32, bf16";
+    case 'o': return "sum, prod, max or min";
+    case 'r': return "a rank";
+    default: return "see --help";
+    }
+}
+
+/* The options loop of both names: 0 to run, 1 after --help or --version, -1 after refusing
+ * something in one line. latency: hccl_latency_test, whose -c counts iterations. */
+static int parse_loop(int argc, char **argv, const char *shorts, struct perf_opts *o,
+                      void (*help)(FILE *), int latency)
+{
+    static const struct option lo[] = {
+        {"help", no_argument, 0, 'h'}, {"version", no_argument, 0, 'V'}, {0, 0, 0, 0}};
+    int c;
+
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, shorts, lo, NULL)) != -1) {
+        if (c == 'h') {
+            help(stdout);
+            return 1;
+        }
+        if (c == 'V') {
+            cli_version(perf_prog);
+            return 1;
+        }
+        if (c == '?' || c == ':') {
+            cli_bad_option(perf_prog, NULL, argv, shorts, lo);
+            return -1;
+        }
+        if (!parse_opt(latency && c == 'c' ? 'n' : c, optarg, o)) {
+            cli_bad(perf_prog, "-%c '%s': %s", c, optarg,
+                    !latency && c == 'c' ? "0 or 1 (check the results)" : opt_hint(c));
+            return -1;
+        }
+    }
+    if (optind < argc) {
+        cli_bad(perf_prog, "unexpected argument '%s' (every setting is an option)", argv[optind]);
+        return -1;
+    }
+    if (o->min_bytes == 0 || o->min_bytes > o->max_bytes) {
+        cli_bad(perf_prog, "-b %zu -e %zu: need 0 < MIN <= MAX", o->min_bytes, o->max_bytes);
+        return -1;
+    }
+    return 0;
 }
 
 /* hccl_latency_test's command line. Returns 0 to run, 1 after -h, -1 on a usage error. */
 static int parse_latency_args(int argc, char **argv, struct perf_opts *o)
 {
-    int c;
     *o = (struct perf_opts){.ncolls = 1,
                             .min_bytes = 8,
                             .max_bytes = 1 << 20,
@@ -671,30 +733,12 @@ static int parse_latency_args(int argc, char **argv, struct perf_opts *o)
                             .op = HCCL_REDUCE_SUM,
                             .check = 1,
                             .latency = 1};
-    while ((c = getopt(argc, argv, "t:b:e:f:i:g:n:c:w:d:o:r:zh")) != -1) {
-        if (c == 'h') {
-            latency_usage(stdout);
-            return 1;
-        }
-        if (!parse_opt(c == 'c' ? 'n' : c, optarg, o)) {
-            if (c != '?') {
-                fprintf(stderr, "hccl_latency_test: bad value for -%c: %s\n", c, optarg);
-            }
-            latency_usage(stderr);
-            return -1;
-        }
-    }
-    if (optind < argc || o->min_bytes == 0 || o->min_bytes > o->max_bytes) {
-        fprintf(stderr, "hccl_latency_test: need 0 < MIN <= MAX and no extra arguments\n");
-        return -1;
-    }
-    return 0;
+    return parse_loop(argc, argv, "t:b:e:f:i:g:n:c:w:d:o:r:zh", o, latency_usage, 1);
 }
 
 /* Returns 0 to run, 1 after -h, -1 on a usage error. */
 static int parse_args(int argc, char **argv, struct perf_opts *o)
 {
-    int c;
     *o = (struct perf_opts){.colls = {0},
                             .ncolls = 1,
                             .min_bytes = 8,
@@ -706,19 +750,9 @@ static int parse_args(int argc, char **argv, struct perf_opts *o)
                             .dtype = HCCL_DATA_TYPE_FP32,
                             .op = HCCL_REDUCE_SUM,
                             .check = 1};
-    while ((c = getopt(argc, argv, "t:b:e:f:i:g:n:w:d:o:r:c:zRSmA:J:h")) != -1) {
-        if (c == 'h') {
-            usage(stdout);
-            return 1;
-        }
-        if (!parse_opt(c, optarg, o)) {
-            if (c != '?') {
-                fprintf(stderr, "%s: bad value for -%c: %s\n", perf_prog, c, optarg);
-            }
-            usage(stderr);
-            return -1;
-        }
-    }
+    int rc = parse_loop(argc, argv, "t:b:e:f:i:g:n:w:d:o:r:c:zRSmA:J:h", o, usage, 0);
+    if (rc != 0)
+        return rc;
     if (o->algos != NULL && (o->use_stream || o->json_path != NULL)) {
         fprintf(stderr,
                 "%s: -A times single blocking launches and prints a table "
@@ -728,10 +762,6 @@ static int parse_args(int argc, char **argv, struct perf_opts *o)
     }
     if (o->median && o->use_stream) {
         fprintf(stderr, "%s: -m times every launch, -S only the whole batch\n", perf_prog);
-        return -1;
-    }
-    if (optind < argc || o->min_bytes == 0 || o->min_bytes > o->max_bytes) {
-        fprintf(stderr, "%s: need 0 < MIN <= MAX and no extra arguments\n", perf_prog);
         return -1;
     }
     return 0;

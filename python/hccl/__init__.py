@@ -5,6 +5,8 @@
     comm = hccl.Comm(nranks, root, rank)     # or hccl.Comm.from_env() under hccl-run/torchrun
     out = comm.all_reduce(np.ones(4, np.float32))
 """
+__version__ = "0.1.0"  # the Makefile's VERSION (tests/python/test_cli.py holds them equal)
+
 from ._lib import CommConfig
 from .comm import BATCH_SEND_RECV_MAX, RECV, SEND, SPLIT_NOCOLOR, Comm, RootInfo, get_root_info
 from .default import (Algorithm, all_reduce, all_reduce_async, initialize,
@@ -16,6 +18,7 @@ from .types import DataType, HcclError, ReduceOp, Result, data_type
 SUM, PROD, MAX, MIN = ReduceOp.SUM, ReduceOp.PROD, ReduceOp.MAX, ReduceOp.MIN
 
 __all__ = [
+    "__version__",
     "Algorithm",
     "BATCH_SEND_RECV_MAX",
     "Comm",
