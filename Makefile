@@ -94,6 +94,10 @@ BIN_SCRIPTS := $(BUILD)/bin/hccl-prof $(BUILD)/bin/hccl-topology
 LIB_SO     := $(BUILD)/lib/libhccl.so
 LIB_A      := $(BUILD)/lib/libhccl.a
 LIB_PC     := $(BUILD)/lib/pkgconfig/hccl.pc
+# pkg-config's convention for a package used from its build tree: with
+# PKG_CONFIG_PATH=build/lib/pkgconfig, `pkg-config hccl` reads this one first.
+LIB_PC_UN  := $(BUILD)/lib/pkgconfig/hccl-uninstalled.pc
+EXAMPLES   := $(BUILD)/examples/allreduce
 UNIT_BIN   := $(BUILD)/tests/unit_tests
 INTEG_BIN  := $(BUILD)/tests/integration_tests
 SIM_BIN    := $(BUILD)/tests/sim_all
@@ -103,7 +107,8 @@ NETNS_BIN  := $(BUILD)/tests/netns_tests
 .PHONY: all test test-unit test-integration test-netns test-rdma test-tsan soak faultloop demo bench bench-retry bench-restart bench-multinode bench-qos bench-stripes bench-determinism bench-torch bench-stream \
 	bench-latency bench-all bench-copy bench-zc-ceiling install clean \
 	format-check layer-check
-all: $(BIN_HCCLD) $(BIN_TOOLS) $(BIN_SCRIPTS) $(LIB_SO) $(LIB_A) $(LIB_PC)
+all: $(BIN_HCCLD) $(BIN_TOOLS) $(BIN_SCRIPTS) $(LIB_SO) $(LIB_A) $(LIB_PC) $(LIB_PC_UN) \
+     $(EXAMPLES)
 
 $(GEN_C) $(GEN_H): proto/hccld.proto | $(DEPS_STAMP)
 	@mkdir -p $(BUILD)/gen
@@ -150,6 +155,18 @@ $(LIB_PC): Makefile
 	@mkdir -p $(@D)
 	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: hccl\nDescription: hcclD client library (HCCL API)\nVersion: %s\nRequires.private: libprotobuf-c jansson libsodium\nLibs: -L$${libdir} -lhccl\nLibs.private: -pthread -lm\nCflags: -I$${includedir}\n' \
 	    '$(PREFIX)' '$(VERSION)' > $@
+
+# The build tree's headers and library, and an rpath to it: a program built from the source
+# tree runs without LD_LIBRARY_PATH.
+$(LIB_PC_UN): Makefile
+	@mkdir -p $(@D)
+	printf 'Name: hccl\nDescription: hcclD client library (HCCL API), uninstalled\nVersion: %s\nRequires.private: libprotobuf-c jansson libsodium\nLibs: -L%s/lib -Wl,-rpath,%s/lib -lhccl\nLibs.private: -pthread -lm\nCflags: -I%s/libclient/include\n' \
+	    '$(VERSION)' '$(abspath $(BUILD))' '$(abspath $(BUILD))' '$(CURDIR)' > $@
+
+# The examples build as a user's program would: with pkg-config, against the shared library.
+$(BUILD)/examples/%: examples/%.c $(LIB_SO) $(LIB_PC_UN)
+	@mkdir -p $(@D)
+	$(CC) -O2 -Wall -o $@ $< $$(PKG_CONFIG_PATH=$(BUILD)/lib/pkgconfig pkg-config --cflags --libs hccl)
 
 $(BIN_HCCLD): $(DAEMON_OBJ) $(BUILD)/lib/libhcclcommon.a
 	@mkdir -p $(@D)
@@ -307,7 +324,7 @@ install: all
 	[ -n "$(DESTDIR)" ] || ldconfig
 
 FORMAT_SRC = $(wildcard common/*.[ch] libclient/*.[ch] libclient/include/hccl/*.h daemon/*.c \
-             daemon/*/*.[ch] tools/*.c tests/*/*.[ch] bench/*.c)
+             daemon/*/*.[ch] tools/*.c tests/*/*.[ch] bench/*.c examples/*.c)
 format-check:
 	clang-format --dry-run --Werror $(FORMAT_SRC)
 

@@ -15,6 +15,10 @@ python3 python3-numpy python3-torch"
 # hccl-prof draws its plots with gnuplot (the test of it too).
 PKGS="$PKGS gnuplot-nox"
 
+# The doc-test (tests/python/test_docs.py) finds the code blocks with a CommonMark parser, and
+# docs/profiling.md's queries are jq.
+PKGS="$PKGS python3-markdown-it jq"
+
 # python3-torch's BLAS is whatever libblas.so.3 points to: the reference BLAS unless an optimised
 # one is installed (a DDP step of bench/torch_ddp.py's model: 1.2 s, 0.23 s with OpenBLAS). The
 # serial OpenBLAS starts no threads of its own, which would spin on cores the ranks share.
