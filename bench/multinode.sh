@@ -66,6 +66,7 @@
 #                          reaches 64 MiB at about twice the time
 #   BENCH_SEL_DAEMONS      sel: daemon counts [4 8]
 #   BENCH_SEL_ALGOS        sel: the forced algorithms [ring H-D_R fullmesh tree NB NHR]
+#   BENCH_SEL_COLLS        sel: the collectives [allreduce allgather]
 #   BENCH_SEL_ROUNDS       sel: -A runs per case and size range; each time is the median of
 #                          its rounds [3] (one bad run stays out)
 #   BENCH_SELNS_RATE       selns: the tbf rate of every veth end [1gbit]
@@ -106,7 +107,7 @@ SEL_MIN=${BENCH_SEL_MIN:-8}
 SEL_MAX=${BENCH_SEL_MAX:-64M}
 SEL_FACTOR=${BENCH_SEL_FACTOR:-4}
 SEL_DAEMONS=${BENCH_SEL_DAEMONS:-4 8}
-SEL_COLLS="allreduce allgather"
+SEL_COLLS=${BENCH_SEL_COLLS:-allreduce allgather}
 SEL_ALGOS=${BENCH_SEL_ALGOS:-ring H-D_R fullmesh tree NB NHR}
 SELNS_RATE=${BENCH_SELNS_RATE:-1gbit}
 SELNS_DAEMONS=4

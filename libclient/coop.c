@@ -22,6 +22,7 @@
 #include "futex.h"
 #include "l0.h"
 #include "log.h"
+#include "prof.h"
 #include "reduce.h"
 #include "reg.h"
 
@@ -198,6 +199,18 @@ static HcclResult wait_all(hc_comm_t *comm, int done, uint64_t k)
     }
 }
 
+/* wait_all for every rank's post of the op's first piece, timed for the profile: how long
+ * this rank waited for the last one (hc_prof_coop_wait). */
+static HcclResult wait_posted(hc_comm_t *comm, uint64_t k, int first)
+{
+    uint64_t t0 = first && hc_prof_enabled() ? now_ns() : 0;
+    HcclResult rc = wait_all(comm, 0, k);
+
+    if (t0 != 0)
+        hc_prof_coop_wait(now_ns() - t0);
+    return rc;
+}
+
 /* Every rank's descriptor for this piece must agree with rank 0's and stay inside that rank's
  * memory: a peer is trusted no more than a client is. All ranks judge the same slots, so all
  * reach the same verdict. */
@@ -270,7 +283,7 @@ static HcclResult run_inline(hc_comm_t *comm, const hc_op_t *op)
     for (uint32_t i = 0; i < s.nblocks; i++)
         memcpy(mine->pkt[par].data + i * b, op->send + i * op->send_stride, b);
     post(cp->ctl, &mine->pkt[par].d, &d);
-    if ((rc = wait_all(comm, 0, k)) != HCCL_SUCCESS || (rc = check_slots(comm, par)) != 0)
+    if ((rc = wait_posted(comm, k, 1)) != HCCL_SUCCESS || (rc = check_slots(comm, par)) != 0)
         return rc;
     for (uint32_t q = 0; q < n; q++)
         cp->l0r[q] = (l0_rank_t){.send = cp->ctl->slot[q].pkt[par].data, .send_stride = b};
@@ -443,7 +456,8 @@ static HcclResult run_piece(hc_comm_t *comm, const coop_plan_t *p, uint64_t piec
     coop_piece_sides(comm, p, first, cnt, &ps);
     coop_piece_desc(comm, p, &ps, k, first, cnt, &d);
     post(cp->ctl, &mine->pkt[par].d, &d);
-    if ((rc = wait_all(comm, 0, k)) != HCCL_SUCCESS || (rc = check_slots(comm, par)) != 0)
+    if ((rc = wait_posted(comm, k, piece == 0)) != HCCL_SUCCESS ||
+        (rc = check_slots(comm, par)) != 0)
         return rc;
     for (uint32_t q = 0; q < n; q++) {
         const desc_t *dq = &cp->ctl->slot[q].pkt[par].d;

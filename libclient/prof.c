@@ -65,6 +65,12 @@ void hc_prof_piece(const cqe_t *e, uint32_t reposts)
     }
 }
 
+void hc_prof_coop_wait(uint64_t ns)
+{
+    if (cur != NULL && cur->pieces == 0)
+        cur->queued_ns = ns;
+}
+
 void hc_prof_direct(void)
 {
     if (cur != NULL)

@@ -48,6 +48,9 @@ void hc_prof_begin(hc_prof_acc_t *acc, const hc_call_t *call);
 void hc_prof_piece(const cqe_t *e, uint32_t reposts);
 /* Marks the thread's open accumulator, if any: the call runs over lanes. */
 void hc_prof_direct(void);
+/* An op the ranks run among themselves: how long this rank waited for the others to post it
+ * (its queued_us, as the daemon reports its own queue wait). */
+void hc_prof_coop_wait(uint64_t ns);
 /* Closes acc and writes the call's record. */
 void hc_prof_end(hc_prof_acc_t *acc, const hc_call_t *call, int result);
 

@@ -173,6 +173,15 @@ class TestOthers(unittest.TestCase):
     def test_coop_job_names_rank_2_from_start_times(self):
         records = profile_job(self.tmp, LATE)
         self.assertEqual(records[0][1]["path"], "coop")
+        # docs/profiling.md's query works on this path too: each rank's queued_us is how long it
+        # waited for the others to post, so the late rank waited least.
+        least = []
+        for seq in {rec["seq"] for rec in records[0] if rec["path"] == "coop"}:
+            ops = [rec for r in records for rec in records[r] if rec["seq"] == seq]
+            self.assertEqual(len(ops), NRANKS)
+            least.append(min(ops, key=lambda rec: rec["queued_us"])["rank"])
+            self.assertGreater(max(rec["queued_us"] for rec in ops), 0)
+        self.assertGreater(least.count(LATE), len(least) / 2, least)
         summary, out = self.run_tool(*sorted(glob.glob(os.path.join(self.tmp, "prof.*"))))
         self.assertEqual(summary["straggler"], f"rank {LATE}")
         self.assertIn(f"\nstraggler: rank {LATE} (late in ", out)
