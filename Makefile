@@ -98,6 +98,10 @@ LIB_PC     := $(BUILD)/lib/pkgconfig/hccl.pc
 # PKG_CONFIG_PATH=build/lib/pkgconfig, `pkg-config hccl` reads this one first.
 LIB_PC_UN  := $(BUILD)/lib/pkgconfig/hccl-uninstalled.pc
 EXAMPLES   := $(BUILD)/examples/allreduce
+# Man pages, made by help2man from each program's --help and --version and man/NAME.h2m.
+MAN8       := $(BUILD)/man/hccld.8 $(BUILD)/man/hccld-ctl.8
+MAN1       := $(addprefix $(BUILD)/man/,hccl-run.1 hccl_perf_test.1 hccl_latency_test.1 \
+              hccl-prof.1 hccl-topology.1)
 UNIT_BIN   := $(BUILD)/tests/unit_tests
 INTEG_BIN  := $(BUILD)/tests/integration_tests
 SIM_BIN    := $(BUILD)/tests/sim_all
@@ -108,7 +112,7 @@ NETNS_BIN  := $(BUILD)/tests/netns_tests
 	bench-latency bench-all bench-copy bench-zc-ceiling install clean \
 	format-check layer-check
 all: $(BIN_HCCLD) $(BIN_TOOLS) $(BIN_SCRIPTS) $(LIB_SO) $(LIB_A) $(LIB_PC) $(LIB_PC_UN) \
-     $(EXAMPLES)
+     $(EXAMPLES) $(MAN8) $(MAN1)
 
 $(GEN_C) $(GEN_H): proto/hccld.proto | $(DEPS_STAMP)
 	@mkdir -p $(BUILD)/gen
@@ -162,6 +166,13 @@ $(LIB_PC_UN): Makefile
 	@mkdir -p $(@D)
 	printf 'Name: hccl\nDescription: hcclD client library (HCCL API), uninstalled\nVersion: %s\nRequires.private: libprotobuf-c jansson libsodium\nLibs: -L%s/lib -Wl,-rpath,%s/lib -lhccl\nLibs.private: -pthread -lm\nCflags: -I%s/libclient/include\n' \
 	    '$(VERSION)' '$(abspath $(BUILD))' '$(abspath $(BUILD))' '$(CURDIR)' > $@
+
+$(BUILD)/man/%.8: $(BUILD)/bin/% man/%.h2m
+	@mkdir -p $(@D)
+	help2man -N -s 8 -i man/$*.h2m -o $@ $<
+$(BUILD)/man/%.1: $(BUILD)/bin/% man/%.h2m
+	@mkdir -p $(@D)
+	help2man -N -s 1 -i man/$*.h2m -o $@ $<
 
 # The examples build as a user's program would: with pkg-config, against the shared library.
 $(BUILD)/examples/%: examples/%.c $(LIB_SO) $(LIB_PC_UN)
@@ -313,6 +324,11 @@ install: all
 	install -m 0644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/
 	install -m 0644 $(LIB_PC) $(DESTDIR)$(PREFIX)/lib/pkgconfig/
 	install -m 0644 libclient/include/hccl/hccl.h $(DESTDIR)$(PREFIX)/include/hccl/
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man8 \
+	    $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+	install -m 0644 $(MAN1) $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 0644 $(MAN8) $(DESTDIR)$(PREFIX)/share/man/man8/
+	install -m 0644 tools/hccld-ctl.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/hccld-ctl
 	install -d $(DESTDIR)/lib/systemd/system $(DESTDIR)/etc/hccld
 	sed 's|@BINDIR@|$(PREFIX)/bin|g' systemd/hccld.service > $(DESTDIR)/lib/systemd/system/hccld.service
 	[ -e $(DESTDIR)/etc/hccld/hccld.conf ] || install -m 0644 systemd/hccld.conf $(DESTDIR)/etc/hccld/

@@ -19,6 +19,10 @@ PKGS="$PKGS gnuplot-nox"
 # docs/profiling.md's queries are jq.
 PKGS="$PKGS python3-markdown-it jq"
 
+# The man pages are made from each program's --help by help2man; make test reads them with man,
+# and runs hccld-ctl's completion under bash-completion.
+PKGS="$PKGS help2man man-db bash-completion"
+
 # python3-torch's BLAS is whatever libblas.so.3 points to: the reference BLAS unless an optimised
 # one is installed (a DDP step of bench/torch_ddp.py's model: 1.2 s, 0.23 s with OpenBLAS). The
 # serial OpenBLAS starts no threads of its own, which would spin on cores the ranks share.

@@ -51,6 +51,61 @@ class VersionAndHelp(unittest.TestCase):
                 self.assertEqual(p.stderr, "")
 
 
+class ManPages(unittest.TestCase):
+    """build/man, made by help2man from --help: man reads each, and every long option that
+    --help names is in its page (they cannot drift apart)."""
+    PAGES = {"hccld": 8, "hccld-ctl": 8, "hccl-run": 1, "hccl_perf_test": 1,
+             "hccl_latency_test": 1, "hccl-prof": 1, "hccl-topology": 1}
+
+    def test_pages(self):
+        for name, section in self.PAGES.items():
+            with self.subTest(page=f"{name}.{section}"):
+                page = os.path.join(os.path.dirname(BIN), "man", f"{name}.{section}")
+                p = subprocess.run(["man", "-l", page], capture_output=True, text=True,
+                                   timeout=TIMEOUT_S, env=dict(os.environ, MANPAGER="cat",
+                                                               MANWIDTH="200"))
+                self.assertEqual((p.returncode, p.stderr), (0, ""))
+                text = p.stdout.replace("\u2010", "-")
+                self.assertRegex(text, r"NAME\n +%s - \S" % re.escape(name))
+                self.assertIn(VERSION, text.rstrip().splitlines()[-1])  # the footer
+                helped = run(os.path.join(BIN, name), "--help").stdout
+                for opt in set(re.findall(r"(?<![\w-])--[a-z][a-z-]+", helped)):
+                    self.assertIn(opt, text)
+
+
+class Completion(unittest.TestCase):
+    """hccld-ctl's bash completion (tools/hccld-ctl.bash) under bash-completion, against a
+    private daemon for the class names."""
+    SCRIPT = """
+source /usr/share/bash-completion/bash_completion
+source "$TOP/tools/hccld-ctl.bash"
+comp() {
+    COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}
+    COMPREPLY=(); _hccld_ctl hccld-ctl "${COMP_WORDS[-1]}" "${COMP_WORDS[-2]}"
+    echo "${COMPREPLY[*]}"
+}
+comp "$CTL" st
+comp "$CTL" ""
+comp "$CTL" qos ""
+comp "$CTL" --admin-socket "$ADMIN" qos set ""
+comp "$CTL" --admin-socket "$ADMIN" qos set H
+comp "$CTL" qos set HIGH --p
+comp "$CTL" --ve
+comp "$CTL" watch --
+"""
+
+    def test_completes(self):
+        with Daemon(listen="none") as d:
+            p = subprocess.run(["bash", "-c", self.SCRIPT], capture_output=True, text=True,
+                               timeout=TIMEOUT_S,
+                               env=dict(os.environ, TOP=ranks.TOP, ADMIN=d.admin,
+                                        CTL=os.path.join(BIN, "hccld-ctl")))
+        self.assertEqual(p.stderr, "")
+        self.assertEqual(p.stdout.splitlines(), [
+            "status", "status topology comms metrics links watch qos", "list set assign",
+            "HIGH MEDIUM LOW", "HIGH", "--priority", "--version", "--json --stall-s"])
+
+
 class Start(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp()
