@@ -90,14 +90,17 @@ class Comm:
 
     @property
     def rank(self):
+        """This process's rank in the comm (HcclGetRankId)."""
         return self._u32(lib.HcclGetRankId, "HcclGetRankId")
 
     @property
     def size(self):
+        """How many ranks the comm has (HcclGetRankSize)."""
         return self._u32(lib.HcclGetRankSize, "HcclGetRankSize")
 
     @property
     def name(self):
+        """The comm's name (HcclGetCommName): hcclCommName of its config, or hcclD's."""
         buf = ctypes.create_string_buffer(COMM_NAME_MAX_LENGTH)
         check(lib.HcclGetCommName(self.handle, buf), "HcclGetCommName")
         return buf.value.decode()
@@ -115,11 +118,13 @@ class Comm:
         return Registration(self, buf)
 
     def destroy(self):
+        """HcclCommDestroy; a destroyed or aborted comm is left alone (also on `with` exit)."""
         if self.handle:
             h, self.handle = self.handle, ctypes.c_void_p()
             check(lib.HcclCommDestroy(h), "HcclCommDestroy")
 
     def abort(self):
+        """HcclCommAbort: ops in flight fail at once, and the comm is gone."""
         if self.handle:
             h, self.handle = self.handle, ctypes.c_void_p()
             check(lib.HcclCommAbort(h), "HcclCommAbort")
@@ -161,6 +166,7 @@ class Comm:
         return r.array
 
     def broadcast(self, buf, root, stream=None, dtype=None):
+        """Copies root's buf into every rank's buf, in place (HcclBroadcast); returns buf."""
         b = Buf(buf, True, dtype, "buffer")
         _call(stream, lib.HcclBroadcast, "HcclBroadcast", as_ptr(b), b.count, b.dtype, root,
               self.handle)
@@ -168,6 +174,8 @@ class Comm:
         return b.array
 
     def all_gather(self, send, recv=None, stream=None, dtype=None):
+        """Every rank's send, in rank order, into recv (size * len(send) elements; allocated
+        and returned when left out) (HcclAllGather)."""
         s = Buf(send, False, dtype, "send buffer")
         r = self._out(recv, s, s.count * self.size, "receive buffer")
         _call(stream, lib.HcclAllGather, "HcclAllGather", as_ptr(s), as_ptr(r), s.count, s.dtype,
@@ -176,6 +184,8 @@ class Comm:
         return r.array
 
     def reduce_scatter(self, send, recv=None, op=ReduceOp.SUM, stream=None, dtype=None):
+        """send (size equal blocks) reduced across the ranks; block r into rank r's recv
+        (allocated and returned when left out) (HcclReduceScatter)."""
         s = Buf(send, False, dtype, "send buffer")
         n = self.size
         if s.count % n != 0:
@@ -187,6 +197,8 @@ class Comm:
         return r.array
 
     def all_to_all(self, send, recv=None, stream=None, dtype=None):
+        """Block q of send (size equal blocks) goes to rank q; recv's block q comes from rank q
+        (allocated and returned when left out) (HcclAlltoAll)."""
         s = Buf(send, False, dtype, "send buffer")
         n = self.size
         if s.count % n != 0:
@@ -240,6 +252,8 @@ class Comm:
         return r.array
 
     def reduce(self, send, recv=None, op=ReduceOp.SUM, root=0, stream=None, dtype=None):
+        """send reduced across the ranks into root's recv (allocated and returned when left
+        out; the other ranks' is left as it was) (HcclReduce)."""
         s = Buf(send, False, dtype, "send buffer")
         r = self._out(recv, s, s.count, "receive buffer")
         _call(stream, lib.HcclReduce, "HcclReduce", as_ptr(s), as_ptr(r), s.count, s.dtype,
@@ -257,14 +271,17 @@ class Comm:
         return r.array
 
     def barrier(self, stream=None):
+        """Returns once every rank has called it (HcclBarrier)."""
         _call(stream, lib.HcclBarrier, "HcclBarrier", self.handle)
 
     def send(self, buf, dest, stream=None, dtype=None):
+        """Sends buf to rank dest, whose recv of the same size takes it (HcclSend)."""
         b = Buf(buf, False, dtype, "send buffer")
         _call(stream, lib.HcclSend, "HcclSend", as_ptr(b), b.count, b.dtype, dest, self.handle)
         self._hold(stream, b)
 
     def recv(self, buf, src, stream=None, dtype=None):
+        """Receives rank src's send into buf (HcclRecv); returns buf."""
         b = Buf(buf, True, dtype, "receive buffer")
         _call(stream, lib.HcclRecv, "HcclRecv", as_ptr(b), b.count, b.dtype, src, self.handle)
         self._hold(stream, b)

@@ -15,6 +15,7 @@ class Stream:
         self._held = []
 
     def hold(self, *objs):
+        """Keeps objs (buffers of ops on this stream) alive until synchronize()."""
         self._held.extend(objs)
 
     def synchronize(self):
@@ -33,6 +34,7 @@ class Stream:
         return True
 
     def destroy(self):
+        """HcclStreamDestroy (also on `with` exit)."""
         if self.handle:
             lib.HcclStreamDestroy(self.handle)
             self.handle = ctypes.c_void_p()

@@ -4,6 +4,7 @@ its pid; a socket whose directories are missing gets them, as systemd's RuntimeD
 and one that cannot be reached gets one error naming the directory); hccl-run as mpirun and
 torchrun (the first failing rank stops the job, --tag-output, torchrun's variables, so that a
 torch script runs unchanged, its result checked against gloo's)."""
+import inspect
 import os
 import re
 import signal
@@ -40,6 +41,21 @@ class VersionAndHelp(unittest.TestCase):
 
     def test_python_package_version(self):
         self.assertEqual(hccl.__version__, VERSION)
+
+    def test_public_python_api_has_docstrings(self):
+        missing = []
+        for name in hccl.__all__:
+            obj = getattr(hccl, name)
+            if not (inspect.isclass(obj) or inspect.isfunction(obj)):
+                continue
+            if not inspect.getdoc(obj):
+                missing.append(name)
+            for attr, v in vars(obj).items() if inspect.isclass(obj) else ():
+                fn = getattr(v, "__func__", v)
+                if (not attr.startswith("_") and (inspect.isfunction(fn) or isinstance(v, property))
+                        and not fn.__doc__):
+                    missing.append(f"{name}.{attr}")
+        self.assertEqual(missing, [])
 
     def test_help(self):
         for name in self.TOOLS + ["hccld"]:
