@@ -7,6 +7,7 @@ made-up records with the late rank taking turns give "straggler: none" exactly; 
 the exact message and exit status."""
 import contextlib
 import glob
+import importlib.machinery
 import json
 import os
 import shutil
@@ -14,6 +15,7 @@ import struct
 import subprocess
 import tempfile
 import time
+import types
 import unittest
 
 import numpy as np
@@ -202,6 +204,21 @@ class TestOthers(unittest.TestCase):
         with open(path, "w") as f:
             f.write("".join(line + "\n" for line in lines))
         return path
+
+    def test_busbw_plot_leaves_out_ops_that_waited(self):
+        # The script handed to gnuplot: op 0 (waited for rank 1) is left out and counted in the
+        # title, op 1 plotted, on log axes.
+        loader = importlib.machinery.SourceFileLoader("hccl_prof", TOOL)
+        tool = types.ModuleType(loader.name)
+        loader.exec_module(tool)
+        recs = [{"op": "allreduce", "comm": 1, "seq": seq, "bytes": size, "busbw_GBps": bw,
+                 "result": 0} for seq, size, bw in ((0, 4096, 0.0003), (1, 8192, 2.5))]
+        summary = {"waiting_ops": [{"comm": tool.comm_key(recs[0]), "seq": 0, "late": "rank 1"}]}
+        script = "\n".join(tool.busbw_script(recs, summary, "x.png"))
+        self.assertIn("1 records of ops that mostly waited left out", script)
+        self.assertIn("$bw0 << EOD\n8192 2.5\nEOD", script)
+        self.assertNotIn("4096", script)
+        self.assertIn("set logscale y 10", script)
 
     def test_late_rank_taking_turns_is_no_straggler(self):
         # 8 collectives on one node (coop); in op k rank k % 4 starts 20 ms after the others.
