@@ -49,6 +49,9 @@ typedef struct coop_ctl {
     alignas(SHM_CACHELINE) uint32_t bell;     /* bumped after every post/done; futex word */
     alignas(SHM_CACHELINE) uint32_t sleepers; /* ranks asleep on bell */
     alignas(SHM_CACHELINE) uint32_t abort;    /* COOP_ABORT_* bits: the comm is done for */
+    /* 1 + the rank whose death or abort set COOP_ABORT_BROKEN (written before abort), 0: none
+     * known. In abort's line's padding: an older daemon's block has 0 there. */
+    uint32_t culprit;
     alignas(SHM_CACHELINE) coop_slot_t slot[];
 } coop_ctl_t;
 

@@ -255,6 +255,9 @@ uint64_t hc_comm_deadline(const hc_comm_t *comm);
 void hc_wake_waiters(hc_client_t *c);
 
 /* coll.c */
+/* Logs, once per comm, that the comm failed because rank culprit - 1 died or left (0: who is
+ * not known, nothing logged). */
+void hc_comm_log_culprit(hc_comm_t *comm, uint32_t culprit);
 HcclResult hc_ops_run(hc_comm_t *comm, const hc_op_t *ops, unsigned nops);
 HcclResult hc_alltoallv_run(hc_comm_t *comm, const uint8_t *send, const uint64_t *scounts,
                             const uint64_t *sdispls, uint8_t *recv, const uint64_t *rcounts,

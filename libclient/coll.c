@@ -190,15 +190,21 @@ static HcclResult retire(hc_comm_t *comm, inflight_t *f, uint64_t deadline)
 
     if (rc == HCCL_SUCCESS && f->r_staged)
         hc_piece_copy_out(comm, f->p, f->piece, f->stage);
+    if (rc == HCCL_E_REMOTE)
+        hc_comm_log_culprit(comm, culprit);
+    return rc;
+}
+
+void hc_comm_log_culprit(hc_comm_t *comm, uint32_t culprit)
+{
     /* Once per comm: who it was (the daemons' logs also name the node). */
-    if (rc == HCCL_E_REMOTE && culprit != 0 && !comm->culprit_logged) {
+    if (culprit != 0 && !comm->culprit_logged) {
         comm->culprit_logged = 1;
         ERR("COLL",
             "rank %u: comm %u failed: rank %u died or left (its daemon's log, and the "
             "others', name its node)",
             comm->rank, comm->id, culprit - 1);
     }
-    return rc;
 }
 
 /* Posts the pieces of all ops round-robin, at most nstage per op in flight (each owns one

@@ -529,8 +529,10 @@ HcclResult hc_coop_run(hc_comm_t *comm, const hc_op_t *op)
     HcclResult rc = HCCL_SUCCESS;
     uint64_t t0 = comm->rank == 0 ? now_ns() : 0;
 
-    if (cp->broken || __atomic_load_n(&cp->ctl->abort, __ATOMIC_ACQUIRE))
+    if (cp->broken || __atomic_load_n(&cp->ctl->abort, __ATOMIC_ACQUIRE)) {
+        hc_comm_log_culprit(comm, __atomic_load_n(&cp->ctl->culprit, __ATOMIC_ACQUIRE));
         return HCCL_E_REMOTE;
+    }
     if (fits_inline(comm, op)) {
         rc = run_inline(comm, op);
     } else {
@@ -539,6 +541,8 @@ HcclResult hc_coop_run(hc_comm_t *comm, const hc_op_t *op)
             rc = run_piece(comm, &p, piece);
     }
     /* After a failure the ranks' sequences no longer line up: the comm is done for. */
+    if (rc == HCCL_E_REMOTE)
+        hc_comm_log_culprit(comm, __atomic_load_n(&cp->ctl->culprit, __ATOMIC_ACQUIRE));
     if (rc != HCCL_SUCCESS)
         cp->broken = 1;
     else if (comm->rank == 0) { /* for the daemon's histogram (coop_ctl_t.lat4) */

@@ -122,16 +122,24 @@ comm_state_t form_comm_step(form_comm_t *c, comm_event_t e)
 }
 
 /* Wakes every rank waiting in the control block and tells it the comm is gone, and why
- * (COOP_ABORT_LEFT or COOP_ABORT_BROKEN). */
-static void comm_abort(form_comm_t *c, uint32_t why)
+ * (COOP_ABORT_LEFT or COOP_ABORT_BROKEN) and, when known, whose doing it was (1 + the rank,
+ * for the survivors' log; 0: not known). */
+static void comm_abort_by(form_comm_t *c, uint32_t why, uint32_t culprit)
 {
     if (why == COOP_ABORT_BROKEN)
         form_comm_step(c, COMM_EV_BROKEN);
     if (c->coop == NULL)
         return;
+    if (culprit != 0)
+        __atomic_store_n(&c->coop->culprit, culprit, __ATOMIC_RELEASE);
     __atomic_fetch_or(&c->coop->abort, why, __ATOMIC_RELEASE);
     __atomic_add_fetch(&c->coop->bell, 1, __ATOMIC_ACQ_REL);
     futex_wake(&c->coop->bell, INT32_MAX);
+}
+
+static void comm_abort(form_comm_t *c, uint32_t why)
+{
+    comm_abort_by(c, why, 0);
 }
 
 /* Answers every rank; coop ranks also get the control block and all arenas. */
@@ -467,7 +475,7 @@ void form_comms_client_gone(form_t *f, const form_client_t *cl)
             f->ops->rank_died(f->ctx, c, r, cl->pid);
             snprintf(why, sizeof(why), "rank %u (pid %d) went away", r, cl->pid);
             f->ops->comm_broken(f->ctx, c, why, HCCL_E_REMOTE);
-            comm_abort(c, COOP_ABORT_BROKEN);
+            comm_abort_by(c, COOP_ABORT_BROKEN, r + 1);
             if (comm_rank_gone(f, c, r))
                 break;
         }

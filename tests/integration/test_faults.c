@@ -46,6 +46,8 @@ static int die_mid_collective(HcclComm comm, uint32_t r, uint32_t n, void *arg)
     float *a = malloc(BIG * sizeof(float)), *b = malloc(BIG * sizeof(float));
     HcclResult rc = HCCL_SUCCESS, async = HCCL_SUCCESS;
     double t0 = 0;
+    char log[256], who[64];
+    int saved = r == VICTIM ? -1 : harness_stderr_to(log, sizeof(log));
 
     for (uint32_t i = 0; i < BIG; i++)
         a[i] = (float)(r + 1);
@@ -66,6 +68,10 @@ static int die_mid_collective(HcclComm comm, uint32_t r, uint32_t n, void *arg)
                 took, HCCL_E_REMOTE, FAIL_WITHIN_S);
         return 3;
     }
+    /* Every survivor says who it was, on one daemon (coop) as across daemons. */
+    snprintf(who, sizeof(who), "rank %u died or left", VICTIM);
+    if (saved >= 0 && !harness_stderr_back_has(saved, log, who))
+        return 8;
     if (getenv("HCCLD_TEST_REPORT") != NULL)
         fprintf(stderr, "rank %u: the op in flight failed with %d after %.3f s\n", r, rc, took);
     if (HcclGetCommAsyncError(comm, &async) != HCCL_SUCCESS || async != HCCL_E_REMOTE) {
