@@ -67,6 +67,23 @@ class VersionAndHelp(unittest.TestCase):
                 self.assertEqual(p.stderr, "")
 
 
+class PerfTestUsage(unittest.TestCase):
+    def test_one_line_per_mistake(self):
+        for name, args, line in [
+                ("hccl_perf_test", ["-b", "x"], "-b 'x': a size in bytes: 8, 4K, 1M, 1G"),
+                ("hccl_perf_test", ["--hlep"], "unknown option --hlep (did you mean --help?)"),
+                ("hccl_perf_test", ["-b"], "-b needs a value"),
+                ("hccl_perf_test", ["-c", "2"], "-c '2': 0 or 1 (check the results)"),
+                ("hccl_perf_test", ["-b", "1M", "-e", "1K"], "-b 1048576 -e 1024: need 0 < MIN <= MAX"),
+                ("hccl_latency_test", ["-c", "0"], "-c '0': iterations, 1 or more"),
+                ("hccl_latency_test", ["extra"],
+                 "unexpected argument 'extra' (every setting is an option)")]:
+            with self.subTest(args=args):
+                p = run(os.path.join(BIN, name), *args)
+                self.assertEqual((p.returncode, p.stdout, p.stderr),
+                                 (2, "", f"{name}: {line}\nTry '{name} --help'.\n"))
+
+
 class ManPages(unittest.TestCase):
     """build/man, made by help2man from --help: man reads each, and every long option that
     --help names is in its page (they cannot drift apart)."""
