@@ -68,6 +68,8 @@ void log_notice(const char *subsys, const char *fmt, ...)
 {
     va_list ap;
 
+    if (log_level_cur < LOG_WARN)
+        return;
     va_start(ap, fmt);
     vlog("NOTICE", subsys, fmt, ap);
     va_end(ap);

@@ -17,7 +17,8 @@ int log_level_parse(const char *s);
 void log_msg(int level, const char *subsys, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* A line every log level shows (the daemon's "ready", as redis says it is). */
+/* A line every log level but error shows, the default (warn) included: the daemon's "ready",
+ * as redis says it is. */
 void log_notice(const char *subsys, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define LOG_AT(lvl, sub, ...)                                                                      \
