@@ -44,27 +44,34 @@ static uint32_t min_u32(uint32_t a, uint64_t b)
     return b < a ? (uint32_t)b : a;
 }
 
-uint64_t binomial_scatter(sbuild_t *b, const algo_ctx_t *c, uint64_t t0, int from_in,
-                          enum blk_mode keep)
+/* How a walk of the tree moves relative blocks [q0, q1) with relative rank peer_rel at time t
+ * (op: STEP_SEND or STEP_RECV); arg is the walk's caller's. */
+typedef void (*tree_move_fn)(sbuild_t *b, const algo_ctx_t *c, uint64_t t, uint8_t op,
+                             uint32_t peer_rel, uint32_t rel, uint32_t q0, uint32_t q1,
+                             const void *arg);
+
+/* Down the tree (scatter): at step j, distance 2^(L-1-j), a node hands its upper half on. */
+static uint64_t tree_down(sbuild_t *b, const algo_ctx_t *c, uint64_t t0, tree_move_fn move,
+                          const void *arg)
 {
     uint32_t rel = rel_of(c, c->me), levels = algo_log2_ceil(c->n);
 
     for (uint32_t j = 0; j < levels; j++) {
         uint64_t d = 1ull << (levels - 1 - j);
 
-        if (rel % (2 * d) == 0 && rel + d < c->n) {
-            enum blk_mode m = rel == 0 && from_in ? BLK_ABS_IN : keep;
-            blk_emit(b, c, t0 + j, STEP_SEND, m, (uint32_t)(rel + d), rel, (uint32_t)(rel + d),
-                     min_u32(c->n, rel + 2 * d));
-        } else if (rel % (2 * d) == d) {
-            blk_emit(b, c, t0 + j, STEP_RECV, keep, (uint32_t)(rel - d), rel, rel,
-                     min_u32(c->n, rel + d));
-        }
+        if (rel % (2 * d) == 0 && rel + d < c->n)
+            move(b, c, t0 + j, STEP_SEND, (uint32_t)(rel + d), rel, (uint32_t)(rel + d),
+                 min_u32(c->n, rel + 2 * d), arg);
+        else if (rel % (2 * d) == d)
+            move(b, c, t0 + j, STEP_RECV, (uint32_t)(rel - d), rel, rel, min_u32(c->n, rel + d),
+                 arg);
     }
     return t0 + levels;
 }
 
-uint64_t binomial_gather(sbuild_t *b, const algo_ctx_t *c, uint64_t t0)
+/* Up the tree (gather): at step j, distance 2^j, a node hands its subtree to its parent. */
+static uint64_t tree_up(sbuild_t *b, const algo_ctx_t *c, uint64_t t0, tree_move_fn move,
+                        const void *arg)
 {
     uint32_t rel = rel_of(c, c->me), levels = algo_log2_ceil(c->n);
 
@@ -72,63 +79,72 @@ uint64_t binomial_gather(sbuild_t *b, const algo_ctx_t *c, uint64_t t0)
         uint64_t d = 1ull << j;
 
         if (rel % (2 * d) == d)
-            blk_emit(b, c, t0 + j, STEP_SEND, BLK_ABS_OUT, (uint32_t)(rel - d), rel, rel,
-                     min_u32(c->n, rel + d));
+            move(b, c, t0 + j, STEP_SEND, (uint32_t)(rel - d), rel, rel, min_u32(c->n, rel + d),
+                 arg);
         else if (rel % (2 * d) == 0 && rel + d < c->n)
-            blk_emit(b, c, t0 + j, STEP_RECV, BLK_ABS_OUT, (uint32_t)(rel + d), rel,
-                     (uint32_t)(rel + d), min_u32(c->n, rel + 2 * d));
+            move(b, c, t0 + j, STEP_RECV, (uint32_t)(rel + d), rel, (uint32_t)(rel + d),
+                 min_u32(c->n, rel + 2 * d), arg);
     }
     return t0 + levels;
+}
+
+/* Layout blocks (blk_emit): `keep` as they are kept, the root's sends read from IN if from_in. */
+typedef struct blk_walk {
+    int from_in;
+    enum blk_mode keep;
+} blk_walk_t;
+
+static void move_blocks(sbuild_t *b, const algo_ctx_t *c, uint64_t t, uint8_t op, uint32_t peer_rel,
+                        uint32_t rel, uint32_t q0, uint32_t q1, const void *arg)
+{
+    const blk_walk_t *w = arg;
+    enum blk_mode m = op == STEP_SEND && rel == 0 && w->from_in ? BLK_ABS_IN : w->keep;
+
+    blk_emit(b, c, t, op, m, peer_rel, rel, q0, q1);
+}
+
+/* The blocks of parts_t arg: relative ranks [q0, q1) are the cyclic range root + q0 ... */
+static void move_parts(sbuild_t *b, const algo_ctx_t *c, uint64_t t, uint8_t op, uint32_t peer_rel,
+                       uint32_t rel, uint32_t q0, uint32_t q1, const void *arg)
+{
+    sb_cyclic(b, c, arg, t, op, abs_of(c, peer_rel), c->root + q0, q1 - q0);
+}
+
+uint64_t binomial_scatter(sbuild_t *b, const algo_ctx_t *c, uint64_t t0, int from_in,
+                          enum blk_mode keep)
+{
+    blk_walk_t w = {.from_in = from_in, .keep = keep};
+
+    return tree_down(b, c, t0, move_blocks, &w);
+}
+
+uint64_t binomial_gather(sbuild_t *b, const algo_ctx_t *c, uint64_t t0)
+{
+    blk_walk_t w = {.keep = BLK_ABS_OUT};
+
+    return tree_up(b, c, t0, move_blocks, &w);
 }
 
 uint64_t binomial_parts_scatter(sbuild_t *b, const algo_ctx_t *c, const parts_t *p, uint64_t t0)
 {
-    uint32_t rel = rel_of(c, c->me), levels = algo_log2_ceil(c->n);
-
-    for (uint32_t j = 0; j < levels; j++) {
-        uint32_t d = 1u << (levels - 1 - j);
-
-        if (rel % (2 * d) == 0 && rel + d < c->n)
-            sb_cyclic(b, c, p, t0 + j, STEP_SEND, abs_of(c, rel + d), c->root + rel + d,
-                      min_u32(c->n, (uint64_t)rel + 2 * d) - (rel + d));
-        else if (rel % (2 * d) == d)
-            sb_cyclic(b, c, p, t0 + j, STEP_RECV, abs_of(c, rel - d), c->root + rel,
-                      min_u32(c->n, (uint64_t)rel + d) - rel);
-    }
-    return t0 + levels;
+    return tree_down(b, c, t0, move_parts, p);
 }
 
 uint64_t binomial_parts_gather(sbuild_t *b, const algo_ctx_t *c, const parts_t *p, uint64_t t0)
 {
-    uint32_t rel = rel_of(c, c->me), levels = algo_log2_ceil(c->n);
+    return tree_up(b, c, t0, move_parts, p);
+}
 
-    for (uint32_t j = 0; j < levels; j++) {
-        uint32_t d = 1u << j;
-
-        if (rel % (2 * d) == d)
-            sb_cyclic(b, c, p, t0 + j, STEP_SEND, abs_of(c, rel - d), c->root + rel,
-                      min_u32(c->n, (uint64_t)rel + d) - rel);
-        else if (rel % (2 * d) == 0 && rel + d < c->n)
-            sb_cyclic(b, c, p, t0 + j, STEP_RECV, abs_of(c, rel + d), c->root + rel + d,
-                      min_u32(c->n, (uint64_t)rel + 2 * d) - (rel + d));
-    }
-    return t0 + levels;
+static void move_nothing(sbuild_t *b, const algo_ctx_t *c, uint64_t t, uint8_t op,
+                         uint32_t peer_rel, uint32_t rel, uint32_t q0, uint32_t q1, const void *arg)
+{
+    sb_step(b, t, op, SCHED_BUF_OUT, abs_of(c, peer_rel), 0, 0);
 }
 
 /* Zero-length fan-out from the root: the second half of a tree barrier. */
 uint64_t binomial_bcast0(sbuild_t *b, const algo_ctx_t *c, uint64_t t0)
 {
-    uint32_t rel = rel_of(c, c->me), levels = algo_log2_ceil(c->n);
-
-    for (uint32_t j = 0; j < levels; j++) {
-        uint64_t d = 1ull << (levels - 1 - j);
-
-        if (rel % (2 * d) == 0 && rel + d < c->n)
-            sb_send(b, t0 + j, abs_of(c, (uint32_t)(rel + d)), 0, 0);
-        else if (rel % (2 * d) == d)
-            sb_recv(b, t0 + j, abs_of(c, (uint32_t)(rel - d)), 0, 0);
-    }
-    return t0 + levels;
+    return tree_down(b, c, t0, move_nothing, NULL);
 }
 
 /* SCATTER by binomial tree: the root copies its own block and sends each child its subtree's
