@@ -10,13 +10,12 @@
 #include "ctl_watch.h"
 #include "env.h"
 #include "metrics_text.h"
+#include "text.h"
 #include "uds.h"
 
 #define DEFAULT_ADMIN "/run/hccld/hccld-admin.sock"
 #define PROG "hccld-ctl"
 
-static const char *const commands[] = {"status", "topology", "comms", "metrics",
-                                       "links",  "watch",    "qos",   NULL};
 /* Where the admin socket's path came from, for the hint when nothing answers there. */
 static const char *path_from = "the default; --admin-socket or HCCLD_ADMIN_SOCKET names another";
 
@@ -455,7 +454,43 @@ static int cmd_qos(const char *path, int json, int argc, char **argv)
     return rc;
 }
 
-/* A command's only option is --json: 1 with it, 0 without, or 2 after refusing the rest. */
+/* The commands: those that print a view of the daemon's status or its topology take --json
+ * alone; the others parse their own options. */
+enum { CMD_TOPOLOGY = -1, CMD_OWN = -2 };
+static const struct command {
+    const char *name;
+    int view; /* enum status_view, or CMD_* */
+} commands[] = {{"status", VIEW_STATUS},   {"topology", CMD_TOPOLOGY}, {"comms", VIEW_COMMS},
+                {"metrics", VIEW_METRICS}, {"links", VIEW_LINKS},      {"watch", CMD_OWN},
+                {"qos", CMD_OWN}};
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+/* The refusal of a command that is none of them: the nearest one, or the list. */
+static int bad_command(const char *cmd)
+{
+    const char *names[NCOMMANDS + 1], *near;
+    char list[128];
+    size_t n = 0;
+
+    /* "a, b, c" to the question, "a, b or c" in the refusal */
+    for (size_t i = 0; i < NCOMMANDS; i++) {
+        names[i] = commands[i].name;
+        text_add(list, sizeof(list), &n, "%s%s",
+                 i == 0                      ? ""
+                 : i + 1 < NCOMMANDS || !cmd ? ", "
+                                             : " or ",
+                 names[i]);
+    }
+    names[NCOMMANDS] = NULL;
+    if (cmd == NULL)
+        return cli_bad(PROG, "which command? %s", list);
+    if ((near = cli_nearest(cmd, names)) != NULL)
+        return cli_bad(PROG, "unknown command '%s' (did you mean %s?)", cmd, near);
+    return cli_bad(PROG, "unknown command '%s' (%s)", cmd, list);
+}
+
+/* A command whose only option is --json: 0 (*json set if given), or 2 after refusing the
+ * rest. */
 static int json_only(int argc, char **argv, int *json)
 {
     static const char *const opts[] = {"--json", NULL};
@@ -498,7 +533,7 @@ int main(int argc, char **argv)
                                        {"version", no_argument, 0, 'V'},
                                        {0, 0, 0, 0}};
     char buf[512];
-    const char *path = admin_path(buf, sizeof(buf)), *near;
+    const char *path = admin_path(buf, sizeof(buf));
     int c, json = 0, rc;
 
     opterr = 0;
@@ -516,7 +551,7 @@ int main(int argc, char **argv)
         }
     }
     if (optind >= argc)
-        return cli_bad(PROG, "which command? status, topology, comms, metrics, links, watch, qos");
+        return bad_command(NULL);
     argc -= optind;
     argv += optind;
     if (strcmp(argv[0], "metrics") == 0 && (json || (argc == 2 && !strcmp(argv[1], "--json")))) {
@@ -524,29 +559,19 @@ int main(int argc, char **argv)
                         "'status --json' holds the same figures\n");
         return 2;
     }
-    if (strcmp(argv[0], "status") == 0 || strcmp(argv[0], "metrics") == 0 ||
-        strcmp(argv[0], "comms") == 0 || strcmp(argv[0], "links") == 0 ||
-        strcmp(argv[0], "topology") == 0) {
-        if ((rc = json_only(argc, argv, &json)) != 0)
-            return rc;
-        switch (argv[0][0]) {
-        case 's': return cmd_status(path, json, VIEW_STATUS);
-        case 'm': return cmd_status(path, 0, VIEW_METRICS);
-        case 'c': return cmd_status(path, json, VIEW_COMMS);
-        case 'l': return cmd_status(path, json, VIEW_LINKS);
-        default: return cmd_topology(path, json);
-        }
-    }
-    if (strcmp(argv[0], "watch") == 0)
-        rc = ctl_watch(path, json, argc, argv);
-    else if (strcmp(argv[0], "qos") == 0)
-        rc = cmd_qos(path, json, argc, argv);
-    else if ((near = cli_nearest(argv[0], commands)) != NULL)
-        return cli_bad(PROG, "unknown command '%s' (did you mean %s?)", argv[0], near);
-    else
-        return cli_bad(PROG,
-                       "unknown command '%s' (status, topology, comms, metrics, links, "
-                       "watch or qos)",
-                       argv[0]);
+    const struct command *cmd = NULL;
+    for (size_t i = 0; i < NCOMMANDS && cmd == NULL; i++)
+        if (strcmp(argv[0], commands[i].name) == 0)
+            cmd = &commands[i];
+    if (cmd == NULL)
+        return bad_command(argv[0]);
+    if (cmd->view != CMD_OWN && (rc = json_only(argc, argv, &json)) != 0)
+        return rc;
+    if (cmd->view == CMD_TOPOLOGY)
+        return cmd_topology(path, json);
+    if (cmd->view != CMD_OWN)
+        return cmd_status(path, json, cmd->view);
+    rc = strcmp(argv[0], "watch") == 0 ? ctl_watch(path, json, argc, argv)
+                                       : cmd_qos(path, json, argc, argv);
     return rc;
 }

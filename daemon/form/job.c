@@ -58,9 +58,8 @@ static void rank_list(const job_t *j, int present, char *buf, size_t cap)
         }
 }
 
-/* Fails every rank that joined j with result and why (a remote daemon once, for all its
- * ranks), and frees j. */
-static void job_fail(form_t *f, job_t *j, HcclResult result, const char *why)
+/* A membership that fails the job's ranks behind a peer daemon's link with result and why. */
+static void refuse_link(form_t *f, void *link, HcclResult result, const char *why)
 {
     Hccld__Msg m = HCCLD__MSG__INIT;
     Hccld__Membership mb = HCCLD__MEMBERSHIP__INIT;
@@ -69,11 +68,18 @@ static void job_fail(form_t *f, job_t *j, HcclResult result, const char *why)
     mb.message = (char *)why;
     m.body_case = HCCLD__MSG__BODY_MEMBERSHIP;
     m.membership = &mb;
+    f->ops->peer_send(f->ctx, link, &m);
+}
+
+/* Fails every rank that joined j with result and why (a remote daemon once, for all its
+ * ranks), and frees j. */
+static void job_fail(form_t *f, job_t *j, HcclResult result, const char *why)
+{
     for (uint32_t r = 0; r < j->nranks; r++) {
         if (j->ranks[r].c != NULL)
             form_answer_result(f, j->ranks[r].c, j->ranks[r].req_id, result, why, j->nranks, r);
         else if (j->ranks[r].link != NULL && form_job_first_of_link(j, r))
-            f->ops->peer_send(f->ctx, j->ranks[r].link, &m); /* it answers its ranks once */
+            refuse_link(f, j->ranks[r].link, result, why); /* it answers its ranks once */
     }
     form_job_free(f, j);
 }
@@ -318,8 +324,6 @@ void form_remote_join(form_t *f, void *link, const char *addr, const uint8_t *jo
     int mismatch = 0;
     const char *why =
         j == NULL ? "the job is gone" : join_refusal(j, req->nranks, req->rank, &mismatch);
-    Hccld__Msg m = HCCLD__MSG__INIT;
-    Hccld__Membership mb = HCCLD__MEMBERSHIP__INIT;
     join_t join = {.link = link, .lane = LANE_OFFER_NONE};
 
     snprintf(join.lane.addr, sizeof(join.lane.addr), "%s", req->lane_addr);
@@ -335,11 +339,7 @@ void form_remote_join(form_t *f, void *link, const char *addr, const uint8_t *jo
     if (why != NULL) {
         share_note_free(&join.note);
         WARN("INIT", "daemon %s: rank %u refused: %s", addr, req->rank, why);
-        mb.result = HCCL_E_PARA;
-        mb.message = (char *)why;
-        m.body_case = HCCLD__MSG__BODY_MEMBERSHIP;
-        m.membership = &mb;
-        f->ops->peer_send(f->ctx, link, &m);
+        refuse_link(f, link, HCCL_E_PARA, why);
         if (mismatch)
             job_fail(f, j, HCCL_E_PARA, why);
         return;

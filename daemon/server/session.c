@@ -235,9 +235,13 @@ static int version_ok(session_t *s, uint64_t req_id, uint32_t version)
 {
     if (version == PROTO_VERSION)
         return 1;
-    WARN("IPC", "client pid %d speaks protocol %u, this daemon %u", (int)s->fc.pid, version,
-         PROTO_VERSION);
-    session_refuse(s, req_id, HCCL_E_NOT_SUPPORT, "protocol version mismatch");
+    char why[160];
+    snprintf(why, sizeof(why),
+             "protocol version mismatch: libhccl speaks client protocol %u, this hccld %u (use "
+             "libhccl and hccld of one release)",
+             version, PROTO_VERSION);
+    WARN("IPC", "client pid %d: %s", (int)s->fc.pid, why);
+    session_refuse(s, req_id, HCCL_E_NOT_SUPPORT, why);
     return 0;
 }
 
@@ -326,24 +330,30 @@ static void on_rejoin(session_t *s, uint64_t req_id, const Hccld__Rejoin *r)
     welcome_send(s, req_id, 1);
 }
 
-/* A request meant for the other socket: said by name, with the socket to use, then closed. */
-static void wrong_socket(session_t *s, uint64_t req_id, const char *role, const char *user,
-                         const char *other_user, const char *other, const char *path,
-                         const char *how)
+/* A request meant for the other socket (on_admin: a client's that came to the admin socket,
+ * else hccld-ctl's on the client socket): refused, naming the socket to use, and closed. */
+static void wrong_socket(session_t *s, uint64_t req_id, int on_admin)
 {
+    const server_config_t *cfg = &s->srv->cfg;
     char why[512];
 
-    snprintf(why, sizeof(why),
-             "this is hccld's %s socket, for %s; %s talks to its %s socket %s (%s)", role, user,
-             other_user, other, path, how);
+    if (on_admin)
+        snprintf(why, sizeof(why),
+                 "this is hccld's admin socket, for hccld-ctl; libhccl talks to its client socket "
+                 "%s (HCCLD_SOCKET)",
+                 cfg->socket_path);
+    else
+        snprintf(why, sizeof(why),
+                 "this is hccld's client socket, for libhccl; hccld-ctl talks to its admin socket "
+                 "%s (--admin-socket)",
+                 cfg->admin_path);
     session_refuse(s, req_id, HCCL_E_PARA, why);
     session_close(s);
 }
 
 void session_wrong_socket(session_t *s, uint64_t req_id)
 {
-    wrong_socket(s, req_id, "admin", "hccld-ctl", "libhccl", "client", s->srv->cfg.socket_path,
-                 "HCCLD_SOCKET");
+    wrong_socket(s, req_id, 1);
 }
 
 static int admin_request(int body)
@@ -360,8 +370,7 @@ static int dispatch_client(session_t *s, const Hccld__Msg *m)
         else if (m->body_case == HCCLD__MSG__BODY_REJOIN)
             on_rejoin(s, m->req_id, m->rejoin);
         else if (admin_request(m->body_case))
-            wrong_socket(s, m->req_id, "client", "libhccl", "hccld-ctl", "admin",
-                         s->srv->cfg.admin_path, "--admin-socket");
+            wrong_socket(s, m->req_id, 0);
         else
             return -EPROTO;
         return 0;

@@ -199,7 +199,12 @@ static void lying_rejoins(void)
     raw[1] = memfd_create("fake-arena", 0);
     ck_assert_int_eq(ftruncate(raw[0], (off_t)l.seg_bytes), 0);
     ck_assert_int_eq(ftruncate(raw[1], (off_t)l.arena_bytes), 0);
-    rejoin_refused(PROTO_VERSION + 1, NULL, 0, HCCL_E_NOT_SUPPORT, "protocol version mismatch");
+    char mismatch[160];
+    snprintf(mismatch, sizeof(mismatch),
+             "protocol version mismatch: libhccl speaks client protocol %u, this hccld %u (use "
+             "libhccl and hccld of one release)",
+             PROTO_VERSION + 1, PROTO_VERSION);
+    rejoin_refused(PROTO_VERSION + 1, NULL, 0, HCCL_E_NOT_SUPPORT, mismatch);
     rejoin_refused(PROTO_VERSION, NULL, 0, HCCL_E_PARA,
                    "a rejoin comes with the segment and the arena");
     rejoin_refused(PROTO_VERSION, raw, 2, HCCL_E_PARA,

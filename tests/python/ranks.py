@@ -2,6 +2,7 @@
 processes that each make a comm and return what a function of theirs computed."""
 import multiprocessing
 import os
+import signal
 import sys
 import time
 import traceback
@@ -14,6 +15,15 @@ import hccl  # noqa: E402  (the path above first)
 from hccl.daemon import Daemon  # noqa: E402,F401 (the test modules' private daemons)
 
 _ctx = multiprocessing.get_context("fork")
+
+
+def terminate(pids):
+    """SIGTERM to each of pids, processes the test started (one already gone: nothing)."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
 
 
 # The daemon of the test module that runs (setUpModule and tearDownModule, imported by each).

@@ -24,6 +24,7 @@ The test prints how many blocks ran, were skipped and why, and were not code.
 import glob
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -95,13 +96,9 @@ class Session:
         self.detached = []
 
     def close(self):
-        for pid in self.detached:
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+        ranks.terminate(self.detached)
         self.daemon.stop()
-        subprocess.run(["rm", "-rf", self.dir], check=False)
+        shutil.rmtree(self.dir, ignore_errors=True)
 
     def run(self, cmd, what):
         """Runs cmd in the session (its own process group, ended afterwards); its output. The
