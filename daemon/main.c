@@ -136,6 +136,10 @@ static int make_socket_dir(const char *path)
                 strerror(errno));
             return -1;
         }
+        if (!missing && !S_ISDIR(st.st_mode)) {
+            ERR("INIT", "%s is no directory, and the socket %s would go in it", dir, path);
+            return -1;
+        }
         if (missing && mkdir(dir, 0755) != 0 && errno != EEXIST) {
             ERR("INIT", "cannot create %s, a directory of the socket %s: %s", dir, path,
                 strerror(errno));

@@ -7,13 +7,14 @@ torch script runs unchanged, its result checked against gloo's)."""
 import inspect
 import os
 import re
+import shutil
 import signal
 import subprocess
 import tempfile
 import time
 import unittest
 
-import ranks  # noqa: F401  (puts the package on the path)
+import ranks
 from ranks import Daemon, hccl
 
 HCCLD = hccl.daemon.tool("hccld")
@@ -145,11 +146,8 @@ class Start(unittest.TestCase):
         self.pids = []
 
     def tearDown(self):
-        for pid in self.pids:
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+        ranks.terminate(self.pids)
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
     def ready_line(self, p):
         """The first line of p's stderr that says ready (within TIMEOUT_S)."""
@@ -189,6 +187,17 @@ class Start(unittest.TestCase):
         self.assertEqual(p.returncode, 0)
         os.kill(int(m.group(1)), 0)  # it runs
         self.assertTrue(os.path.exists(sock))
+
+    def test_file_in_the_path_one_error(self):
+        afile = os.path.join(self.tmp, "afile")
+        open(afile, "w").close()
+        sock = os.path.join(afile, "h.sock")
+        p = run(HCCLD, "--socket", sock, "--foreground")
+        self.assertEqual(p.returncode, 1)
+        lines = p.stderr.splitlines()
+        self.assertEqual(len(lines), 1, p.stderr)
+        self.assertEqual(lines[0].split("ERROR INIT: ", 1)[1],
+                         f"{afile} is no directory, and the socket {sock} would go in it")
 
     def test_unreachable_directory_one_error(self):
         locked = os.path.join(self.tmp, "locked")
@@ -245,6 +254,20 @@ class HcclRun(unittest.TestCase):
         self.assertEqual(p.returncode, 3)
         self.assertEqual(p.stderr, "hccl-run: rank 2 exited with status 3; stopping the other 3 "
                                    "ranks (SIGTERM, then SIGKILL after 5 s)\n")
+
+    def test_sigterm_to_hccl_run_stops_the_ranks(self):
+        # As mpirun: SIGTERM is forwarded; hccl-run returns once every rank is gone, with the
+        # first one's status (128 + SIGTERM), and no rank outlives it.
+        p = subprocess.Popen([self.RUN, "-n", "2", "--", "sh", "-c", 'echo $$; exec sleep 60'],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=self.env)
+        pids = [int(p.stdout.readline()) for _ in range(2)]
+        p.send_signal(signal.SIGTERM)
+        self.assertEqual(p.wait(TIMEOUT_S), 128 + signal.SIGTERM)
+        self.assertEqual(p.stderr.read(), "")
+        for pid in pids:
+            with self.assertRaises(ProcessLookupError):
+                os.kill(pid, 0)
 
     def test_rank_ignoring_sigterm_is_killed(self):
         p = self.run_job("-n", "2", "--grace", "0.5", "--", "sh", "-c",
