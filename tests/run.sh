@@ -10,6 +10,7 @@ LOG=$(mktemp -d)
 trap 'rm -rf "$LOG"' EXIT
 status=0
 times=""
+failed_suites=""
 
 run() {
     local name=$1
@@ -18,7 +19,11 @@ run() {
     echo "=== $name"
     "$@" 2>&1 | tee "$LOG/$name.out"
     local rc=${PIPESTATUS[0]}
-    [ "$rc" -eq 0 ] || { echo "=== $name FAILED (exit $rc)"; status=1; }
+    [ "$rc" -eq 0 ] || {
+        echo "=== $name FAILED (exit $rc)"
+        status=1
+        failed_suites+=" $name"
+    }
     times+=" $name $((SECONDS - t0))s"
 }
 
@@ -55,10 +60,18 @@ fi
 read -r checks bad < <(grep -hoE 'Checks: [0-9]+, Failures: [0-9]+, Errors: [0-9]+' "$LOG"/*.out |
     awk -F'[:,] *' '{c += $2; b += $4 + $6} END {print c + 0, b + 0}')
 [ "${checks:-0}" -gt 0 ] || status=1
+# A suite that failed without a failed check (a script's own step, a crash before the summary)
+# counts as one failure, so that the last line never says 0 failed when a suite did.
+for name in $failed_suites; do
+    grep -qE 'Checks: [0-9]+, Failures: [0-9]*[1-9]|Errors: [0-9]*[1-9]' "$LOG/$name.out" ||
+        bad=$((bad + 1))
+done
 # The failed checks again, by name, where the last lines of a long log (all CI shows) find them:
-# Check's "file:line:F:case:test:..." and unittest's "FAIL: test (module.Class)".
-grep -hE '^[^ ]+:[0-9]+:[EF]:|^(FAIL|ERROR): ' "$LOG"/*.out | cut -c1-300 | head -20 |
-    sed 's/^/failed: /'
+# Check's "file:line:F:case:test:...", unittest's "FAIL: test (module.Class)" and the scripts'
+# "name.sh: ... FAILED" lines.
+grep -hE '^[^ ]+:[0-9]+:[EF]:|^(FAIL|ERROR): |^[a-z/_-]+\.sh: .*FAILED|^fuzz .*FAILED' "$LOG"/*.out | cut -c1-300 |
+    head -20 | sed 's/^/failed: /'
+[ -z "$failed_suites" ] || echo "failed suites:$failed_suites"
 # Where the time went (the CI budget is the sum of three runs of this script).
 echo "times:$times"
 echo "tests: $((checks - bad)) passed, $bad failed"

@@ -1,7 +1,7 @@
 /*
  * hccl-run: the local launcher. Gets one root info and starts N ranks with the environment that
  * HcclCommInitFromEnv reads, and torchrun's, so that init_process_group("hccl") runs unchanged.
- * Like mpirun, the first rank that fails stops the job (run_watch.c).
+ * Like mpirun, the first rank that fails stops the job (run_watch.c), unless --keep-going.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -44,13 +44,15 @@ static void usage(FILE *f)
             "                        (as mpirun's --tag-output)\n"
             "  --grace S             when the job stops, seconds between SIGTERM and SIGKILL\n"
             "                        (default 5)\n"
+            "  --keep-going          a failing rank does not stop the others: each runs to its\n"
+            "                        own end (to see every rank's error)\n"
             "Each rank gets HCCL_ROOT_INFO, HCCL_RANK, HCCL_WORLD_SIZE, HCCL_LOCAL_RANK,\n"
             "HCCL_LOCAL_SIZE and HCCLD_SOCKET (HcclCommInitFromEnv), and torchrun's RANK,\n"
             "WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK=0, MASTER_ADDR (127.0.0.1)\n"
             "and MASTER_PORT (a free port), unless MASTER_ADDR or MASTER_PORT is set already.\n"
-            "The first rank that fails stops the job: the others get SIGTERM, then SIGKILL; its\n"
-            "status is hccl-run's. SIGINT and SIGTERM are forwarded to the ranks. HCCL_BIND=core\n"
-            "(the default) pins rank i to the i-th allowed core.\n",
+            "The first rank that fails stops the job (unless --keep-going): the others get\n"
+            "SIGTERM, then SIGKILL; its status is hccl-run's. SIGINT and SIGTERM are forwarded\n"
+            "to the ranks. HCCL_BIND=core (the default) pins rank i to the i-th allowed core.\n",
             MAX_RANKS);
 }
 
@@ -170,11 +172,15 @@ static int start(run_job_t *job, char **daemons, int ndaemons, int by_node, cons
 
 int main(int argc, char **argv)
 {
-    static const struct option lo[] = {
-        {"np", required_argument, 0, 'n'},     {"daemons", required_argument, 0, 'd'},
-        {"map-by", required_argument, 0, 'm'}, {"tag-output", no_argument, 0, 't'},
-        {"grace", required_argument, 0, 'g'},  {"help", no_argument, 0, 'h'},
-        {"version", no_argument, 0, 'V'},      {0, 0, 0, 0}};
+    static const struct option lo[] = {{"np", required_argument, 0, 'n'},
+                                       {"daemons", required_argument, 0, 'd'},
+                                       {"map-by", required_argument, 0, 'm'},
+                                       {"tag-output", no_argument, 0, 't'},
+                                       {"grace", required_argument, 0, 'g'},
+                                       {"keep-going", no_argument, 0, 'k'},
+                                       {"help", no_argument, 0, 'h'},
+                                       {"version", no_argument, 0, 'V'},
+                                       {0, 0, 0, 0}};
     char *daemons[MAX_DAEMONS] = {NULL}, hex[2 * HCCL_ROOT_INFO_BYTES + 1], *end;
     run_job_t job = {.grace_s = 5, .sigfd = -1};
     uint64_t n = 0;
@@ -199,6 +205,7 @@ int main(int argc, char **argv)
             by_node = strcmp(optarg, "node") == 0;
             break;
         case 't': job.tag = 1; break;
+        case 'k': job.keep_going = 1; break;
         case 'g':
             job.grace_s = strtod(optarg, &end);
             if (*end != '\0' || !(job.grace_s >= 0 && job.grace_s <= 3600))

@@ -150,12 +150,17 @@ static void reap(watch_t *w)
             else
                 fprintf(stderr, "hccl-run: rank %d was killed by signal %d (%s)", r, WTERMSIG(st),
                         strsignal(WTERMSIG(st)));
-            if (w->left > 0)
+            if (w->left > 0 && w->job->keep_going)
+                fprintf(stderr, "; the other %d rank%s run%s on (--keep-going)", w->left,
+                        w->left > 1 ? "s" : "", w->left > 1 ? "" : "s");
+            else if (w->left > 0)
                 fprintf(stderr, "; stopping the other %d rank%s (SIGTERM, then SIGKILL after %g s)",
                         w->left, w->left > 1 ? "s" : "", w->job->grace_s);
             fprintf(stderr, "\n");
-            signal_all(w->job, SIGTERM);
-            stop(w, now_s());
+            if (!w->job->keep_going) {
+                signal_all(w->job, SIGTERM);
+                stop(w, now_s());
+            }
             break;
         }
     }

@@ -16,6 +16,7 @@ typedef struct run_job {
     run_rank_t *ranks;
     int n;
     int tag;        /* --tag-output */
+    int keep_going; /* --keep-going: a failing rank does not stop the others */
     double grace_s; /* between SIGTERM and SIGKILL when the job is stopped */
     int sigfd;      /* signalfd of SIGCHLD, SIGINT, SIGTERM (blocked before the ranks start) */
 } run_job_t;
@@ -28,8 +29,8 @@ int run_signals(run_job_t *job);
 void run_signals_child(void);
 /* Waits for the ranks. The first rank that fails (a status other than 0, or a signal) stops
  * the job: the others (their process groups) get SIGTERM, then SIGKILL after grace_s, and that
- * rank's status is returned, hccl-run saying which rank it was. SIGINT and SIGTERM to hccl-run stop
- * the job alike. 0 when every rank exits 0. */
+ * rank's status is returned, hccl-run saying which rank it was; with keep_going the others run to
+ * their own end. SIGINT and SIGTERM to hccl-run stop the job alike. 0 when every rank exits 0. */
 int run_watch(run_job_t *job);
 
 #endif

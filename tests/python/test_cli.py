@@ -255,6 +255,16 @@ class HcclRun(unittest.TestCase):
         self.assertEqual(p.stderr, "hccl-run: rank 2 exited with status 3; stopping the other 3 "
                                    "ranks (SIGTERM, then SIGKILL after 5 s)\n")
 
+    def test_keep_going_lets_the_others_end(self):
+        # With --keep-going rank 1's failure stops nobody: rank 0 ends on its own (its line is
+        # printed after rank 1 exited), and hccl-run returns rank 1's status.
+        p = self.run_job("-n", "2", "--keep-going", "--", "sh", "-c",
+                         'if [ "$RANK" = 1 ]; then exit 4; fi; sleep 0.5; echo "rank 0 ended"')
+        self.assertEqual(p.returncode, 4)
+        self.assertEqual(p.stdout, "rank 0 ended\n")
+        self.assertEqual(p.stderr, "hccl-run: rank 1 exited with status 4; the other 1 rank runs "
+                                   "on (--keep-going)\n")
+
     def test_sigterm_to_hccl_run_stops_the_ranks(self):
         # As mpirun: SIGTERM is forwarded; hccl-run returns once every rank is gone, with the
         # first one's status (128 + SIGTERM), and no rank outlives it.

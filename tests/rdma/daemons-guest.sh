@@ -236,7 +236,9 @@ fault() {
     local name=$1 bound=$2 break=$3 mend=$4 after=$5 t0 jpid took="" rc=0 lines lines1
     shift 5
     start_daemons rdma "$@"
-    "$BUILD/bin/hccl-run" -n 2 --daemons "$socks" -- \
+    # --keep-going: rank 1 may fail first (its daemon is gone, or its QP failed at once); rank 0
+    # must then fail on its own, not be stopped by hccl-run.
+    "$BUILD/bin/hccl-run" -n 2 --keep-going --daemons "$socks" -- \
         "$BUILD/bin/hccl_perf_test" -t allreduce -d float -c 0 -b 8M -e 8M -w 1 -n 1000000 \
         >"$work/$name.txt" 2>&1 &
     jpid=$!
