@@ -410,6 +410,8 @@ HcclResult HcclCommDestroy(HcclComm comm)
 
     if (rc != HCCL_SUCCESS)
         return rc;
+    if (c->lanes != NULL)
+        hc_lanes_bye(c);
     comm_leave(c);
     comm_free(c, 0);
     return HCCL_SUCCESS;

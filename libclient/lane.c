@@ -18,17 +18,6 @@
 
 #define SLEEP_SLICE_MS 100 /* a waiting rank looks at HcclCommAbort at least this often */
 
-/* A header's flags: the sender runs this collective through the daemon, falls back to the
- * daemon with it, or gave up on it (count holds its status). */
-enum { LANE_F_DAEMON = 1, LANE_F_FALLBACK = 2, LANE_F_ABORT = 4 };
-
-/* What both sides of a step must agree on. */
-typedef struct lane_hdr {
-    uint64_t seq;
-    uint64_t count;
-    uint8_t kind, dtype, redop, flags, pad[4];
-} lane_hdr_t;
-
 /* The outcome of a lane op: done (rc), or every rank takes it to the daemon. */
 enum { LANE_DONE, LANE_FALL_BACK };
 
@@ -138,6 +127,8 @@ static int lane_exchange(hc_comm_t *comm, hc_lane_t *L, const lane_hdr_t *h, con
     int sent = !do_send, whole = !do_recv, rc;
     size_t got = 0;
 
+    if (__atomic_load_n(&L->bye, __ATOMIC_ACQUIRE))
+        return -EPIPE; /* the partner closed the comm */
     if (do_send && (rc = lane_commit(L, h, sizeof(*h), data, len, &mine)) != 0)
         return rc;
     while (!sent || !whole) {
@@ -323,6 +314,42 @@ void hc_lanes_retire(hc_comm_t *comm, HcclResult status)
     pthread_mutex_lock(&ln->lock);
     lanes_tell(ln, &a);
     lanes_set_state(ln, HC_LANES_BROKEN, status);
+    pthread_mutex_unlock(&ln->lock);
+}
+
+void hc_lanes_bye(hc_comm_t *comm)
+{
+    hc_lanes_t *ln = comm->lanes;
+    hc_lane_t *v[HC_LANE_LEVELS_MAX + 1];
+
+    if (ln == NULL || !ln->keeper_on)
+        return; /* no repairs: nothing to wait for */
+    pthread_mutex_lock(&ln->lock);
+    if (ln->state != HC_LANES_ON) {
+        pthread_mutex_unlock(&ln->lock);
+        return;
+    }
+    lane_hdr_t bye = {.seq = ln->seq, .flags = LANE_F_BYE};
+    uint64_t deadline = now_ns() + (uint64_t)ln->hold_ms * 1000000ull;
+    int n = lanes_used(ln, v), wait[HC_LANE_LEVELS_MAX + 1];
+    /* Every goodbye first: a partner closing too hears ours while we wait for its. */
+    for (int i = 0; i < n; i++) {
+        uint64_t k;
+        wait[i] = !__atomic_load_n(&v[i]->bye, __ATOMIC_ACQUIRE) &&
+                  lane_commit(v[i], &bye, sizeof(bye), NULL, 0, &k) == 0;
+    }
+    lane_keeper_wake(ln); /* it sends what the sockets did not take */
+    for (int i = 0; i < n; i++) {
+        /* The partner's goodbye (0), its answer or another header (1: what it says no longer
+         * matters), or its lane ended for good. */
+        int rc = wait[i]
+                     ? lane_exchange(comm, v[i], NULL, NULL, 0, &bye, sizeof(bye), 0, 1, deadline)
+                     : 0;
+        if (rc == -ETIMEDOUT)
+            INFO("COLL", "rank %u: rank %u did not answer the lanes' goodbye within %u ms",
+                 comm->rank, v[i]->peer, ln->hold_ms);
+    }
+    lanes_set_state(ln, HC_LANES_OFF, HCCL_SUCCESS);
     pthread_mutex_unlock(&ln->lock);
 }
 

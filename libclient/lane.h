@@ -52,6 +52,24 @@
  * of the op before), plus one more for a fall back or an abort in the middle of an op. */
 #define HC_LANE_KEPT 3
 
+/* A message's header: what both sides of a step must agree on. */
+typedef struct lane_hdr {
+    uint64_t seq;
+    uint64_t count;
+    uint8_t kind, dtype, redop, flags, pad[4];
+} lane_hdr_t;
+
+/* A header's flags: the sender runs this collective through the daemon, falls back to the
+ * daemon with it, or gave up on it (count holds its status); it closes the comm (its last
+ * message), or heard its partner's goodbye (hc_lanes_bye). */
+enum {
+    LANE_F_DAEMON = 1,
+    LANE_F_FALLBACK = 2,
+    LANE_F_ABORT = 4,
+    LANE_F_BYE = 8,
+    LANE_F_BYE_ACK = 16
+};
+
 typedef struct lane_kept {
     uint8_t *buf; /* header and data */
     size_t len, cap;
@@ -67,6 +85,8 @@ typedef struct hc_lane {
     pthread_mutex_t tx_mu, rx_mu;
     uint32_t gen;      /* connections after the first (both locks; read atomically) */
     int dead;          /* no repair comes: the partner is gone or the hold ran out (atomic) */
+    int bye;           /* the partner closed the comm (its goodbye taken): no op takes the lane,
+                        * but repairs go on until it has our answer (atomic) */
     uint32_t hurt_gen; /* 1 + the gen the op's thread saw fail (atomic; 0: none) */
     uint64_t down_ns;  /* keeper: when it found this connection failed (0: it works) */
     uint64_t next_try_ns, backoff_ns; /* keeper: when to connect again, and the pause after */
@@ -171,5 +191,10 @@ void hc_lanes_after(hc_comm_t *comm, const hc_op_t *op, HcclResult rc);
 /* Every later collective fails with status; the partners hear it (at init: the comm broke
  * before this rank's lanes were up). */
 void hc_lanes_retire(hc_comm_t *comm, HcclResult status);
+/* Before HcclCommDestroy leaves the comm, with op retry at L1: says goodbye on every lane and
+ * waits (at most the hold) until each partner answered or said goodbye too, its lane ended, or
+ * the partner is gone. A partner may still lack our last op's message, lost to a reset just
+ * before: the keeper sends it again meanwhile, which it could not once we had left. */
+void hc_lanes_bye(hc_comm_t *comm);
 
 #endif

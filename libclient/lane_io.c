@@ -137,7 +137,8 @@ int lane_wait_repair(hc_comm_t *comm, hc_lane_t *L, uint32_t gen, int err, uint6
     uint64_t asked = now_ns();
     int rc = 0;
 
-    if (ln->hold_ms == 0 || !ln->keeper_on || __atomic_load_n(&L->dead, __ATOMIC_ACQUIRE))
+    if (ln->hold_ms == 0 || !ln->keeper_on || __atomic_load_n(&L->dead, __ATOMIC_ACQUIRE) ||
+        __atomic_load_n(&L->bye, __ATOMIC_ACQUIRE))
         return err;
     __atomic_store_n(&L->hurt_gen, gen + 1, __ATOMIC_RELEASE);
     lane_keeper_wake(ln);

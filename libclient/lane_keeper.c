@@ -1,9 +1,11 @@
 /*
  * The lanes' keeper (issue 37): with op retry at L1, a lane whose connection fails (a reset, a
  * link that went down) connects again, and each side sends again what the other lacks, so that
- * no op falls back to the daemons for it. A reset loses what the kernel still held unread; were
- * that op to fall back on one side only, the other side, already done with it, would be at the
- * next op: the daemons would see ranks disagree.
+ * no op falls back to the daemons for it. A reset loses what the sender's kernel still held
+ * unacknowledged; were that op to fall back on one side only, the other side, already done with
+ * it, would be at the next op: the daemons would see ranks disagree. For the same reason a rank
+ * that closes the comm waits for its partners' answer to its goodbye (hc_lanes_bye); the keeper
+ * answers a partner's goodbye while no op runs.
  *
  * One thread per comm with lanes. It watches the listener (partners below connect again) and
  * every connection (the kernel reports a failed one), and the op's thread wakes it when it meets
@@ -58,7 +60,8 @@ static void repaired(hc_lanes_t *ln)
 static void give_up(hc_lanes_t *ln, hc_lane_t *L, const char *why)
 {
     if (__atomic_exchange_n(&L->dead, 1, __ATOMIC_ACQ_REL) == 0 &&
-        __atomic_load_n(&ln->state, __ATOMIC_ACQUIRE) == HC_LANES_ON)
+        __atomic_load_n(&ln->state, __ATOMIC_ACQUIRE) == HC_LANES_ON &&
+        !__atomic_load_n(&L->bye, __ATOMIC_ACQUIRE))
         WARN("COLL", "rank %u: the lane to rank %u stays down (%s)", ln->plan.me, L->peer, why);
     repaired(ln);
 }
@@ -170,6 +173,33 @@ static int failed(hc_lane_t *L, short revents)
            __atomic_load_n(&L->hurt_gen, __ATOMIC_ACQUIRE) == L->gen + 1;
 }
 
+/* Partners that closed the comm while no op of ours runs: takes each one's goodbye and answers
+ * it, so that its HcclCommDestroy goes on. Only with the lanes' lock: an op's thread that met
+ * the receive lock held would wait for a repair. An op that runs meets the goodbye itself (a
+ * header unlike its own: it falls back to the daemon, which knows the partner left). */
+static void answer_byes(hc_lanes_t *ln, hc_lane_t **of, int n)
+{
+    if (pthread_mutex_trylock(&ln->lock) != 0)
+        return;
+    for (int i = 0; i < n; i++) {
+        hc_lane_t *L = of[i];
+        lane_hdr_t h;
+        size_t got;
+        uint32_t gen;
+        uint64_t k;
+        if (L->down_ns != 0 || __atomic_load_n(&L->bye, __ATOMIC_ACQUIRE) ||
+            !lane_peek(L, &h, sizeof(h)) || !(h.flags & LANE_F_BYE) ||
+            lane_recv_some(L, (uint8_t *)&h, sizeof(h), &got, &gen) != 1)
+            continue;
+        __atomic_store_n(&L->bye, 1, __ATOMIC_RELEASE);
+        lane_hdr_t a = {.seq = h.seq, .flags = LANE_F_BYE_ACK};
+        if (lane_commit(L, &a, sizeof(a), NULL, 0, &k) == 0)
+            (void)lane_pump(L, k, &gen); /* the rest, if any, when the socket takes it */
+        DBG("COLL", "rank %u: rank %u closed the comm", ln->plan.me, L->peer);
+    }
+    pthread_mutex_unlock(&ln->lock);
+}
+
 static void *keeper_main(void *arg)
 {
     hc_comm_t *comm = arg;
@@ -228,6 +258,7 @@ static void *keeper_main(void *arg)
                 (void)lane_pump(L, UINT64_MAX, &gen);
             }
         }
+        answer_byes(ln, of + 2, n - 2);
         for (uint32_t i = 0; i <= HC_LANE_LEVELS_MAX; i++) {
             hc_lane_t *L = &ln->lane[i];
             if (L->fd < 0 || L->down_ns == 0 || __atomic_load_n(&L->dead, __ATOMIC_ACQUIRE))

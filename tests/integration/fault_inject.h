@@ -35,11 +35,11 @@ int fi_answers(const fi_daemons_t *d, unsigned k);
  * Returns how many sockets were reset, or -1. */
 int fi_reset_links(const fi_daemons_t *d, double timeout_s, double *at);
 
-/* Data connections daemon k's link monitor found failed so far (its status' peer_links, lost),
- * or -1 (no answer). */
 /* Resets every TCP connection on 127.0.0.1 that one of the processes pids[n] holds (the ranks'
  * lanes): how many sockets it found, or -1. */
 int fi_reset_ranks(const pid_t *pids, unsigned n);
+/* Data connections daemon k's link monitor found failed so far (its status' peer_links, lost),
+ * or -1 (no answer). */
 int fi_links_lost(const fi_daemons_t *d, unsigned k);
 /* Times daemon k's data connections came back under op retry, as its link monitor last
  * counted them (hccld_peer_link_resumes_total), or -1 if it does not answer. */

@@ -23,111 +23,15 @@
 #include "matrix.h"
 #include "metrics_text.h"
 #include "netns_tests.h"
+#include "nscluster.h"
 #include "rootinfo.h"
 
 /* Seconds a rank may live; HCCL_CONNECT_TIMEOUT and HCCL_EXEC_TIMEOUT (main.c) are smaller. */
 #define RANK_TIMEOUT 100
-#define PORT "60000"
 /* A refused join must fail fast, well before HCCL_CONNECT_TIMEOUT. */
 #define FORGED_TIMEOUT 5
 /* The node whose incoming packets are dropped: the root daemon's, which carries the most. */
 #define LOSSY_NODE 0
-
-static char run_prefix[24];
-static char run_dir[64];
-
-void netns_tests_configure(const char *prefix, const char *dir)
-{
-    snprintf(run_prefix, sizeof(run_prefix), "%s", prefix);
-    snprintf(run_dir, sizeof(run_dir), "%s", dir);
-}
-
-typedef struct cluster {
-    topo_t topo;
-    pid_t pids[TOPO_MAX_NODES];
-    char socks[TOPO_MAX_NODES][256];
-    char logs[TOPO_MAX_NODES][256];
-} cluster_t;
-
-/* Whether a log line is worth showing after a failure: the per-size algorithm choices are
- * not. */
-static int telling(const char *line)
-{
-    return strstr(line, " INFO COLL: ") == NULL;
-}
-
-/* The last telling lines of every daemon's log, to explain a failure. */
-static void dump_logs(const cluster_t *c)
-{
-    char line[1024];
-
-    for (unsigned k = 0; k < c->topo.n; k++) {
-        FILE *f = fopen(c->logs[k], "r");
-        long lines = 0, skip;
-        if (f == NULL)
-            continue;
-        while (fgets(line, sizeof(line), f) != NULL)
-            lines += telling(line);
-        skip = lines > 25 ? lines - 25 : 0;
-        rewind(f);
-        fprintf(stderr, "--- %s (hccld of node %u, last %ld lines but algorithm choices)\n",
-                c->logs[k], k + 1, lines - skip);
-        for (long i = 0; fgets(line, sizeof(line), f) != NULL;)
-            if (telling(line) && i++ >= skip)
-                fputs(line, stderr);
-        fclose(f);
-    }
-}
-
-static void cluster_up(cluster_t *c, unsigned nodes)
-{
-    char dir[128], listen[32];
-
-    memset(c, 0, sizeof(*c));
-    ck_assert_msg(topo_create(&c->topo, run_prefix, nodes) == 0, "building %u namespaces", nodes);
-    for (unsigned k = 0; k < nodes; k++) {
-        snprintf(dir, sizeof(dir), "%s/n%u", run_dir, k + 1);
-        ck_assert_msg(mkdir(dir, 0755) == 0 || errno == EEXIST, "mkdir %s", dir);
-        snprintf(c->logs[k], sizeof(c->logs[k]), "%s/hccld.log", dir);
-        snprintf(listen, sizeof(listen), "%s:%s", c->topo.addr[k], PORT);
-        snprintf(c->socks[k], sizeof(c->socks[k]), "%s/hccld.sock", dir);
-        unlink(c->logs[k]);
-        unlink(c->socks[k]);
-        harness_daemon_opts_t o = {.prefix = c->topo.exec[k],
-                                   .listen = listen,
-                                   .dir = dir,
-                                   .log_path = c->logs[k],
-                                   .log_level = getenv("HCCLD_TEST_LOG_LEVEL") ? NULL : "info"};
-        c->pids[k] = harness_daemon_spawn_opts(&o, c->socks[k], sizeof(c->socks[k]));
-        if (c->pids[k] <= 0)
-            dump_logs(c);
-        ck_assert_msg(c->pids[k] > 0, "hccld in %s did not start", c->topo.node[k]);
-    }
-    /* Root infos come from node 1's daemon: it is the root of every job. */
-    setenv("HCCLD_SOCKET", c->socks[0], 1);
-}
-
-/* Every daemon must still run and stop cleanly on SIGTERM. */
-static void cluster_down(cluster_t *c)
-{
-    int alive[TOPO_MAX_NODES], status[TOPO_MAX_NODES];
-
-    for (unsigned k = 0; k < c->topo.n; k++)
-        alive[k] = harness_alive(c->pids[k]);
-    for (unsigned k = 0; k < c->topo.n; k++)
-        status[k] = alive[k] ? harness_daemon_stop_within(c->pids[k], 10) : -1;
-    for (unsigned k = 0; k < c->topo.n; k++)
-        if (!alive[k] || status[k] != 0) {
-            dump_logs(c);
-            break;
-        }
-    topo_destroy(&c->topo);
-    for (unsigned k = 0; k < c->topo.n; k++) {
-        ck_assert_msg(alive[k], "hccld of node %u died during the test", k + 1);
-        ck_assert_msg(status[k] == 0, "hccld of node %u: exit status %d on SIGTERM", k + 1,
-                      status[k]);
-    }
-}
 
 /* `per` ranks on each node's daemon, in blocks, run fn; returns how many failed. */
 static int run_job(const cluster_t *c, unsigned per, rank_fn fn, void *arg)
@@ -638,7 +542,7 @@ START_TEST(test_no_data_connection_times_out)
     snprintf(secs, sizeof(secs), "%d", NOCONN_TIMEOUT_S);
     setenv("HCCL_EXEC_TIMEOUT", "60", 1);
     cluster_up(&c, 2);
-    ck_assert_int_eq(impair_block_tcp(&c.topo, 0, "-A", PORT), 0);
+    ck_assert_int_eq(impair_block_tcp(&c.topo, 0, "-A", CLUSTER_PORT), 0);
     setenv("HCCL_CONNECT_TIMEOUT", secs, 1);
     socks[0] = c.socks[0];
     socks[1] = c.socks[1];
@@ -653,7 +557,7 @@ START_TEST(test_no_data_connection_times_out)
         dump_logs(&c);
     ck_assert_msg(failed == 0, "%d ranks did not fail in time", failed);
     ck_assert_msg(named, "node 1's daemon does not say it waited for node 2 ('%s')", expect);
-    ck_assert_int_eq(impair_block_tcp(&c.topo, 0, "-D", PORT), 0);
+    ck_assert_int_eq(impair_block_tcp(&c.topo, 0, "-D", CLUSTER_PORT), 0);
     cluster_down(&c);
 }
 END_TEST
@@ -818,5 +722,6 @@ Suite *netns_suite(void)
     add(s, "link_health", test_link_health, 2 * RANK_TIMEOUT);
     add(s, "rtt_jump", test_rtt_jump, 2 * RANK_TIMEOUT);
     add(s, "no_data_connection", test_no_data_connection_times_out, 2 * RANK_TIMEOUT);
+    netns_add_lane_bye(s);
     return s;
 }

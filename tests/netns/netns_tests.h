@@ -10,5 +10,7 @@
  * daemons' sockets and logs. */
 void netns_tests_configure(const char *prefix, const char *dir);
 Suite *netns_suite(void);
+/* lane_bye.c: a reset between a comm's last lane op and HcclCommDestroy. */
+void netns_add_lane_bye(Suite *s);
 
 #endif
