@@ -1,9 +1,12 @@
 /* A hostile client while a normal job runs: the daemon survives, the job's results stay right. */
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "frame.h"
@@ -60,12 +63,13 @@ static void garbage_frames(void)
     send_raw(huge, sizeof(huge));
 }
 
-/* A new connection that said Hello (1 MiB arena) into *c, and the Welcome (free it). */
-static Hccld__Msg *hello(uds_conn_t *c)
+/* A new connection to the daemon at sock that said Hello (1 MiB arena) into *c, and the Welcome
+ * (free it). */
+static Hccld__Msg *hello_at(uds_conn_t *c, const char *sock)
 {
     Hccld__Msg m = HCCLD__MSG__INIT, *resp = NULL;
     Hccld__Hello h = HCCLD__HELLO__INIT;
-    int fd = uds_connect(harness_socket());
+    int fd = uds_connect(sock);
 
     ck_assert_int_ge(fd, 0);
     uds_conn_init(c, fd);
@@ -77,6 +81,76 @@ static Hccld__Msg *hello(uds_conn_t *c)
     ck_assert_int_eq(uds_recv(c, &resp, 5000), 0);
     ck_assert_int_eq(resp->welcome->result, 0);
     return resp;
+}
+
+static Hccld__Msg *hello(uds_conn_t *c)
+{
+    return hello_at(c, harness_socket());
+}
+
+/* Asks the daemon at sock for count lane sockets, as a lane's repair does (lane_keeper.c): the
+ * answer's result; the sockets that came with it go to fds, their number to *nfds. */
+static int lane_sockets(const char *sock, uint32_t count, int *fds, int *nfds)
+{
+    Hccld__Msg m = HCCLD__MSG__INIT, *resp;
+    Hccld__LaneSocketsReq req = HCCLD__LANE_SOCKETS_REQ__INIT;
+    uds_conn_t c;
+
+    frame_msg_free(hello_at(&c, sock));
+    for (int i = 0; i < c.nfds; i++)
+        close(c.fds[i]);
+    c.nfds = 0;
+    req.count = count;
+    m.req_id = 7;
+    m.body_case = HCCLD__MSG__BODY_LANE_SOCKETS_REQ;
+    m.lane_sockets_req = &req;
+    ck_assert_int_eq(uds_send(c.fd, &m, NULL, 0), 0);
+    ck_assert_int_eq(uds_recv(&c, &resp, 5000), 0);
+    ck_assert_int_eq(resp->body_case, HCCLD__MSG__BODY_LANE_SOCKETS_RESP);
+    ck_assert_uint_eq(resp->req_id, 7);
+    int result = resp->lane_sockets_resp->result;
+    frame_msg_free(resp);
+    *nfds = c.nfds;
+    memcpy(fds, c.fds, (size_t)c.nfds * sizeof(int));
+    c.nfds = 0;
+    uds_conn_close(&c);
+    return result;
+}
+
+/* A lane's repair asks its daemon for sockets: counts out of 1..8 get HCCL_E_PARA and no socket;
+ * 8 get 8 unconnected TCP sockets bound to the daemon's data address (127.0.0.1 here); a daemon
+ * without one (--listen none) answers HCCL_E_UNAVAIL. The daemon serves on. */
+static void lying_lane_requests(void)
+{
+    static const uint32_t bad[] = {0, 9, 1000, UINT32_MAX};
+    int fds[UDS_MAX_FDS], n;
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        ck_assert_int_eq(lane_sockets(harness_socket(), bad[i], fds, &n), HCCL_E_PARA);
+        ck_assert_int_eq(n, 0);
+    }
+    ck_assert_int_eq(lane_sockets(harness_socket(), 8, fds, &n), HCCL_SUCCESS);
+    ck_assert_int_eq(n, 8);
+    for (int i = 0; i < n; i++) {
+        struct sockaddr_in a;
+        socklen_t len = sizeof(a);
+        int type = 0;
+        socklen_t tlen = sizeof(type);
+        ck_assert_int_eq(getsockopt(fds[i], SOL_SOCKET, SO_TYPE, &type, &tlen), 0);
+        ck_assert_int_eq(type, SOCK_STREAM);
+        ck_assert_int_eq(getsockname(fds[i], (struct sockaddr *)&a, &len), 0);
+        ck_assert_int_eq(a.sin_family, AF_INET);
+        ck_assert_uint_eq(ntohl(a.sin_addr.s_addr), INADDR_LOOPBACK);
+        ck_assert_int_eq(getpeername(fds[i], (struct sockaddr *)&a, &len), -1); /* unconnected */
+        close(fds[i]);
+    }
+    char sock[256];
+    harness_daemon_opts_t o = {.listen = "none"};
+    pid_t lone = harness_daemon_spawn_opts(&o, sock, sizeof(sock));
+    ck_assert_int_gt(lone, 0);
+    ck_assert_int_eq(lane_sockets(sock, 1, fds, &n), HCCL_E_UNAVAIL);
+    ck_assert_int_eq(n, 0);
+    ck_assert_int_eq(harness_daemon_stop_within(lone, 10), 0);
 }
 
 /* Speaks the protocol, joins a 1-rank comm, then posts descriptors that lie. */
@@ -336,6 +410,7 @@ START_TEST(test_hostile_while_job_runs)
     garbage_frames();
     lying_descriptors();
     lying_rejoins();
+    lying_lane_requests();
     ck_assert_int_eq(harness_wait(job, 2, 120), 0);
     for (int i = 0; i < 8; i++)
         if (half_open[i] >= 0)
