@@ -722,6 +722,6 @@ Suite *netns_suite(void)
     add(s, "link_health", test_link_health, 2 * RANK_TIMEOUT);
     add(s, "rtt_jump", test_rtt_jump, 2 * RANK_TIMEOUT);
     add(s, "no_data_connection", test_no_data_connection_times_out, 2 * RANK_TIMEOUT);
-    netns_add_lane_bye(s);
+    netns_add_lane_faults(s);
     return s;
 }

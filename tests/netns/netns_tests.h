@@ -10,7 +10,7 @@
  * daemons' sockets and logs. */
 void netns_tests_configure(const char *prefix, const char *dir);
 Suite *netns_suite(void);
-/* lane_bye.c: a reset between a comm's last lane op and HcclCommDestroy. */
-void netns_add_lane_bye(Suite *s);
+/* lane_faults.c: lanes under faults (a reset before HcclCommDestroy, a lane down past the hold). */
+void netns_add_lane_faults(Suite *s);
 
 #endif
