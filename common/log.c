@@ -1,5 +1,7 @@
 #include "log.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <strings.h>
@@ -25,6 +27,18 @@ void log_set_who(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(log_who, sizeof(log_who), fmt, ap);
     va_end(ap);
+}
+
+int log_to_file(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+
+    if (fd < 0)
+        return -errno;
+    fflush(stderr);
+    int rc = dup2(fd, 2) < 0 ? -errno : 0;
+    close(fd);
+    return rc;
 }
 
 int log_level_parse(const char *s)

@@ -17,6 +17,10 @@ int log_level_parse(const char *s);
 void log_msg(int level, const char *subsys, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Sends the log (stderr, fd 2) to the file at path, appended to, from now on: at start and to
+ * reopen it after a rotation. 0, or -errno (the log stays where it was). */
+int log_to_file(const char *path);
+
 /* A line every log level but error shows, the default (warn) included: the daemon's "ready",
  * as redis says it is. */
 void log_notice(const char *subsys, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

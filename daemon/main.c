@@ -24,6 +24,7 @@ typedef struct opts {
     char socket_path[256];
     char admin_path[256];
     const char *config;
+    const char *log_file;
     int foreground;
     daemon_conf_t d; /* what the [daemon] section of the config may also set */
     char listen[64];
@@ -38,6 +39,8 @@ static void usage(FILE *f)
             "  --config FILE        INI configuration ([daemon] workers, chunk_kib, log_level,\n"
             "                       l0_mode = auto|coop|daemon, metrics_listen)\n"
             "  --log-level LEVEL    error|warn|info|debug (default warn)\n"
+            "  --log-file PATH      append the log to PATH instead of stderr; SIGHUP reopens it\n"
+            "                       (after a rotation)\n"
             "  --workers N          executor threads (default: online CPUs)\n"
             "  --listen IP:PORT     accept peer daemons (default 0.0.0.0:60000; none: one node)\n"
             "  --metrics-listen IP:PORT  serve GET /metrics for Prometheus there (default: off)\n"
@@ -47,17 +50,13 @@ static void usage(FILE *f)
 
 static int parse_args(int argc, char **argv, opts_t *o)
 {
-    static const struct option lo[] = {{"socket", required_argument, 0, 's'},
-                                       {"admin-socket", required_argument, 0, 'a'},
-                                       {"config", required_argument, 0, 'c'},
-                                       {"log-level", required_argument, 0, 'l'},
-                                       {"workers", required_argument, 0, 'w'},
-                                       {"foreground", no_argument, 0, 'f'},
-                                       {"listen", required_argument, 0, 'L'},
-                                       {"version", no_argument, 0, 'V'},
-                                       {"metrics-listen", required_argument, 0, 'M'},
-                                       {"help", no_argument, 0, 'h'},
-                                       {0, 0, 0, 0}};
+    static const struct option lo[] = {
+        {"socket", required_argument, 0, 's'},   {"admin-socket", required_argument, 0, 'a'},
+        {"config", required_argument, 0, 'c'},   {"log-level", required_argument, 0, 'l'},
+        {"log-file", required_argument, 0, 'g'}, {"workers", required_argument, 0, 'w'},
+        {"foreground", no_argument, 0, 'f'},     {"listen", required_argument, 0, 'L'},
+        {"version", no_argument, 0, 'V'},        {"metrics-listen", required_argument, 0, 'M'},
+        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     int c, level = -1;
     uint64_t workers = UINT64_MAX;
     const char *metrics = NULL;
@@ -67,13 +66,14 @@ static int parse_args(int argc, char **argv, opts_t *o)
     o->d.log_level = LOG_WARN;
     o->d.chunk = DEFAULT_CHUNK;
     snprintf(o->listen, sizeof(o->listen), "0.0.0.0:60000");
-    while ((c = getopt_long(argc, argv, "s:a:c:l:w:fVhL:M:", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "s:a:c:l:g:w:fVhL:M:", lo, NULL)) != -1) {
         switch (c) {
         case 'L': snprintf(o->listen, sizeof(o->listen), "%s", optarg); break;
         case 'M': metrics = optarg; break;
         case 's': snprintf(o->socket_path, sizeof(o->socket_path), "%s", optarg); break;
         case 'a': snprintf(o->admin_path, sizeof(o->admin_path), "%s", optarg); break;
         case 'c': o->config = optarg; break;
+        case 'g': o->log_file = optarg; break;
         case 'l':
             if ((level = log_level_parse(optarg)) < 0) {
                 fprintf(stderr, "hccld: unknown log level '%s'\n", optarg);
@@ -152,7 +152,7 @@ static int make_socket_dir(const char *path)
 
 /* Detaches: the parent exits with the child's start-up status, so errors still reach the
  * shell that started us. */
-static int detach(int *notify_fd)
+static int detach(int *notify_fd, const char *log_file)
 {
     int p[2];
     char status = 1;
@@ -169,6 +169,8 @@ static int detach(int *notify_fd)
             status = 1;
         if (status == 0)
             printf("hccld: running in the background, pid %d\n", (int)pid);
+        else if (log_file != NULL)
+            fprintf(stderr, "hccld: it did not start; why is in %s\n", log_file);
         fflush(stdout);
         _exit(status);
     }
@@ -197,7 +199,12 @@ int main(int argc, char **argv)
      * (freed memory is reused; the daemon's footprint stays bounded by its peak). */
     mallopt(M_MMAP_THRESHOLD, 64 << 20);
     mallopt(M_TRIM_THRESHOLD, 256 << 20);
-    if (!o.foreground && detach(&notify_fd) != 0) {
+    /* Opened before it detaches, so that a path it cannot write to is said where it runs. */
+    if (o.log_file != NULL && (rc = log_to_file(o.log_file)) != 0) {
+        fprintf(stderr, "hccld: cannot write the log to %s: %s\n", o.log_file, strerror(-rc));
+        return 2;
+    }
+    if (!o.foreground && detach(&notify_fd, o.log_file) != 0) {
         ERR("INIT", "fork() failed: %s", strerror(errno));
         return 1;
     }
@@ -214,6 +221,7 @@ int main(int argc, char **argv)
                            .l0_mode = o.d.l0_mode,
                            .listen = strcmp(o.listen, "none") == 0 ? NULL : o.listen,
                            .config_path = o.config,
+                           .log_file = o.log_file,
                            .metrics_listen = o.d.metrics_listen[0] ? o.d.metrics_listen : NULL};
     if (server_start(&srv, loop, &cfg) != 0)
         return 1;

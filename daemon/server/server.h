@@ -32,6 +32,7 @@ typedef struct server_config {
     int l0_mode;                /* 0 auto, 1 coop, 2 daemon: HCCLD_L0_MODE, the operator's say */
     const char *listen;         /* "IP:PORT" for peer daemons, or NULL */
     const char *config_path;    /* hccld.conf: its QoS sections are read at start and on SIGHUP */
+    const char *log_file;       /* --log-file: reopened on SIGHUP (NULL: stderr as it was) */
     const char *metrics_listen; /* "IP:PORT" of the Prometheus endpoint, or NULL */
 } server_config_t;
 

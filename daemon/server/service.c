@@ -1,9 +1,11 @@
 /*
  * hccld as a systemd service: watchdog pings from the control loop (only while the data-path
  * engine is alive too), and SIGHUP re-reading the QoS policy of the config file without
- * dropping a client. Start-up (READY=1) and shutdown (STOPPING=1) live in server.c.
+ * dropping a client (and reopening --log-file). Start-up (READY=1) and shutdown (STOPPING=1) live
+ * in server.c.
  */
 #include <stdlib.h>
+#include <string.h>
 #include <systemd/sd-daemon.h>
 
 #include "futex.h"
@@ -68,6 +70,13 @@ void service_reload(server_t *srv)
     qos_policy_t *p = malloc(sizeof(*p));
 
     sd_notify(0, "RELOADING=1");
+    /* The log first: a rotation moved it away, and what follows goes to the new one. */
+    int rc = srv->cfg.log_file != NULL ? log_to_file(srv->cfg.log_file) : 0;
+    if (rc != 0)
+        WARN("INIT", "SIGHUP: cannot reopen the log %s (%s); it goes on where it was",
+             srv->cfg.log_file, strerror(-rc));
+    else if (srv->cfg.log_file != NULL)
+        INFO("INIT", "SIGHUP: log reopened: %s", srv->cfg.log_file);
     if (p == NULL || service_load_policy(srv, p) != 0) {
         WARN("INIT", "SIGHUP: keeping the QoS policy in force");
     } else {

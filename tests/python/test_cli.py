@@ -188,6 +188,47 @@ class Start(unittest.TestCase):
         os.kill(int(m.group(1)), 0)  # it runs
         self.assertTrue(os.path.exists(sock))
 
+    def wait_for_line(self, path, text):
+        """The first line of the file at path that holds text (within TIMEOUT_S)."""
+        deadline = time.monotonic() + TIMEOUT_S
+        while time.monotonic() < deadline:
+            if os.path.exists(path):
+                with open(path) as f:
+                    for line in f:
+                        if text in line:
+                            return line
+            time.sleep(0.05)
+        self.fail(f"no line with {text!r} in {path}")
+
+    def test_log_file_detached_and_reopened(self):
+        # A detached hccld with --log-file writes its log there, not to the caller's stderr
+        # (which a pipe would then hold open); after a rotation (the file renamed), SIGHUP
+        # makes it write to a new file of that name.
+        sock = os.path.join(self.tmp, "h.sock")
+        log = os.path.join(self.tmp, "hccld.log")
+        p = subprocess.run([HCCLD, "--socket", sock, "--listen", "none", "--log-level", "info",
+                            "--log-file", log], capture_output=True, text=True,
+                           timeout=TIMEOUT_S)
+        m = re.fullmatch(r"hccld: running in the background, pid (\d+)\n", p.stdout)
+        self.assertIsNotNone(m, p.stdout + p.stderr)
+        pid = int(m.group(1))
+        self.pids.append(pid)
+        self.assertEqual((p.returncode, p.stderr), (0, ""))
+        self.assertIn(f"hccld {VERSION} ready, pid {pid}: socket {sock}",
+                      self.wait_for_line(log, " ready, "))
+        os.rename(log, log + ".1")
+        os.kill(pid, signal.SIGHUP)
+        self.assertIn(f"SIGHUP: log reopened: {log}", self.wait_for_line(log, "SIGHUP"))
+        with open(log + ".1") as f:
+            self.assertNotIn("SIGHUP", f.read())
+
+    def test_log_file_unwritable_one_error(self):
+        log = os.path.join(self.tmp, "no-such-dir", "hccld.log")
+        p = run(HCCLD, "--socket", os.path.join(self.tmp, "h.sock"), "--log-file", log)
+        self.assertEqual((p.returncode, p.stdout), (2, ""))
+        self.assertEqual(p.stderr, f"hccld: cannot write the log to {log}: "
+                                   "No such file or directory\n")
+
     def test_file_in_the_path_one_error(self):
         afile = os.path.join(self.tmp, "afile")
         open(afile, "w").close()
