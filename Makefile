@@ -195,7 +195,7 @@ $(BUILD)/bin/hccl-run: $(BUILD)/obj/tools/run_watch.o
 # hccl_perf_test run under this name prints latency percentiles (tools/hccl_perf_test.c).
 $(BUILD)/bin/hccl_latency_test: $(BUILD)/bin/hccl_perf_test
 	ln -f $< $@
-$(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(BUILD)/obj/tools/cli.o $(LIB_A)
+$(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(LIB_A)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $(filter %.o,$^) $(filter %.a,$^) $(ALLLDFLAGS) $(call pc_libs,$(PKGS_CLIENT)) -lm
 

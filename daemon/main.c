@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "env.h"
 #include "log.h"
 #include "reduce.h"
@@ -48,6 +49,9 @@ static void usage(FILE *f)
             "  --version, --help\n");
 }
 
+#define PROG "hccld"
+#define SHORTS "s:a:c:l:g:w:fVhL:M:"
+
 static int parse_args(int argc, char **argv, opts_t *o)
 {
     static const struct option lo[] = {
@@ -66,7 +70,8 @@ static int parse_args(int argc, char **argv, opts_t *o)
     o->d.log_level = LOG_WARN;
     o->d.chunk = DEFAULT_CHUNK;
     snprintf(o->listen, sizeof(o->listen), "0.0.0.0:60000");
-    while ((c = getopt_long(argc, argv, "s:a:c:l:g:w:fVhL:M:", lo, NULL)) != -1) {
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, SHORTS, lo, NULL)) != -1) {
         switch (c) {
         case 'L': snprintf(o->listen, sizeof(o->listen), "%s", optarg); break;
         case 'M': metrics = optarg; break;
@@ -75,16 +80,13 @@ static int parse_args(int argc, char **argv, opts_t *o)
         case 'c': o->config = optarg; break;
         case 'g': o->log_file = optarg; break;
         case 'l':
-            if ((level = log_level_parse(optarg)) < 0) {
-                fprintf(stderr, "hccld: unknown log level '%s'\n", optarg);
-                return 2;
-            }
+            if ((level = log_level_parse(optarg)) < 0)
+                return cli_bad(PROG, "--log-level '%s': error, warn, info or debug", optarg);
             break;
         case 'w':
-            if (parse_u64(optarg, &workers) != 0 || workers > 256) {
-                fprintf(stderr, "hccld: --workers wants 0..256\n");
-                return 2;
-            }
+            if (parse_u64(optarg, &workers) != 0 || workers > 256)
+                return cli_bad(PROG, "--workers '%s': executor threads, 0..256 (0: online CPUs)",
+                               optarg);
             break;
         case 'f': o->foreground = 1; break;
         case 'V':
@@ -92,13 +94,11 @@ static int parse_args(int argc, char **argv, opts_t *o)
                    PROTO_VERSION, PEER_PROTO_VERSION);
             exit(0);
         case 'h': usage(stdout); exit(0);
-        default: usage(stderr); return 2;
+        default: return cli_bad_option(PROG, NULL, argv, SHORTS, lo);
         }
     }
-    if (optind < argc) {
-        usage(stderr);
-        return 2;
-    }
+    if (optind < argc)
+        return cli_bad(PROG, "unexpected argument '%s' (every setting is an option)", argv[optind]);
     if (o->config != NULL && daemon_conf_load(o->config, &o->d, err, sizeof(err)) != 0) {
         fprintf(stderr, "hccld: config %s\n", err);
         return 2;

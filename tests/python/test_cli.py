@@ -68,9 +68,16 @@ class VersionAndHelp(unittest.TestCase):
                 self.assertEqual(p.stderr, "")
 
 
-class PerfTestUsage(unittest.TestCase):
+class OneLineUsage(unittest.TestCase):
     def test_one_line_per_mistake(self):
         for name, args, line in [
+                ("hccld", ["--log-levl", "info"],
+                 "unknown option --log-levl (did you mean --log-level?)"),
+                ("hccld", ["--log-level", "loud"], "--log-level 'loud': error, warn, info or debug"),
+                ("hccld", ["--workers", "999"],
+                 "--workers '999': executor threads, 0..256 (0: online CPUs)"),
+                ("hccld", ["--socket"], "--socket needs a value"),
+                ("hccld", ["extra"], "unexpected argument 'extra' (every setting is an option)"),
                 ("hccl_perf_test", ["-b", "x"], "-b 'x': a size in bytes: 8, 4K, 1M, 1G"),
                 ("hccl_perf_test", ["--hlep"], "unknown option --hlep (did you mean --help?)"),
                 ("hccl_perf_test", ["-b"], "-b needs a value"),

@@ -1,8 +1,8 @@
 /* What every tool's command line does alike: --version, one-line refusals that name the input
  * and the fix (then a pointer to --help, never the whole usage), and the nearest known word for
  * a typo, as git does. */
-#ifndef HCCLD_TOOLS_CLI_H
-#define HCCLD_TOOLS_CLI_H
+#ifndef HCCLD_COMMON_CLI_H
+#define HCCLD_COMMON_CLI_H
 
 #include <getopt.h>
 
