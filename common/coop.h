@@ -25,7 +25,6 @@
 #define COOP_OWN_OUTPUT_MAX 2u /* up to this many ranks, each computes its own output */
 #define COOP_ABORT_LEFT 1u
 #define COOP_ABORT_BROKEN 2u
-#define COOP_LAT_BUCKETS 12u /* under 1, 4, 16, ... 4^10 us (about 1 s), then the rest */
 
 typedef struct coop_slot {
     /* By parity of the piece number; d.seq is what this rank posted. Small inputs follow the
@@ -44,7 +43,7 @@ typedef struct coop_ctl {
      * (they wrap at 2^32; the daemon folds the differences) and their sum, for the daemon's
      * duration histogram. In the first line's padding: a block of an older daemon or library
      * has zeros there, and the layout stays the same. */
-    uint32_t lat4[COOP_LAT_BUCKETS];
+    uint32_t lat4[SHM_LAT_BUCKETS];
     uint64_t lat_sum_us;
     alignas(SHM_CACHELINE) uint32_t bell;     /* bumped after every post/done; futex word */
     alignas(SHM_CACHELINE) uint32_t sleepers; /* ranks asleep on bell */
@@ -56,16 +55,6 @@ typedef struct coop_ctl {
 } coop_ctl_t;
 
 _Static_assert(offsetof(coop_ctl_t, bell) == SHM_CACHELINE, "the counters fit the first line");
-
-/* The bucket of an op of us microseconds in coop_ctl_t.lat4. */
-static inline unsigned coop_lat_bucket(uint64_t us)
-{
-    unsigned j = 0;
-
-    while (j + 1 < COOP_LAT_BUCKETS && us >= (1ull << (2 * j)))
-        j++;
-    return j;
-}
 
 /* The last piece rank q posted. */
 static inline uint64_t coop_posted(const coop_slot_t *s)

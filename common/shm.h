@@ -10,6 +10,7 @@
 #define HCCLD_COMMON_SHM_H
 
 #include <stdalign.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define SHM_MAGIC 0x48434c44u /* "HCLD" */
@@ -126,9 +127,48 @@ typedef struct shm_layout {
     uint64_t arena_bytes; /* the arena memfd, mapped on its own */
 } shm_layout_t;
 
+/* Durations of ops that the ranks ran among themselves, for the daemon's histogram: a count per
+ * power of 4 us (coop_ctl_t.lat4, shm_lane_slot_t.lat4). */
+#define SHM_LAT_BUCKETS 12u /* under 1, 4, 16, ... 4^10 us (about 1 s), then the rest */
+
+static inline unsigned shm_lat_bucket(uint64_t us)
+{
+    unsigned j = 0;
+
+    while (j + 1 < SHM_LAT_BUCKETS && us >= (1ull << (2 * j)))
+        j++;
+    return j;
+}
+
+/*
+ * Lane ops (libclient/lane.h): collectives a client's ranks ran among themselves across daemons,
+ * which no daemon saw. Each rank with lanes counts its own in a slot of its segment's first page,
+ * after the header, where no daemon keeps anything (an older library leaves zeros: none); its
+ * daemon reads them for its figures (daemon/server/lane_count.c), trusting them no more than a
+ * control block's counters. comm_id 0: a free slot.
+ */
+#define SHM_LANE_OFF 1024u
+#define SHM_LANE_SLOTS 24u
+typedef struct shm_lane_slot {
+    alignas(SHM_CACHELINE) uint32_t comm_id; /* the daemon's id of the comm (written last) */
+    uint32_t rank;
+    uint64_t ops;                   /* lane collectives done */
+    uint64_t lat_sum_us;            /* their durations, from the call to the result */
+    uint32_t lat4[SHM_LAT_BUCKETS]; /* a count per power of 4 us (they wrap at 2^32) */
+} shm_lane_slot_t;
+
+static inline shm_lane_slot_t *shm_lane_slots(void *seg)
+{
+    return (shm_lane_slot_t *)((char *)seg + SHM_LANE_OFF);
+}
+
 /* Computes a layout for an arena of arena_bytes (rounded up to pages). */
 void shm_layout_make(uint64_t arena_bytes, uint32_t sq_entries, uint32_t cq_entries,
                      shm_layout_t *layout_p);
+
+_Static_assert(sizeof(shm_hdr_t) <= SHM_LANE_OFF &&
+                   SHM_LANE_OFF + SHM_LANE_SLOTS * sizeof(shm_lane_slot_t) <= SHM_PAGE,
+               "the lane slots lie between the header and the first ring (shm_layout_make)");
 
 static inline ring_hdr_t *shm_ring(void *base, uint64_t off)
 {

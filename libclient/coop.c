@@ -547,7 +547,7 @@ HcclResult hc_coop_run(hc_comm_t *comm, const hc_op_t *op)
         cp->broken = 1;
     else if (comm->rank == 0) { /* for the daemon's histogram (coop_ctl_t.lat4) */
         uint64_t us = (now_ns() - t0) / 1000;
-        __atomic_fetch_add(&cp->ctl->lat4[coop_lat_bucket(us)], 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&cp->ctl->lat4[shm_lat_bucket(us)], 1, __ATOMIC_RELAXED);
         __atomic_fetch_add(&cp->ctl->lat_sum_us, us, __ATOMIC_RELAXED);
     }
     return rc;

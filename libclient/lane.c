@@ -265,6 +265,8 @@ static int lanes_run(hc_comm_t *comm, const hc_op_t *op, HcclResult *rc_p)
     uint8_t *mine = ln->acc + (op->kind == DESC_ALLGATHER ? ln->plan.me * block : 0);
     lane_hdr_t h = op_hdr(ln, op, 0);
 
+    uint64_t t0 = now_ns();
+
     hc_prof_direct();
     if (bytes > block)
         memset(ln->acc, 0, bytes);
@@ -277,6 +279,7 @@ static int lanes_run(hc_comm_t *comm, const hc_op_t *op, HcclResult *rc_p)
     if (rc == 0) {
         for (size_t b = 0; block > 0 && b < bytes / block; b++)
             memcpy(op->recv + b * op->recv_stride, ln->acc + b * block, block);
+        lane_count_op(ln, now_ns() - t0);
         *rc_p = HCCL_SUCCESS;
         return LANE_DONE;
     }

@@ -123,6 +123,7 @@ struct hc_lanes {
     int keeper_on;
     pthread_mutex_t mu; /* with cond: the op's thread waits for a repair */
     pthread_cond_t cond;
+    struct shm_lane_slot *slot; /* where its lane ops are counted for the daemon, or NULL */
 };
 
 #define LANE_FOLD(ln) (&(ln)->lane[0])
@@ -181,6 +182,14 @@ int lane_keeper_start(hc_comm_t *comm);
 void lane_keeper_stop(hc_lanes_t *ln);
 /* Tells the keeper to look again (a lane failed, bytes wait to go). */
 void lane_keeper_wake(hc_lanes_t *ln);
+
+/* lane_count.c: the lane ops a rank counts for its daemon's figures (shm_lane_slot_t) */
+/* Takes a free slot of the client's segment for the comm (none left: its ops go uncounted). */
+void lane_count_claim(hc_comm_t *comm);
+/* One lane collective done, in took_ns. */
+void lane_count_op(hc_lanes_t *ln, uint64_t took_ns);
+/* Frees the slot (once the comm left its daemon, which read it then). */
+void lane_count_release(hc_lanes_t *ln);
 
 /* lane.c */
 /* Collective op of a comm with lanes, before it runs: 1 when it ran over the lanes (or failed

@@ -331,6 +331,7 @@ HcclResult hc_lanes_open(hc_comm_t *comm, const Hccld__CommInitResp *r, int *fds
         goto out;
     }
     comm->lanes = ln;
+    lane_count_claim(comm);
     /* With op retry at L1, a lane that fails connects again: the listener stays. */
     if (comm->lane_hold_ms > 0) {
         ln->lfd = fds[0];
@@ -357,7 +358,9 @@ out:
 
 void hc_lanes_close(hc_comm_t *comm)
 {
-    if (comm->lanes != NULL)
+    if (comm->lanes != NULL) {
+        lane_count_release(comm->lanes);
         lanes_free(comm->lanes);
+    }
     comm->lanes = NULL;
 }

@@ -65,37 +65,64 @@ static int coop_create(form_comm_t *c)
     return 0;
 }
 
-_Static_assert(sizeof(((form_comm_t *)0)->coop_lat_seen) == COOP_LAT_BUCKETS * sizeof(uint32_t),
-               "form_comm_t holds one count per bucket of coop_ctl_t.lat4");
+_Static_assert(sizeof(((form_comm_t *)0)->coop_lat_seen) == SHM_LAT_BUCKETS * sizeof(uint32_t) &&
+                   sizeof(((form_comm_t *)0)->lane_lat_seen) == SHM_LAT_BUCKETS * sizeof(uint32_t),
+               "form_comm_t holds one count per bucket of the ranks' durations");
 
-/* Adds what c's ranks counted since the last fold to f's totals; the counts wrap at 2^32. */
-static void lat_fold(form_t *f, form_comm_t *c)
+/* Adds what was counted since the last fold (seen) to f's durations; the counts wrap at 2^32. */
+static void lat_fold(form_t *f, const uint32_t *lat4, uint64_t sum, uint32_t *seen,
+                     uint64_t *sum_seen)
 {
-    uint64_t sum = __atomic_load_n(&c->coop->lat_sum_us, __ATOMIC_RELAXED);
-
-    for (unsigned j = 0; j < COOP_LAT_BUCKETS; j++) {
-        uint32_t now = __atomic_load_n(&c->coop->lat4[j], __ATOMIC_RELAXED);
-        f->coop_lat[j] += (uint32_t)(now - c->coop_lat_seen[j]);
-        c->coop_lat_seen[j] = now;
+    for (unsigned j = 0; j < SHM_LAT_BUCKETS; j++) {
+        f->ranks_lat[j] += (uint32_t)(lat4[j] - seen[j]);
+        seen[j] = lat4[j];
     }
-    f->coop_lat_sum_us += sum - c->coop_sum_seen;
-    c->coop_sum_seen = sum;
+    f->ranks_lat_sum_us += sum - *sum_seen;
+    *sum_seen = sum;
 }
 
-void form_coop_lat(form_t *f, uint64_t lat[12], uint64_t *sum_us)
+static void coop_lat_fold(form_t *f, form_comm_t *c)
+{
+    uint32_t lat4[SHM_LAT_BUCKETS];
+
+    for (unsigned j = 0; j < SHM_LAT_BUCKETS; j++)
+        lat4[j] = __atomic_load_n(&c->coop->lat4[j], __ATOMIC_RELAXED);
+    lat_fold(f, lat4, __atomic_load_n(&c->coop->lat_sum_us, __ATOMIC_RELAXED), c->coop_lat_seen,
+             &c->coop_sum_seen);
+}
+
+void form_ranks_lat(form_t *f, uint64_t lat[12], uint64_t *sum_us)
 {
     for (form_comm_t *c = f->comms; c != NULL; c = c->next)
         if (c->coop != NULL)
-            lat_fold(f, c);
-    memcpy(lat, f->coop_lat, sizeof(f->coop_lat));
-    *sum_us = f->coop_lat_sum_us;
+            coop_lat_fold(f, c);
+    memcpy(lat, f->ranks_lat, sizeof(f->ranks_lat));
+    *sum_us = f->ranks_lat_sum_us;
+}
+
+void form_lane_fold(form_t *f, uint32_t comm_id, uint64_t ops, const uint32_t lat4[12],
+                    uint64_t sum_us)
+{
+    form_comm_t *c = form_comm_find(f, comm_id);
+
+    if (c == NULL || ops <= c->lane_ops)
+        return;
+    f->lane_ops += ops - c->lane_ops;
+    c->lane_ops = ops;
+    if (sum_us >= c->lane_sum_seen) /* the same rank's, or one as far: its durations */
+        lat_fold(f, lat4, sum_us, c->lane_lat_seen, &c->lane_sum_seen);
+}
+
+uint64_t form_lane_ops(const form_t *f)
+{
+    return f->lane_ops;
 }
 
 static void comm_free(form_t *f, form_comm_t *c)
 {
     if (c->coop != NULL) {
         f->coop_retired += coop_pieces_done(c->coop);
-        lat_fold(f, c);
+        coop_lat_fold(f, c);
         munmap(c->coop, c->coop_bytes);
         close(c->coop_fd);
     }

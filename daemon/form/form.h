@@ -63,8 +63,13 @@ typedef struct form_comm {
     struct coop_ctl *coop; /* cooperative level 0, or NULL */
     uint64_t coop_bytes;
     int coop_fd;
-    uint32_t coop_lat_seen[12]; /* coop->lat4 when last folded (form_coop_lat) */
+    uint32_t coop_lat_seen[12]; /* coop->lat4 when last folded (form_ranks_lat) */
     uint64_t coop_sum_seen;
+    /* Lane ops (libclient/lane.h) its ranks here ran, as they reported them (form_lane_fold),
+     * and the durations that reported when last folded. */
+    uint64_t lane_ops;
+    uint32_t lane_lat_seen[12];
+    uint64_t lane_sum_seen;
     int rejoined; /* registered again after a restart of the daemon (form/rejoin.c) */
     /* Its ranks wait this long (ms) for a restarted daemon and register it again; 0: a
      * restart ends it. A stopping daemon leaves such a comm's control block alone. */
@@ -176,8 +181,16 @@ uint64_t form_comms_rejoined(const form_t *f);
 /* Pieces the ranks of cooperative comms ran among themselves, of the comms freed so far (those
  * of a live comm are in its control block: coop_pieces_done). */
 uint64_t form_coop_pieces_retired(const form_t *f);
-/* How long the ops of cooperative comms took, live and gone: a count per power of 4 us
- * (coop_ctl_t.lat4's buckets) and their sum, as of now. */
-void form_coop_lat(form_t *f, uint64_t lat[12], uint64_t *sum_us);
+/* How long the ops that ranks ran among themselves took, cooperative and lane ops, live comms
+ * and gone: a count per power of 4 us (shm.h's SHM_LAT_BUCKETS) and their sum, as of now. */
+void form_ranks_lat(form_t *f, uint64_t lat[12], uint64_t *sum_us);
+/* Lane ops of comm comm_id as its ranks here report them: the most any of them ran (ops), with
+ * that rank's durations (lat4 and sum as in shm_lane_slot_t). What grew since the last report
+ * goes to the comm's and the daemon's figures; a count that went back is ignored (counters never
+ * fall). */
+void form_lane_fold(form_t *f, uint32_t comm_id, uint64_t ops, const uint32_t lat4[12],
+                    uint64_t sum_us);
+/* Lane ops of every comm so far, gone ones included. */
+uint64_t form_lane_ops(const form_t *f);
 
 #endif

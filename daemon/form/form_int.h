@@ -25,8 +25,11 @@ struct form {
     uint64_t rejoined; /* comms registered again so far */
     /* Pieces the ranks of cooperative comms since freed ran among themselves. */
     uint64_t coop_retired;
-    /* Their ops' durations, folded from each comm's control block (form_coop_lat). */
-    uint64_t coop_lat[12], coop_lat_sum_us;
+    /* Lane ops of every comm so far, gone ones included (form_lane_fold). */
+    uint64_t lane_ops;
+    /* The durations of the ops that ranks ran among themselves, cooperative and lane ops, folded
+     * from the control blocks and the ranks' lane slots (form_ranks_lat). */
+    uint64_t ranks_lat[12], ranks_lat_sum_us;
     uint32_t next_comm_id;
 };
 

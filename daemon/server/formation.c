@@ -182,6 +182,7 @@ static void answer_destroy(session_t *s, uint64_t req_id, const Hccld__CommDestr
     Hccld__Msg m = HCCLD__MSG__INIT;
     Hccld__CommDestroyResp r = HCCLD__COMM_DESTROY_RESP__INIT;
 
+    lane_count_fold(s->srv); /* its last lane ops, before it leaves */
     r.result = form_comm_leave(s->srv->form, &s->fc, req->comm_id, req->rank);
     m.req_id = req_id;
     m.body_case = HCCLD__MSG__BODY_COMM_DESTROY_RESP;
@@ -267,6 +268,7 @@ void formation_session_gone(session_t *s)
 {
     if (s->srv->form == NULL)
         return;
+    lane_count_fold(s->srv); /* what its ranks counted, before its segment goes */
     form_client_gone(s->srv->form, &s->fc);
     rearm(s->srv);
 }

@@ -139,6 +139,9 @@ int whitelist_allows(const server_t *srv, const char *ip);
 /* admin.c */
 void admin_handle(server_t *srv, session_t *s, const Hccld__Msg *m);
 
+/* lane_count.c: the lane ops the ranks here reported, into formation's figures. */
+void lane_count_fold(server_t *srv);
+
 /* service.c: systemd watchdog, and the QoS policy from the config file (at start, SIGHUP). */
 void service_watchdog_start(server_t *srv);
 void service_watchdog_stop(server_t *srv);

@@ -12,17 +12,17 @@
 #include "server/server.h"
 #include "text.h"
 
-/* The ops the ranks of cooperative comms ran among themselves, in the duration histogram: a
- * count under 4^j us goes to the daemon's bucket under 2^2j us (possibly one too high), the
- * rest to the last. */
-static void coop_durations(server_t *srv, engine_stats_t *st)
+/* The ops that ranks ran among themselves (cooperative comms, lanes), in the duration
+ * histogram: a count under 4^j us goes to the daemon's bucket under 2^2j us (possibly one too
+ * high), the rest to the last. */
+static void ranks_durations(server_t *srv, engine_stats_t *st)
 {
-    uint64_t lat[COOP_LAT_BUCKETS], sum_us;
+    uint64_t lat[SHM_LAT_BUCKETS], sum_us;
 
-    form_coop_lat(srv->form, lat, &sum_us);
-    for (unsigned j = 0; j < COOP_LAT_BUCKETS; j++) {
+    form_ranks_lat(srv->form, lat, &sum_us);
+    for (unsigned j = 0; j < SHM_LAT_BUCKETS; j++) {
         unsigned k =
-            j + 1 < COOP_LAT_BUCKETS && 2 * j < ENGINE_LAT_BUCKETS ? 2 * j : ENGINE_LAT_BUCKETS - 1;
+            j + 1 < SHM_LAT_BUCKETS && 2 * j < ENGINE_LAT_BUCKETS ? 2 * j : ENGINE_LAT_BUCKETS - 1;
         st->lat_bucket[k] += lat[j];
         st->lat_count += lat[j];
     }
@@ -77,6 +77,7 @@ void status_comm_stats(server_t *srv, const form_comm_t *c, engine_comm_stats_t 
         st->ops_done += coop_pieces_done(c->coop);
         coop_posted_all(c->coop, st);
     }
+    st->ops_done += c->lane_ops; /* as of the last fold (status_build does one first) */
 }
 
 const char *status_daemon_named(const form_comm_t *c, uint32_t node)
@@ -202,15 +203,17 @@ int status_build(server_t *srv, status_t *x)
         status_free(x);
         return -1;
     }
+    lane_count_fold(srv);
     engine_get_stats(srv->eng, &st);
-    coop_durations(srv, &st);
+    ranks_durations(srv, &st);
     memcpy(x->lat_bucket, st.lat_bucket, sizeof(x->lat_bucket));
     r->version = HCCLD_VERSION;
     r->uptime_ms = now_ms(srv) - srv->started_ms;
     r->socket = (char *)srv->cfg.socket_path;
     r->ops_in_flight = st.ops_queued;
-    /* With the pieces the ranks of cooperative comms ran among themselves, live or gone. */
-    r->ops_done = st.ops_done + form_coop_pieces_retired(srv->form);
+    /* With the ops that ranks ran among themselves, live comms or gone: the pieces of
+     * cooperative comms, and lane ops. */
+    r->ops_done = st.ops_done + form_coop_pieces_retired(srv->form) + form_lane_ops(srv->form);
     for (const form_comm_t *c = form_comms(srv->form); c != NULL; c = c->next)
         r->ops_done += c->coop != NULL ? coop_pieces_done(c->coop) : 0;
     r->net_tx_bytes = st.net_tx_bytes;

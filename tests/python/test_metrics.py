@@ -145,6 +145,36 @@ class TestPrometheus(unittest.TestCase):
         self.assertTrue(any(v >= 21 for v in per_comm), per_comm)
         self.assertGreaterEqual(after, during)
 
+    def test_lane_ops_counted(self):
+        """A comm across daemons runs its small ops between its ranks (lanes), past both
+        daemons: each daemon counts them all the same, as its ranks report them, in
+        hccld_ops_total (while the comm lives and after it is gone), hccld_comm_ops_total and
+        the duration histogram; the daemons moved none of their bytes."""
+        def job(comm, r, n):
+            for _ in range(20):
+                y = comm.all_reduce(np.full(4, r + 1, np.float32))
+            np.testing.assert_array_equal(y, np.full(4, 3, np.float32))
+            comm.barrier()  # 21 lane ops on each rank
+            body = get(self.url(r))[2]
+            comm.barrier()  # the comm lives until both have read
+            return body
+
+        first = [get(self.url(k))[2] for k in range(2)]
+        bodies = run_ranks(2, job, socks=[d.sock for d in self.daemons])
+        last = [get(self.url(k))[2] for k in range(2)]
+        for k in range(2):
+            with self.subTest(daemon=k):
+                ops = [sample(x, "hccld_ops_total") for x in (first[k], bodies[k], last[k])]
+                self.assertEqual((ops[1] - ops[0], ops[2] - ops[0]), (21, 22))
+                timed = [sample(x, "hccld_op_duration_seconds_count")
+                         for x in (first[k], bodies[k])]
+                self.assertEqual(timed[1] - timed[0], 21)
+                per_comm = [float(x.split()[-1]) for x in bodies[k].splitlines()
+                            if x.startswith("hccld_comm_ops_total{")]
+                self.assertIn(21.0, per_comm)
+                self.assertEqual(sample(last[k], "hccld_net_sent_bytes_total"),
+                                 sample(first[k], "hccld_net_sent_bytes_total"))
+
     def test_ctl_metrics_has_no_json(self):
         """hccld-ctl metrics prints Prometheus's text; asked for JSON it says why not (exit 2)."""
         for args in (("--json", "metrics"), ("metrics", "--json")):
