@@ -334,14 +334,18 @@ void hc_lanes_bye(hc_comm_t *comm)
     }
     lane_hdr_t bye = {.seq = ln->seq, .flags = LANE_F_BYE};
     uint64_t deadline = now_ns() + (uint64_t)ln->hold_ms * 1000000ull;
-    int n = lanes_used(ln, v), wait[HC_LANE_LEVELS_MAX + 1];
+    int n = lanes_used(ln, v), wait[HC_LANE_LEVELS_MAX + 1], wake = 0;
     /* Every goodbye first: a partner closing too hears ours while we wait for its. */
     for (int i = 0; i < n; i++) {
         uint64_t k;
+        uint32_t gen;
         wait[i] = !__atomic_load_n(&v[i]->bye, __ATOMIC_ACQUIRE) &&
                   lane_commit(v[i], &bye, sizeof(bye), NULL, 0, &k) == 0;
+        if (wait[i] && lane_pump(v[i], k, &gen) != 1)
+            wake = 1;
     }
-    lane_keeper_wake(ln); /* it sends what the sockets did not take */
+    if (wake)
+        lane_keeper_wake(ln); /* it sends what the sockets did not take */
     for (int i = 0; i < n; i++) {
         /* The partner's goodbye (0), its answer or another header (1: what it says no longer
          * matters), or its lane ended for good. */
