@@ -332,6 +332,8 @@ void hc_lanes_bye(hc_comm_t *comm)
         pthread_mutex_unlock(&ln->lock);
         return;
     }
+    /* No op follows; a lane that goes down now is no news (give_up stays quiet). */
+    lanes_set_state(ln, HC_LANES_OFF, HCCL_SUCCESS);
     lane_hdr_t bye = {.seq = ln->seq, .flags = LANE_F_BYE};
     uint64_t deadline = now_ns() + (uint64_t)ln->hold_ms * 1000000ull;
     int n = lanes_used(ln, v), wait[HC_LANE_LEVELS_MAX + 1], wake = 0;
@@ -356,7 +358,6 @@ void hc_lanes_bye(hc_comm_t *comm)
             INFO("COLL", "rank %u: rank %u did not answer the lanes' goodbye within %u ms",
                  comm->rank, v[i]->peer, ln->hold_ms);
     }
-    lanes_set_state(ln, HC_LANES_OFF, HCCL_SUCCESS);
     pthread_mutex_unlock(&ln->lock);
 }
 

@@ -6,9 +6,12 @@
  * folds ranks in), and the daemons' payload counters say none of it went through them; larger ops,
  * HCCLD_DIRECT_MAX=0 and a forced HCCL_ALGO still go through the daemons.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "dtype.h"
@@ -221,6 +224,68 @@ START_TEST(test_lanes_timeout_names_rank)
 }
 END_TEST
 
+/* With op retry at L1 (a 60 s hold), rank 1 is SIGKILLed right after the comm's last lane op:
+ * rank 0's HcclCommDestroy says goodbye on the lane and must not wait out the hold for an
+ * answer that cannot come (the lane closed: its repair is refused). It returns HCCL_SUCCESS
+ * well within DESTROY_BOUND_S; the daemons serve on. */
+#define DESTROY_BOUND_S 20.0
+
+static double mono_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int bye_to_the_dead(HcclComm comm, uint32_t r, uint32_t n, void *arg)
+{
+    float x[4] = {1, 2, 3, 4}, y[4];
+
+    (void)arg;
+    for (int i = 0; i < 20; i++)
+        if (HcclAllReduce(x, y, 4, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, NULL) !=
+                HCCL_SUCCESS ||
+            y[3] != 4.0f * (float)n)
+            return 1;
+    if (r == 1)
+        kill(getpid(), SIGKILL);
+    usleep(300000); /* rank 1 is gone */
+    double t0 = mono_s();
+    HcclResult rc = HcclCommDestroy(comm);
+    double took = mono_s() - t0;
+    if (rc != HCCL_SUCCESS || took > DESTROY_BOUND_S) {
+        fprintf(stderr, "rank 0: HcclCommDestroy gave %d after %.1f s\n", rc, took);
+        _exit(1);
+    }
+    _exit(0); /* destroyed already */
+}
+
+START_TEST(test_lanes_goodbye_to_a_killed_rank)
+{
+    cluster_t c;
+    char *socks[2];
+    pid_t pids[2];
+    int status[2];
+
+    cluster_start(&c, 2);
+    socks[0] = c.socks[0];
+    socks[1] = c.socks[1];
+    setenv("HCCL_OP_RETRY_ENABLE", "L1:1", 1);
+    setenv("HCCL_OP_RETRY_PARAMS", "MaxCnt:1, HoldTime:60000, IntervalTime:0", 1);
+    ck_assert_int_eq(harness_spawn_ranks_on(2, socks, bye_to_the_dead, NULL, 120, pids), 0);
+    harness_wait_status(pids, 2, 120, status);
+    unsetenv("HCCL_OP_RETRY_ENABLE");
+    unsetenv("HCCL_OP_RETRY_PARAMS");
+    ck_assert_msg(WIFEXITED(status[0]) && WEXITSTATUS(status[0]) == 0, "rank 0: status %d",
+                  status[0]);
+    ck_assert_msg(WIFSIGNALED(status[1]) && WTERMSIG(status[1]) == SIGKILL, "rank 1: status %d",
+                  status[1]);
+    ck_assert_int_eq(run_ranks(&c, 1, rank_formed, NULL), 0); /* the daemons serve on */
+    cluster_stop(&c);
+}
+END_TEST
+
 void multinode_add_lanes(Suite *s)
 {
     TCase *tc = tcase_create("lanes");
@@ -229,5 +294,6 @@ void multinode_add_lanes(Suite *s)
     tcase_add_test(tc, test_lanes_allreduce);
     tcase_add_test(tc, test_lanes_off);
     tcase_add_test(tc, test_lanes_timeout_names_rank);
+    tcase_add_test(tc, test_lanes_goodbye_to_a_killed_rank);
     suite_add_tcase(s, tc);
 }
