@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "dtype.h"
+#include "fault_loop.h"
 #include "multinode.h"
 #include "ref.h"
 
@@ -230,14 +230,6 @@ END_TEST
  * well within DESTROY_BOUND_S; the daemons serve on. */
 #define DESTROY_BOUND_S 20.0
 
-static double mono_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static int bye_to_the_dead(HcclComm comm, uint32_t r, uint32_t n, void *arg)
 {
     float x[4] = {1, 2, 3, 4}, y[4];
@@ -251,9 +243,9 @@ static int bye_to_the_dead(HcclComm comm, uint32_t r, uint32_t n, void *arg)
     if (r == 1)
         kill(getpid(), SIGKILL);
     usleep(300000); /* rank 1 is gone */
-    double t0 = mono_s();
+    double t0 = fl_now();
     HcclResult rc = HcclCommDestroy(comm);
-    double took = mono_s() - t0;
+    double took = fl_now() - t0;
     if (rc != HCCL_SUCCESS || took > DESTROY_BOUND_S) {
         fprintf(stderr, "rank 0: HcclCommDestroy gave %d after %.1f s\n", rc, took);
         _exit(1);
